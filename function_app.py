@@ -1,0 +1,13 @@
+"""Durable AI Jobs function app: creates the app and registers the blueprints, nothing else."""
+
+import azure.durable_functions as df
+import azure.functions as func
+
+from activities import blueprint as activities_blueprint
+from api import blueprint as api_blueprint
+from orchestrators import blueprint as orchestrators_blueprint
+
+app = df.DFApp(http_auth_level=func.AuthLevel.FUNCTION)
+app.register_functions(api_blueprint)
+app.register_functions(orchestrators_blueprint)
+app.register_functions(activities_blueprint)

@@ -1,0 +1,5 @@
+"""Orchestrator functions of the app."""
+
+import azure.durable_functions as df
+
+blueprint = df.Blueprint()

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the project needs, only when they are missing.
+# unixodbc + libsqliteodbc: the real ODBC path (pyodbc) against the SQLite sample database.
+set -euo pipefail
+
+need=()
+command -v odbcinst >/dev/null 2>&1 || need+=(unixodbc)
+odbcinst -q -d 2>/dev/null | grep -qx '\[SQLite3\]' || need+=(libsqliteodbc unixodbc)
+[ -e /usr/include/sql.h ] || need+=(unixodbc-dev)
+
+if [ ${#need[@]} -eq 0 ]; then
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "Installing system packages: ${need[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
