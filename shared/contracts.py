@@ -1,0 +1,195 @@
+"""The executor contract: one input and one output shape for every step of a job.
+
+Executors are stateless. They never retry on their own and never leak raw exceptions: every
+outcome, expected or not, comes back as an ``ExecutorOutput``. The orchestrator owns the policy
+(retry, fall back to another model, ask the user, or fail) and decides it from ``error.code``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class ExecutorType(StrEnum):
+    """Executor types that ship with the app (the registry accepts more)."""
+
+    CONSULT_RAG = "consult_rag"
+    EXECUTE_AZURE_SQL = "execute_azure_sql"
+    GENERATE_RESPONSE = "generate_response"
+
+
+class ErrorCode(StrEnum):
+    """Stable error codes of the contract. Only the codes in ``RETRYABLE_CODES`` are worth a retry."""
+
+    RATE_LIMITED = "RATE_LIMITED"
+    MODEL_TIMEOUT = "MODEL_TIMEOUT"
+    TRANSIENT = "TRANSIENT"
+    UPSTREAM_ERROR = "UPSTREAM_ERROR"
+    CONTENT_FILTERED = "CONTENT_FILTERED"
+    AUTH_FAILED = "AUTH_FAILED"
+    BAD_REQUEST = "BAD_REQUEST"
+    INVALID_INPUT = "INVALID_INPUT"
+    MODEL_NOT_ALLOWED = "MODEL_NOT_ALLOWED"
+    SQL_REJECTED = "SQL_REJECTED"
+    SQL_ERROR = "SQL_ERROR"
+    SQL_TIMEOUT = "SQL_TIMEOUT"
+    SEARCH_ERROR = "SEARCH_ERROR"
+    CONFIG_ERROR = "CONFIG_ERROR"
+    UNKNOWN_EXECUTOR = "UNKNOWN_EXECUTOR"
+    INTERNAL_ERROR = "INTERNAL_ERROR"
+
+
+# Throttling, timeouts and transient faults deserve a retry; everything else is final for that input.
+RETRYABLE_CODES: frozenset[ErrorCode] = frozenset(
+    {ErrorCode.RATE_LIMITED, ErrorCode.MODEL_TIMEOUT, ErrorCode.TRANSIENT, ErrorCode.UPSTREAM_ERROR}
+)
+
+
+class Constraints(BaseModel):
+    """Per-step limits. The job's constraints are copied into every step."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_tokens: int = Field(default=1024, ge=1, le=128_000)
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    allowed_models: list[str] = Field(default_factory=list, max_length=8)
+    timeout_ms: int = Field(default=60_000, ge=100, le=600_000)
+
+
+class ExecutorInput(BaseModel):
+    """What the orchestrator hands an executor for one step."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_id: str = Field(min_length=1, max_length=200)
+    executor_type: str = Field(min_length=1, max_length=64)
+    task: dict[str, Any] = Field(default_factory=dict)
+    execution_context: dict[str, Any] = Field(default_factory=dict)
+    constraints: Constraints = Field(default_factory=Constraints)
+
+
+class Usage(BaseModel):
+    """Tokens and estimated cost of one step (or of a whole job when summed)."""
+
+    tokens_input: int = Field(default=0, ge=0)
+    tokens_output: int = Field(default=0, ge=0)
+    total_tokens: int = Field(default=0, ge=0)
+    estimated_cost: float = Field(default=0.0, ge=0.0)
+
+    @model_validator(mode="after")
+    def _fill_total(self) -> Usage:
+        if self.total_tokens == 0:
+            self.total_tokens = self.tokens_input + self.tokens_output
+        return self
+
+    def __add__(self, other: Usage) -> Usage:
+        """Sum two usages."""
+        return Usage(
+            tokens_input=self.tokens_input + other.tokens_input,
+            tokens_output=self.tokens_output + other.tokens_output,
+            total_tokens=self.total_tokens + other.total_tokens,
+            estimated_cost=round(self.estimated_cost + other.estimated_cost, 8),
+        )
+
+
+class ExecutorError(BaseModel):
+    """Why a step failed, in a form the orchestrator can act on."""
+
+    code: ErrorCode
+    message: str = Field(max_length=2000)
+    retry_after_ms: int | None = Field(default=None, ge=0)
+
+    @property
+    def retryable(self) -> bool:
+        """Whether the orchestrator may retry this failure."""
+        return self.code in RETRYABLE_CODES
+
+
+class ExecutorOutput(BaseModel):
+    """What every executor returns."""
+
+    status: Literal["success", "failed", "partial"]
+    result: dict[str, Any] | None = None
+    usage: Usage = Field(default_factory=Usage)
+    model_used: str | None = None
+    error: ExecutorError | None = None
+
+    @model_validator(mode="after")
+    def _error_iff_failed(self) -> ExecutorOutput:
+        if self.status == "failed" and self.error is None:
+            raise ValueError("a failed output needs an error")
+        return self
+
+    @classmethod
+    def failure(
+        cls, code: ErrorCode, message: str, *, retry_after_ms: int | None = None, model_used: str | None = None
+    ) -> ExecutorOutput:
+        """Build a failed output."""
+        return cls(
+            status="failed",
+            error=ExecutorError(code=code, message=message[:2000], retry_after_ms=retry_after_ms),
+            model_used=model_used,
+        )
+
+
+class ProviderError(Exception):
+    """A classified fault from a provider (LLM, search, SQL). Executors turn it into a failed output."""
+
+    def __init__(self, code: ErrorCode, message: str, *, retry_after_ms: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.retry_after_ms = retry_after_ms
+
+
+# Typed results carried in ExecutorOutput.result. Keep them small: they are stored in Durable history.
+
+
+class Chunk(BaseModel):
+    """A retrieved passage with a stable source id (``<doc-id>#<chunk-no>``)."""
+
+    source_id: str
+    title: str
+    content: str
+    score: float = 0.0
+    path: str | None = None
+
+
+class RagResult(BaseModel):
+    """Result of consult_rag. No hits is a success with an empty list."""
+
+    query: str
+    chunks: list[Chunk] = Field(default_factory=list)
+
+
+class SqlResult(BaseModel):
+    """Result of execute_azure_sql: the SQL that actually ran and what it returned."""
+
+    question: str | None = None
+    sql: str
+    dialect: str
+    tables: list[str] = Field(default_factory=list)
+    columns: list[str] = Field(default_factory=list)
+    rows: list[list[Any]] = Field(default_factory=list)
+    row_count: int = 0
+    truncated: bool = False
+    source_id: str | None = None
+
+
+class Citation(BaseModel):
+    """A source the answer relies on: a document chunk or a SQL query with its rows."""
+
+    source_id: str
+    kind: Literal["document", "sql"]
+    title: str | None = None
+    quote: str | None = None
+
+
+class AnswerResult(BaseModel):
+    """Result of generate_response."""
+
+    answer: str
+    citations: list[Citation] = Field(default_factory=list)
