@@ -1,0 +1,254 @@
+"""Command line: ``python -m devhost serve [--app DIR] [--host H] [--port P] [--data DIR] [--no-auth]``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import errno
+import logging
+import os
+import signal
+import socket
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+from devhost.durable_api import Engine
+from devhost.keys import ENV_FUNCTION_KEY, ENV_MASTER_KEY, ENV_SYSTEM_KEY, HostKeys, KeysError, load_or_create_keys
+from devhost.model import AppLoadError, LoadedApp
+from devhost.server import DEVHOST_VERSION, DevHost
+
+log = logging.getLogger("devhost")
+
+EngineFactory = Callable[[LoadedApp, Path], Any]
+
+EXIT_OK = 0
+EXIT_APP_ERROR = 1
+EXIT_USAGE = 2
+EXIT_PORT = 3
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """Validated ``serve`` arguments."""
+
+    app_dir: Path
+    data_dir: Path
+    host: str
+    port: int
+    auth: bool
+    grace_s: float
+    verbose: bool
+
+
+class _Server(uvicorn.Server):
+    """uvicorn server whose signals the CLI handles, so the engine stops after the listeners close."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """Do not install uvicorn's handlers (they re-raise the signal after shutdown)."""
+        yield
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser for ``python -m devhost``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m devhost", description="Local host for Azure Functions Python v2 apps."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="serve the function app over HTTP with Durable state in SQLite")
+    serve.add_argument("--app", default=".", help="app root containing function_app.py (default: cwd)")
+    serve.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=7071, help="port to listen on (default 7071; 0 = any free port)")
+    serve.add_argument("--data", default=None, help="state directory (default <app>/.devhost)")
+    serve.add_argument("--no-auth", action="store_true", help="do not enforce function/admin/system keys")
+    serve.add_argument("--grace", type=float, default=10.0, help="seconds to let in-flight work finish on shutdown")
+    serve.add_argument("--verbose", action="store_true", help="debug logging")
+    return parser
+
+
+def main(argv: list[str] | None = None, *, engine_factory: EngineFactory | None = None) -> int:
+    """Entry point; returns the process exit code."""
+    args = build_parser().parse_args(argv)
+    if args.command != "serve":  # pragma: no cover - argparse enforces the choice
+        return EXIT_USAGE
+    app_dir = Path(args.app).resolve()
+    if not 0 <= args.port <= 65535:
+        print(f"error: --port must be between 0 and 65535, got {args.port}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.grace < 0:
+        print("error: --grace must not be negative", file=sys.stderr)
+        return EXIT_USAGE
+    options = ServeOptions(
+        app_dir=app_dir,
+        data_dir=Path(args.data).resolve() if args.data else app_dir / ".devhost",
+        host=args.host,
+        port=args.port,
+        auth=not args.no_auth,
+        grace_s=args.grace,
+        verbose=args.verbose,
+    )
+    _configure_logging(options.verbose)
+    return serve(options, engine_factory=engine_factory)
+
+
+def _configure_logging(verbose: bool) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("[%(asctime)s] %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    for noisy in ("uvicorn", "uvicorn.error", "uvicorn.access", "asyncio", "aiohttp"):
+        logging.getLogger(noisy).setLevel(logging.INFO if verbose else logging.WARNING)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
+def _display_host(host: str) -> str:
+    if host in ("0.0.0.0", "::", ""):
+        return "localhost"
+    return f"[{host}]" if ":" in host else host
+
+
+def serve(options: ServeOptions, *, engine_factory: EngineFactory | None = None) -> int:
+    """Load the app, start the engine and serve until SIGINT/SIGTERM."""
+    if not options.app_dir.is_dir():
+        print(f"error: app directory {options.app_dir} does not exist", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        public = _bind(options.host, options.port)
+    except OSError as exc:
+        reason = "is already in use" if exc.errno == errno.EADDRINUSE else f"cannot be bound ({exc.strerror})"
+        print(f"error: port {options.port} on {options.host} {reason}; pick another with --port", file=sys.stderr)
+        return EXIT_PORT
+    rpc = _bind("127.0.0.1", int(os.environ.get("DEVHOST_RPC_PORT", "0")))
+    port = public.getsockname()[1]
+    rpc_port = rpc.getsockname()[1]
+    try:
+        return asyncio.run(_run(options, public, rpc, port, rpc_port, engine_factory))
+    except AppLoadError as exc:
+        print(f"error: the function app in {options.app_dir} cannot be loaded:\n{exc}", file=sys.stderr)
+        return EXIT_APP_ERROR
+    except KeysError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_APP_ERROR
+    finally:
+        public.close()
+        rpc.close()
+
+
+async def _run(
+    options: ServeOptions,
+    public: socket.socket,
+    rpc: socket.socket,
+    port: int,
+    rpc_port: int,
+    engine_factory: EngineFactory | None,
+) -> int:
+    from devhost.loader import load_app  # noqa: PLC0415 - imported when serving, not at CLI import
+
+    # The worker runs with cwd = app root; azure.durable_functions reads host.json from the cwd at import.
+    os.chdir(options.app_dir)
+    app = load_app(options.app_dir)
+    options.data_dir.mkdir(parents=True, exist_ok=True)
+    keys = load_or_create_keys(options.data_dir) if options.auth else None
+    if engine_factory is None:
+        from devhost.engine import Engine as SqliteEngine  # noqa: PLC0415
+
+        engine: Engine = SqliteEngine(app, options.data_dir)
+    else:
+        engine = engine_factory(app, options.data_dir)
+    origin = f"http://{_display_host(options.host)}:{port}"
+    host = DevHost(app, engine, keys=keys, public_origin=origin, rpc_port=rpc_port)
+    await engine.start()  # type: ignore[attr-defined]
+    config = uvicorn.Config(
+        host,
+        lifespan="off",
+        http="h11",
+        log_level="warning",
+        access_log=False,
+        proxy_headers=False,
+        server_header=False,
+        timeout_graceful_shutdown=max(1, int(options.grace_s // 2) or 1),
+    )
+    server = _Server(config)
+    _install_signal_handlers(server)
+    _print_banner(options, host, keys, port, rpc_port)
+    try:
+        await server.serve(sockets=[public, rpc])
+    finally:
+        log.info("Stopping the host (grace %.1fs)", options.grace_s)
+        await engine.stop(options.grace_s)  # type: ignore[attr-defined]
+        await _close_durable_client_session()
+        host.close()
+    print("Host stopped.", flush=True)
+    return EXIT_OK
+
+
+def _install_signal_handlers(server: uvicorn.Server) -> None:
+    loop = asyncio.get_running_loop()
+
+    def on_signal(sig: signal.Signals) -> None:
+        if server.should_exit and sig == signal.SIGINT:
+            server.force_exit = True
+        server.should_exit = True
+        log.info("Received %s, shutting down", sig.name)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal, sig)
+
+
+async def _close_durable_client_session() -> None:
+    """Close the SDK's module-global aiohttp session so shutdown prints no 'Unclosed client session'."""
+    try:
+        from azure.durable_functions.models.utils import http_utils  # noqa: PLC0415
+    except ImportError:  # pragma: no cover - the SDK is a dependency of every durable app
+        return
+    closer = getattr(http_utils, "_close_session", None)
+    if closer is not None:
+        with contextlib.suppress(Exception):
+            await closer()
+
+
+def _print_banner(options: ServeOptions, host: Any, keys: HostKeys | None, port: int, rpc_port: int) -> None:
+    out = [f"devhost {DEVHOST_VERSION}: Azure Functions Python v2 app in {options.app_dir}", "", "Functions:", ""]
+    for line in host.function_lines():
+        out.append(f"        {line}")
+        out.append("")
+    if keys is None:
+        out.append("Auth: DISABLED (--no-auth): every function and the Durable API are callable without keys.")
+    else:
+        out.append(
+            f"Keys (stored in {options.data_dir / 'keys.json'}; override with "
+            f"{ENV_MASTER_KEY}, {ENV_FUNCTION_KEY}, {ENV_SYSTEM_KEY}):"
+        )
+        out.append(f"        master: {keys.master_key}")
+        out.append(f"        function (default): {keys.function_key}")
+        out.append(f"        system (durabletask_extension): {keys.system_key}")
+        out.append("        pass a key as ?code=<key> or in the x-functions-key header")
+    out.append("")
+    out.append(f"Durable Functions: task hub '{host.app.host.hub_name}', state in {options.data_dir}")
+    out.append(f"        management API: http://{_display_host(options.host)}:{port}/runtime/webhooks/durabletask/")
+    out.append(f"        local RPC endpoint (loopback, no key): http://127.0.0.1:{rpc_port}/durabletask/")
+    out.append("")
+    out.append(
+        f"Host started on http://{_display_host(options.host)}:{port} (pid {os.getpid()}); press Ctrl+C to stop."
+    )
+    print("\n".join(out), flush=True)

@@ -1,0 +1,302 @@
+"""The devhost's ASGI application: HTTP triggers, host admin status and the Durable HTTP API.
+
+One ``DevHost`` instance is served by one uvicorn server on two sockets of the same event loop:
+the public listener (``--host``/``--port``) and a loopback-only RPC listener on an ephemeral port.
+Requests are told apart by the local port they arrived on (``scope["server"]``). The RPC listener
+serves only ``/durabletask/...`` and needs no key, like the extension's local RPC endpoint; the public
+listener enforces auth levels and the system key on ``/runtime/webhooks/durabletask/...``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import inspect
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Awaitable, Callable, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from devhost.durable_api import RPC_PATH, WEBHOOK_PATH, DurableHttpApi, Engine, json_response
+from devhost.httpmap import InvocationContext, UnsupportedReturn, from_func_result, origin_of, to_func_request
+from devhost.keys import HostKeys
+from devhost.model import AppLoadError, FunctionInfo, LoadedApp
+from devhost.routing import RouteTable, RouteTemplateError
+
+log = logging.getLogger("devhost.host")
+
+DEVHOST_VERSION = "0.1.0"
+ALL_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+
+def enum_text(value: Any) -> str:
+    """Text of a binding value that may be an enum (``AuthLevel.ANONYMOUS``) or a plain string."""
+    raw = getattr(value, "value", value)
+    return str(raw)
+
+
+def http_methods(fn: FunctionInfo) -> list[str] | None:
+    """Upper-case methods of an HTTP trigger, None when it accepts any method."""
+    methods = fn.trigger.get("methods")
+    if not methods:
+        return None
+    return [enum_text(m).upper() for m in methods]
+
+
+def auth_level(fn: FunctionInfo) -> str:
+    """``anonymous``, ``function`` or ``admin`` (the Functions default is ``function``)."""
+    level = fn.trigger.get("authLevel")
+    text = enum_text(level).lower() if level is not None else "function"
+    if text not in ("anonymous", "function", "admin"):
+        raise AppLoadError(f"Function '{fn.name}' has an unknown authLevel '{text}'.")
+    return text
+
+
+def presented_key(request: Request) -> str | None:
+    """The key a caller presented: ``code`` query parameter, else the ``x-functions-key`` header."""
+    return request.query_params.get("code") or request.headers.get("x-functions-key") or None
+
+
+class _Out:
+    """Minimal ``azure.functions.Out`` for output bindings the devhost does not implement."""
+
+    def __init__(self) -> None:
+        self._value: Any = None
+
+    def set(self, val: Any) -> None:
+        """Store the value (discarded: the binding has no target locally)."""
+        self._value = val
+
+    def get(self) -> Any:
+        """The stored value."""
+        return self._value
+
+
+class DevHost:
+    """ASGI app serving one loaded function app."""
+
+    def __init__(
+        self,
+        app: LoadedApp,
+        engine: Engine,
+        *,
+        keys: HostKeys | None,
+        public_origin: str,
+        rpc_port: int,
+        host_id: str | None = None,
+    ) -> None:
+        """``keys`` None disables auth (``--no-auth``); ``rpc_port`` is the loopback RPC listener's port."""
+        self.app = app
+        self.engine = engine
+        self.keys = keys
+        self.rpc_port = rpc_port
+        self.public_origin = public_origin.rstrip("/")
+        self.host_id = host_id or f"devhost-{socket.gethostname().lower()}"[:32]
+        self.started_at = time.monotonic()
+        self.durable = DurableHttpApi(
+            engine,
+            hub_name=app.host.hub_name,
+            system_key=keys.system_key if keys else None,
+            public_origin=self.public_origin,
+            rpc_base_url=f"http://127.0.0.1:{rpc_port}{RPC_PATH}/",
+        )
+        self.routes: RouteTable[FunctionInfo] = RouteTable(app.host.route_prefix)
+        for fn in app.by_kind("http"):
+            route = fn.trigger.get("route") or fn.name
+            try:
+                self.routes.add(str(route), http_methods(fn), fn)
+            except RouteTemplateError as exc:
+                raise AppLoadError(f"Function '{fn.name}': invalid route template: {exc}") from None
+            auth_level(fn)
+        threads = os.environ.get("PYTHON_THREADPOOL_THREAD_COUNT")
+        self._pool = ThreadPoolExecutor(
+            max_workers=int(threads) if threads and threads.isdigit() and int(threads) > 0 else None,
+            thread_name_prefix="devhost-fn",
+        )
+        self._signatures: dict[str, set[str]] = {}
+
+    # ----- listing ------------------------------------------------------------------------
+
+    def function_lines(self) -> list[str]:
+        """One line per function, like ``func start`` prints them."""
+        lines = []
+        for fn in self.app.functions:
+            if fn.kind == "http":
+                methods = ",".join(http_methods(fn) or ALL_METHODS)
+                path = self.routes.url_path(next(r for r in self.routes.routes if r.target is fn))
+                lines.append(f"{fn.name}: [{methods}] {self.public_origin}{path}")
+            else:
+                trigger_type = str(fn.trigger.get("type", "unknown"))
+                note = ""
+                if fn.kind == "entity":
+                    note = " (entities are not supported by the devhost)"
+                elif fn.kind == "other":
+                    note = " (not run by the devhost)"
+                lines.append(f"{fn.name}: {trigger_type}{note}")
+        return lines
+
+    def close(self) -> None:
+        """Release the thread pool (waits for sync functions still running)."""
+        self._pool.shutdown(wait=True, cancel_futures=False)
+
+    # ----- ASGI entry -----------------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """ASGI entry point for both listeners."""
+        if scope["type"] != "http":
+            if scope["type"] == "websocket":
+                await send({"type": "websocket.close", "code": 1008})
+            return
+        request = Request(scope, receive)
+        try:
+            response = await self._route(request)
+        except Exception:
+            log.exception("Unhandled error serving %s %s", request.method, request.url.path)
+            response = Response(status_code=500)
+        await response(scope, receive, send)
+
+    async def _route(self, request: Request) -> Response:
+        server = request.scope.get("server")
+        raw = request.scope.get("raw_path") or request.url.path.encode()
+        path = raw.decode("latin-1").split("?", 1)[0]
+        lower = path.lower()
+        if server is not None and server[1] == self.rpc_port:
+            if lower == RPC_PATH or lower.startswith(RPC_PATH + "/"):
+                return await self.durable.handle(request, path[len(RPC_PATH) :], self.public_origin)
+            return Response(status_code=404)
+        if lower.rstrip("/") == "/admin/host/status":
+            return self._host_status()
+        if lower == WEBHOOK_PATH or lower.startswith(WEBHOOK_PATH + "/"):
+            if self.keys is not None and not self.keys.allows_system(presented_key(request)):
+                return Response(status_code=401)
+            return await self.durable.handle(request, path[len(WEBHOOK_PATH) :], origin_of(request))
+        if lower.startswith("/admin/") or lower.startswith("/runtime/"):
+            return Response(status_code=404)
+        found = self.routes.resolve(request.method, path)
+        if found is None:
+            return Response(status_code=404)
+        route, values = found
+        fn: FunctionInfo = route.target
+        if not self._authorized(fn, request):
+            return Response(status_code=401)
+        return await self.invoke_http(fn, request, values)
+
+    def _host_status(self) -> Response:
+        return json_response(
+            {
+                "id": self.host_id,
+                "state": "Running",
+                "version": DEVHOST_VERSION,
+                "versionDetails": f"devhost {DEVHOST_VERSION}",
+                "processUptime": int((time.monotonic() - self.started_at) * 1000),
+            }
+        )
+
+    def _authorized(self, fn: FunctionInfo, request: Request) -> bool:
+        if self.keys is None:
+            return True
+        level = auth_level(fn)
+        if level == "anonymous":
+            return True
+        key = presented_key(request)
+        if level == "admin":
+            return self.keys.is_master(key)
+        return self.keys.allows_function(key)
+
+    # ----- invocation -----------------------------------------------------------------------
+
+    def _params(self, fn: FunctionInfo) -> set[str]:
+        if fn.name not in self._signatures:
+            try:
+                self._signatures[fn.name] = set(inspect.signature(fn.user_function).parameters)
+            except (TypeError, ValueError):
+                self._signatures[fn.name] = set()
+        return self._signatures[fn.name]
+
+    def build_kwargs(
+        self, fn: FunctionInfo, trigger_value: Any, *, origin: str, context: InvocationContext
+    ) -> dict[str, Any]:
+        """Keyword arguments the worker would pass: trigger, client binding JSON, context, other bindings."""
+        trigger_name = str(fn.trigger.get("name", "req"))
+        kwargs: dict[str, Any] = {trigger_name: trigger_value}
+        params = self._params(fn)
+        if fn.client_binding:
+            kwargs[fn.client_binding] = self.durable.binding_json(origin)
+        if fn.wants_context:
+            kwargs["context"] = context
+        for binding in fn.bindings:
+            name = str(binding.get("name", ""))
+            if not name or name == "$return" or name in kwargs or name not in params:
+                continue
+            # Bindings the devhost does not implement still get an argument so the function can run.
+            kwargs[name] = _Out() if enum_text(binding.get("direction")).lower() in ("1", "out") else None
+        return kwargs
+
+    async def invoke_http(self, fn: FunctionInfo, request: Request, route_params: dict[str, str]) -> Response:
+        """Run an HTTP-triggered function and map its result (500 with no details when it raises)."""
+        body = await request.body()
+        invocation_id = str(uuid.uuid4())
+        context = InvocationContext(
+            invocation_id=invocation_id,
+            function_name=fn.name,
+            function_directory=self.app.root,
+            trace_parent=request.headers.get("traceparent"),
+            trace_state=request.headers.get("tracestate", ""),
+        )
+        req = to_func_request(request, body, route_params)
+        kwargs = self.build_kwargs(fn, req, origin=origin_of(request), context=context)
+        log.info(
+            "Executing 'Functions.%s' (Reason='This function was invoked by HTTP trigger.', Id=%s)",
+            fn.name,
+            invocation_id,
+        )
+        started = time.monotonic()
+        outcome = "Succeeded"
+        try:
+            result = await self.call_function(fn, kwargs)
+            response = from_func_result(result)
+        except TimeoutError:
+            outcome = "Failed"
+            log.error(
+                "Timeout value of %ss exceeded by function 'Functions.%s' (Id: %s).",
+                self.app.host.function_timeout_s,
+                fn.name,
+                invocation_id,
+            )
+            response = Response(status_code=500)
+        except UnsupportedReturn as exc:
+            outcome = "Failed"
+            log.error("Executed 'Functions.%s' returned an unsupported value (Id=%s): %s", fn.name, invocation_id, exc)
+            response = Response(status_code=500)
+        except Exception:
+            outcome = "Failed"
+            log.exception("Exception while executing function: Functions.%s (Id=%s)", fn.name, invocation_id)
+            response = Response(status_code=500)
+        elapsed_ms = int((time.monotonic() - started) * 1000)
+        log.info("Executed 'Functions.%s' (%s, Id=%s, Duration=%dms)", fn.name, outcome, invocation_id, elapsed_ms)
+        return response
+
+    async def call_function(self, fn: FunctionInfo, kwargs: dict[str, Any]) -> Any:
+        """Await async functions on this loop; run sync ones in the thread pool; honour functionTimeout."""
+        timeout = self.app.host.function_timeout_s
+        if fn.is_async or inspect.iscoroutinefunction(fn.user_function):
+            awaitable: Awaitable[Any] = fn.user_function(**kwargs)
+        else:
+            loop = asyncio.get_running_loop()
+            ctx = contextvars.copy_context()
+            awaitable = loop.run_in_executor(self._pool, functools.partial(ctx.run, fn.user_function, **kwargs))
+        if timeout is None:
+            return await awaitable
+        return await asyncio.wait_for(awaitable, timeout)
