@@ -143,7 +143,7 @@ class _Param:
 @dataclass
 class _Segment:
     parts: list[str | _Param]
-    regex: re.Pattern[str] | None = None
+    regexes: list[re.Pattern[str]] = field(default_factory=list)
 
     @property
     def single_param(self) -> _Param | None:
@@ -237,28 +237,29 @@ def _parse_segment(text: str) -> _Segment:
         parts.append("".join(literal))
     seg = _Segment(parts)
     if len(parts) > 1:
-        seg.regex = _complex_regex(parts, text)
+        seg.regexes = _complex_regexes(parts, text)
     return seg
 
 
-def _complex_regex(parts: list[str | _Param], text: str) -> re.Pattern[str]:
+def _complex_regexes(parts: list[str | _Param], text: str) -> list[re.Pattern[str]]:
+    """Regexes to try in order; "{file}.{ext?}" first with the separator and extension, then without."""
     pattern = []
     for idx, part in enumerate(parts):
         if isinstance(part, str):
-            nxt = parts[idx + 1] if idx + 1 < len(parts) else None
-            # "{file}.{ext?}": the separator before a trailing optional parameter is optional too
-            if isinstance(nxt, _Param) and nxt.optional and idx + 1 == len(parts) - 1:
-                pattern.append(f"(?:{re.escape(part)}(?P<p{idx + 1}>.+))?")
-                break
             pattern.append(re.escape(part))
-        else:
-            if part.catch_all:
-                raise RouteTemplateError(f"a catch-all parameter cannot be part of a complex segment '{text}'")
-            if part.optional and idx != len(parts) - 1:
-                raise RouteTemplateError(f"an optional parameter must be last in segment '{text}'")
-            # Greedy captures: the separator literal is taken from the right, as ASP.NET matches complex segments.
-            pattern.append(f"(?P<p{idx}>.+)")
-    return re.compile("".join(pattern), re.IGNORECASE | re.DOTALL)
+            continue
+        if part.catch_all:
+            raise RouteTemplateError(f"a catch-all parameter cannot be part of a complex segment '{text}'")
+        if part.optional and idx != len(parts) - 1:
+            raise RouteTemplateError(f"an optional parameter must be last in segment '{text}'")
+        # Greedy captures: the separator literal is taken from the right, as ASP.NET matches complex segments.
+        pattern.append(f"(?P<p{idx}>.+)")
+    flags = re.IGNORECASE | re.DOTALL
+    full = re.compile("".join(pattern), flags)
+    last = parts[-1]
+    if isinstance(last, _Param) and last.optional and len(parts) >= 3 and isinstance(parts[-2], str):
+        return [full, re.compile("".join(pattern[:-2]), flags)]
+    return [full]
 
 
 class RouteTemplate:
@@ -348,21 +349,26 @@ class RouteTemplate:
 
     @staticmethod
     def _match_complex(seg: _Segment, value: str, values: dict[str, str]) -> bool:
-        assert seg.regex is not None
-        m = seg.regex.fullmatch(value)
-        if not m:
-            return False
-        for idx, part in enumerate(seg.parts):
-            if isinstance(part, _Param):
-                got = m.group(f"p{idx}")
+        for regex in seg.regexes:
+            m = regex.fullmatch(value)
+            if m is None:
+                continue
+            found: dict[str, str] = {}
+            for idx, part in enumerate(seg.parts):
+                if not isinstance(part, _Param):
+                    continue
+                got = m.groupdict().get(f"p{idx}")
                 if got is None:
                     if part.default is not None:
-                        values[part.name] = part.default
+                        found[part.name] = part.default
                     continue
                 if not part.accepts(got):
-                    return False
-                values[part.name] = got
-        return True
+                    break
+                found[part.name] = got
+            else:
+                values.update(found)
+                return True
+        return False
 
 
 def split_path(raw_path: str) -> list[str]:

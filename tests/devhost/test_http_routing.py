@@ -65,6 +65,7 @@ def test_prefix_must_match_and_may_be_empty() -> None:
         ("c/{**rest}", "/api/c", {}),
         ("f/{name}.{ext}", "/api/f/report.tar.gz", {"name": "report.tar", "ext": "gz"}),
         ("f/{name}.{ext?}", "/api/f/report", {"name": "report"}),
+        ("f/{name}.{ext?}", "/api/f/report.tar.gz", {"name": "report.tar", "ext": "gz"}),
         ("p/{a}-{b:int}", "/api/p/x-y-3", {"a": "x-y", "b": "3"}),
         ("s/{x}", "/api/s/a%20b%2Fc", {"x": "a b/c"}),
         ("s/{x}", "/api/s/a/b", None),
