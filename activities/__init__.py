@@ -1,5 +1,26 @@
-"""Activity functions of the app."""
+"""Activity functions: one per registered executor type, each a thin call into the executor runner."""
+
+from collections.abc import Callable
+from typing import Any
 
 import azure.durable_functions as df
 
+from shared.executors import executor_types
+from shared.executors.runner import run_executor
+
 blueprint = df.Blueprint()
+
+
+def _make_activity(executor_type: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    def activity(payload: dict[str, Any]) -> dict[str, Any]:
+        """Run one step through the executor contract."""
+        return run_executor(payload, expected_type=executor_type)
+
+    activity.__name__ = activity.__qualname__ = executor_type
+    return activity
+
+
+for _executor_type in executor_types():
+    blueprint.function_name(_executor_type)(
+        blueprint.activity_trigger(input_name="payload", activity=_executor_type)(_make_activity(_executor_type))
+    )

@@ -3,6 +3,8 @@
 import azure.durable_functions as df
 
 from api.health import register as register_health
+from api.jobs import register as register_jobs
 
 blueprint = df.Blueprint()
 register_health(blueprint)
+register_jobs(blueprint)

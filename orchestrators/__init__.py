@@ -1,5 +1,16 @@
 """Orchestrator functions of the app."""
 
+from collections.abc import Generator
+from typing import Any
+
 import azure.durable_functions as df
 
+from orchestrators.job import job_orchestrator_body
+
 blueprint = df.Blueprint()
+
+
+@blueprint.orchestration_trigger(context_name="context", orchestration="job_orchestrator")
+def job_orchestrator(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Any]:
+    """Run one AI job (the body lives in orchestrators/job.py)."""
+    return (yield from job_orchestrator_body(context))

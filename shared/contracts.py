@@ -125,13 +125,22 @@ class ExecutorOutput(BaseModel):
 
     @classmethod
     def failure(
-        cls, code: ErrorCode, message: str, *, retry_after_ms: int | None = None, model_used: str | None = None
+        cls,
+        code: ErrorCode,
+        message: str,
+        *,
+        retry_after_ms: int | None = None,
+        model_used: str | None = None,
+        usage: Usage | None = None,
+        result: dict[str, Any] | None = None,
     ) -> ExecutorOutput:
-        """Build a failed output."""
+        """Build a failed output (usage spent before the failure still counts)."""
         return cls(
             status="failed",
             error=ExecutorError(code=code, message=message[:2000], retry_after_ms=retry_after_ms),
             model_used=model_used,
+            usage=usage or Usage(),
+            result=result,
         )
 
 

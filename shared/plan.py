@@ -6,7 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-StepKind = Literal["consult_rag", "execute_azure_sql", "generate_response", "ask_user"]
+# Step kinds are executor types from the registry, plus "ask_user"; the plan executor checks them.
+StepKind = str
 
 
 class PlanStep(BaseModel):
@@ -20,19 +21,14 @@ class PlanStep(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str = Field(pattern=r"^[a-z0-9_-]{1,32}$")
-    kind: StepKind
+    kind: StepKind = Field(pattern=r"^[a-z][a-z0-9_]{1,63}$")
     title: str = Field(min_length=1, max_length=200)
     input: dict[str, Any] = Field(default_factory=dict)
     depends_on: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _input_fits_kind(self) -> PlanStep:
-        required = {
-            "consult_rag": "query",
-            "execute_azure_sql": "question",
-            "generate_response": "question",
-            "ask_user": "question",
-        }[self.kind]
+        required = {"consult_rag": "query"}.get(self.kind, "question")
         value = self.input.get(required)
         if not isinstance(value, str) or not value.strip():
             raise ValueError(f"step {self.id!r} ({self.kind}) needs a non-empty input.{required}")

@@ -52,10 +52,19 @@ class Settings(BaseSettings):
     openai_base_url: str | None = None
     openai_api_key: SecretStr | None = None
     openai_model: str = "gpt-4.1-mini"
+    # Which OpenAI API the real LLM provider calls: Chat Completions (default) or Responses.
+    llm_api: Literal["chat", "responses"] = "chat"
+    # How structured output is requested: "auto" = JSON schema, falling back to JSON mode when the
+    # endpoint rejects json_schema; or force "json_schema", "json_mode" or "tool_call".
+    llm_output_mode: Literal["auto", "json_schema", "json_mode", "tool_call"] = "auto"
     # Client id of the user-assigned managed identity on Azure (DefaultAzureCredential picks it up).
     azure_client_id: str | None = None
     # JSON object: {"<model>": {"input_per_million": 0.4, "output_per_million": 1.6}, ...}
     model_prices: dict[str, ModelPrice] = Field(default_factory=lambda: dict(DEFAULT_MODEL_PRICES))
+
+    # Fault injection for demos and tests of the retry policy: "task:CODE:count,...", e.g.
+    # "write_answer:RATE_LIMITED:2" makes the first two answer calls fail as rate limited.
+    offline_llm_faults: str = ""
 
     # --- Documents (RAG) -------------------------------------------------------------------
     search_provider: Literal["local", "azure"] = "local"
@@ -65,6 +74,11 @@ class Settings(BaseSettings):
     azure_search_index: str = "jobs-docs"
     azure_search_api_key: SecretStr | None = None
     azure_search_semantic_config: str | None = None
+    # How the query vector is made: "client" = the embedding deployment, "integrated" = the index's
+    # vectorizer, "off" = keyword only, "auto" = client when an embedding deployment is set, else off.
+    azure_search_vector_mode: Literal["auto", "client", "integrated", "off"] = "auto"
+    # Embedding model behind AZURE_OPENAI_EMBEDDING_DEPLOYMENT, written into the index's vectorizer.
+    azure_search_vectorizer_model: str = "text-embedding-3-small"
     search_top_k: int = Field(default=5, ge=1, le=50)
 
     # --- SQL -------------------------------------------------------------------------------

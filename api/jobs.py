@@ -1,0 +1,256 @@
+"""The job API: submit, view, answer, cancel and list jobs. Thin handlers over the Durable client."""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from typing import Any
+from urllib.parse import urlsplit
+
+import azure.durable_functions as df
+import azure.functions as func
+from pydantic import ValidationError
+
+from api.errors import ApiError, from_validation_error, guarded, json_response
+from api.view import TERMINAL_RUNTIME, build_view, decode, job_status
+from shared.jobs import ORCHESTRATOR_NAME, JobInput, JobRequest, JobState, RetryPolicy, UserAnswer
+
+RUNNING_RUNTIME = {"Running", "Pending", "ContinuedAsNew", "Suspended"}
+STATUS_FILTERS = {"pending", "planning", "running", "waiting_for_user", "completed", "failed", "cancelled"}
+RUNTIME_FOR = {
+    "pending": [df.OrchestrationRuntimeStatus.Pending],
+    "planning": [df.OrchestrationRuntimeStatus.Running],
+    "running": [df.OrchestrationRuntimeStatus.Running],
+    "waiting_for_user": [df.OrchestrationRuntimeStatus.Running],
+    "completed": [df.OrchestrationRuntimeStatus.Completed],
+    "failed": [df.OrchestrationRuntimeStatus.Completed, df.OrchestrationRuntimeStatus.Failed],
+    "cancelled": [df.OrchestrationRuntimeStatus.Terminated],
+}
+
+
+def _origin(req: func.HttpRequest) -> str:
+    parts = urlsplit(req.url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def job_links(req: func.HttpRequest, job_id: str) -> dict[str, str]:
+    """Absolute links to the job's endpoints, from the caller's origin."""
+    base = f"{_origin(req)}/api/jobs/{job_id}"
+    return {"status": base, "feedback": f"{base}/feedback", "cancel": f"{base}/cancel"}
+
+
+def _json_body(req: func.HttpRequest) -> Any:
+    try:
+        return json.loads(req.get_body() or b"null")
+    except ValueError as exc:
+        raise ApiError(400, "INVALID_JSON", f"the body is not valid JSON: {exc}") from exc
+
+
+def _int_param(req: func.HttpRequest, name: str, default: int, low: int, high: int) -> int:
+    raw = req.params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise ApiError(400, "INVALID_PARAMETER", f"{name} must be an integer", field=name) from exc
+    if not low <= value <= high:
+        raise ApiError(400, "INVALID_PARAMETER", f"{name} must be between {low} and {high}", field=name)
+    return value
+
+
+def resolve_policy(request: JobRequest) -> RetryPolicy:
+    """Read the retry policy and prices from settings once, at submit time (the orchestrator can't)."""
+    from shared.clients import get_clients
+
+    clients = get_clients()
+    settings = clients.settings
+    models = request.constraints.allowed_models or [_default_model(settings)]
+    prices = settings.model_prices
+    return RetryPolicy(
+        max_attempts_per_model=settings.job_max_step_attempts,
+        first_retry_ms=settings.job_retry_first_interval_ms,
+        user_wait_seconds=settings.job_user_wait_timeout_seconds,
+        output_price={m: prices[m].output_per_million / 1_000_000 for m in models if m in prices},
+    )
+
+
+def _default_model(settings: Any) -> str:
+    if settings.llm_provider == "azure_openai":
+        return str(settings.azure_openai_chat_deployment)
+    if settings.llm_provider == "openai":
+        return str(settings.openai_model)
+    return "offline"
+
+
+async def _status(client: df.DurableOrchestrationClient, job_id: str, *, history: bool = False) -> dict[str, Any]:
+    status = await client.get_status(job_id, show_history=history, show_history_output=history, show_input=True)
+    if not status or status.name != ORCHESTRATOR_NAME:
+        raise ApiError(404, "JOB_NOT_FOUND", f"no job with id {job_id!r}")
+    data = status.to_json()
+    data["historyEvents"] = getattr(status, "historyEvents", None) or data.get("history") or []
+    return data
+
+
+async def submit(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    """Accept a job and start its orchestration."""
+    body = _json_body(req)
+    if not isinstance(body, dict):
+        raise ApiError(400, "INVALID_REQUEST", "the body must be a JSON object with a 'question'")
+    try:
+        request = JobRequest.model_validate(body)
+    except ValidationError as exc:
+        raise from_validation_error(exc) from exc
+    from shared import telemetry
+
+    job_id = uuid.uuid4().hex
+    job = JobInput(
+        job_id=job_id, request=request, policy=resolve_policy(request), trace=telemetry.inject_trace_context()
+    )
+    await client.start_new(ORCHESTRATOR_NAME, job_id, job.model_dump(mode="json"))
+    links = job_links(req, job_id)
+    return json_response(
+        {"id": job_id, "status": "pending", "links": links},
+        202,
+        headers={"Location": links["status"], "Retry-After": "1"},
+    )
+
+
+async def view(req: func.HttpRequest, client: df.DurableOrchestrationClient, job_id: str) -> func.HttpResponse:
+    """The job view."""
+    cursor = _int_param(req, "log_cursor", 0, 0, 10_000_000)
+    limit = _int_param(req, "log_limit", 100, 1, 1000)
+    status = await _status(client, job_id, history=True)
+    return json_response(build_view(status, job_links(req, job_id), log_cursor=cursor, log_limit=limit))
+
+
+async def feedback(req: func.HttpRequest, client: df.DurableOrchestrationClient, job_id: str) -> func.HttpResponse:
+    """Answer the question a waiting job asks; resumes it exactly once."""
+    body = _json_body(req)
+    if not isinstance(body, dict):
+        raise ApiError(400, "INVALID_REQUEST", "the body must be a JSON object with an 'answer'")
+    try:
+        answer = UserAnswer.model_validate(body)
+    except ValidationError as exc:
+        raise from_validation_error(exc) from exc
+    status = await _status(client, job_id)
+    custom = status.get("customStatus")
+    state = JobState.model_validate(custom) if isinstance(custom, dict) else None
+    waiting = state.waiting if state else None
+    if status.get("runtimeStatus") in TERMINAL_RUNTIME or waiting is None:
+        current = job_status(status.get("runtimeStatus"), state, decode(status.get("output")))
+        raise ApiError(409, "JOB_NOT_WAITING", f"job {job_id} is {current}, not waiting for an answer")
+    if answer.question_id is not None and answer.question_id != waiting.question_id:
+        raise ApiError(
+            409,
+            "STALE_QUESTION",
+            f"question {answer.question_id} was already answered; the job now asks {waiting.question_id}",
+        )
+    if not waiting.free_text and answer.action() not in waiting.options:
+        raise ApiError(400, "INVALID_ANSWER", f"answer must be one of {waiting.options}", field="answer")
+    if answer.action() == "edit" and not answer.edits():
+        raise ApiError(
+            400,
+            "INVALID_ANSWER",
+            'an edit needs the new input, e.g. {"action": "edit", "sql": "SELECT ..."}',
+            field="answer",
+        )
+    payload = {"answer": answer.answer, "question_id": waiting.question_id}
+    await client.raise_event(job_id, f"answer:{waiting.question_id}", payload)
+    return json_response({"id": job_id, "question_id": waiting.question_id, "accepted": True}, 202)
+
+
+async def cancel(req: func.HttpRequest, client: df.DurableOrchestrationClient, job_id: str) -> func.HttpResponse:
+    """Cancel a job that has not finished; its completed steps stay in the view."""
+    status = await _status(client, job_id)
+    if status.get("runtimeStatus") not in RUNNING_RUNTIME:
+        raise ApiError(409, "JOB_FINISHED", f"job {job_id} has already finished")
+    await client.terminate(job_id, "cancelled by the user")
+    return json_response({"id": job_id, "status": "cancelling"}, 202)
+
+
+def _encode_cursor(created: str, job_id: str) -> str:
+    return base64.urlsafe_b64encode(f"{created}|{job_id}".encode()).decode()
+
+
+def _decode_cursor(cursor: str) -> tuple[str, str]:
+    try:
+        created, job_id = base64.urlsafe_b64decode(cursor.encode()).decode().split("|", 1)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(400, "INVALID_PARAMETER", "cursor is not valid", field="cursor") from exc
+    return created, job_id
+
+
+async def list_jobs(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    """Jobs, newest first, optionally filtered by job status, paged with a cursor."""
+    wanted = req.params.get("status")
+    if wanted is not None and wanted not in STATUS_FILTERS:
+        raise ApiError(400, "INVALID_PARAMETER", f"status must be one of {sorted(STATUS_FILTERS)}", field="status")
+    limit = _int_param(req, "limit", 20, 1, 100)
+    after = _decode_cursor(req.params["cursor"]) if req.params.get("cursor") else None
+    if wanted:
+        statuses = await client.get_status_by(runtime_status=RUNTIME_FOR[wanted])
+    else:
+        statuses = await client.get_status_all()
+    items: list[dict[str, Any]] = []
+    for status in statuses:
+        if status.name != ORCHESTRATOR_NAME:
+            continue
+        data = status.to_json()
+        custom = data.get("customStatus")
+        state = JobState.model_validate(custom) if isinstance(custom, dict) else None
+        current = job_status(data.get("runtimeStatus"), state, decode(data.get("output")))
+        if wanted and current != wanted:
+            continue
+        job_input = decode(data.get("input"))
+        question = job_input.get("request", {}).get("question") if isinstance(job_input, dict) else None
+        items.append(
+            {
+                "id": data.get("instanceId"),
+                "status": current,
+                "question": question,
+                "created_at": data.get("createdTime"),
+                "updated_at": data.get("lastUpdatedTime"),
+            }
+        )
+    items.sort(key=lambda j: (str(j["created_at"]), str(j["id"])), reverse=True)
+    if after is not None:
+        items = [j for j in items if (str(j["created_at"]), str(j["id"])) < after]
+    page = items[:limit]
+    next_cursor = _encode_cursor(str(page[-1]["created_at"]), str(page[-1]["id"])) if len(items) > limit else None
+    return json_response({"jobs": page, "next_cursor": next_cursor})
+
+
+def register(bp: df.Blueprint) -> None:
+    """Register the job routes on the blueprint."""
+
+    @bp.route(route="jobs", methods=["POST"])
+    @bp.durable_client_input(client_name="client")
+    async def submit_job(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+        """POST /api/jobs."""
+        return await guarded("submit_job", lambda: submit(req, client))
+
+    @bp.route(route="jobs", methods=["GET"])
+    @bp.durable_client_input(client_name="client")
+    async def list_job_views(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+        """GET /api/jobs."""
+        return await guarded("list_jobs", lambda: list_jobs(req, client))
+
+    @bp.route(route="jobs/{job_id}", methods=["GET"])
+    @bp.durable_client_input(client_name="client")
+    async def get_job(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+        """GET /api/jobs/{job_id}."""
+        return await guarded("get_job", lambda: view(req, client, req.route_params["job_id"]))
+
+    @bp.route(route="jobs/{job_id}/feedback", methods=["POST"])
+    @bp.durable_client_input(client_name="client")
+    async def answer_job(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+        """POST /api/jobs/{job_id}/feedback."""
+        return await guarded("answer_job", lambda: feedback(req, client, req.route_params["job_id"]))
+
+    @bp.route(route="jobs/{job_id}/cancel", methods=["POST"])
+    @bp.durable_client_input(client_name="client")
+    async def cancel_job(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+        """POST /api/jobs/{job_id}/cancel."""
+        return await guarded("cancel_job", lambda: cancel(req, client, req.route_params["job_id"]))

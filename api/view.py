@@ -1,0 +1,200 @@
+"""Build the job view from the Durable status, its history and the compact custom status.
+
+There is no second store: step outputs and the log are read from the history (activity inputs and
+results), progress from the custom status, the final answer from the output. The log is the
+history rendered as lines, so its cursor is a position in the history and never moves backwards.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from shared.jobs import JobState
+
+TERMINAL_RUNTIME = {"Completed", "Failed", "Terminated", "Canceled"}
+
+
+def decode(value: Any) -> Any:
+    """Undo the JSON-in-JSON encodings Durable history uses for inputs and results."""
+    for _ in range(4):
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                return value
+        elif isinstance(value, list) and len(value) == 1 and isinstance(value[0], str):
+            value = value[0]
+        else:
+            return value
+    return value
+
+
+def job_status(runtime: str | None, state: JobState | None, output: Any) -> str:
+    """Map the runtime status and custom status to the job status."""
+    if runtime == "Pending" or runtime is None:
+        return "pending"
+    if runtime in ("Terminated", "Canceled"):
+        return "cancelled"
+    if runtime == "Failed":
+        return "failed"
+    if runtime == "Completed":
+        result = decode(output)
+        return "failed" if isinstance(result, dict) and result.get("status") == "failed" else "completed"
+    return state.status if state is not None else "running"
+
+
+def _task_ref(event: dict[str, Any]) -> tuple[str | None, int | None, dict[str, Any]]:
+    inp = decode(event.get("Input"))
+    if not isinstance(inp, dict):
+        return None, None, {}
+    parts = str(inp.get("task_id", "")).rsplit(":", 2)
+    if len(parts) != 3:
+        return None, None, inp
+    try:
+        return parts[1], int(parts[2]), inp
+    except ValueError:
+        return parts[1], None, inp
+
+
+def _line(event: dict[str, Any]) -> str | None:
+    kind = event.get("EventType")
+    if kind == "ExecutionStarted":
+        return "job accepted"
+    if kind in ("TaskCompleted", "TaskFailed"):
+        step_id, attempt, _ = _task_ref(event)
+        name = event.get("FunctionName", "activity")
+        where = f"{step_id} {name} (attempt {attempt})" if step_id else str(name)
+        if kind == "TaskFailed":
+            return f"{where}: activity error: {str(event.get('Reason', ''))[:300]}"
+        result = decode(event.get("Result"))
+        if not isinstance(result, dict):
+            return f"{where}: done"
+        if result.get("status") == "failed":
+            err = result.get("error") or {}
+            return f"{where}: failed {err.get('code')}: {str(err.get('message', ''))[:300]}"
+        usage = result.get("usage") or {}
+        body = result.get("result") or {}
+        detail = ""
+        if "rows" in body:
+            detail = f", {body.get('row_count', len(body['rows']))} rows"
+        elif "chunks" in body:
+            detail = f", {len(body['chunks'])} chunks"
+        elif "steps" in body:
+            detail = f", plan of {len(body['steps'])} steps"
+        elif body.get("draft"):
+            detail = ", SQL drafted"
+        elif "answer" in body:
+            detail = f", answer with {len(body.get('citations', []))} citations"
+        return f"{where}: {result.get('status')}{detail} ({usage.get('total_tokens', 0)} tokens)"
+    if kind == "TimerFired":
+        return "timer fired (retry backoff or wait deadline)"
+    if kind == "EventRaised":
+        return f"user answered {str(event.get('Name', '')).removeprefix('answer:')}"
+    if kind == "ExecutionCompleted":
+        return f"job ended ({event.get('OrchestrationStatus')})"
+    if kind == "ExecutionTerminated":
+        return f"job cancelled: {decode(event.get('Input')) or ''}"
+    if kind == "ExecutionSuspended":
+        return "job suspended"
+    if kind == "ExecutionResumed":
+        return "job resumed"
+    return None
+
+
+def build_log(history: list[dict[str, Any]], cursor: int, limit: int) -> dict[str, Any]:
+    """The log page after ``cursor`` (a history position)."""
+    entries: list[dict[str, Any]] = []
+    position = cursor
+    for position in range(cursor, len(history)):
+        if len(entries) >= limit:
+            break
+        event = history[position]
+        line = _line(event)
+        if line is not None:
+            entries.append({"seq": position, "time": event.get("Timestamp"), "message": line})
+    else:
+        position = len(history)
+    return {"entries": entries, "next_cursor": position, "complete": position >= len(history)}
+
+
+def step_outputs(history: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], dict[str, Any] | None]:
+    """The latest successful output of each step (and of the plan), from activity results."""
+    outputs: dict[str, dict[str, Any]] = {}
+    plan: dict[str, Any] | None = None
+    for event in history:
+        if event.get("EventType") != "TaskCompleted":
+            continue
+        step_id, _, inp = _task_ref(event)
+        result = decode(event.get("Result"))
+        if step_id is None or not isinstance(result, dict) or result.get("status") == "failed":
+            continue
+        body = result.get("result") or {}
+        if step_id == "plan":
+            plan = body
+        elif inp.get("executor_type") != "supervise":
+            outputs[step_id] = {
+                "executor_type": inp.get("executor_type"),
+                "status": result.get("status"),
+                "model_used": result.get("model_used"),
+                "result": body,
+            }
+    return outputs, plan
+
+
+def build_view(
+    status: dict[str, Any], links: dict[str, str], *, log_cursor: int = 0, log_limit: int = 100
+) -> dict[str, Any]:
+    """The job view a UI polls."""
+    custom = status.get("customStatus")
+    state = JobState.model_validate(custom) if isinstance(custom, dict) else None
+    runtime = status.get("runtimeStatus")
+    history = status.get("historyEvents") or status.get("history") or []
+    job_input = decode(status.get("input"))
+    request = job_input.get("request", {}) if isinstance(job_input, dict) else {}
+    output = decode(status.get("output"))
+    outputs, _ = step_outputs(history)
+
+    steps: list[dict[str, Any]] = []
+    for step in state.steps if state else []:
+        entry = step.model_dump(mode="json", exclude_none=True)
+        if runtime in ("Terminated", "Canceled") and step.state in ("running", "waiting"):
+            entry["state"] = "cancelled"
+        if step.id in outputs:
+            entry["output"] = outputs[step.id]["result"]
+        steps.append(entry)
+
+    error = state.error.model_dump(mode="json") if state and state.error else None
+    if runtime == "Failed":
+        error = {
+            "code": "ORCHESTRATION_FAILED",
+            "message": str(output)[:600],
+            "step_id": steps[state.step_index]["id"] if state and 0 <= state.step_index < len(steps) else None,
+        }
+    answer = None
+    if isinstance(output, dict) and output.get("answer") is not None:
+        answer = {"text": output["answer"], "citations": output.get("citations", [])}
+
+    return {
+        "id": status.get("instanceId"),
+        "status": job_status(runtime, state, output),
+        "runtime_status": runtime,
+        "question": request.get("question"),
+        "mode": request.get("mode", "deterministic"),
+        "created_at": status.get("createdTime"),
+        "updated_at": status.get("lastUpdatedTime"),
+        "current_step_index": state.step_index if state else -1,
+        "steps": steps,
+        "waiting": state.waiting.model_dump(mode="json")
+        if state and state.waiting and runtime not in TERMINAL_RUNTIME
+        else None,
+        "usage": {
+            "total": (state.usage.model_dump(mode="json") if state else None),
+            "planning": (state.plan_usage.model_dump(mode="json") if state else None),
+            "by_step": {s.id: s.usage.model_dump(mode="json") for s in state.steps} if state else {},
+        },
+        "answer": answer,
+        "error": error,
+        "log": build_log(history, log_cursor, log_limit),
+        "links": links,
+    }

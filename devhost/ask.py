@@ -1,0 +1,239 @@
+"""``python -m devhost ask "question"``: submit a job, show live progress, answer its questions.
+
+Uses a running host when one answers at ``--url``; otherwise starts one in this process on a free
+port (with the app and data directories given). Exit codes: 0 completed, 1 failed, 2 usage or
+connection error, 3 cancelled, 4 waiting for input with ``--no-input``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from rich.console import Console, Group
+from rich.live import Live
+from rich.markdown import Markdown
+from rich.panel import Panel
+from rich.prompt import Prompt
+from rich.syntax import Syntax
+from rich.table import Table
+
+EXIT_COMPLETED, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED, EXIT_WAITING = 0, 1, 2, 3, 4
+STATE_STYLE = {
+    "pending": "dim",
+    "running": "bold yellow",
+    "waiting": "bold magenta",
+    "succeeded": "green",
+    "failed": "bold red",
+    "skipped": "dim cyan",
+    "cancelled": "red",
+}
+
+
+def add_parser(sub: Any) -> None:
+    """Add the ``ask`` subcommand to the devhost CLI."""
+    ask = sub.add_parser("ask", help="run one AI job and show its progress")
+    ask.add_argument("question", help="the question to answer")
+    ask.add_argument("--url", default=os.environ.get("DEVHOST_URL", "http://127.0.0.1:7071"),
+                     help="a running host (default: %(default)s); if it does not answer, one is started here")
+    ask.add_argument("--key", default=None, help="function key (default: DEVHOST_FUNCTION_KEY or <data>/keys.json)")
+    ask.add_argument("--app", default=".", help="app to serve when no host is running (default: cwd)")
+    ask.add_argument("--data", default=None, help="state directory for a host started here (default <app>/.devhost)")
+    ask.add_argument("--approval", choices=["never", "always", "sensitive"], default="never",
+                     help="which SQL steps need your approval first")
+    ask.add_argument("--max-tokens", type=int, default=None, help="max tokens per step")
+    ask.add_argument("--budget-tokens", type=int, default=None, help="max total tokens for the job")
+    ask.add_argument("--model", action="append", default=None, help="allowed model (repeat for fallbacks)")
+    ask.add_argument("--mode", choices=["deterministic", "hybrid"], default="deterministic")
+    ask.add_argument("--no-input", action="store_true", help="never prompt; exit 4 if the job waits for input")
+    ask.add_argument("--json", action="store_true", help="print the final job view as JSON")
+    ask.add_argument("--keep-serving", action="store_true", help="keep a host started here running afterwards")
+
+
+def build_request(args: argparse.Namespace) -> dict[str, Any]:
+    """The POST /api/jobs body for the arguments."""
+    constraints: dict[str, Any] = {}
+    if args.max_tokens:
+        constraints["max_tokens"] = args.max_tokens
+    if args.model:
+        constraints["allowed_models"] = args.model
+    if args.budget_tokens:
+        constraints["budget"] = {"max_total_tokens": args.budget_tokens}
+    body: dict[str, Any] = {"question": args.question, "mode": args.mode, "approval": {"sql": args.approval}}
+    if constraints:
+        body["constraints"] = constraints
+    return body
+
+
+def render_progress(view: dict[str, Any]) -> Table:
+    """A table of the job's steps."""
+    usage = (view.get("usage") or {}).get("total") or {}
+    table = Table(title=f"job {view['id'][:12]}…  {view['status']}  ({usage.get('total_tokens', 0)} tokens)",
+                  expand=False)
+    for column in ("#", "step", "kind", "state", "tries", "tokens"):
+        table.add_column(column)
+    for index, step in enumerate(view.get("steps", [])):
+        state = step.get("state", "pending")
+        marker = "▶" if index == view.get("current_step_index") and state in ("running", "waiting") else ""
+        table.add_row(f"{marker}{index + 1}", step.get("title", "")[:60], step.get("kind", ""),
+                      f"[{STATE_STYLE.get(state, '')}]{state}[/]", str(step.get("attempts", 0)),
+                      str((step.get("usage") or {}).get("total_tokens", 0)))
+    if not view.get("steps"):
+        table.add_row("", "planning…", "plan", view["status"], "", "")
+    return table
+
+
+def render_result(view: dict[str, Any]) -> Group:
+    """The answer, its citations and the SQL result tables."""
+    parts: list[Any] = []
+    answer = view.get("answer")
+    if answer:
+        parts.append(Panel(Markdown(answer.get("text") or ""), title="answer", border_style="green"))
+        if answer.get("citations"):
+            cites = Table(title="citations")
+            cites.add_column("source")
+            cites.add_column("kind")
+            cites.add_column("quote / title")
+            for c in answer["citations"]:
+                cites.add_row(c.get("source_id", ""), c.get("kind", ""), (c.get("quote") or c.get("title") or "")[:90])
+            parts.append(cites)
+    for step in view.get("steps", []):
+        out = step.get("output") or {}
+        if "rows" in out and "columns" in out:
+            rows = Table(title=f"{step['id']}: {out.get('row_count', len(out['rows']))} rows"
+                               f"{' (truncated)' if out.get('truncated') else ''}")
+            for col in out["columns"]:
+                rows.add_column(str(col))
+            for row in out["rows"][:20]:
+                rows.add_row(*[str(v) for v in row])
+            parts.append(Syntax(out.get("sql", ""), "sql", word_wrap=True))
+            parts.append(rows)
+    error = view.get("error")
+    if error:
+        parts.append(Panel(f"[bold]{error.get('code')}[/] at step {error.get('step_id')}: {error.get('message')}",
+                           title="failed", border_style="red"))
+    usage = (view.get("usage") or {}).get("total") or {}
+    parts.append(f"usage: {usage.get('total_tokens', 0)} tokens, ~${usage.get('estimated_cost', 0):.4f}")
+    return Group(*parts)
+
+
+def ask_user(console: Console, waiting: dict[str, Any]) -> dict[str, Any]:
+    """Ask the job's question in the terminal; returns the feedback body."""
+    console.print(Panel(waiting["question"], title=f"the job asks ({waiting['kind']})", border_style="magenta"))
+    details = waiting.get("details") or {}
+    if details.get("sql"):
+        console.print(Syntax(details["sql"], "sql", word_wrap=True))
+    if details.get("error"):
+        console.print(f"[red]{details['error'].get('code')}[/]: {details['error'].get('message')}")
+    options = waiting.get("options") or []
+    if waiting.get("free_text") or not options:
+        hint = f" (suggestions: {', '.join(options)})" if options else ""
+        text = Prompt.ask(f"your answer{hint}", console=console)
+        return {"answer": text, "question_id": waiting["question_id"]}
+    choice = Prompt.ask("choose", choices=options, console=console)
+    if choice == "edit":
+        key = "sql" if details.get("sql") or "sql" in (details.get("input") or {}) else "question"
+        current = details.get("sql") or (details.get("input") or {}).get(key, "")
+        console.print(f"current {key}: {current}")
+        new_value = Prompt.ask(f"new {key}", console=console)
+        return {"answer": {"action": "edit", key: new_value}, "question_id": waiting["question_id"]}
+    return {"answer": choice, "question_id": waiting["question_id"]}
+
+
+def run_job(client: httpx.Client, body: dict[str, Any], console: Console, *, interactive: bool) -> tuple[int, Any]:
+    """Submit, follow and finish one job; returns the exit code and the final view."""
+    response = client.post("/api/jobs", json=body)
+    if response.status_code != 202:
+        console.print(f"[red]the job was not accepted ({response.status_code}):[/] {response.text}")
+        return EXIT_USAGE, None
+    job_id = response.json()["id"]
+    answered: set[str] = set()
+    view: dict[str, Any] = {}
+    with Live(console=console, refresh_per_second=8, transient=False) as live:
+        while True:
+            view = client.get(f"/api/jobs/{job_id}", params={"log_limit": 1}).json()
+            live.update(render_progress(view))
+            status = view.get("status")
+            if status in ("completed", "failed", "cancelled"):
+                break
+            waiting = view.get("waiting")
+            if status == "waiting_for_user" and waiting and waiting["question_id"] not in answered:
+                if not interactive:
+                    live.stop()
+                    console.print(f"[magenta]the job waits for input:[/] {waiting['question']} "
+                                  f"(answer with POST /api/jobs/{job_id}/feedback)")
+                    return EXIT_WAITING, view
+                live.stop()
+                reply = ask_user(console, waiting)
+                posted = client.post(f"/api/jobs/{job_id}/feedback", json=reply)
+                if posted.status_code >= 400:
+                    console.print(f"[red]{posted.json().get('error', {}).get('message', posted.text)}[/]")
+                else:
+                    answered.add(waiting["question_id"])
+                live.start()
+            time.sleep(0.25)
+    console.print(render_result(view))
+    code = {"completed": EXIT_COMPLETED, "failed": EXIT_FAILED, "cancelled": EXIT_CANCELLED}[view["status"]]
+    return code, view
+
+
+def _host_is_up(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/admin/host/status", timeout=1.0).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _key_for(args: argparse.Namespace, data_dir: Path) -> str | None:
+    if args.key:
+        return str(args.key)
+    if os.environ.get("DEVHOST_FUNCTION_KEY"):
+        return os.environ["DEVHOST_FUNCTION_KEY"]
+    keys_file = data_dir / "keys.json"
+    if keys_file.exists():
+        keys = json.loads(keys_file.read_text(encoding="utf-8"))
+        return keys.get("functionKeys", {}).get("default") or keys.get("function_key") or keys.get("masterKey")
+    return None
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run ``ask``; returns the exit code."""
+    from devhost.embedded import start_embedded_host
+
+    console = Console()
+    app_dir = Path(args.app).resolve()
+    data_dir = Path(args.data).resolve() if args.data else app_dir / ".devhost"
+    url = args.url.rstrip("/")
+    embedded = None
+    if not _host_is_up(url):
+        console.print(f"[dim]no host at {url}; starting one here for {app_dir}[/]")
+        try:
+            embedded = start_embedded_host(app_dir, data_dir)
+        except Exception as exc:
+            console.print(f"[red]could not start a host:[/] {exc}")
+            return EXIT_USAGE
+        url = embedded.url
+    key = _key_for(args, data_dir) if embedded is None else embedded.function_key
+    headers = {"x-functions-key": key} if key else {}
+    try:
+        with httpx.Client(base_url=url, headers=headers, timeout=30.0) as client:
+            code, view = run_job(client, build_request(args), console,
+                                 interactive=not args.no_input and sys.stdin.isatty())
+            if args.json and view is not None:
+                print(json.dumps(view, indent=2))
+            if embedded is not None and args.keep_serving:
+                console.print(f"[green]host running at {url}[/] (function key {key}); Ctrl+C to stop")
+                embedded.wait()
+    except httpx.HTTPError as exc:
+        console.print(f"[red]cannot reach the host at {url}:[/] {exc}")
+        return EXIT_USAGE
+    finally:
+        if embedded is not None:
+            embedded.stop()
+    return code

@@ -1,0 +1,535 @@
+"""The AI job orchestration: plan, then run each step as an activity, with the policy in one place.
+
+Deterministic by construction: no I/O, clock, randomness or environment reads. Time comes from
+``context.current_utc_datetime``; everything the policy needs (retry limits, prices) was resolved by
+the API into the orchestration input. The orchestrator owns every decision: retry with backoff
+through durable timers, fall back across ``allowed_models``, stop before the budget would be
+exceeded, and otherwise ask the user (retry, skip, edit or abort). Human waits race a durable timer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Generator
+from datetime import timedelta
+from typing import Any
+
+from shared import telemetry
+from shared.contracts import Constraints, ErrorCode, ExecutorInput, ExecutorOutput, Usage
+from shared.jobs import (
+    ErrorInfo,
+    JobInput,
+    JobResult,
+    JobState,
+    StepState,
+    UserAnswer,
+    Waiting,
+)
+from shared.plan import Plan, PlanStep, SupervisorDecision
+
+logger = logging.getLogger(__name__)
+
+Gen = Generator[Any, Any, Any]
+# Codes that are specific to one model: another allowed model may succeed where this one did not.
+MODEL_SPECIFIC = {ErrorCode.CONTENT_FILTERED, ErrorCode.MODEL_NOT_ALLOWED}
+LLM_EXECUTORS = {"plan", "supervise", "execute_azure_sql", "generate_response"}
+ERROR_OPTIONS = ["retry", "skip", "edit", "abort"]
+APPROVAL_OPTIONS = ["approve", "edit", "reject", "abort"]
+MAX_SQL_ROWS_TO_ANSWER = 20
+MAX_SUPERVISOR_RETRIES = 2
+MAX_REPLANS = 2
+
+
+class JobStop(Exception):
+    """Ends the job as failed with a code, at a step."""
+
+    def __init__(self, code: str, message: str, step_id: str | None = None) -> None:
+        super().__init__(message)
+        self.info = ErrorInfo(code=code, message=message[:600], step_id=step_id)
+
+
+class JobRun:
+    """One execution of the job orchestration; a plain object that tests can drive."""
+
+    def __init__(self, context: Any) -> None:
+        self.ctx = context
+        self.job = JobInput.model_validate(_as_dict(context.get_input()))
+        self.state = JobState()
+        self.outputs: dict[str, dict[str, Any]] = {}
+        self.clarifications: dict[str, str] = {}
+        self.last_status: str | None = None
+
+    # --- plumbing ----------------------------------------------------------------------------
+
+    def now_iso(self) -> str:
+        """Orchestration time, replay-safe."""
+        return str(self.ctx.current_utc_datetime.isoformat())
+
+    def log(self, message: str, *args: Any) -> None:
+        """Log once, not on replay."""
+        if not self.ctx.is_replaying:
+            logger.info("job %s: " + message, self.job.job_id, *args)
+
+    def publish(self) -> None:
+        """Write the compact state as custom status; log status changes once (not on replay)."""
+        self.ctx.set_custom_status(self.state.model_dump(mode="json", exclude_none=True))
+        if self.state.status != self.last_status:
+            if not self.ctx.is_replaying:
+                telemetry.log_job_status(
+                    job_id=self.job.job_id,
+                    status=self.state.status,
+                    previous_status=self.last_status,
+                    error_code=self.state.error.code if self.state.error else None,
+                    waiting_kind=self.state.waiting.kind if self.state.waiting else None,
+                )
+            self.last_status = self.state.status
+
+    def add_usage(self, step: StepState | None, usage: Usage) -> None:
+        """Count a step's usage into the step and the job."""
+        self.state.usage = self.state.usage + usage
+        if step is not None:
+            step.usage = step.usage + usage
+        else:
+            self.state.plan_usage = self.state.plan_usage + usage
+
+    # --- the job -----------------------------------------------------------------------------
+
+    def run(self) -> Gen:
+        """Plan, run every step, and return the JobResult."""
+        self.log("planning: %s", self.job.request.question[:80])
+        self.publish()
+        try:
+            plan = yield from self.make_plan(self.job.request.question)
+            self.state.steps = [StepState(id=s.id, kind=s.kind, title=s.title) for s in plan.steps]
+            self.state.status = "running"
+            self.publish()
+            answer = yield from self.run_steps(plan)
+        except JobStop as stop:
+            return self.finish_failed(stop.info)
+        self.state.status = "completed"
+        self.state.step_index = len(self.state.steps)
+        self.publish()
+        self.log("completed; %s tokens", self.state.usage.total_tokens)
+        return JobResult(
+            status="completed",
+            answer=answer.get("answer") if answer else None,
+            citations=answer.get("citations", []) if answer else [],
+            usage=self.state.usage,
+        ).model_dump(mode="json")
+
+    def finish_failed(self, info: ErrorInfo) -> dict[str, Any]:
+        """Record the failure at its step and end the job."""
+        self.state.status = "failed"
+        self.state.error = info
+        self.state.waiting = None
+        for step in self.state.steps:
+            if step.id == info.step_id and step.state in ("running", "waiting", "pending"):
+                step.state = "failed"
+                step.ended_at = self.now_iso()
+                step.error = info
+        self.publish()
+        self.log("failed at %s: %s %s", info.step_id, info.code, info.message)
+        return JobResult(status="failed", usage=self.state.usage, error=info).model_dump(mode="json")
+
+    def make_plan(self, question: str, context_note: str | None = None) -> Gen:
+        """Run the plan executor (with the same retry policy as steps) and validate its plan."""
+        task: dict[str, Any] = {"question": question if not context_note else f"{question}\n\n{context_note}"}
+        out = yield from self.execute(None, "plan", task)
+        if out is None:
+            raise JobStop("PLAN_SKIPPED", "planning was skipped, so there is nothing to run")
+        return Plan.model_validate(out.result)
+
+    def run_steps(self, plan: Plan) -> Gen:
+        """Run the plan's steps in order; returns the answer of the last generate_response step."""
+        answer: dict[str, Any] | None = None
+        index = 0
+        steps = list(plan.steps)
+        while index < len(steps):
+            spec = steps[index]
+            step = self.state.steps[index]
+            self.state.step_index = index
+            step.started_at = self.now_iso()
+            result = yield from self.run_step(spec, step)
+            step.ended_at = self.now_iso()
+            if result is None:
+                step.state = "skipped"
+                self.log("step %s skipped", spec.id)
+            else:
+                step.state = "succeeded"
+                self.outputs[spec.id] = result
+                if spec.kind == "generate_response":
+                    answer = result
+            self.publish()
+            if self.job.request.mode == "hybrid" and spec.kind not in ("ask_user", "generate_response"):
+                replacement = yield from self.supervise(spec, step, steps, index)
+                if replacement is not None:
+                    steps = steps[: index + 1] + replacement
+                    self.state.steps = self.state.steps[: index + 1] + [
+                        StepState(id=s.id, kind=s.kind, title=s.title) for s in replacement
+                    ]
+                    self.publish()
+                elif step.state == "pending":  # the supervisor asked for a retry of this step
+                    continue
+            index += 1
+        return answer
+
+    def run_step(self, spec: PlanStep, step: StepState) -> Gen:
+        """Run one step; returns its result dict, or None when skipped."""
+        if spec.kind == "ask_user":
+            options = [str(o) for o in spec.input.get("options", [])][:8]
+            reply = yield from self.ask(
+                step,
+                "clarify",
+                str(spec.input["question"]),
+                options,
+                default=options[0] if options else None,
+                free_text=True,
+            )
+            text = reply.action() if isinstance(reply.answer, str) else json.dumps(reply.answer)
+            self.clarifications[spec.id] = text
+            return {"answer": text}
+
+        task = self.task_for(spec)
+        extra: dict[str, Any] = {}
+        if spec.kind == "generate_response":
+            extra["sources"] = self.sources_for(spec)
+        if spec.kind == "execute_azure_sql" and self.job.request.approval.sql != "never" and not task.get("sql"):
+            approved = yield from self.approve_sql(spec, step, task)
+            if approved is None:
+                return None
+            task = approved
+        out = yield from self.execute(step, spec.kind, task, extra)
+        return None if out is None else (out.result or {})
+
+    def task_for(self, spec: PlanStep) -> dict[str, Any]:
+        """The executor task of a step, with any clarifications the user gave for it."""
+        task = dict(spec.input)
+        notes = [self.clarifications[d] for d in spec.depends_on if d in self.clarifications]
+        if notes:
+            key = "query" if spec.kind == "consult_rag" else "question"
+            task[key] = f"{task.get(key, '')} ({'; '.join(notes)})".strip()
+        return task
+
+    def sources_for(self, spec: PlanStep) -> list[dict[str, Any]]:
+        """Compact sources for the answer: chunks and SQL rows of the steps it depends on."""
+        wanted = spec.depends_on or list(self.outputs)
+        sources: list[dict[str, Any]] = []
+        for step_id in wanted:
+            out = self.outputs.get(step_id) or {}
+            for chunk in out.get("chunks", []):
+                sources.append(
+                    {
+                        "source_id": chunk["source_id"],
+                        "kind": "document",
+                        "title": chunk.get("title"),
+                        "content": chunk.get("content", ""),
+                    }
+                )
+            if "sql" in out and "rows" in out:
+                sources.append(
+                    {
+                        "source_id": out.get("source_id") or f"sql:{step_id}",
+                        "kind": "sql",
+                        "title": out.get("question"),
+                        "sql": out["sql"],
+                        "columns": out.get("columns", []),
+                        "rows": out.get("rows", [])[:MAX_SQL_ROWS_TO_ANSWER],
+                    }
+                )
+        return sources
+
+    # --- policy ------------------------------------------------------------------------------
+
+    def execute(
+        self, step: StepState | None, executor_type: str, task: dict[str, Any], extra: dict[str, Any] | None = None
+    ) -> Gen:
+        """Call an executor until it succeeds, is skipped (None), or the job must stop."""
+        request = self.job.request
+        policy = self.job.policy
+        models: list[str | None] = list(request.constraints.allowed_models) or [None]
+        model_index = 0
+        tries_on_model = 0
+        step_id = step.id if step else None
+        uses_llm = executor_type in LLM_EXECUTORS
+        while True:
+            self.check_budget(step_id, uses_llm, models[model_index])
+            attempt = (step.attempts if step else 0) + 1
+            if step is not None:
+                step.attempts = attempt
+                step.state = "running"
+                step.model = models[model_index]
+                self.publish()
+            inp = ExecutorInput(
+                task_id=f"{self.job.job_id}:{step_id or 'plan'}:{attempt}",
+                executor_type=executor_type,
+                task=task,
+                execution_context={
+                    "job_id": self.job.job_id,
+                    "step_id": step_id or "plan",
+                    "attempt": attempt,
+                    "model": models[model_index],
+                    "trace": self.job.trace,
+                    **(extra or {}),
+                },
+                constraints=Constraints.model_validate(request.constraints.model_dump(exclude={"budget"})),
+            )
+            raw = yield self.ctx.call_activity(executor_type, inp.model_dump(mode="json"))
+            out = ExecutorOutput.model_validate(_as_dict(raw))
+            self.add_usage(step, out.usage)
+            if step is not None and out.model_used:
+                step.model = out.model_used
+            if out.status != "failed" or out.error is None:
+                if step is not None:
+                    step.error = None
+                return out
+            error = out.error
+            self.log("%s %s failed: %s %s", executor_type, step_id, error.code, error.message)
+            if step is not None:
+                step.error = ErrorInfo(code=error.code, message=error.message[:600], step_id=step_id)
+            if error.retryable and tries_on_model + 1 < policy.max_attempts_per_model:
+                tries_on_model += 1
+                delay_ms = min(
+                    policy.max_retry_ms,
+                    max(error.retry_after_ms or 0, policy.first_retry_ms * 2 ** (tries_on_model - 1)),
+                )
+                self.publish()
+                yield self.ctx.create_timer(self.ctx.current_utc_datetime + timedelta(milliseconds=delay_ms))
+                continue
+            if (error.retryable or error.code in MODEL_SPECIFIC) and uses_llm and model_index + 1 < len(models):
+                model_index += 1
+                tries_on_model = 0
+                self.log("falling back to model %s", models[model_index])
+                continue
+            if step is None:
+                if executor_type == "plan":
+                    raise JobStop(error.code, f"planning failed: {error.message}")
+                return None  # a failed Supervisor call never blocks the job: deterministic code continues
+            reply = yield from self.ask(
+                step,
+                "error",
+                f"Step '{step.title}' failed ({error.code}): {error.message}"[:1000],
+                ERROR_OPTIONS,
+                default="skip",
+                details={"error": {"code": error.code, "message": error.message}, "input": _bounded(task)},
+            )
+            action = reply.action()
+            if action == "retry":
+                model_index, tries_on_model = 0, 0
+            elif action == "skip":
+                return None
+            elif action == "edit":
+                task = {**task, **reply.edits()}
+                model_index, tries_on_model = 0, 0
+            else:
+                raise JobStop(error.code, f"{error.message} (aborted by the user)", step_id)
+
+    def check_budget(self, step_id: str | None, uses_llm: bool, model: str | None) -> None:
+        """Stop before a call whose worst case would exceed the job budget."""
+        budget = self.job.request.constraints.budget
+        reserve = self.job.request.constraints.max_tokens if uses_llm else 0
+        used = self.state.usage
+        if budget.max_total_tokens is not None and used.total_tokens + reserve > budget.max_total_tokens:
+            raise JobStop(
+                "BUDGET_EXCEEDED",
+                f"stopped before {step_id or 'planning'}: {used.total_tokens} tokens used, the next call may use "
+                f"up to {reserve} more, budget is {budget.max_total_tokens}",
+                step_id,
+            )
+        if budget.max_estimated_cost is not None:
+            price = self.job.policy.output_price.get(model or "", max(self.job.policy.output_price.values(), default=0))
+            worst = used.estimated_cost + reserve * price
+            if worst > budget.max_estimated_cost:
+                raise JobStop(
+                    "BUDGET_EXCEEDED",
+                    f"stopped before {step_id or 'planning'}: estimated cost {used.estimated_cost:.6f} USD plus up to "
+                    f"{reserve * price:.6f} USD for the next call exceeds the budget {budget.max_estimated_cost} USD",
+                    step_id,
+                )
+
+    def approve_sql(self, spec: PlanStep, step: StepState, task: dict[str, Any]) -> Gen:
+        """Draft the SQL, ask for approval when the policy says so; returns the task to run or None."""
+        draft = yield from self.execute(step, "execute_azure_sql", {**task, "mode": "draft"})
+        if draft is None:
+            return None
+        result = draft.result or {}
+        policy = self.job.request.approval
+        if policy.sql == "sensitive" and not result.get("sensitive_tables"):
+            return {**task, "sql": result["sql"], "mode": "run"}
+        default = {"approve": "approve", "reject": "reject"}.get(policy.on_timeout)
+        reply = yield from self.ask(
+            step,
+            "approval",
+            f"Approve this SQL for step '{step.title}'?"[:1000],
+            APPROVAL_OPTIONS,
+            default=default,
+            details={
+                "sql": result["sql"],
+                "tables": result.get("tables", []),
+                "sensitive_tables": result.get("sensitive_tables", []),
+            },
+            timeout_seconds=policy.timeout_seconds,
+            expiry_falls_back=policy.on_timeout != "fail",
+        )
+        action = reply.action()
+        if action == "approve":
+            return {**task, "sql": result["sql"], "mode": "run"}
+        if action == "edit":
+            edited = reply.edits().get("sql")
+            if not isinstance(edited, str) or not edited.strip():
+                raise JobStop("INVALID_ANSWER", "an edit must carry the new SQL as answer.sql", spec.id)
+            return {**task, "sql": edited, "mode": "run"}
+        if action == "reject":
+            return None
+        raise JobStop("REJECTED_BY_USER", "the user aborted the job at the SQL approval", spec.id)
+
+    def ask(
+        self,
+        step: StepState | None,
+        kind: str,
+        question: str,
+        options: list[str],
+        *,
+        default: str | None,
+        details: dict[str, Any] | None = None,
+        free_text: bool = False,
+        timeout_seconds: int | None = None,
+        expiry_falls_back: bool | None = None,
+    ) -> Gen:
+        """Wait for the user's answer to one question, racing a durable timer."""
+        self.state.questions_asked += 1
+        question_id = f"{step.id if step else 'job'}-q{self.state.questions_asked}"
+        wait = self.job.request.wait
+        seconds = timeout_seconds or wait.timeout_seconds or self.job.policy.user_wait_seconds
+        now = self.ctx.current_utc_datetime
+        expires = now + timedelta(seconds=seconds)
+        self.state.waiting = Waiting(
+            question_id=question_id,
+            step_id=step.id if step else None,
+            kind=kind,  # type: ignore[arg-type]
+            question=question[:1000],
+            options=options,
+            free_text=free_text,
+            details=details or {},
+            asked_at=now.isoformat(),
+            expires_at=expires.isoformat(),
+        )
+        self.state.status = "waiting_for_user"
+        if step is not None:
+            step.state = "waiting"
+        self.publish()
+        self.log("waiting for the user (%s): %s", question_id, question[:80])
+        event = self.ctx.wait_for_external_event(f"answer:{question_id}")
+        timer = self.ctx.create_timer(expires)
+        winner = yield self.ctx.task_any([event, timer])
+        self.state.waiting = None
+        self.state.status = "running"
+        if step is not None:
+            step.state = "running"
+        if winner is event:
+            if not timer.is_completed:
+                timer.cancel()
+            reply = _parse_answer(event.result)
+            if reply is not None and (free_text or reply.action() in options):
+                self.publish()
+                return reply
+            self.log("ignoring an invalid answer to %s", question_id)
+            return (
+                yield from self.ask(
+                    step,
+                    kind,
+                    question,
+                    options,
+                    default=default,
+                    details=details,
+                    free_text=free_text,
+                    timeout_seconds=timeout_seconds,
+                    expiry_falls_back=expiry_falls_back,
+                )
+            )
+        falls_back = expiry_falls_back if expiry_falls_back is not None else wait.on_expiry == "default"
+        if falls_back and default is not None:
+            self.log("question %s expired; proceeding with %s", question_id, default)
+            self.publish()
+            return UserAnswer(answer=default)
+        raise JobStop("WAIT_EXPIRED", f"no answer to '{question[:200]}' within {seconds} s", step.id if step else None)
+
+    def supervise(self, spec: PlanStep, step: StepState, steps: list[PlanStep], index: int) -> Gen:
+        """Hybrid mode: let the Supervisor decide after a step; deterministic code bounds what it may do."""
+        out = yield from self.execute(
+            None,
+            "supervise",
+            {
+                "question": self.job.request.question,
+                "plan": [s.model_dump(mode="json") for s in steps],
+                "step": spec.model_dump(mode="json"),
+                "output": _bounded(self.outputs.get(spec.id) or {"skipped": True}),
+            },
+        )
+        if out is None:
+            return None
+        decision = SupervisorDecision.model_validate(out.result)
+        self.log("supervisor after %s: %s (%s)", spec.id, decision.action, decision.reason[:80])
+        if decision.action == "retry" and step.attempts <= MAX_SUPERVISOR_RETRIES:
+            step.state = "pending"
+            self.outputs.pop(spec.id, None)
+            return None
+        if decision.action == "ask_user" and decision.question:
+            reply = yield from self.ask(
+                step,
+                "clarify",
+                decision.question,
+                decision.options,
+                default=decision.options[0] if decision.options else None,
+                free_text=True,
+            )
+            for later in steps[index + 1 :]:
+                later.depends_on.append(spec.id)
+            self.clarifications[spec.id] = reply.action()
+            return None
+        if decision.action == "replan" and self.state.replans < MAX_REPLANS:
+            self.state.replans += 1
+            done = ", ".join(f"{s.id}={s.kind}" for s in steps[: index + 1])
+            plan = yield from self.make_plan(self.job.request.question, f"Already done: {done}. {decision.reason}")
+            suffix = f"r{self.state.replans}"
+            return [
+                s.model_copy(
+                    update={"id": f"{s.id}{suffix}"[:32], "depends_on": [f"{d}{suffix}"[:32] for d in s.depends_on]}
+                )
+                for s in plan.steps
+            ]
+        return None
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    if isinstance(value, str):
+        value = json.loads(value)
+    if not isinstance(value, dict):
+        raise ValueError("expected a JSON object")
+    return value
+
+
+def _parse_answer(raw: Any) -> UserAnswer | None:
+    # Events raised through the SDK client arrive as JSON text (Durable Python quirk); raw posts as values.
+    for _ in range(2):
+        if isinstance(raw, str):
+            try:
+                raw = json.loads(raw)
+            except ValueError:
+                break
+    try:
+        if isinstance(raw, dict) and "answer" in raw:
+            return UserAnswer.model_validate(raw)
+        return UserAnswer(answer=raw)
+    except ValueError:
+        return None
+
+
+def _bounded(value: dict[str, Any], limit: int = 2000) -> dict[str, Any]:
+    text = json.dumps(value, default=str)
+    return value if len(text) <= limit else {"truncated": text[:limit]}
+
+
+def job_orchestrator_body(context: Any) -> Gen:
+    """The orchestrator body as a plain generator (the decorated function only delegates to it)."""
+    return (yield from JobRun(context).run())

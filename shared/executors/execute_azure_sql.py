@@ -1,0 +1,94 @@
+"""execute_azure_sql: write SQL for a question (or take the given SQL), guard it, and run it read-only.
+
+With ``task.mode == "draft"`` the step stops after the guard and returns the SQL it would run, so
+the orchestrator can ask a human to approve or edit it first.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from shared.contracts import ErrorCode, ExecutorInput, ExecutorOutput, SqlResult, Usage
+from shared.executors import register
+from shared.executors.common import call_llm, usage_of
+from shared.plan import SqlDraft
+from shared.providers import LLMTask
+from shared.sqlguard import guard_sql
+
+if TYPE_CHECKING:
+    from shared.clients import Clients
+
+
+class SqlTask(BaseModel):
+    """The task of an execute_azure_sql step."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    question: str = Field(min_length=1, max_length=2000)
+    sql: str | None = Field(default=None, max_length=20_000)
+    mode: Literal["run", "draft"] = "run"
+
+
+@register(
+    "execute_azure_sql",
+    description="Answer a question about the business data (orders, revenue, returns, products, customers, "
+    "regions, quarters) with one read-only SQL query; returns the SQL and its rows.",
+    uses_llm=True,
+)
+def execute_azure_sql(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
+    """Write (if needed), guard and run one read-only query."""
+    task = SqlTask.model_validate(inp.task)
+    settings = clients.settings
+    database = clients.database
+    catalog = clients.catalog
+    usage = Usage()
+    model_used: str | None = None
+    sql = task.sql
+    if not sql:
+        response = call_llm(
+            inp,
+            clients,
+            LLMTask.WRITE_SQL,
+            {
+                "question": task.question,
+                "dialect": database.dialect,
+                "catalog": catalog.prompt_view(),
+                "max_rows": settings.sql_max_rows,
+            },
+            SqlDraft,
+        )
+        usage = usage_of(response, clients)
+        model_used = response.model_used
+        sql = response.output.sql
+
+    allowed = set(settings.allowed_tables or catalog.allowed_tables())
+    verdict = guard_sql(sql, dialect=database.dialect, allowed_tables=allowed, max_rows=settings.sql_max_rows)
+    if not verdict.accepted:
+        return ExecutorOutput.failure(
+            ErrorCode.SQL_REJECTED,
+            f"SQL rejected ({verdict.reason_code}): {verdict.message}",
+            usage=usage,
+            model_used=model_used,
+            result={"sql": sql, "executed": False},
+        )
+    sensitive = sorted(t for t in verdict.tables if catalog.is_sensitive(t))
+    if task.mode == "draft":
+        draft = {"sql": verdict.sql, "tables": sorted(verdict.tables), "sensitive_tables": sensitive, "draft": True}
+        return ExecutorOutput(status="success", result=draft, usage=usage, model_used=model_used)
+
+    timeout_s = max(1, min(settings.sql_timeout_seconds, inp.constraints.timeout_ms // 1000))
+    rows = database.execute(verdict.sql, max_rows=settings.sql_max_rows, timeout_s=timeout_s)
+    result = SqlResult(
+        question=task.question,
+        sql=verdict.sql,
+        dialect=database.dialect,
+        tables=sorted(verdict.tables),
+        columns=rows.columns,
+        rows=rows.rows,
+        row_count=len(rows.rows),
+        truncated=rows.truncated,
+        source_id=f"sql:{inp.task_id}",
+    )
+    return ExecutorOutput(status="success", result=result.model_dump(mode="json"), usage=usage, model_used=model_used)

@@ -1,0 +1,51 @@
+"""plan: turn the question into a validated Plan (internal executor, not a step kind)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from shared.contracts import ErrorCode, ExecutorInput, ExecutorOutput
+from shared.executors import register, step_kinds
+from shared.executors.common import call_llm, usage_of
+from shared.plan import Plan
+from shared.providers import LLMTask
+
+if TYPE_CHECKING:
+    from shared.clients import Clients
+
+
+class PlanTask(BaseModel):
+    """The task of the planning call."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    question: str = Field(min_length=1, max_length=4000)
+
+
+@register("plan", description="Plan the steps of a job.", uses_llm=True, internal=True)
+def plan(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
+    """Ask the planner for a plan and check every step kind against the registry."""
+    task = PlanTask.model_validate(inp.task)
+    kinds = step_kinds()
+    response = call_llm(
+        inp,
+        clients,
+        LLMTask.PLAN,
+        {
+            "question": task.question,
+            "catalog": clients.catalog.prompt_view(),
+            "documents": clients.document_titles(),
+            "step_kinds": kinds | {"ask_user": "Ask the user a clarifying question with options."},
+        },
+        Plan,
+    )
+    usage = usage_of(response, clients)
+    unknown = [s.kind for s in response.output.steps if s.kind != "ask_user" and s.kind not in kinds]
+    if unknown:
+        message = f"the plan uses unknown step kinds {unknown}; known: {sorted(kinds)}"
+        return ExecutorOutput.failure(ErrorCode.BAD_REQUEST, message, usage=usage, model_used=response.model_used)
+    return ExecutorOutput(
+        status="success", result=response.output.model_dump(mode="json"), usage=usage, model_used=response.model_used
+    )
