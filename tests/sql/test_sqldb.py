@@ -1,0 +1,143 @@
+"""The pyodbc runner against the real SQLite ODBC driver and the real sample database."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+import sqlite3
+import time
+import uuid
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from shared.contracts import ErrorCode, ProviderError
+from shared.settings import Settings
+from shared.sqldb import SqliteOdbcDatabase, json_safe, open_sample_database
+
+SLOW = "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 500000000) SELECT COUNT(*) FROM c"
+
+
+def test_rows_columns_and_truncation(sample_db: SqliteOdbcDatabase) -> None:
+    rows = sample_db.execute(
+        "SELECT order_id, order_date, channel FROM orders ORDER BY order_id", max_rows=5, timeout_s=10
+    )
+    assert rows.columns == ["order_id", "order_date", "channel"]
+    assert len(rows.rows) == 5 and rows.truncated
+    assert rows.rows[0] == [1, "2025-01-01", rows.rows[0][2]]
+    exact = sample_db.execute("SELECT name FROM regions ORDER BY region_id", max_rows=4, timeout_s=10)
+    assert exact.rows == [["North"], ["South"], ["East"], ["West"]] and not exact.truncated
+    json.dumps(rows.rows)
+
+
+def test_mixed_type_column_keeps_every_value(sample_db: SqliteOdbcDatabase) -> None:
+    # The driver types an untyped column by its first row; the runner must not truncate 1.5 to 1.
+    rows = sample_db.execute(
+        "SELECT x FROM (SELECT 1 AS x UNION ALL SELECT 1.5 UNION ALL SELECT 'abc' UNION ALL SELECT NULL)",
+        max_rows=10,
+        timeout_s=10,
+    )
+    assert [r[0] for r in rows.rows] == [1, 1.5, "abc", None]
+
+
+def test_money_sums_match_sqlite(sample_db: SqliteOdbcDatabase, sample_db_path: Path) -> None:
+    sql = (
+        "SELECT strftime('%m', o.order_date) AS month, ROUND(SUM(oi.quantity * oi.unit_price), 2) AS revenue "
+        "FROM orders o JOIN order_items oi ON oi.order_id = o.order_id GROUP BY 1 ORDER BY 1"
+    )
+    got = sample_db.execute(sql, max_rows=50, timeout_s=10).rows
+    with sqlite3.connect(sample_db_path) as conn:
+        expected = [list(r) for r in conn.execute(sql)]
+    assert got == expected and isinstance(got[0][0], str)
+
+
+def test_writes_are_refused_by_the_engine(sample_db: SqliteOdbcDatabase, sample_db_path: Path) -> None:
+    # Bypassing the guard on purpose: the read-only open is the next layer.
+    with pytest.raises(ProviderError) as err:
+        sample_db.execute("DELETE FROM returns", max_rows=5, timeout_s=5)
+    assert err.value.code is ErrorCode.SQL_ERROR and "readonly" in err.value.message
+    with sqlite3.connect(sample_db_path) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM returns").fetchone()[0] > 0
+
+
+def test_sql_error_is_classified(sample_db: SqliteOdbcDatabase) -> None:
+    with pytest.raises(ProviderError) as err:
+        sample_db.execute("SELECT nope FROM orders", max_rows=5, timeout_s=5)
+    assert err.value.code is ErrorCode.SQL_ERROR and "nope" in err.value.message
+
+
+def test_timeout_interrupts_a_long_query(sample_db: SqliteOdbcDatabase) -> None:
+    started = time.monotonic()
+    with pytest.raises(ProviderError) as err:
+        sample_db.execute(SLOW, max_rows=5, timeout_s=1)
+    print(f"timeout=1s query stopped after {time.monotonic() - started:.3f}s")
+    assert err.value.code is ErrorCode.SQL_TIMEOUT
+    # The database is fine afterwards.
+    assert sample_db.execute("SELECT COUNT(*) FROM regions", max_rows=1, timeout_s=5).rows == [[4]]
+
+
+def test_locked_database_is_transient(tmp_path: Path, sample_db_path: Path) -> None:
+    copy = tmp_path / "locked.db"
+    shutil.copy(sample_db_path, copy)
+    holder = sqlite3.connect(copy, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(ProviderError) as err:
+            SqliteOdbcDatabase(copy).execute("SELECT COUNT(*) FROM orders", max_rows=1, timeout_s=1)
+        assert err.value.code is ErrorCode.TRANSIENT
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+def test_missing_driver_names_the_package(sample_db_path: Path) -> None:
+    with pytest.raises(ProviderError) as err:
+        SqliteOdbcDatabase(sample_db_path, driver="NoSuchSQLiteDriver").execute("SELECT 1", max_rows=1, timeout_s=1)
+    assert err.value.code is ErrorCode.CONFIG_ERROR and "libsqliteodbc" in err.value.message
+
+
+def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ProviderError) as err:
+        SqliteOdbcDatabase(tmp_path / "absent.db").execute("SELECT 1", max_rows=1, timeout_s=1)
+    assert err.value.code is ErrorCode.CONFIG_ERROR
+    assert not (tmp_path / "absent.db").exists()
+
+
+def test_open_sample_database_builds_lazily(tmp_path: Path) -> None:
+    path = tmp_path / "lazy" / "sample.db"
+    db = open_sample_database(Settings(sqlite_database_path=path))
+    assert not path.exists()  # nothing happens at construction
+    assert db.dialect == "sqlite"
+    assert db.execute("SELECT COUNT(*) AS n FROM orders", max_rows=1, timeout_s=5).rows == [[3000]]
+    assert path.exists()
+
+
+def test_open_sample_database_leaves_own_database_alone(tmp_path: Path) -> None:
+    own = tmp_path / "own.db"
+    with sqlite3.connect(own) as conn:
+        conn.execute("CREATE TABLE t (x INTEGER)")
+        conn.execute("INSERT INTO t VALUES (7)")
+    db = open_sample_database(Settings(sqlite_database_path=own))
+    assert db.execute("SELECT x FROM t", max_rows=5, timeout_s=5).rows == [[7]]
+
+
+def test_json_safe_values() -> None:
+    assert json_safe(Decimal("12.50")) == 12.5
+    assert json_safe(Decimal("NaN")) is None
+    assert json_safe(float("inf")) is None
+    assert json_safe(dt.date(2025, 7, 1)) == "2025-07-01"
+    assert json_safe(dt.datetime(2025, 7, 1, 12, 30)) == "2025-07-01T12:30:00"
+    assert json_safe(dt.time(8, 5)) == "08:05:00"
+    assert json_safe(b"\x00\xff") == "0x00ff"
+    assert json_safe(uuid.UUID(int=1)) == "00000000-0000-0000-0000-000000000001"
+    assert json_safe("x" * 5000).endswith("...") and len(json_safe("x" * 5000)) == 4003
+    assert json_safe(True) is True
+
+
+def test_blob_and_unicode_values(sample_db: SqliteOdbcDatabase) -> None:
+    rows = sample_db.execute(
+        "SELECT x'00ff' AS b, 'h\u00e9llo' AS u, date('2025-03-01', '+1 month') AS d", max_rows=1, timeout_s=5
+    )
+    assert rows.rows == [["0x00ff", "h\u00e9llo", "2025-04-01"]]
