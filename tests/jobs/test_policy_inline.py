@@ -1,0 +1,193 @@
+"""The orchestrator's policy, driven inline with scripted executor outputs (the contract, not mocks of it).
+
+End-to-end tests with the real executors on devhost live in test_jobs_e2e.py; these pin the
+decisions: retries, model fallback, budget stops and the questions the job asks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from devhost.inline import InlineContext, run_inline
+from orchestrators.job import job_orchestrator_body
+from shared.contracts import ExecutorOutput, Usage
+
+PLAN = {
+    "steps": [
+        {"id": "s1", "kind": "consult_rag", "title": "docs", "input": {"query": "refunds"}},
+        {"id": "s2", "kind": "generate_response", "title": "answer", "input": {"question": "q"}, "depends_on": ["s1"]},
+    ]
+}
+RAG_OK = {"query": "refunds", "chunks": [{"source_id": "policy#1", "title": "Policy", "content": "30 days"}]}
+ANSWER_OK = {"answer": "Refunds within 30 days.", "citations": [{"source_id": "policy#1", "kind": "document"}]}
+
+
+def ok(result: dict[str, Any], tokens: int = 10, model: str | None = "m1") -> dict[str, Any]:
+    usage = Usage(tokens_input=tokens, tokens_output=tokens)
+    return ExecutorOutput(status="success", result=result, usage=usage, model_used=model).model_dump(mode="json")
+
+
+def fail(code: str, message: str = "boom", tokens: int = 0) -> dict[str, Any]:
+    out = ExecutorOutput.failure(code, message, usage=Usage(tokens_input=tokens))  # type: ignore[arg-type]
+    return out.model_dump(mode="json")
+
+
+class Script:
+    """Executor outputs per executor type, in call order; records every call."""
+
+    def __init__(self, **outputs: list[dict[str, Any]]) -> None:
+        self.outputs = {k: list(v) for k, v in outputs.items()}
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def __call__(self, name: str, payload: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append((name, payload))
+        return self.outputs[name].pop(0)
+
+
+def job_input(**request: Any) -> dict[str, Any]:
+    return {
+        "job_id": "j1",
+        "request": {"question": "What about refunds?", **request},
+        "policy": {"max_attempts_per_model": 3, "first_retry_ms": 1, "max_retry_ms": 5, "output_price": {"m1": 1e-6}},
+    }
+
+
+def run(script: Script, answer: Callable[[str], Any] | None = None, **request: Any) -> tuple[dict, InlineContext]:
+    ctx = InlineContext(job_input(**request), script, answer)
+    return run_inline(job_orchestrator_body, ctx), ctx
+
+
+def test_happy_path_counts_usage_per_step() -> None:
+    script = Script(plan=[ok(PLAN)], consult_rag=[ok(RAG_OK, 0, None)], generate_response=[ok(ANSWER_OK, 50)])
+    result, ctx = run(script)
+    assert result["status"] == "completed" and result["answer"] == ANSWER_OK["answer"]
+    state = ctx.custom_status
+    assert [s["state"] for s in state["steps"]] == ["succeeded", "succeeded"]
+    assert state["usage"]["total_tokens"] == 20 + 100
+    sources = script.calls[-1][1]["execution_context"]["sources"]
+    assert sources == [{"source_id": "policy#1", "kind": "document", "title": "Policy", "content": "30 days"}]
+
+
+def test_retryable_failures_back_off_then_succeed() -> None:
+    script = Script(
+        plan=[ok(PLAN)],
+        consult_rag=[ok(RAG_OK)],
+        generate_response=[fail("RATE_LIMITED"), fail("MODEL_TIMEOUT"), ok(ANSWER_OK)],
+    )
+    result, ctx = run(script)
+    assert result["status"] == "completed"
+    assert ctx.custom_status["steps"][1]["attempts"] == 3
+    attempts = [p["execution_context"]["attempt"] for n, p in script.calls if n == "generate_response"]
+    assert attempts == [1, 2, 3]
+
+
+def test_falls_back_across_allowed_models() -> None:
+    script = Script(
+        plan=[ok(PLAN)],
+        consult_rag=[ok(RAG_OK)],
+        generate_response=[fail("CONTENT_FILTERED"), ok(ANSWER_OK, model="m2")],
+    )
+    result, ctx = run(script, constraints={"allowed_models": ["m1", "m2"]})
+    assert result["status"] == "completed"
+    models = [p["execution_context"]["model"] for n, p in script.calls if n == "generate_response"]
+    assert models == ["m1", "m2"]
+    assert ctx.custom_status["steps"][1]["model"] == "m2"
+
+
+def test_exhausted_retries_then_fallback_then_ask_user() -> None:
+    failures = [fail("RATE_LIMITED")] * 3
+    script = Script(plan=[ok(PLAN)], consult_rag=[ok(RAG_OK)], generate_response=failures + [ok(ANSWER_OK)])
+    asked: list[str] = []
+
+    def answer(event: str) -> Any:
+        asked.append(event)
+        return {"answer": "retry"}
+
+    result, _ = run(script, answer)
+    assert result["status"] == "completed"
+    assert asked == ["answer:s2-q1"]
+
+
+def test_non_retryable_failure_edit_changes_the_step_input() -> None:
+    script = Script(plan=[ok(PLAN)], consult_rag=[fail("SEARCH_ERROR"), ok(RAG_OK)], generate_response=[ok(ANSWER_OK)])
+    result, _ = run(script, lambda e: {"answer": {"action": "edit", "query": "refund policy"}})
+    assert result["status"] == "completed"
+    queries = [p["task"]["query"] for n, p in script.calls if n == "consult_rag"]
+    assert queries == ["refunds", "refund policy"]
+
+
+def test_abort_fails_at_the_step_and_skip_continues() -> None:
+    script = Script(plan=[ok(PLAN)], consult_rag=[fail("SEARCH_ERROR", "index missing")])
+    result, ctx = run(script, lambda e: {"answer": "abort"})
+    assert result["status"] == "failed"
+    assert result["error"] == {
+        "code": "SEARCH_ERROR",
+        "message": "index missing (aborted by the user)",
+        "step_id": "s1",
+    }
+    assert ctx.custom_status["steps"][0]["state"] == "failed"
+
+    script = Script(plan=[ok(PLAN)], consult_rag=[fail("SEARCH_ERROR")], generate_response=[ok(ANSWER_OK)])
+    result, ctx = run(script, lambda e: {"answer": "skip"})
+    assert result["status"] == "completed"
+    assert [s["state"] for s in ctx.custom_status["steps"]] == ["skipped", "succeeded"]
+
+
+def test_budget_stops_before_the_call_that_could_exceed_it() -> None:
+    script = Script(plan=[ok(PLAN, tokens=100)], consult_rag=[ok(RAG_OK, 0)], generate_response=[ok(ANSWER_OK)])
+    result, _ = run(script, constraints={"max_tokens": 500, "budget": {"max_total_tokens": 600}})
+    assert result["status"] == "failed" and result["error"]["code"] == "BUDGET_EXCEEDED"
+    assert result["error"]["step_id"] == "s2"
+    assert [n for n, _ in script.calls] == ["plan", "consult_rag"]  # the answer call never ran
+
+
+def test_cost_budget_uses_the_output_price() -> None:
+    script = Script(plan=[ok(PLAN, tokens=100)], consult_rag=[ok(RAG_OK, 0)], generate_response=[ok(ANSWER_OK)])
+    result, _ = run(script, constraints={"max_tokens": 1000, "budget": {"max_estimated_cost": 0.0005}})
+    assert result["status"] == "failed" and result["error"]["code"] == "BUDGET_EXCEEDED"
+    assert "USD" in result["error"]["message"]
+
+
+def test_unanswered_question_expires() -> None:
+    script = Script(plan=[ok(PLAN)], consult_rag=[fail("SEARCH_ERROR")])
+    result, _ = run(script, None, wait={"timeout_seconds": 1})
+    assert result["status"] == "failed" and result["error"]["code"] == "WAIT_EXPIRED"
+
+    script = Script(plan=[ok(PLAN)], consult_rag=[fail("SEARCH_ERROR")], generate_response=[ok(ANSWER_OK)])
+    result, _ = run(script, None, wait={"timeout_seconds": 1, "on_expiry": "default"})
+    assert result["status"] == "completed"  # the declared default for a failed step is skip
+
+
+def test_planning_failure_fails_the_job() -> None:
+    script = Script(plan=[fail("AUTH_FAILED", "bad key")])
+    result, ctx = run(script)
+    assert result["status"] == "failed" and result["error"]["code"] == "AUTH_FAILED"
+    assert ctx.custom_status["status"] == "failed"
+
+
+def test_ask_user_step_feeds_the_answer_to_later_steps() -> None:
+    plan = {
+        "steps": [
+            {"id": "s1", "kind": "ask_user", "title": "clarify", "input": {"question": "Which?", "options": ["a"]}},
+            {"id": "s2", "kind": "consult_rag", "title": "docs", "input": {"query": "refunds"}, "depends_on": ["s1"]},
+            {"id": "s3", "kind": "generate_response", "title": "answer", "input": {"question": "q"}},
+        ]
+    }
+    script = Script(plan=[ok(plan)], consult_rag=[ok(RAG_OK)], generate_response=[ok(ANSWER_OK)])
+    result, _ = run(script, lambda e: {"answer": "online orders"})
+    assert result["status"] == "completed"
+    assert script.calls[1][1]["task"]["query"] == "refunds (online orders)"
+
+
+def test_hybrid_supervisor_can_retry_a_step_a_bounded_number_of_times() -> None:
+    retry = ok({"action": "retry", "reason": "thin results"})
+    script = Script(
+        plan=[ok(PLAN)],
+        consult_rag=[ok(RAG_OK)] * 4,
+        supervise=[retry] * 4,
+        generate_response=[ok(ANSWER_OK)],
+    )
+    result, _ = run(script, mode="hybrid")
+    assert result["status"] == "completed"
+    assert sum(1 for n, _ in script.calls if n == "consult_rag") == 3  # first run + 2 supervisor retries
