@@ -1,0 +1,152 @@
+"""Versioned prompt files (``prompts/<task>.<version>.md``) and their rendering into chat messages.
+
+A prompt file has two sections, each opened by a marker line: ``<!-- system -->`` and
+``<!-- user -->``. Placeholders are ``{{ name }}`` or ``{{ name | filter }}``; every placeholder must
+be given in the inputs. Strings render as-is, everything else as indented JSON; the ``sources``
+filter renders a list of retrieved sources as numbered blocks.
+
+The rendered system message starts with ``prompt: <task>.<version>`` so logs, traces and the
+fake OpenAI server in tests can tell which task a request belongs to.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from shared.providers import LLMTask
+
+PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
+
+# The prompt version each task uses. Bump here after adding the new file; old files stay for history.
+PROMPT_VERSIONS: dict[LLMTask, str] = {
+    LLMTask.PLAN: "v1",
+    LLMTask.WRITE_SQL: "v1",
+    LLMTask.WRITE_ANSWER: "v1",
+    LLMTask.SUPERVISE: "v1",
+}
+
+PROMPT_MARKER_RE = re.compile(r"^prompt: (?P<task>[a-z_]+)\.(?P<version>v\d+)$", re.MULTILINE)
+
+_SECTION_RE = re.compile(r"^<!-- (system|user) -->[ \t]*$", re.MULTILINE)
+_PLACEHOLDER_RE = re.compile(r"\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:\|\s*([a-z_]+)\s*)?\}\}")
+
+
+class PromptError(ValueError):
+    """A prompt file is missing or malformed, or the inputs do not fill its placeholders."""
+
+
+def _as_json(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def _as_sources(value: Any) -> str:
+    if not isinstance(value, list):
+        raise PromptError("the 'sources' filter needs a list of sources")
+    if not value:
+        return "(no sources were retrieved)"
+    blocks: list[str] = []
+    for item in value:
+        if not isinstance(item, Mapping):
+            raise PromptError("each source must be an object with source_id, kind, title and content")
+        source_id = item.get("source_id")
+        if not isinstance(source_id, str) or not source_id:
+            raise PromptError("each source needs a non-empty source_id")
+        kind = item.get("kind", "document")
+        title = item.get("title") or ""
+        content = item.get("content")
+        body = content if isinstance(content, str) else _as_json(content)
+        blocks.append(f"[{source_id}] ({kind}) {title}\n{body}".rstrip())
+    return "\n\n---\n\n".join(blocks)
+
+
+def _as_lines(value: Any) -> str:
+    if not isinstance(value, list):
+        raise PromptError("the 'lines' filter needs a list")
+    return "\n".join(f"- {item}" for item in value) if value else "(none)"
+
+
+_FILTERS: dict[str, Callable[[Any], str]] = {"json": _as_json, "sources": _as_sources, "lines": _as_lines}
+
+
+@dataclass(frozen=True)
+class RenderedPrompt:
+    """The two messages of one LLM call."""
+
+    prompt_id: str
+    system: str
+    user: str
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    """One prompt file, parsed."""
+
+    task: str
+    version: str
+    system: str
+    user: str
+
+    @property
+    def prompt_id(self) -> str:
+        """``<task>.<version>``, as written in the marker line."""
+        return f"{self.task}.{self.version}"
+
+    @property
+    def placeholders(self) -> set[str]:
+        """Names of every placeholder in the file."""
+        return {m.group(1) for m in _PLACEHOLDER_RE.finditer(self.system + self.user)}
+
+    def render(self, inputs: Mapping[str, Any]) -> RenderedPrompt:
+        """Fill the placeholders from ``inputs``; a missing input raises ``PromptError``."""
+        missing = sorted(self.placeholders - set(inputs))
+        if missing:
+            raise PromptError(f"prompt {self.prompt_id} needs inputs {missing}")
+
+        def fill(match: re.Match[str]) -> str:
+            name, filter_name = match.group(1), match.group(2) or "json"
+            return _FILTERS[filter_name](inputs[name])
+
+        system = _PLACEHOLDER_RE.sub(fill, self.system)
+        user = _PLACEHOLDER_RE.sub(fill, self.user)
+        return RenderedPrompt(self.prompt_id, f"prompt: {self.prompt_id}\n\n{system}", user)
+
+
+def parse_prompt(text: str, *, task: str, version: str) -> PromptTemplate:
+    """Parse the text of a prompt file."""
+    parts = _SECTION_RE.split(text)
+    # split() yields [preamble, name, body, name, body]; the preamble is a comment for humans.
+    sections = {parts[i]: parts[i + 1].strip() for i in range(1, len(parts) - 1, 2)}
+    if set(sections) != {"system", "user"} or len(parts) != 5:
+        raise PromptError(f"prompt {task}.{version} needs exactly one system and one user section")
+    for match in _PLACEHOLDER_RE.finditer(text):
+        if match.group(2) and match.group(2) not in _FILTERS:
+            raise PromptError(f"prompt {task}.{version} uses unknown filter {match.group(2)!r}")
+    return PromptTemplate(task=task, version=version, system=sections["system"], user=sections["user"])
+
+
+@lru_cache(maxsize=32)
+def load_prompt(task: LLMTask | str, version: str | None = None) -> PromptTemplate:
+    """Load ``prompts/<task>.<version>.md`` (the version in ``PROMPT_VERSIONS`` by default)."""
+    task_value = LLMTask(task).value
+    chosen = version or PROMPT_VERSIONS[LLMTask(task_value)]
+    path = PROMPTS_DIR / f"{task_value}.{chosen}.md"
+    if not path.is_file():
+        raise PromptError(f"prompt file {path} is missing")
+    return parse_prompt(path.read_text(encoding="utf-8"), task=task_value, version=chosen)
+
+
+def render_prompt(task: LLMTask | str, inputs: Mapping[str, Any]) -> RenderedPrompt:
+    """Load the current prompt for ``task`` and render it."""
+    return load_prompt(task).render(inputs)
+
+
+def task_of_text(text: str) -> str | None:
+    """The task named by a ``prompt: <task>.<version>`` marker in ``text``, if any."""
+    match = PROMPT_MARKER_RE.search(text)
+    return match.group("task") if match else None
