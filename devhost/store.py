@@ -1,0 +1,364 @@
+"""SQLite (WAL) persistence for one Durable task hub.
+
+Tables: ``instances`` (one row per instance id, current execution only), ``history`` (pre-rendered
+event JSON of the current execution), ``inbox`` (durable orchestrator messages: external events,
+sub-orchestration results, suspend/resume/rewind markers), ``activities`` (scheduled activity work
+items, deleted when the episode that consumes the result commits) and ``timers`` (armed durable
+timers, deleted when the episode that consumes the TimerFired commits).
+
+The store is used from the engine's event-loop thread only. The engine opens a transaction with
+``begin()``, issues statements and calls ``commit()`` without awaiting in between, so a crash (even
+``kill -9``) leaves either the whole episode or none of it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS instances (
+    ord INTEGER PRIMARY KEY AUTOINCREMENT,
+    instance_id TEXT NOT NULL UNIQUE,
+    name TEXT NOT NULL,
+    version TEXT,
+    execution_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    input TEXT,
+    output TEXT,
+    custom_status TEXT,
+    created REAL NOT NULL,
+    updated REAL NOT NULL,
+    parent_id TEXT,
+    parent_execution TEXT,
+    parent_seq INTEGER,
+    parent_name TEXT,
+    estate TEXT
+);
+CREATE INDEX IF NOT EXISTS instances_status ON instances(status);
+CREATE INDEX IF NOT EXISTS instances_created ON instances(created);
+CREATE TABLE IF NOT EXISTS history (
+    instance_id TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (instance_id, idx)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS inbox (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    instance_id TEXT NOT NULL,
+    execution_id TEXT,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS inbox_instance ON inbox(instance_id);
+CREATE TABLE IF NOT EXISTS activities (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    instance_id TEXT NOT NULL,
+    execution_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    input TEXT
+);
+CREATE INDEX IF NOT EXISTS activities_instance ON activities(instance_id);
+CREATE TABLE IF NOT EXISTS timers (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    instance_id TEXT NOT NULL,
+    execution_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    fire_at REAL NOT NULL,
+    fire_text TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS timers_instance ON timers(instance_id);
+"""
+
+INSTANCE_COLUMNS = (
+    "instance_id, name, version, execution_id, status, input, output, custom_status, created, updated, "
+    "parent_id, parent_execution, parent_seq, parent_name, estate"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceRow:
+    """One row of ``instances``."""
+
+    instance_id: str
+    name: str
+    version: str | None
+    execution_id: str
+    status: str
+    input: str | None
+    output: str | None
+    custom_status: str | None
+    created: float
+    updated: float
+    parent_id: str | None
+    parent_execution: str | None
+    parent_seq: int | None
+    parent_name: str | None
+    estate: str | None
+
+
+class Store:
+    """A task hub in one SQLite file."""
+
+    def __init__(self, path: Path, *, synchronous: str = "NORMAL") -> None:
+        if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
+        self.path = path
+        self._synchronous = synchronous.upper()
+        self._db: sqlite3.Connection | None = None
+        self.in_tx = False
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        """The open connection (raises when closed)."""
+        if self._db is None:
+            raise RuntimeError("The durable store is not open.")
+        return self._db
+
+    def open(self, hub_name: str) -> None:
+        """Open (creating if needed) the database and its schema."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute(f"PRAGMA synchronous={self._synchronous}")
+        db.execute("PRAGMA temp_store=MEMORY")
+        db.execute("PRAGMA busy_timeout=5000")
+        db.executescript(_SCHEMA)
+        db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('hub_name', ?)", (hub_name,))
+        self._db = db
+
+    def close(self) -> None:
+        """Close the connection (rolls back an unfinished transaction)."""
+        if self._db is not None:
+            if self.in_tx:
+                self._db.execute("ROLLBACK")
+                self.in_tx = False
+            self._db.close()
+            self._db = None
+
+    # -- transactions -------------------------------------------------------------------------
+    def begin(self) -> None:
+        """Start a write transaction unless one is open."""
+        if not self.in_tx:
+            self.db.execute("BEGIN IMMEDIATE")
+            self.in_tx = True
+
+    def commit(self) -> None:
+        """Commit the open transaction, if any."""
+        if self.in_tx:
+            self.db.execute("COMMIT")
+            self.in_tx = False
+
+    def rollback(self) -> None:
+        """Roll back the open transaction, if any."""
+        if self.in_tx:
+            self.db.execute("ROLLBACK")
+            self.in_tx = False
+
+    # -- instances ----------------------------------------------------------------------------
+    def insert_instance(self, row: InstanceRow) -> None:
+        """Insert a new instance row (the id must not exist)."""
+        self.db.execute(
+            f"INSERT INTO instances ({INSTANCE_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                row.instance_id,
+                row.name,
+                row.version,
+                row.execution_id,
+                row.status,
+                row.input,
+                row.output,
+                row.custom_status,
+                row.created,
+                row.updated,
+                row.parent_id,
+                row.parent_execution,
+                row.parent_seq,
+                row.parent_name,
+                row.estate,
+            ),
+        )
+
+    def update_instance(
+        self,
+        instance_id: str,
+        *,
+        execution_id: str,
+        status: str,
+        input_text: str | None,
+        output: str | None,
+        custom_status: str | None,
+        updated: float,
+        estate: str | None,
+    ) -> None:
+        """Update the mutable columns of an instance."""
+        self.db.execute(
+            "UPDATE instances SET execution_id=?, status=?, input=?, output=?, custom_status=?, updated=?, estate=? "
+            "WHERE instance_id=?",
+            (execution_id, status, input_text, output, custom_status, updated, estate, instance_id),
+        )
+
+    def get_instance(self, instance_id: str) -> InstanceRow | None:
+        """One instance row, or None."""
+        cur = self.db.execute(f"SELECT {INSTANCE_COLUMNS} FROM instances WHERE instance_id=?", (instance_id,))
+        found = cur.fetchone()
+        return InstanceRow(*found) if found else None
+
+    def instances_with_status(self, statuses: Sequence[str]) -> list[InstanceRow]:
+        """All instance rows whose status is one of ``statuses``."""
+        marks = ",".join("?" * len(statuses))
+        cur = self.db.execute(
+            f"SELECT {INSTANCE_COLUMNS} FROM instances WHERE status IN ({marks}) ORDER BY ord", tuple(statuses)
+        )
+        return [InstanceRow(*r) for r in cur.fetchall()]
+
+    def query_instances(
+        self,
+        *,
+        created_from: float | None,
+        created_to: float | None,
+        statuses: Sequence[str] | None,
+        prefix: str | None,
+        after_ord: int,
+        limit: int,
+    ) -> list[tuple[int, InstanceRow]]:
+        """Instance rows matching the filters in insertion order, after the ``after_ord`` cursor."""
+        where = ["ord > ?"]
+        args: list[Any] = [after_ord]
+        if created_from is not None:
+            where.append("created >= ?")
+            args.append(created_from)
+        if created_to is not None:
+            where.append("created <= ?")
+            args.append(created_to)
+        if statuses:
+            where.append(f"status IN ({','.join('?' * len(statuses))})")
+            args.extend(statuses)
+        if prefix:
+            # Range scan instead of LIKE so '%'/'_' in ids match literally.
+            where.append("instance_id >= ? AND instance_id < ?")
+            args.extend([prefix, prefix + "\U0010ffff"])
+        args.append(limit)
+        cur = self.db.execute(
+            f"SELECT ord, {INSTANCE_COLUMNS} FROM instances WHERE {' AND '.join(where)} ORDER BY ord LIMIT ?",
+            args,
+        )
+        return [(r[0], InstanceRow(*r[1:])) for r in cur.fetchall()]
+
+    def delete_instance(self, instance_id: str) -> int:
+        """Delete an instance and everything that belongs to it; returns 1 if it existed."""
+        db = self.db
+        count = db.execute("DELETE FROM instances WHERE instance_id=?", (instance_id,)).rowcount
+        for table in ("history", "inbox", "activities", "timers"):
+            db.execute(f"DELETE FROM {table} WHERE instance_id=?", (instance_id,))
+        return count
+
+    # -- history ------------------------------------------------------------------------------
+    def append_history(self, instance_id: str, start_idx: int, bodies: Sequence[str]) -> None:
+        """Append rendered events at positions ``start_idx``…"""
+        self.db.executemany(
+            "INSERT INTO history (instance_id, idx, body) VALUES (?,?,?)",
+            [(instance_id, start_idx + i, body) for i, body in enumerate(bodies)],
+        )
+
+    def replace_history(self, instance_id: str, bodies: Sequence[str]) -> None:
+        """Replace the whole stored history of an instance."""
+        self.db.execute("DELETE FROM history WHERE instance_id=?", (instance_id,))
+        self.append_history(instance_id, 0, bodies)
+
+    def history(self, instance_id: str) -> list[str]:
+        """The stored events of the instance's current execution, in order."""
+        cur = self.db.execute("SELECT body FROM history WHERE instance_id=? ORDER BY idx", (instance_id,))
+        return [r[0] for r in cur.fetchall()]
+
+    # -- inbox --------------------------------------------------------------------------------
+    def insert_inbox(self, instance_id: str, execution_id: str | None, body: str) -> int:
+        """Persist one orchestrator message; returns its id."""
+        cur = self.db.execute(
+            "INSERT INTO inbox (instance_id, execution_id, body) VALUES (?,?,?)", (instance_id, execution_id, body)
+        )
+        return int(cur.lastrowid or 0)
+
+    def delete_inbox(self, ids: Iterable[int]) -> None:
+        """Delete consumed messages."""
+        self.db.executemany("DELETE FROM inbox WHERE id=?", [(i,) for i in ids])
+
+    def inbox(self, instance_id: str) -> list[tuple[int, str | None, str]]:
+        """Pending messages of one instance: (id, execution id, body)."""
+        cur = self.db.execute(
+            "SELECT id, execution_id, body FROM inbox WHERE instance_id=? ORDER BY id", (instance_id,)
+        )
+        return list(cur.fetchall())
+
+    def delete_instance_work(self, instance_id: str, *, inbox: bool = True) -> None:
+        """Delete pending activities, timers (and optionally inbox messages) of an instance."""
+        db = self.db
+        db.execute("DELETE FROM activities WHERE instance_id=?", (instance_id,))
+        db.execute("DELETE FROM timers WHERE instance_id=?", (instance_id,))
+        if inbox:
+            db.execute("DELETE FROM inbox WHERE instance_id=?", (instance_id,))
+
+    # -- activities ---------------------------------------------------------------------------
+    def insert_activity(self, instance_id: str, execution_id: str, seq: int, name: str, input_text: str | None) -> int:
+        """Persist a scheduled activity; returns its work id."""
+        cur = self.db.execute(
+            "INSERT INTO activities (instance_id, execution_id, seq, name, input) VALUES (?,?,?,?,?)",
+            (instance_id, execution_id, seq, name, input_text),
+        )
+        return int(cur.lastrowid or 0)
+
+    def delete_activities(self, ids: Iterable[int]) -> None:
+        """Delete activity work items whose results were consumed (or discarded)."""
+        self.db.executemany("DELETE FROM activities WHERE id=?", [(i,) for i in ids])
+
+    def activities(self) -> list[tuple[int, str, str, int, str, str | None]]:
+        """All pending activity work items: (id, instance, execution, seq, name, input)."""
+        return list(
+            self.db.execute("SELECT id, instance_id, execution_id, seq, name, input FROM activities ORDER BY id")
+        )
+
+    # -- timers -------------------------------------------------------------------------------
+    def insert_timer(self, instance_id: str, execution_id: str, seq: int, fire_at: float, fire_text: str) -> int:
+        """Persist an armed timer; returns its id."""
+        cur = self.db.execute(
+            "INSERT INTO timers (instance_id, execution_id, seq, fire_at, fire_text) VALUES (?,?,?,?,?)",
+            (instance_id, execution_id, seq, fire_at, fire_text),
+        )
+        return int(cur.lastrowid or 0)
+
+    def delete_timers(self, ids: Iterable[int]) -> None:
+        """Delete fired or cancelled timers."""
+        self.db.executemany("DELETE FROM timers WHERE id=?", [(i,) for i in ids])
+
+    def delete_timer_seq(self, instance_id: str, execution_id: str, seq: int) -> None:
+        """Delete the timer with a given sequence id (cancellation)."""
+        self.db.execute(
+            "DELETE FROM timers WHERE instance_id=? AND execution_id=? AND seq=?", (instance_id, execution_id, seq)
+        )
+
+    def timers(self) -> list[tuple[int, str, str, int, float, str]]:
+        """All armed timers: (id, instance, execution, seq, fire_at, fire_text)."""
+        return list(
+            self.db.execute("SELECT id, instance_id, execution_id, seq, fire_at, fire_text FROM timers ORDER BY id")
+        )
+
+    def purge_terminal(self, created_from: float, created_to: float | None, statuses: Sequence[str]) -> list[str]:
+        """Delete instances in the given (terminal) statuses created in the range; returns their ids."""
+        args: list[Any] = [created_from]
+        where = "created >= ?"
+        if created_to is not None:
+            where += " AND created <= ?"
+            args.append(created_to)
+        where += f" AND status IN ({','.join('?' * len(statuses))})"
+        args.extend(statuses)
+        ids = [r[0] for r in self.db.execute(f"SELECT instance_id FROM instances WHERE {where}", args)]
+        for instance_id in ids:
+            self.delete_instance(instance_id)
+        return ids
