@@ -25,14 +25,24 @@ class KeysError(Exception):
     """``keys.json`` exists but cannot be used."""
 
 
-class HostKeys(BaseModel):
-    """The three keys a local host needs (the shape of ``keys.json``)."""
+class _KeysFile(BaseModel):
+    """``keys.json``: the shape ``az functionapp keys list`` prints (master, function and system keys)."""
 
     master_key: str = Field(alias="masterKey", min_length=16)
-    function_key: str = Field(alias="functionKey", min_length=16)
-    system_key: str = Field(alias="durabletaskExtensionKey", min_length=16)
+    function_keys: dict[str, str] = Field(alias="functionKeys")
+    system_keys: dict[str, str] = Field(alias="systemKeys")
 
-    model_config = {"populate_by_name": True, "frozen": True}
+    model_config = {"populate_by_name": True}
+
+
+class HostKeys(BaseModel):
+    """The three keys a local host needs."""
+
+    master_key: str = Field(min_length=16)
+    function_key: str = Field(min_length=16)
+    system_key: str = Field(min_length=16)
+
+    model_config = {"frozen": True}
 
     def is_master(self, presented: str | None) -> bool:
         """True when ``presented`` is the master key."""
@@ -62,16 +72,26 @@ def load_or_create_keys(data_dir: Path, environ: dict[str, str] | None = None) -
     path = data_dir / "keys.json"
     if path.exists():
         try:
-            stored = HostKeys.model_validate(json.loads(path.read_text(encoding="utf-8")))
-        except (ValueError, ValidationError) as exc:
+            parsed = _KeysFile.model_validate(json.loads(path.read_text(encoding="utf-8")))
+            stored = HostKeys(
+                master_key=parsed.master_key,
+                function_key=parsed.function_keys["default"],
+                system_key=parsed.system_keys[DURABLE_SYSTEM_KEY_NAME],
+            )
+        except (ValueError, KeyError, ValidationError) as exc:
             raise KeysError(f"{path} is not a valid keys file ({exc}); delete it to generate new keys") from exc
     else:
-        stored = HostKeys(masterKey=_new_key(), functionKey=_new_key(), durabletaskExtensionKey=_new_key())
+        stored = HostKeys(master_key=_new_key(), function_key=_new_key(), system_key=_new_key())
         data_dir.mkdir(parents=True, exist_ok=True)
+        document = _KeysFile(
+            masterKey=stored.master_key,
+            functionKeys={"default": stored.function_key},
+            systemKeys={DURABLE_SYSTEM_KEY_NAME: stored.system_key},
+        )
         tmp = path.with_suffix(".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(stored.model_dump_json(by_alias=True, indent=2))
+            fh.write(document.model_dump_json(by_alias=True, indent=2))
         os.replace(tmp, path)
     overrides = {
         "master_key": env.get(ENV_MASTER_KEY),
