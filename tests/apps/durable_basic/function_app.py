@@ -302,3 +302,11 @@ def noop_chain(context: df.DurableOrchestrationContext):
 def noop(value: Any) -> Any:
     """Return the input unchanged."""
     return value
+
+
+@app.orchestration_trigger(context_name="context")
+def rewind_parent(context: df.DurableOrchestrationContext):
+    """Call flaky_child without retries (a failed child fails the parent; rewind re-runs it)."""
+    greeting = yield context.call_activity("say_hello", "parent")
+    child = yield context.call_sub_orchestrator("flaky_child", context.get_input(), f"{context.instance_id}-child")
+    return [greeting, child]
