@@ -90,7 +90,7 @@ MAX_QUERY_CHARS = 1000
 MAX_QUERY_TERMS = 32
 COLUMN_WEIGHTS = (3.0, 2.0, 1.0)  # title, heading, content
 
-_STOP_WORDS = frozenset(
+STOP_WORDS = frozenset(
     """a about above again against all am an and any are as at be been being both but by can could did do
     does doing down during each few for from further had has have having he her here hers him his i if in
     into is it its itself just me more most my myself no nor not of off on once only or other our ours out
@@ -155,7 +155,7 @@ def query_terms(query: str) -> list[str]:
     """The search words of a free-text query: lower-cased word tokens without stop words."""
     tokens = [t.lower() for t in _TOKEN.findall(query[:MAX_QUERY_CHARS])]
     tokens = [t for t in tokens if len(t) > 1 or t.isdigit()]
-    kept = [t for t in tokens if t not in _STOP_WORDS] or tokens
+    kept = [t for t in tokens if t not in STOP_WORDS] or tokens
     return list(dict.fromkeys(kept))[:MAX_QUERY_TERMS]
 
 

@@ -1,0 +1,315 @@
+"""The deterministic offline answer writer, used when no LLM is configured.
+
+It is extractive and never invents facts: every sentence of the answer is either a sentence copied
+from a retrieved chunk or a plain statement about SQL rows it was given (the extreme row for the
+measure, a small table of the rows).
+
+Documents. Each chunk is split into sentences. A sentence scores the sum of the inverse document
+frequencies (computed over all candidate sentences) of the question words it contains, plus a
+bonus for each pair of adjacent question words it contains in the same order, plus a small bonus
+for the chunk's retrieval rank. Words are compared after removing stop words and a light suffix
+stemmer (``refunds``/``refunded`` -> ``refund``). A sentence is kept when it covers at least
+``MIN_COVERAGE`` of the question's weight; the best ``MAX_SENTENCES`` are shown in document order,
+each followed by its chunk's ``[source_id]``, and each chunk used becomes a ``document`` citation
+quoting its best sentence.
+
+SQL. Each result is summarised from its own rows: the label and measure columns are told apart by
+type, the row with the highest measure (lowest when the question asks for the least/lowest/fewest)
+is named, and up to ``MAX_TABLE_ROWS`` rows are shown as a markdown table. Each result becomes a
+``sql`` citation (``SqlResult.source_id``, or ``sql-<n>`` when it has none) quoting its SQL.
+
+When neither gives anything relevant, the answer says so plainly and has no citations.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.chunking import split_sentences
+from shared.contracts import AnswerResult, Chunk, Citation, SqlResult
+from shared.docindex import STOP_WORDS
+from shared.ingest import bound_snippet
+
+CHARS_PER_TOKEN = 4
+MIN_COVERAGE = 0.3
+MAX_SENTENCES = 4
+MAX_SENTENCE_CHARS = 400
+MAX_QUOTE_CHARS = 300
+MAX_TABLE_ROWS = 10
+MAX_TABLE_COLUMNS = 8
+
+NOTHING_FOUND = "I could not find anything relevant to this question in the available documents or data."
+DOCS_NOT_RELEVANT = "The retrieved documents do not address this question."
+
+_WORD = re.compile(r"[^\W_]+(?:[.,][0-9]+)*", re.UNICODE)
+_LOW_WORDS = re.compile(r"\b(least|lowest|fewest|smallest|minimum|min|bottom|worst|cheapest)\b", re.IGNORECASE)
+_DIMENSION_NAME = re.compile(r"(^|_)(id|year|quarter|qtr|month|week|day|date|code|zip|rank)($|_)", re.IGNORECASE)
+_NUMERIC_TEXT = re.compile(r"^-?\d+(\.\d+)?$")
+
+
+def estimate_tokens(text: str) -> int:
+    """Estimate tokens as ceil(characters / 4), the usual ratio for English text with GPT tokenizers."""
+    return math.ceil(len(text) / CHARS_PER_TOKEN) if text else 0
+
+
+def _stem(word: str) -> str:
+    """A light suffix stemmer: enough to match plurals and simple verb forms, nothing clever."""
+    w = word.lower()
+    if len(w) <= 3 or w[0].isdigit():
+        return w
+    for suffix, replacement in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+            w = w[: -len(suffix)] + replacement
+            break
+    return w.rstrip("e") if len(w) > 4 else w
+
+
+def _terms(text: str) -> list[str]:
+    """Stemmed content words of a text, in order (stop words and one-letter words removed)."""
+    words = [w.lower() for w in _WORD.findall(text)]
+    return [_stem(w) for w in words if w not in STOP_WORDS and (len(w) > 1 or w.isdigit())]
+
+
+@dataclass
+class _Sentence:
+    text: str
+    chunk_index: int
+    position: int
+    terms: set[str] = field(default_factory=set)
+    ordered: list[str] = field(default_factory=list)
+    score: float = 0.0
+
+
+def _candidate_sentences(chunks: Sequence[Chunk]) -> list[_Sentence]:
+    seen: set[str] = set()
+    out: list[_Sentence] = []
+    for c_idx, chunk in enumerate(chunks):
+        position = 0
+        for line in chunk.content.splitlines():
+            for sentence in split_sentences(line.removeprefix("- ")):
+                key = " ".join(sentence.lower().split())
+                if key in seen:  # overlapping chunks repeat sentences
+                    continue
+                seen.add(key)
+                ordered = _terms(sentence)
+                out.append(_Sentence(sentence, c_idx, position, set(ordered), ordered))
+                position += 1
+    return out
+
+
+def select_sentences(question: str, chunks: Sequence[Chunk]) -> list[_Sentence]:
+    """The question's best-matching sentences from the chunks, in reading order."""
+    q_terms = list(dict.fromkeys(_terms(question)))
+    sentences = _candidate_sentences(chunks)
+    if not q_terms or not sentences:
+        return []
+    headings = [set(_terms(c.title)) for c in chunks]
+    # Question words that occur nowhere in the chunks cannot be covered; they do not count.
+    q_terms = [t for t in q_terms if any(t in s.terms for s in sentences) or any(t in h for h in headings)]
+    if not q_terms:
+        return []
+    n = len(sentences)
+    idf = {t: math.log(1 + n / (1 + sum(1 for s in sentences if t in s.terms))) + 0.1 for t in q_terms}
+    total = sum(idf.values())
+    pairs = list(zip(q_terms, q_terms[1:], strict=False))
+    heading_match = [sum(idf[t] for t in q_terms if t in heading) for heading in headings]
+    picked: list[_Sentence] = []
+    for s in sentences:
+        sentence_match = sum(idf[t] for t in q_terms if t in s.terms)
+        # The first sentences under a heading that matches the question usually answer it, even
+        # when they do not repeat the question's words ("My item arrived broken" -> "Report it...").
+        lead = 1.0 if s.position < 2 else 1.0 / s.position
+        evidence = sentence_match + 0.5 * heading_match[s.chunk_index] * lead
+        if sentence_match == 0 and s.position >= 2 or evidence / total < MIN_COVERAGE:
+            continue
+        bigrams = set(zip(s.ordered, s.ordered[1:], strict=False))
+        phrase_bonus = sum(0.5 * (idf[a] + idf[b]) for a, b in pairs if (a, b) in bigrams)
+        s.score = evidence + phrase_bonus + 0.3 / (1 + s.chunk_index)
+        picked.append(s)
+    picked.sort(key=lambda s: (-s.score, s.chunk_index, s.position))
+    chosen: list[_Sentence] = []
+    for s in picked:
+        if any(_similar(s.terms, c.terms) for c in chosen):
+            continue
+        chosen.append(s)
+        if len(chosen) == MAX_SENTENCES:
+            break
+    return sorted(chosen, key=lambda s: (s.chunk_index, s.position))
+
+
+def _similar(a: set[str], b: set[str]) -> bool:
+    return bool(a and b) and len(a & b) / len(a | b) >= 0.8
+
+
+# --- SQL -----------------------------------------------------------------------------------------
+
+
+def _as_number(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, str) and _NUMERIC_TEXT.match(value.strip()):
+        return float(value)
+    return None
+
+
+def format_value(value: Any) -> str:
+    """Render a cell: thousands separators for numbers, two decimals for fractions, ``—`` for NULL."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.0f}" if value.is_integer() else f"{value:,.2f}"
+    if isinstance(value, str) and _NUMERIC_TEXT.match(value.strip()):
+        return format_value(float(value) if "." in value else int(value))
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def _humanize(column: str) -> str:
+    return re.sub(r"[_\s]+", " ", column).strip().lower() or column
+
+
+def _columns(result: SqlResult) -> list[str]:
+    width = max((len(r) for r in result.rows), default=0)
+    cols = list(result.columns[:width])
+    return cols + [f"column {i + 1}" for i in range(len(cols), width)]
+
+
+def _measure_index(columns: list[str], rows: list[list[Any]]) -> int | None:
+    """The last numeric column that is not a dimension (id, year, quarter, ...)."""
+    numeric = [
+        i
+        for i in range(len(columns))
+        if all(_as_number(r[i]) is not None for r in rows if i < len(r) and r[i] is not None)
+        and any(i < len(r) and r[i] is not None for r in rows)
+    ]
+    measures = [i for i in numeric if not _DIMENSION_NAME.search(columns[i])]
+    return measures[-1] if measures else None
+
+
+def summarize_sql(question: str, result: SqlResult) -> str:
+    """One or two plain sentences about a result's rows (no claims beyond the rows)."""
+    rows = result.rows
+    if not rows:
+        return "The query returned no rows."
+    columns = _columns(result)
+    measure = _measure_index(columns, rows)
+    if len(rows) == 1:
+        pairs = ", ".join(f"{_humanize(c)}: {format_value(v)}" for c, v in zip(columns, rows[0], strict=False))
+        return f"The query returned one row — {pairs}."
+    count = f"{len(rows)} rows" + (" (truncated)" if result.truncated else "")
+    if measure is None:
+        return f"The query returned {count}."
+    others = [i for i in range(len(columns)) if i != measure]
+    # Columns with one value in every row (e.g. the quarter asked about) are said once, not per row.
+    constant = [i for i in others if len({repr(r[i]) if i < len(r) else "" for r in rows}) == 1]
+    labels = [i for i in others if i not in constant] or others
+    fixed = ", ".join(f"{_humanize(columns[i])} {format_value(rows[0][i])}" for i in constant if i not in labels)
+
+    def label(row: list[Any]) -> str:
+        # A bare number says nothing ("9 has the highest ..."), so numbers carry their column name.
+        parts = [
+            f"{_humanize(columns[i])} {format_value(row[i])}"
+            if _as_number(row[i]) is not None
+            else format_value(row[i])
+            for i in labels
+            if i < len(row)
+        ]
+        return ", ".join(parts) or "one row"
+
+    valued = [(r, v) for r in rows if (v := _as_number(r[measure] if measure < len(r) else None)) is not None]
+    if not valued:
+        return f"The query returned {count}."
+    low = bool(_LOW_WORDS.search(question))
+    best_value = (min if low else max)(v for _, v in valued)
+    best = [r for r, v in valued if v == best_value]
+    name = _humanize(columns[measure])
+    who = " and ".join(label(r) for r in best[:3]) + (" (and others)" if len(best) > 3 else "")
+    word = "lowest" if low else "highest"
+    shown = format_value(best[0][measure])
+    if len(best) > 1:
+        text = f"{who} share the {word} {name} ({shown})"
+    else:
+        text = f"{who} has the {word} {name} ({shown})"
+    if len(valued) >= 3:
+        other_value = (max if low else min)(v for _, v in valued)
+        other = next(r for r, v in valued if v == other_value)
+        text += f"; the {'highest' if low else 'lowest'} is {label(other)} ({format_value(other[measure])})"
+    scope = " of the rows returned" if result.truncated else ""
+    where = f" ({fixed})" if fixed else ""
+    return f"{text}{scope}, across {count}{where}."
+
+
+def sql_table(result: SqlResult) -> str:
+    """The first rows of a result as a markdown table (at most 10 rows and 8 columns)."""
+    if not result.rows:
+        return ""
+    columns = _columns(result)[:MAX_TABLE_COLUMNS]
+    lines = [
+        "| " + " | ".join(format_value(c) for c in columns) + " |",
+        "|" + "---|" * len(columns),
+    ]
+    for row in result.rows[:MAX_TABLE_ROWS]:
+        cells = [format_value(row[i]) if i < len(row) else "" for i in range(len(columns))]
+        lines.append("| " + " | ".join(cells) + " |")
+    more = len(result.rows) - MAX_TABLE_ROWS
+    if more > 0:
+        lines.append(f"… and {more} more rows.")
+    return "\n".join(lines)
+
+
+# --- the answer ----------------------------------------------------------------------------------
+
+
+def compose_answer_offline(question: str, chunks: list[Chunk], sql_results: list[SqlResult]) -> AnswerResult:
+    """Write an extractive answer with citations from retrieved chunks and SQL results."""
+    parts: list[str] = []
+    citations: list[Citation] = []
+
+    for n, result in enumerate(sql_results, start=1):
+        source_id = result.source_id or f"sql-{n}"
+        summary = summarize_sql(question, result)
+        header = "From the data" if len(sql_results) == 1 else f"From the data ({result.question or f'query {n}'})"
+        block = f"{header}: {summary} [{source_id}]"
+        table = sql_table(result)
+        parts.append(f"{block}\n\n{table}" if table else block)
+        citations.append(
+            Citation(
+                source_id=source_id,
+                kind="sql",
+                title=result.question or "SQL query",
+                quote=bound_snippet(" ".join(result.sql.split()), MAX_QUOTE_CHARS) or None,
+            )
+        )
+
+    sentences = select_sentences(question, chunks)
+    if sentences:
+        lines = ["From the documents:"]
+        quoted: dict[int, str] = {}
+        best: dict[int, _Sentence] = {}
+        for s in sentences:
+            text = bound_snippet(s.text, MAX_SENTENCE_CHARS)
+            lines.append(f"- {text} [{chunks[s.chunk_index].source_id}]")
+            if s.chunk_index not in best or s.score > best[s.chunk_index].score:
+                best[s.chunk_index] = s
+                quoted[s.chunk_index] = bound_snippet(s.text, MAX_QUOTE_CHARS)
+        parts.append("\n".join(lines))
+        for c_idx in dict.fromkeys(s.chunk_index for s in sentences):
+            chunk = chunks[c_idx]
+            citations.append(
+                Citation(source_id=chunk.source_id, kind="document", title=chunk.title or None, quote=quoted[c_idx])
+            )
+    elif chunks and not sql_results:
+        parts.append(DOCS_NOT_RELEVANT)
+
+    if not parts:
+        return AnswerResult(answer=NOTHING_FOUND, citations=[])
+    return AnswerResult(answer="\n\n".join(parts), citations=citations)
