@@ -485,7 +485,7 @@ SinkFactory = Callable[[argparse.Namespace], ChunkSink]
 _SINK_FACTORIES: dict[str, SinkFactory] = {}
 # Targets whose factory lives in another module, imported only when asked for. That module must
 # call ``register_sink(name, factory)`` at import time.
-SINK_MODULES: dict[str, str] = {"azure": "shared.search_ingest"}
+SINK_MODULES: dict[str, str] = {"azure": "shared.search_azure"}
 
 
 def register_sink(name: str, factory: SinkFactory) -> None:
@@ -509,6 +509,8 @@ def sink_for(name: str, args: argparse.Namespace) -> ChunkSink:
             importlib.import_module(SINK_MODULES[name])
         except ModuleNotFoundError as exc:
             raise IngestError(f"target {name!r} is not available: module {SINK_MODULES[name]} not found") from exc
+    if name not in _SINK_FACTORIES and name in SINK_MODULES:
+        raise IngestError(f"target {name!r} is not available: {SINK_MODULES[name]} registers no sink for it")
     if name not in _SINK_FACTORIES:
         raise IngestError(f"unknown target {name!r}; known: {', '.join(sorted(_SINK_FACTORIES))}")
     return _SINK_FACTORIES[name](args)

@@ -252,3 +252,47 @@ def test_sample_pdf_is_reproducible(tmp_path: Path) -> None:
     assert render_text_pdf(TITLE, BLOCKS) == OUTPUT.read_bytes()
     write_pdf(tmp_path / "x.pdf", "X", [("p", "Same bytes every time.")])
     assert (tmp_path / "x.pdf").read_bytes() == render_text_pdf("X", [("title", "X"), ("p", "Same bytes every time.")])
+
+
+class MemorySink:
+    """A second sink, as another target would add one: proves parsing and chunking need no edits."""
+
+    name = "memory"
+    runs: list[dict[str, object]] = []
+
+    def __init__(self) -> None:
+        self.docs: dict[str, IngestedDocument] = {}
+
+    def start(self, *, rebuild: bool) -> None:
+        self.rebuild = rebuild
+
+    def existing(self) -> dict[str, str]:
+        return {}
+
+    def keep(self, doc_id: str) -> int:
+        raise AssertionError("existing() is empty, so nothing is kept")
+
+    def write(self, document: IngestedDocument) -> None:
+        self.docs[document.doc_id] = document
+
+    def finish(self, *, fingerprint: str) -> None:
+        MemorySink.runs.append({"fingerprint": fingerprint, "docs": sorted(self.docs), "rebuild": self.rebuild})
+
+    def abort(self) -> None:
+        MemorySink.runs.append({"aborted": True})
+
+
+def test_a_registered_sink_is_a_cli_target(small_corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from shared.ingest import register_sink
+
+    register_sink("memory", lambda args: MemorySink())
+    MemorySink.runs.clear()
+    assert main([str(small_corpus), "--target", "memory", "--rebuild"]) == 0
+    assert "into memory" in capsys.readouterr().out
+    assert MemorySink.runs == [
+        {
+            "fingerprint": folder_fingerprint(small_corpus),
+            "docs": ["notes.txt", "policies/returns-policy.md", "terms/business.pdf"],
+            "rebuild": True,
+        }
+    ]
