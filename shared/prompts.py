@@ -2,8 +2,9 @@
 
 A prompt file has two sections, each opened by a marker line: ``<!-- system -->`` and
 ``<!-- user -->``. Placeholders are ``{{ name }}`` or ``{{ name | filter }}``; every placeholder must
-be given in the inputs. Strings render as-is, everything else as indented JSON; the ``sources``
-filter renders a list of retrieved sources as numbered blocks.
+be given in the inputs unless written ``{{ name? }}`` (optional: the filter then gets None).
+Strings render as-is, everything else as indented JSON; ``sources`` renders retrieved sources as
+blocks headed by their ids, ``lines`` a bulleted list, ``kinds`` a ``{name: description}`` map.
 
 The rendered system message starts with ``prompt: <task>.<version>`` so logs, traces and the
 fake OpenAI server in tests can tell which task a request belongs to.
@@ -34,7 +35,7 @@ PROMPT_VERSIONS: dict[LLMTask, str] = {
 PROMPT_MARKER_RE = re.compile(r"^prompt: (?P<task>[a-z_]+)\.(?P<version>v\d+)$", re.MULTILINE)
 
 _SECTION_RE = re.compile(r"^<!-- (system|user) -->[ \t]*$", re.MULTILINE)
-_PLACEHOLDER_RE = re.compile(r"\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:\|\s*([a-z_]+)\s*)?\}\}")
+_PLACEHOLDER_RE = re.compile(r"\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)(\?)?\s*(?:\|\s*([a-z_]+)\s*)?\}\}")
 
 
 class PromptError(ValueError):
@@ -42,7 +43,21 @@ class PromptError(ValueError):
 
 
 def _as_json(value: Any) -> str:
+    if value is None:
+        return "(none)"
     return value if isinstance(value, str) else json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def _cell(value: Any) -> str:
+    return "NULL" if value is None else str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def _rows_table(columns: list[Any], rows: list[Any]) -> str:
+    lines = [" | ".join(_cell(c) for c in columns)] if columns else []
+    lines += [" | ".join(_cell(v) for v in row) if isinstance(row, list) else _cell(row) for row in rows]
+    if not rows:
+        lines.append("(no rows)")
+    return "\n".join(lines)
 
 
 def _as_sources(value: Any) -> str:
@@ -59,19 +74,50 @@ def _as_sources(value: Any) -> str:
             raise PromptError("each source needs a non-empty source_id")
         kind = item.get("kind", "document")
         title = item.get("title") or ""
+        parts: list[str] = []
         content = item.get("content")
-        body = content if isinstance(content, str) else _as_json(content)
+        if content:
+            parts.append(content if isinstance(content, str) else _as_json(content))
+        if item.get("sql"):
+            parts.append(f"SQL: {item['sql']}")
+        columns, rows = item.get("columns"), item.get("rows")
+        if columns or rows:
+            parts.append(_rows_table(columns or [], rows or []))
+        body = "\n".join(parts)
         blocks.append(f"[{source_id}] ({kind}) {title}\n{body}".rstrip())
     return "\n\n---\n\n".join(blocks)
 
 
 def _as_lines(value: Any) -> str:
+    if value is None:
+        return "(none)"
     if not isinstance(value, list):
         raise PromptError("the 'lines' filter needs a list")
     return "\n".join(f"- {item}" for item in value) if value else "(none)"
 
 
-_FILTERS: dict[str, Callable[[Any], str]] = {"json": _as_json, "sources": _as_sources, "lines": _as_lines}
+# The step kinds that ship with the app, for callers that do not pass the registry's list.
+DEFAULT_STEP_KINDS: dict[str, str] = {
+    "consult_rag": "Search the document collection.",
+    "execute_azure_sql": "Answer a data question from the SQL database.",
+    "generate_response": "Write the final answer from the earlier steps' outputs.",
+    "ask_user": "Ask the user a clarifying question with options.",
+}
+
+
+def _as_kinds(value: Any) -> str:
+    kinds = DEFAULT_STEP_KINDS if value is None else value
+    if not isinstance(kinds, Mapping):
+        raise PromptError("the 'kinds' filter needs a {name: description} object")
+    return "\n".join(f"- {name}: {description}" for name, description in kinds.items())
+
+
+_FILTERS: dict[str, Callable[[Any], str]] = {
+    "json": _as_json,
+    "sources": _as_sources,
+    "lines": _as_lines,
+    "kinds": _as_kinds,
+}
 
 
 @dataclass(frozen=True)
@@ -102,15 +148,20 @@ class PromptTemplate:
         """Names of every placeholder in the file."""
         return {m.group(1) for m in _PLACEHOLDER_RE.finditer(self.system + self.user)}
 
+    @property
+    def required_inputs(self) -> set[str]:
+        """Names of the placeholders that are not optional."""
+        return {m.group(1) for m in _PLACEHOLDER_RE.finditer(self.system + self.user) if not m.group(2)}
+
     def render(self, inputs: Mapping[str, Any]) -> RenderedPrompt:
-        """Fill the placeholders from ``inputs``; a missing input raises ``PromptError``."""
-        missing = sorted(self.placeholders - set(inputs))
+        """Fill the placeholders from ``inputs``; a missing required input raises ``PromptError``."""
+        missing = sorted(self.required_inputs - set(inputs))
         if missing:
             raise PromptError(f"prompt {self.prompt_id} needs inputs {missing}")
 
         def fill(match: re.Match[str]) -> str:
-            name, filter_name = match.group(1), match.group(2) or "json"
-            return _FILTERS[filter_name](inputs[name])
+            name, filter_name = match.group(1), match.group(3) or "json"
+            return _FILTERS[filter_name](inputs.get(name))
 
         system = _PLACEHOLDER_RE.sub(fill, self.system)
         user = _PLACEHOLDER_RE.sub(fill, self.user)
@@ -125,8 +176,8 @@ def parse_prompt(text: str, *, task: str, version: str) -> PromptTemplate:
     if set(sections) != {"system", "user"} or len(parts) != 5:
         raise PromptError(f"prompt {task}.{version} needs exactly one system and one user section")
     for match in _PLACEHOLDER_RE.finditer(text):
-        if match.group(2) and match.group(2) not in _FILTERS:
-            raise PromptError(f"prompt {task}.{version} uses unknown filter {match.group(2)!r}")
+        if match.group(3) and match.group(3) not in _FILTERS:
+            raise PromptError(f"prompt {task}.{version} uses unknown filter {match.group(3)!r}")
     return PromptTemplate(task=task, version=version, system=sections["system"], user=sections["user"])
 
 

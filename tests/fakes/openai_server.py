@@ -95,6 +95,15 @@ class ToolCallReply(Reply):
 
 
 @dataclass
+class RefusalReply(Reply):
+    """The model declines (structured-output refusal): ``refusal`` instead of content."""
+
+    refusal: str = "I'm sorry, I can't help with that."
+    model: str | None = None
+    usage: tuple[int, int] | None = None
+
+
+@dataclass
 class ErrorReply(Reply):
     """An HTTP error with a JSON body (the OpenAI/Azure ``{"error": {...}}`` shape)."""
 
@@ -392,6 +401,14 @@ class FakeOpenAI:
             if content is not None:
                 self.always(content if isinstance(content, Reply) else JsonReply(content), task=task)
 
+    def reset(self) -> None:
+        """Forget scripts, defaults, requests and failures (to reuse one server across tests)."""
+        with self._lock:
+            self._queue.clear()
+            self._defaults.clear()
+            self.requests.clear()
+            self.failures.clear()
+
     def requests_for(self, task: str) -> list[RecordedRequest]:
         """Requests whose prompt marker names ``task``."""
         with self._lock:
@@ -495,6 +512,8 @@ class FakeOpenAI:
             tool_name = forced.get("name") if forced else None
         elif isinstance(reply, TextReply):
             text = reply.text
+        elif isinstance(reply, RefusalReply):
+            text = ""
         else:
             raise TypeError(f"unknown reply {reply!r}")
         usage = getattr(reply, "usage", None) or (
@@ -502,6 +521,7 @@ class FakeOpenAI:
             max(1, len(text) // 4),
         )
         return _Out(
+            refusal=reply.refusal if isinstance(reply, RefusalReply) else None,
             ident=ident,
             model=model,
             text=text,
@@ -515,6 +535,7 @@ class FakeOpenAI:
 
 @dataclass
 class _Out:
+    refusal: str | None
     ident: int
     model: str
     text: str
@@ -583,7 +604,7 @@ def _chat_usage(out: _Out) -> dict[str, int]:
 
 
 def _chat_body(req: RecordedRequest, out: _Out) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": out.text, "refusal": None}
+    message: dict[str, Any] = {"role": "assistant", "content": out.text or None, "refusal": out.refusal}
     finish = out.finish
     if out.tool_name is not None:
         message["content"] = None
@@ -619,7 +640,9 @@ def _chunk(out: _Out, delta: dict[str, Any], finish: str | None = None, usage: b
 async def _chat_stream(req: RecordedRequest, out: _Out) -> AsyncIterator[str]:
     yield _chunk(out, {"role": "assistant", "content": ""})
     finish = out.finish
-    if finish != "content_filter":
+    if out.refusal is not None:
+        yield _chunk(out, {"refusal": out.refusal})
+    elif finish != "content_filter":
         for index, piece in enumerate(out.pieces()):
             if out.chunk_delay_s:
                 await asyncio.sleep(out.chunk_delay_s)
@@ -643,6 +666,14 @@ async def _chat_stream(req: RecordedRequest, out: _Out) -> AsyncIterator[str]:
 
 
 def _responses_item(out: _Out) -> dict[str, Any]:
+    if out.refusal is not None:
+        return {
+            "type": "message",
+            "id": f"msg_{out.ident}",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "refusal", "refusal": out.refusal}],
+        }
     if out.tool_name is not None:
         return {
             "type": "function_call",
@@ -706,7 +737,20 @@ async def _responses_stream(req: RecordedRequest, out: _Out) -> AsyncIterator[st
         return _event(data, data["type"])
 
     yield ev({"type": "response.created", "response": _responses_body(req, out, status="in_progress")})
-    if out.finish != "content_filter":
+    if out.refusal is not None:
+        item = _responses_item(out)
+        yield ev({"type": "response.output_item.added", "output_index": 0, "item": dict(item, content=[])})
+        yield ev(
+            {
+                "type": "response.refusal.delta",
+                "item_id": item["id"],
+                "output_index": 0,
+                "content_index": 0,
+                "delta": out.refusal,
+            }
+        )
+        yield ev({"type": "response.output_item.done", "output_index": 0, "item": item})
+    elif out.finish != "content_filter":
         item = _responses_item(out)
         item_id = item["id"]
         started = dict(item, status="in_progress")

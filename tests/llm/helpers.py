@@ -77,7 +77,10 @@ SOURCES = [
         "source_id": "sql:sales",
         "kind": "sql",
         "title": "Sales by region",
-        "content": {"columns": ["region", "total_eur"], "rows": [["North", 1200.0]]},
+        "content": "",
+        "sql": "SELECT region, SUM(amount_eur) AS total_eur FROM orders GROUP BY region",
+        "columns": ["region", "total_eur"],
+        "rows": [["North", 1200.0], ["South", None]],
     },
 ]
 

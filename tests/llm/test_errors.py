@@ -15,6 +15,7 @@ from tests.fakes.openai_server import (
     ErrorReply,
     FakeOpenAI,
     JsonReply,
+    RefusalReply,
     SlowReply,
     auth_error,
     bad_request,
@@ -121,3 +122,13 @@ def test_a_wrong_token_is_auth_failed() -> None:
         with pytest.raises(ProviderError) as info:
             build_llm_provider(settings, credential=FakeCredential("a-wrong-token")).generate(sql_request())
     assert info.value.code == ErrorCode.AUTH_FAILED
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+@pytest.mark.parametrize("api", APIS)
+def test_a_refusal_is_content_filtered(fake_openai: FakeOpenAI, api: str, stream: bool) -> None:
+    fake_openai.always(RefusalReply("I can't help with that request."))
+    request = answer_request(on_delta=(lambda _: None) if stream else None)
+    with pytest.raises(ProviderError) as info:
+        _provider(fake_openai.base_url, api).generate(request)
+    assert info.value.code == ErrorCode.CONTENT_FILTERED and "can't help" in info.value.message

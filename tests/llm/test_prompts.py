@@ -32,7 +32,7 @@ def test_every_task_has_a_versioned_prompt_file_that_renders(task: LLMTask) -> N
     path = PROMPTS_DIR / f"{task.value}.{PROMPT_VERSIONS[task]}.md"
     assert path.is_file()
     template = load_prompt(task)
-    assert template.placeholders == set(INPUTS[task])
+    assert template.required_inputs == set(INPUTS[task])
     rendered = template.render(INPUTS[task])
     assert rendered.system.startswith(f"prompt: {task.value}.v1\n")
     assert task_of_text(rendered.system) == task.value
@@ -50,11 +50,23 @@ def test_plan_and_sql_prompts_are_grounded_in_the_catalog() -> None:
     assert "tsql database" in sql.system and "at most 25 rows" in sql.system
 
 
+def test_plan_prompt_lists_the_registered_step_kinds_or_the_built_in_ones() -> None:
+    default = render_prompt(LLMTask.PLAN, INPUTS[LLMTask.PLAN])
+    assert "- consult_rag: Search the document collection." in default.system
+    assert "- ask_user:" in default.system
+    given = render_prompt(LLMTask.PLAN, {**INPUTS[LLMTask.PLAN], "step_kinds": {"web_lookup": "Search the web."}})
+    assert "- web_lookup: Search the web." in given.system and "- consult_rag: Search the document" not in given.system
+
+
 def test_answer_prompt_carries_each_source_with_its_id() -> None:
     rendered = render_prompt(LLMTask.WRITE_ANSWER, INPUTS[LLMTask.WRITE_ANSWER])
     assert "[policy#1] (document) Refund policy\nRefunds are paid within 14 days." in rendered.system
     assert "[sql:sales] (sql) Sales by region" in rendered.system
-    assert '"North"' in rendered.system  # SQL rows rendered as JSON
+    assert (
+        "[sql:sales] (sql) Sales by region\n"
+        "SQL: SELECT region, SUM(amount_eur) AS total_eur FROM orders GROUP BY region\n"
+        "region | total_eur\nNorth | 1200.0\nSouth | NULL"
+    ) in rendered.system
     empty = render_prompt(LLMTask.WRITE_ANSWER, {"question": "q", "sources": []})
     assert "(no sources were retrieved)" in empty.system
 
