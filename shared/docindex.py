@@ -267,6 +267,7 @@ class LocalIndexSink:
             try:
                 conn.execute("ATTACH DATABASE ? AS old", (f"{self.index_path.resolve().as_uri()}?mode=ro",))
                 conn.execute("SELECT count(*) FROM old.documents").fetchone()
+                conn.execute("CREATE TEMP TABLE kept(doc_id TEXT PRIMARY KEY)")
                 self._has_old = True
             except sqlite3.Error:
                 self._has_old = False
@@ -284,12 +285,10 @@ class LocalIndexSink:
         return dict(self._db().execute("SELECT doc_id, sha256 FROM old.documents").fetchall())
 
     def keep(self, doc_id: str) -> int:
-        """Copy an unchanged document's rows from the current index."""
+        """Mark an unchanged document for copying from the current index (copied in ``finish``)."""
         db = self._db()
-        db.execute(
-            f"INSERT INTO chunks({_CHUNK_COLUMNS}) SELECT {_CHUNK_COLUMNS} FROM old.chunks WHERE doc_id = ?", (doc_id,)
-        )
         db.execute("INSERT INTO documents SELECT * FROM old.documents WHERE doc_id = ?", (doc_id,))
+        db.execute("INSERT INTO temp.kept(doc_id) VALUES (?)", (doc_id,))
         row = db.execute("SELECT chunk_count FROM documents WHERE doc_id = ?", (doc_id,)).fetchone()
         return int(row[0]) if row else 0
 
@@ -312,6 +311,13 @@ class LocalIndexSink:
     def finish(self, *, fingerprint: str) -> None:
         """Record the fingerprint, commit, and move the new index into place."""
         db = self._db()
+        if self._has_old:
+            # One pass over the old table: doc_id is an unindexed FTS column, so a copy per
+            # document would scan the whole table each time.
+            db.execute(
+                f"INSERT INTO chunks({_CHUNK_COLUMNS}) SELECT {_CHUNK_COLUMNS} FROM old.chunks "
+                "WHERE doc_id IN (SELECT doc_id FROM temp.kept)"
+            )
         built_at = datetime.now(UTC).isoformat(timespec="seconds")
         db.executemany(
             "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
