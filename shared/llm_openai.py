@@ -36,6 +36,9 @@ Decisions (documented here because callers depend on them):
   the output type's first ``str`` field (``AnswerResult.answer``) as it arrives, picked out of the
   JSON deltas by an incremental scanner (``JsonTextFieldStream``); output types without a ``str``
   field get the raw JSON deltas. Chat streams ask for usage with ``stream_options.include_usage``.
+- Capability fallbacks (each once per provider, remembered): json_schema rejected → JSON mode (in
+  "auto" mode); ``temperature`` rejected (reasoning models take only the default) → sent no more for
+  that model. Both re-send within the same call's deadline; any other 400 is final.
 - Token limit parameter: ``max_completion_tokens`` for Azure OpenAI and OpenAI, ``max_tokens`` for
   other OpenAI-compatible servers (Ollama, LM Studio, vLLM, llama.cpp), which know that one best.
 """
@@ -236,6 +239,13 @@ def _rejects_json_schema(exc: openai.BadRequestError) -> bool:
     param = (exc.param or "").lower()
     mentions_format = "json_schema" in text or "response_format" in text or "text.format" in text
     return mentions_format or param in ("response_format", "text.format", "text")
+
+
+def _rejects_temperature(exc: openai.BadRequestError) -> bool:
+    """Whether a 400 says this model takes no ``temperature`` (reasoning models)."""
+    return (exc.param or "").lower() == "temperature" or (
+        "temperature" in exc.message.lower() and "unsupported" in exc.message.lower()
+    )
 
 
 def map_openai_error(exc: BaseException, *, model: str, timeout_s: float) -> ProviderError:
@@ -450,6 +460,8 @@ class OpenAIChatProvider:
         self.token_param = "max_tokens" if endpoint_kind == "openai_compatible" else "max_completion_tokens"
         # Set after the endpoint rejects json_schema once ("auto" mode); later calls use JSON mode.
         self.json_schema_unsupported = False
+        # Reasoning models (o-series, gpt-5) reject any temperature but the default.
+        self.no_temperature_models: set[str] = set()
 
     def generate(self, request: LLMRequest[T]) -> LLMResponse[T]:
         """Render the task's prompt, call the model, and validate its output."""
@@ -461,22 +473,29 @@ class OpenAIChatProvider:
         schema = output_schema(request.output_type)
         deadline = time.monotonic() + request.timeout_s
         mode = self._mode()
-        try:
-            raw = self._call(request, rendered, schema, mode, model, deadline)
-        except openai.BadRequestError as exc:
-            if not (self.output_mode == "auto" and mode == "json_schema" and _rejects_json_schema(exc)):
-                raise map_openai_error(exc, model=model, timeout_s=request.timeout_s) from exc
-            logger.warning(
-                "LLM endpoint rejected json_schema output (%s); using validated JSON mode from now on",
-                exc.message[:200],
-            )
-            self.json_schema_unsupported = True
+        raw: _RawOutput | None = None
+        # At most one adjustment per capability (json_schema, temperature), then the error stands.
+        for _ in range(3):
             try:
-                raw = self._call(request, rendered, schema, "json_mode", model, deadline)
-            except (openai.OpenAIError, ClientAuthenticationError) as exc2:
-                raise map_openai_error(exc2, model=model, timeout_s=request.timeout_s) from exc2
-        except (openai.OpenAIError, ClientAuthenticationError) as exc:
-            raise map_openai_error(exc, model=model, timeout_s=request.timeout_s) from exc
+                raw = self._call(request, rendered, schema, mode, model, deadline)
+                break
+            except openai.BadRequestError as exc:
+                if self.output_mode == "auto" and mode == "json_schema" and _rejects_json_schema(exc):
+                    logger.warning(
+                        "LLM endpoint rejected json_schema output (%s); using validated JSON mode from now on",
+                        exc.message[:200],
+                    )
+                    self.json_schema_unsupported = True
+                    mode = "json_mode"
+                elif _rejects_temperature(exc) and model not in self.no_temperature_models:
+                    logger.warning("model %s accepts no temperature; sending none from now on", model)
+                    self.no_temperature_models.add(model)
+                else:
+                    raise map_openai_error(exc, model=model, timeout_s=request.timeout_s) from exc
+            except (openai.OpenAIError, ClientAuthenticationError) as exc:
+                raise map_openai_error(exc, model=model, timeout_s=request.timeout_s) from exc
+        if raw is None:
+            raise ProviderError(ErrorCode.BAD_REQUEST, f"the LLM endpoint kept rejecting the request for {model!r}")
         output = self._validate(raw, request, schema, model)
         model_used = model if self.endpoint_kind == "azure_openai" else (raw.model or model)
         if not raw.usage_seen:
@@ -549,10 +568,11 @@ class OpenAIChatProvider:
         kwargs: dict[str, Any] = {
             "model": model,
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
-            "temperature": request.temperature,
             self.token_param: request.max_tokens,
             "timeout": timeout,
         }
+        if model not in self.no_temperature_models:
+            kwargs["temperature"] = request.temperature
         if mode == "json_schema":
             kwargs["response_format"] = {
                 "type": "json_schema",
@@ -597,11 +617,12 @@ class OpenAIChatProvider:
             "model": model,
             "instructions": system,
             "input": [{"role": "user", "content": user}],
-            "temperature": request.temperature,
             "max_output_tokens": request.max_tokens,
             "store": False,
             "timeout": timeout,
         }
+        if model not in self.no_temperature_models:
+            kwargs["temperature"] = request.temperature
         if mode == "json_schema":
             kwargs["text"] = {
                 "format": {"type": "json_schema", "name": schema.name, "schema": schema.schema, "strict": schema.strict}

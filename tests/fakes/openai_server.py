@@ -194,6 +194,20 @@ def content_filter_error() -> ErrorReply:
     return ErrorReply(400, body)
 
 
+def temperature_unsupported_error(value: object = 0.0) -> ErrorReply:
+    """The 400 a reasoning model gives for any temperature but the default."""
+    return ErrorReply(
+        400,
+        _error_body(
+            f"Unsupported value: 'temperature' does not support {value} with this model. "
+            "Only the default (1) value is supported.",
+            type_="invalid_request_error",
+            code="unsupported_value",
+            param="temperature",
+        ),
+    )
+
+
 def json_schema_unsupported_error() -> ErrorReply:
     """The 400 an older OpenAI-compatible server gives for a ``json_schema`` response format."""
     return ErrorReply(
@@ -315,12 +329,15 @@ class FakeOpenAI:
         *,
         api_key: str | None = None,
         supports_json_schema: bool = True,
+        supports_temperature: bool = True,
         response_model: str | None = None,
     ) -> None:
         """``api_key``: require ``Authorization: Bearer <key>`` (or ``api-key``); ``response_model``:
-        the ``model`` every reply reports (default: echo the requested one)."""
+        the ``model`` every reply reports (default: echo the requested one);
+        ``supports_temperature=False``: reject any ``temperature``, like reasoning models do."""
         self.api_key = api_key
         self.supports_json_schema = supports_json_schema
+        self.supports_temperature = supports_temperature
         self.response_model = response_model
         self.requests: list[RecordedRequest] = []
         self.failures: list[str] = []
@@ -451,6 +468,8 @@ class FakeOpenAI:
             given = headers.get("api-key") or headers.get("authorization", "").removeprefix("Bearer ")
             if given != self.api_key:
                 return _error_response(auth_error(401))
+        if not self.supports_temperature and "temperature" in body:
+            return _error_response(temperature_unsupported_error(body["temperature"]))
         if not self.supports_json_schema and recorded.format_kind == "json_schema" and not _forced_tool(api, body):
             return _error_response(json_schema_unsupported_error())
         reply = self._take(recorded.task)

@@ -41,7 +41,7 @@ CASES: list[tuple[str, ErrorReply, ErrorCode, int | None]] = [
     ("content-filter", content_filter_error(), ErrorCode.CONTENT_FILTERED, None),
     ("401", auth_error(401), ErrorCode.AUTH_FAILED, None),
     ("403", auth_error(403), ErrorCode.AUTH_FAILED, None),
-    ("400", bad_request("Invalid value for 'temperature'.", param="temperature"), ErrorCode.BAD_REQUEST, None),
+    ("400", bad_request("Invalid value for 'messages'.", param="messages"), ErrorCode.BAD_REQUEST, None),
     (
         "404",
         ErrorReply(404, {"error": {"code": "DeploymentNotFound", "message": "no such deployment"}}),

@@ -156,3 +156,17 @@ def test_bad_inputs_are_invalid_input_before_any_call(fake_openai: FakeOpenAI) -
         _provider(fake_openai).generate(request)
     assert info.value.code == ErrorCode.INVALID_INPUT and "catalog" in info.value.message
     assert fake_openai.requests == []
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_a_model_that_takes_no_temperature_is_called_without_one(api: Literal["chat", "responses"]) -> None:
+    with FakeOpenAI(supports_temperature=False, supports_json_schema=False) as fake:
+        fake.always(JsonReply(SQL_DRAFT))
+        provider = _provider(fake, api)
+        provider.generate(sql_request(model="o4-mini"))
+        provider.generate(sql_request(model="o4-mini"))
+    sent = [("temperature" in r.body, r.format_kind) for r in fake.requests]
+    # Both capabilities are learnt within the first call, then remembered.
+    assert sent[-2:] == [(False, "json_object")] * 2
+    assert len(sent) == 4 and provider.no_temperature_models == {"o4-mini"}
+    assert fake.failures == []
