@@ -39,7 +39,7 @@ import time
 import traceback
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from devhost import history as h
+from devhost.accel import install_sdk_accelerations
 from devhost.logs import FunctionContext, current_invocation, install_log_context
 from devhost.model import (
     FunctionInfo,
@@ -62,7 +63,6 @@ from devhost.timeutil import (
     datetime_to_epoch,
     epoch_to_history,
     epoch_to_status,
-    install_fast_timestamp_parser,
     parse_history_time,
 )
 
@@ -336,7 +336,7 @@ class Engine:
         if self._started:
             return
         install_log_context()
-        install_fast_timestamp_parser()
+        install_sdk_accelerations()
         self._loop = asyncio.get_running_loop()
         self._ready_event = asyncio.Event()
         self._work_queue = asyncio.Queue()
@@ -634,13 +634,14 @@ class Engine:
 
     def _invoke(
         self, fn: FunctionInfo, inst: Instance, batch: list[Message], ts: str, first: bool
-    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None, str | None]:
-        """Run the SDK handle over history + new events; returns (new events, state, error)."""
+    ) -> tuple[list[str], dict[str, Any] | None, str | None]:
+        """Run the SDK handle over history + new events; returns (rendered new events, state, error)."""
         new_events = [h.event(h.ORCHESTRATOR_STARTED, ts)]
         if first:
             new_events.append(self._execution_started(inst))
         new_events.extend(m.event for m in batch)
-        fresh = ",".join(h.unplayed(h.render(e)) for e in new_events)
+        rendered = [h.render(e) for e in new_events]
+        fresh = ",".join([h.unplayed(t) for t in rendered])
         history_text = f"{inst.joined},{fresh}" if inst.joined else fresh
         p = inst.parent
         context_json = (
@@ -686,12 +687,12 @@ class Engine:
             invocation_id,
             (time.perf_counter() - started) * 1000,
         )
-        return new_events, state, error
+        return rendered, state, error
 
     def _apply(
         self,
         inst: Instance,
-        new_events: list[dict[str, Any]],
+        new_events: Sequence[dict[str, Any] | str],
         state: dict[str, Any] | None,
         error: str | None,
         retry_msg: Message | None,
@@ -750,9 +751,11 @@ class Engine:
         self._persist_decisions(inst, d)
         self._save(inst)
 
-    def _append(self, inst: Instance, new_events: list[dict[str, Any]], decided: list[dict[str, Any]], ts: str) -> None:
+    def _append(
+        self, inst: Instance, new_events: Sequence[dict[str, Any] | str], decided: list[dict[str, Any]], ts: str
+    ) -> None:
         """Append an episode's events (new, decisions, OrchestratorCompleted) to history."""
-        texts = [h.render(e) for e in new_events]
+        texts = [e if isinstance(e, str) else h.render(e) for e in new_events]
         texts.extend(h.render(e) for e in decided)
         texts.append(h.render(h.event(h.ORCHESTRATOR_COMPLETED, ts)))
         self._store.append_history(inst.id, len(inst.texts), texts)
@@ -1016,7 +1019,7 @@ class Engine:
 
     # ------------------------------------------------------------------ endings
     def _continue_as_new(
-        self, inst: Instance, input_text: Any, new_events: list[dict[str, Any]], d: _Decisions, ts: str
+        self, inst: Instance, input_text: Any, new_events: Sequence[dict[str, Any] | str], d: _Decisions, ts: str
     ) -> None:
         store = self._store
         old_execution = inst.execution_id
@@ -1043,7 +1046,7 @@ class Engine:
     def _finish(
         self,
         inst: Instance,
-        new_events: list[dict[str, Any]],
+        new_events: Sequence[dict[str, Any] | str],
         decided: list[dict[str, Any]],
         status: str,
         output: Any,

@@ -134,3 +134,18 @@ def test_log_records_carry_invocation_across_threads(caplog: pytest.LogCaptureFi
     assert found["inline"] == ("fn_a", "inv-1")
     assert found["in thread"] == ("fn_a", "inv-1")
     assert found["outside"] == ("", "")
+
+
+def test_cached_namedtuple_behaves_like_namedtuple() -> None:
+    from collections import namedtuple
+
+    from devhost.accel import cached_namedtuple, install_sdk_accelerations
+
+    first = cached_namedtuple("Payload", ("is_success", "task_id_key"))
+    assert first is cached_namedtuple("Payload", ["is_success", "task_id_key"])
+    assert first is cached_namedtuple("Payload", "is_success task_id_key")
+    plain = namedtuple("Payload", ("is_success", "task_id_key"))  # noqa: PYI024
+    assert first(True, "x") == plain(True, "x") and first(True, "x").task_id_key == "x"
+    install_sdk_accelerations()
+    module = importlib.import_module("azure.durable_functions.models.TaskOrchestrationExecutor")
+    assert getattr(module, "namedtuple") is cached_namedtuple  # noqa: B009
