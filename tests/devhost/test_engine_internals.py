@@ -144,8 +144,8 @@ def test_cached_namedtuple_behaves_like_namedtuple() -> None:
     first = cached_namedtuple("Payload", ("is_success", "task_id_key"))
     assert first is cached_namedtuple("Payload", ["is_success", "task_id_key"])
     assert first is cached_namedtuple("Payload", "is_success task_id_key")
-    plain = namedtuple("Payload", ("is_success", "task_id_key"))  # noqa: PYI024
-    assert first(True, "x") == plain(True, "x") and first(True, "x").task_id_key == "x"
+    Payload = namedtuple("Payload", ("is_success", "task_id_key"))  # noqa: PYI024
+    assert first(True, "x") == Payload(True, "x") and first(True, "x").task_id_key == "x"
     install_sdk_accelerations()
     module = importlib.import_module("azure.durable_functions.models.TaskOrchestrationExecutor")
     assert getattr(module, "namedtuple") is cached_namedtuple  # noqa: B009
