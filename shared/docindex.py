@@ -16,10 +16,12 @@ higher. Quotes, colons, ``AND``/``NOT``/``NEAR``, ``*``, ``-`` and parentheses i
 ordinary characters here and cannot cause a syntax error.
 
 Filter (``search(..., filter=...)``): space- or comma-separated terms. ``doc:<prefix>`` keeps
-chunks whose doc id starts with the prefix (``doc:policies/`` or ``doc:faq/customer-faq.md``),
-``tag:<tag>`` keeps chunks of documents with that tag (front-matter tags and the top-level folder,
-see ``shared.ingest``); a bare term is a doc-id prefix. Terms of the same kind are OR-ed, the two
-kinds are AND-ed. Anything else is ``ProviderError(INVALID_INPUT)``.
+chunks whose doc id starts with the prefix at a folder boundary or equals it (``doc:policies``,
+``doc:policies/`` or ``doc:faq/customer-faq.md``; ``doc:pol`` matches nothing). ``tag:<tag>``
+keeps chunks of documents with that tag (front-matter tags and the top-level folder, see
+``shared.ingest``); a bare term is a doc-id prefix. Terms of the same kind are OR-ed, the two kinds
+are AND-ed. Anything else is ``ProviderError(INVALID_INPUT)``. The Azure retriever reads the same
+syntax (``shared.search_azure.translate_filter``), so a filter works with either provider.
 
 Lazy build. The first search builds the index from ``documents_dir`` into ``index_path`` and later
 searches rebuild it when the folder's fingerprint (chunker version plus every file's path and
@@ -88,6 +90,7 @@ SCHEMA_VERSION = "1"
 MAX_TOP_K = 50
 MAX_QUERY_CHARS = 1000
 MAX_QUERY_TERMS = 32
+MAX_FILTER_CHARS = 1000
 COLUMN_WEIGHTS = (3.0, 2.0, 1.0)  # title, heading, content
 
 STOP_WORDS = frozenset(
@@ -176,6 +179,8 @@ def parse_filter(filter: str | None) -> tuple[str, list[str]]:
     """Turn a filter string into a SQL condition and its parameters (``("", [])`` for no filter)."""
     if filter is None or not filter.strip():
         return "", []
+    if len(filter) > MAX_FILTER_CHARS:
+        raise ProviderError(ErrorCode.INVALID_INPUT, f"filter is longer than {MAX_FILTER_CHARS} characters")
     prefixes: list[str] = []
     tags: list[str] = []
     for term in re.split(r"[\s,]+", filter.strip()):
@@ -194,8 +199,17 @@ def parse_filter(filter: str | None) -> tuple[str, list[str]]:
     clauses: list[str] = []
     params: list[str] = []
     if prefixes:
-        clauses.append("(" + " OR ".join(["doc_id LIKE ? ESCAPE '\\'"] * len(prefixes)) + ")")
-        params += [re.sub(r"([\\%_])", r"\\\1", p) + "%" for p in prefixes]
+        # Prefixes match at a folder boundary or the whole id, as in the Azure index's doc_prefixes.
+        ors: list[str] = []
+        for prefix in prefixes:
+            escaped = re.sub(r"([\\%_])", r"\\\1", prefix)
+            if prefix.endswith("/"):
+                ors.append("doc_id LIKE ? ESCAPE '\\'")
+                params.append(escaped + "%")
+            else:
+                ors.append("(doc_id = ? OR doc_id LIKE ? ESCAPE '\\')")
+                params += [prefix, escaped + "/%"]
+        clauses.append("(" + " OR ".join(ors) + ")")
     if tags:
         clauses.append("(" + " OR ".join(["instr(tags, ?) > 0"] * len(tags)) + ")")
         params += [f" {t} " for t in tags]
@@ -410,7 +424,11 @@ class LocalIndex:
         with self._lock:
             if self._active is not None and time.monotonic() - self._checked_at < self.refresh_interval_s:
                 return self._active
-            self._active = self._check_or_build()
+            try:
+                self._active = self._check_or_build()
+            except (OSError, sqlite3.Error, IngestError) as exc:
+                # Providers never leak raw exceptions: e.g. no disk space or an unreadable folder.
+                raise ProviderError(ErrorCode.SEARCH_ERROR, f"cannot build the document index: {exc}") from None
             self._checked_at = time.monotonic()
             return self._active
 

@@ -132,6 +132,9 @@ def test_filter_by_doc_prefix_and_tag(corpus_index: LocalIndex) -> None:
     both = corpus_index.search("refund", top_k=50, filter="doc:policies/ tag:warranty")
     assert {c.source_id.split("#")[0] for c in both} == {"policies/warranty.md"}
     assert corpus_index.search("refund", top_k=5, filter="doc:%") == []  # LIKE wildcards are literal
+    assert corpus_index.search("refund", top_k=5, filter="doc:polic") == []  # folder boundary only
+    no_slash = corpus_index.search("refund", top_k=50, filter="doc:policies")
+    assert no_slash == corpus_index.search("refund", top_k=50, filter="doc:policies/")
     assert corpus_index.search("refund", top_k=5, filter="  ") != []
 
 
@@ -145,8 +148,11 @@ def test_invalid_filter_is_invalid_input(corpus_index: LocalIndex, bad: str) -> 
 def test_parse_filter_sql() -> None:
     assert parse_filter(None) == ("", [])
     where, params = parse_filter("doc:Policies/ret_ tag:FAQ")
-    assert where == "(doc_id LIKE ? ESCAPE '\\') AND (instr(tags, ?) > 0)"
-    assert params == ["policies/ret\\_%", " faq "]
+    assert where == "((doc_id = ? OR doc_id LIKE ? ESCAPE '\\')) AND (instr(tags, ?) > 0)"
+    assert params == ["policies/ret_", "policies/ret\\_/%", " faq "]
+    assert parse_filter("doc:faq/")[1] == ["faq/%"]
+    with pytest.raises(ProviderError):
+        parse_filter("tag:a " * 300)
 
 
 def test_top_k_must_be_positive(corpus_index: LocalIndex) -> None:
@@ -305,3 +311,14 @@ def test_from_settings_uses_the_configured_paths(small_corpus: Path, tmp_path: P
     assert index is LocalIndex.from_settings(settings)
     assert index.search("invoices", top_k=1)[0].path == "terms/business.pdf"
     assert (tmp_path / "cfg" / "docs.sqlite3").is_file()
+
+
+def test_no_writable_place_for_the_index_is_a_search_error(
+    small_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setattr(tempfile, "tempdir", str(blocker))  # the fallback folder cannot be made either
+    with pytest.raises(ProviderError) as info:
+        LocalIndex(blocker / "docs.sqlite3", small_corpus).search("refunds", top_k=1)
+    assert info.value.code is ErrorCode.SEARCH_ERROR and "cannot build the document index" in info.value.message
