@@ -47,8 +47,8 @@ def test_listed_values_are_the_distinct_values_in_the_data(sample_db_path: Path)
         for dim in catalog.dimensions:
             if dim.values:
                 assert dim.sql is not None
-                table, column = dim.sql.split(".")
-                actual = {r[0] for r in conn.execute(f"SELECT DISTINCT {column} FROM {table}")}
+                table_name, column = dim.sql.split(".")
+                actual = {r[0] for r in conn.execute(f"SELECT DISTINCT {column} FROM {table_name}")}
                 assert actual == set(dim.values), dim.name
         for table in catalog.tables:
             for col in table.columns:
