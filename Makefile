@@ -5,8 +5,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PORT ?= 7071
+TOOLS_VENV := .venv-tools
+TOOLS_STAMP := $(TOOLS_VENV)/.installed
 
-.PHONY: install run serve test lint format bench clean
+.PHONY: install tools run serve test lint format bench clean
 
 install: $(STAMP)
 
@@ -17,12 +19,20 @@ $(STAMP): requirements.txt requirements-dev.txt scripts/install-system-deps.sh
 	@$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements-dev.txt
 	@touch $(STAMP)
 
+# checkov (Bicep checks in tests/infra) lives in its own venv: its pins clash with the app's.
+tools: $(TOOLS_STAMP)
+
+$(TOOLS_STAMP): requirements-tools.txt
+	@test -x $(TOOLS_VENV)/bin/python || $(PYTHON) -m venv $(TOOLS_VENV)
+	@$(TOOLS_VENV)/bin/python -m pip install -q --disable-pip-version-check -r requirements-tools.txt
+	@touch $(TOOLS_STAMP)
+
 run: $(STAMP)
 	$(BIN)/python -m devhost serve --port $(PORT)
 
 serve: run
 
-test: $(STAMP)
+test: $(STAMP) $(TOOLS_STAMP)
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
@@ -38,4 +48,4 @@ bench: $(STAMP)
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) .devhost .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(TOOLS_VENV) .devhost .pytest_cache .mypy_cache .ruff_cache

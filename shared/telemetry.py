@@ -49,8 +49,11 @@ ATTR_GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
 ATTR_GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
 ATTR_GEN_AI_INPUT_TOKENS = "gen_ai.usage.input_tokens"
 ATTR_GEN_AI_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
-# General semantic-convention attribute for the class of an error.
+# General semantic-convention attribute for the class of an error. The Azure Monitor exporter consumes it
+# without keeping it in customDimensions, so the code is also written under an app attribute.
 ATTR_ERROR_TYPE = "error.type"
+ATTR_EXECUTOR_ERROR_CODE = "executor.error_code"
+ATTR_JOB_ERROR_CODE = "job.error_code"
 # App attributes.
 ATTR_JOB_ID = "job.id"
 ATTR_STEP_ID = "job.step_id"
@@ -63,7 +66,7 @@ ATTR_EXECUTOR_TASK_ID = "executor.task_id"
 ATTR_EXECUTOR_ATTEMPT = "executor.attempt"
 ATTR_EXECUTOR_STATUS = "executor.status"
 ATTR_TOTAL_TOKENS = "job.usage.total_tokens"
-ATTR_EVENT_NAME = "event.name"
+ATTR_EVENT_NAME = "job.event"
 
 # The log event the orchestrator emits on every job status change (the workbook's job charts read it).
 JOB_STATUS_EVENT = "job.status"
@@ -301,6 +304,7 @@ def record_executor_output(
         attrs[ATTR_GEN_AI_REQUEST_MODEL] = requested_model
     if output.error is not None:
         attrs[ATTR_ERROR_TYPE] = output.error.code.value
+        attrs[ATTR_EXECUTOR_ERROR_CODE] = output.error.code.value
     span.set_attributes(attrs)
     if output.status == "failed":
         # The code, not the message: messages may quote user input.
@@ -339,6 +343,7 @@ def log_job_status(
         extra[ATTR_JOB_PREVIOUS_STATUS] = previous_status
     if error_code:
         extra[ATTR_ERROR_TYPE] = error_code
+        extra[ATTR_JOB_ERROR_CODE] = error_code
     if waiting_kind:
         extra[ATTR_JOB_WAITING_KIND] = waiting_kind
     level = logging.WARNING if status == "failed" else logging.INFO

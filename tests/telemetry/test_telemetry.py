@@ -89,6 +89,7 @@ def test_failed_output_sets_error_type_and_error_status(exporter: InMemorySpanEx
     attrs = dict(finished.attributes or {})
     assert attrs["executor.status"] == "failed"
     assert attrs["error.type"] == "SQL_REJECTED"
+    assert attrs["executor.error_code"] == "SQL_REJECTED"
     assert "gen_ai.response.model" not in attrs  # no model was used
     assert finished.status.status_code is StatusCode.ERROR
     # The span status carries the code only, never the message (which may quote user input).
@@ -171,7 +172,7 @@ def test_logs_carry_the_same_dimensions(exporter: InMemorySpanExporter, caplog: 
         job_id="job-4", step_id="s3", executor_type="generate_response", task_id="t3", attempt=3
     ) as span:
         telemetry.record_executor_output(span, output)
-    record = next(r for r in caplog.records if getattr(r, "event.name", None) == "executor.done")
+    record = next(r for r in caplog.records if getattr(r, "job.event", None) == "executor.done")
     assert record.levelno == logging.WARNING
     assert getattr(record, "job.id") == "job-4"
     assert getattr(record, "job.step_id") == "s3"
@@ -189,7 +190,7 @@ def test_logs_carry_dimensions_even_when_tracing_is_off(caplog: pytest.LogCaptur
     ) as s:
         assert not s.is_recording()
         telemetry.record_executor_output(s, _success())
-    record = next(r for r in caplog.records if getattr(r, "event.name", None) == "executor.done")
+    record = next(r for r in caplog.records if getattr(r, "job.event", None) == "executor.done")
     assert getattr(record, "job.id") == "job-5"
     assert getattr(record, "executor.type") == "consult_rag"
     assert getattr(record, "gen_ai.usage.input_tokens") == 120
@@ -207,11 +208,12 @@ def test_job_logger_adapter_and_status_event(caplog: pytest.LogCaptureFixture) -
         job_id="job-6", status="waiting_for_user", previous_status="running", waiting_kind="approval"
     )
     telemetry.log_job_status(job_id="job-6", status="failed", error_code="SQL_ERROR")
-    events = [r for r in caplog.records if getattr(r, "event.name", None) == "job.status"]
+    events = [r for r in caplog.records if getattr(r, "job.event", None) == "job.status"]
     assert [getattr(r, "job.status") for r in events] == ["waiting_for_user", "failed"]
     assert getattr(events[0], "job.waiting_kind") == "approval"
     assert getattr(events[0], "job.previous_status") == "running"
     assert getattr(events[1], "error.type") == "SQL_ERROR"
+    assert getattr(events[1], "job.error_code") == "SQL_ERROR"
     assert events[1].levelno == logging.WARNING
 
 
