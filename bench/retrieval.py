@@ -1,6 +1,7 @@
 """Local document index: build time, query latency and retrieval quality on the sample corpus.
 
-``python -m bench retrieval [--copies N]``. Prints figures; asserts nothing. The quality figures use
+``python -m bench retrieval`` (or ``bench.retrieval.main(["--copies", "N"])`` for another scale).
+Prints figures; asserts nothing. The quality figures use
 the question set of ``tests/rag/test_docindex.py`` (hit@1, hit@3 and MRR of the expected document).
 """
 

@@ -7,9 +7,12 @@ measure, a small table of the rows).
 Documents. Each chunk is split into sentences. A sentence scores the sum of the inverse document
 frequencies (computed over all candidate sentences) of the question words it contains, plus a
 bonus for each pair of adjacent question words it contains in the same order, plus a small bonus
-for the chunk's retrieval rank. Words are compared after removing stop words and a light suffix
-stemmer (``refunds``/``refunded`` -> ``refund``). A sentence is kept when it covers at least
-``MIN_COVERAGE`` of the question's weight; the best ``MAX_SENTENCES`` are shown in document order,
+for the chunk's retrieval rank. The first two sentences of a chunk also earn half the weight of the
+question words in the chunk's title and heading, and a sentence right after a strong match earns
+half of that match (it often completes it: "The cause was ..."). Words are compared after removing
+stop words and a light suffix stemmer (``refunds``/``refunded`` -> ``refund``). A sentence is kept
+when it covers at least ``MIN_COVERAGE`` of the question's weight and scores at least
+``RELATIVE_CUTOFF`` of the best sentence; the best ``MAX_SENTENCES`` are shown in document order,
 each followed by its chunk's ``[source_id]``, and each chunk used becomes a ``document`` citation
 quoting its best sentence.
 
@@ -36,6 +39,8 @@ from shared.ingest import bound_snippet
 
 CHARS_PER_TOKEN = 4
 MIN_COVERAGE = 0.3
+STRONG_COVERAGE = 0.6
+RELATIVE_CUTOFF = 0.5
 MAX_SENTENCES = 4
 MAX_SENTENCE_CHARS = 400
 MAX_QUOTE_CHARS = 300
@@ -117,19 +122,28 @@ def select_sentences(question: str, chunks: Sequence[Chunk]) -> list[_Sentence]:
     total = sum(idf.values())
     pairs = list(zip(q_terms, q_terms[1:], strict=False))
     heading_match = [sum(idf[t] for t in q_terms if t in heading) for heading in headings]
-    picked: list[_Sentence] = []
+    evidence: list[float] = []
     for s in sentences:
         sentence_match = sum(idf[t] for t in q_terms if t in s.terms)
         # The first sentences under a heading that matches the question usually answer it, even
         # when they do not repeat the question's words ("My item arrived broken" -> "Report it...").
-        lead = 1.0 if s.position < 2 else 1.0 / s.position
-        evidence = sentence_match + 0.5 * heading_match[s.chunk_index] * lead
-        if sentence_match == 0 and s.position >= 2 or evidence / total < MIN_COVERAGE:
+        lead = 1.0 if s.position < 2 else 0.0
+        evidence.append(sentence_match + 0.5 * heading_match[s.chunk_index] * lead)
+    picked: list[_Sentence] = []
+    for i, s in enumerate(sentences):
+        # A sentence right after a strong match often completes it ("The cause was ...").
+        previous = evidence[i - 1] if i and sentences[i - 1].chunk_index == s.chunk_index else 0.0
+        carried = 0.5 * previous if previous / total >= STRONG_COVERAGE else 0.0
+        support = evidence[i] + carried
+        if support / total < MIN_COVERAGE:
             continue
         bigrams = set(zip(s.ordered, s.ordered[1:], strict=False))
         phrase_bonus = sum(0.5 * (idf[a] + idf[b]) for a, b in pairs if (a, b) in bigrams)
-        s.score = evidence + phrase_bonus + 0.3 / (1 + s.chunk_index)
+        s.score = support + phrase_bonus + 0.3 / (1 + s.chunk_index)
         picked.append(s)
+    if picked:
+        cutoff = RELATIVE_CUTOFF * max(s.score for s in picked)
+        picked = [s for s in picked if s.score >= cutoff]
     picked.sort(key=lambda s: (-s.score, s.chunk_index, s.position))
     chosen: list[_Sentence] = []
     for s in picked:

@@ -31,7 +31,7 @@ QUESTIONS = [
     ("Which fulfillment center serves the West region?", "operations/regional-operations-2025.md"),
     ("Do gift cards expire?", "policies/gift-cards-and-store-credit.txt"),
     ("How are recalled products refunded?", "policies/product-safety-and-recalls.md"),
-    ("Why was more furniture damaged in transit in the West in Q3 2025?", "operations/regional-operations-2025.md"),
+    ("Why did the West region have so many defective returns in Q3 2025?", "operations/regional-operations-2025.md"),
     ("How quickly must a formal complaint be answered?", "support/customer-support-and-escalations.txt"),
     ("How do returns center staff grade returned items?", "operations/returns-processing-procedure.txt"),
     ("How many points do Gold members earn per dollar?", "policies/loyalty-program.md"),
