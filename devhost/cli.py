@@ -178,28 +178,37 @@ async def _run(
     origin = f"http://{_display_host(options.host)}:{port}"
     host = DevHost(app, engine, keys=keys, public_origin=origin, rpc_port=rpc_port)
     await engine.start()  # type: ignore[attr-defined]
-    config = uvicorn.Config(
-        host,
-        lifespan="off",
-        http="h11",
-        log_level="warning",
-        access_log=False,
-        proxy_headers=False,
-        server_header=False,
-        timeout_graceful_shutdown=max(1, int(options.grace_s // 2) or 1),
-    )
-    server = _Server(config)
-    _install_signal_handlers(server)
+    public_server = _Server(_uvicorn_config(host, max(1.0, options.grace_s / 2)))
+    # The RPC listener is a separate server so it keeps answering while the public one drains:
+    # in-flight client functions still call it during shutdown.
+    rpc_server = _Server(_uvicorn_config(host, 1.0))
+    _install_signal_handlers(public_server)
+    rpc_task = asyncio.create_task(rpc_server.serve(sockets=[rpc]))
     _print_banner(options, host, keys, port, rpc_port)
     try:
-        await server.serve(sockets=[public, rpc])
+        await public_server.serve(sockets=[public])
     finally:
+        rpc_server.should_exit = True
+        await rpc_task
         log.info("Stopping the host (grace %.1fs)", options.grace_s)
         await engine.stop(options.grace_s)  # type: ignore[attr-defined]
         await _close_durable_client_session()
         host.close()
     print("Host stopped.", flush=True)
     return EXIT_OK
+
+
+def _uvicorn_config(app: DevHost, graceful_s: float) -> uvicorn.Config:
+    return uvicorn.Config(
+        app,
+        lifespan="off",
+        http="h11",
+        log_level="warning",
+        access_log=False,
+        proxy_headers=False,
+        server_header=False,
+        timeout_graceful_shutdown=max(1, round(graceful_s)),
+    )
 
 
 def _install_signal_handlers(server: uvicorn.Server) -> None:

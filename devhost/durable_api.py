@@ -8,11 +8,9 @@ and bodies follow the extension's ``HttpApiHandler``; engine errors are mapped i
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import re
-import time
 from datetime import UTC, datetime
 from typing import Any, Protocol
 from urllib.parse import quote, unquote
@@ -80,6 +78,13 @@ class Engine(Protocol):
         show_input: bool = True,
     ) -> dict[str, Any] | None:
         """Status payload (protocol §3.3) or None when unknown."""
+
+    async def wait_for_completion(
+        self,
+        instance_id: str,
+        timeout: float | None = None,  # noqa: ASYNC109 - mirrors devhost.engine.Engine
+    ) -> dict[str, Any] | None:
+        """Wait until the instance is terminal or the timeout passes; returns its status."""
 
     async def query(
         self,
@@ -367,18 +372,14 @@ class DurableHttpApi:
         interval = _positive_float("pollingInterval", q["pollinginterval"]) if "pollinginterval" in q else 1.0
         if interval > timeout:
             raise InvalidRequest("The 'pollingInterval' must not be greater than the 'timeout'.")
-        deadline = time.monotonic() + timeout
-        while True:
-            status = await self.engine.get_status(instance_id, show_input=False)
-            state = status.get("runtimeStatus") if status else None
-            if status is not None and state == "Completed":
-                return json_response(status.get("output"), 200)
-            if status is not None and state in _TERMINAL:
-                return await self._status(request, instance_id)
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return self.check_status_response(origin, instance_id)
-            await asyncio.sleep(min(interval, remaining))
+        # The extension polls every pollingInterval; waiting on the engine answers as soon as the instance ends.
+        status = await self.engine.wait_for_completion(instance_id, timeout)
+        state = status.get("runtimeStatus") if status else None
+        if status is not None and state == "Completed":
+            return json_response(status.get("output"), 200)
+        if status is not None and state in _TERMINAL:
+            return await self._status(request, instance_id)
+        return self.check_status_response(origin, instance_id)
 
     async def _status(self, request: Request, instance_id: str) -> Response:
         q = _query(request)

@@ -104,6 +104,7 @@ class DevHostProcess:
 
     def launch(self) -> None:
         """Start the process without waiting for readiness."""
+        self.port = None
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - closed in _reap
         self._log_offset = self.log_path.stat().st_size
@@ -162,12 +163,12 @@ class DevHostProcess:
         self._reap()
         return code, self.output()
 
-    def stop(self, timeout_s: float = 30.0) -> int:
-        """SIGTERM and wait; returns the exit code (SIGKILL if it does not stop in time)."""
+    def stop(self, timeout_s: float = 30.0, sig: signal.Signals = signal.SIGTERM) -> int:
+        """Send ``sig`` (SIGTERM) and wait; returns the exit code (SIGKILL if it does not stop in time)."""
         if self.proc is None:
             return 0
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            self.proc.send_signal(sig)
             try:
                 self.proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
@@ -191,7 +192,6 @@ class DevHostProcess:
     def restart(self, timeout_s: float = 60.0) -> DevHostProcess:
         """Stop (if running) and start again on a new port with the same data directory."""
         self.stop()
-        self.port = None
         return self.start(timeout_s)
 
     def _reap(self) -> None:

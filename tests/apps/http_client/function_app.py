@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
@@ -51,6 +52,20 @@ def _when(text: str | None) -> datetime | None:
 @app.activity_trigger(input_name="name")
 def greet(name: str) -> str:
     return f"Hello {name}!"
+
+
+@app.activity_trigger(input_name="seconds")
+def nap(seconds: float) -> float:
+    threading.Event().wait(seconds)
+    return seconds
+
+
+@app.orchestration_trigger(context_name="context")
+def nap_chain(context: df.DurableOrchestrationContext):
+    data = context.get_input()
+    slept = yield context.call_activity("nap", data["seconds"] if isinstance(data, dict) else data)
+    greeting = yield context.call_activity("greet", "after nap")
+    return [slept, greeting]
 
 
 @app.orchestration_trigger(context_name="context")
