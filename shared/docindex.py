@@ -257,16 +257,32 @@ class LocalIndexSink:
 
     name = "local"
 
-    def __init__(self, index_path: Path) -> None:
-        """Target the index file at ``index_path`` (its folder is created when missing)."""
+    def __init__(self, index_path: Path, *, lock: bool = True) -> None:
+        """Target the index file at ``index_path`` (its folder is created when missing).
+
+        With ``lock``, the run holds the build lock from ``start`` to ``finish``/``abort``, so a CLI
+        run and the app's lazy build never interleave; pass False when the caller holds it already.
+        """
         self.index_path = Path(index_path)
         self._conn: sqlite3.Connection | None = None
         self._tmp: Path | None = None
         self._has_old = False
+        self._lock = lock
+        self._held: contextlib.ExitStack | None = None
 
     def start(self, *, rebuild: bool) -> None:
         """Create the temp index; unless ``rebuild``, attach the current index for reuse."""
         self.index_path.parent.mkdir(parents=True, exist_ok=True)
+        if self._lock:
+            self._held = contextlib.ExitStack()
+            self._held.enter_context(_process_lock(self.index_path))
+        try:
+            self._open(rebuild=rebuild)
+        except BaseException:
+            self.abort()
+            raise
+
+    def _open(self, *, rebuild: bool) -> None:
         fd, tmp = tempfile.mkstemp(prefix=f".{self.index_path.name}.", suffix=".tmp", dir=self.index_path.parent)
         os.close(fd)
         self._tmp = Path(tmp)
@@ -349,6 +365,12 @@ class LocalIndexSink:
         os.chmod(self._tmp, 0o644)  # mkstemp makes it 0600; other local users of the app may read it
         os.replace(self._tmp, self.index_path)
         self._tmp = None
+        self._release()
+
+    def _release(self) -> None:
+        if self._held is not None:
+            self._held.close()
+            self._held = None
 
     def abort(self) -> None:
         """Drop the temp index; the current index is left as it was."""
@@ -359,6 +381,7 @@ class LocalIndexSink:
         if self._tmp is not None:
             self._tmp.unlink(missing_ok=True)
             self._tmp = None
+        self._release()
 
 
 @contextlib.contextmanager
@@ -377,10 +400,8 @@ def _process_lock(index_path: Path) -> Iterator[None]:
 
 
 def build_index(documents_dir: Path, index_path: Path, *, rebuild: bool = True) -> IngestReport:
-    """Build (or refresh) an index file from a folder, holding the cross-process build lock."""
-    index_path.parent.mkdir(parents=True, exist_ok=True)
-    with _process_lock(index_path):
-        return ingest(documents_dir, LocalIndexSink(index_path), rebuild=rebuild)
+    """Build (or refresh) an index file from a folder (the sink holds the cross-process build lock)."""
+    return ingest(documents_dir, LocalIndexSink(index_path), rebuild=rebuild)
 
 
 def fallback_index_path(index_path: Path) -> Path:
@@ -464,7 +485,7 @@ class LocalIndex:
             if meta is not None and meta.get("fingerprint") == wanted:
                 return target
             started = time.perf_counter()
-            report = ingest(self.documents_dir, LocalIndexSink(target), rebuild=False)
+            report = ingest(self.documents_dir, LocalIndexSink(target, lock=False), rebuild=False)
             self.builds += 1
         for skipped in report.skipped:
             log.warning("document skipped: %s: %s", skipped.path, skipped.reason)

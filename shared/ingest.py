@@ -445,8 +445,8 @@ def ingest(
     """
     files, ignored = discover(folder)
     report = IngestReport(folder=str(folder), target=sink.name, ignored=ignored, fingerprint=fingerprint_files(files))
-    sink.start(rebuild=rebuild)
     try:
+        sink.start(rebuild=rebuild)
         stored = {} if rebuild else sink.existing()
         for item in _unique(files):
             if isinstance(item, SkippedFile):
@@ -567,4 +567,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # Run the imported module's main: under ``-m`` this file is also ``__main__``, and sinks that
+    # ``SINK_MODULES`` imports register with ``shared.ingest``, not with ``__main__``.
+    from shared.ingest import main as _main
+
+    raise SystemExit(_main())

@@ -296,3 +296,34 @@ def test_a_registered_sink_is_a_cli_target(small_corpus: Path, capsys: pytest.Ca
             "rebuild": True,
         }
     ]
+
+
+def test_sink_holds_the_build_lock_until_finish_or_abort(small_corpus: Path, tmp_path: Path) -> None:
+    import fcntl
+
+    index = tmp_path / "locked.sqlite3"
+
+    def lock_is_free() -> bool:
+        with open(index.with_name(index.name + ".lock"), "a+b") as handle:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            return True
+
+    sink = LocalIndexSink(index)
+    sink.start(rebuild=True)
+    assert not lock_is_free()
+    sink.abort()
+    assert lock_is_free()
+
+    class SeesLock(LocalIndexSink):
+        held: list[bool] = []
+
+        def write(self, document: IngestedDocument) -> None:
+            SeesLock.held.append(not lock_is_free())
+            super().write(document)
+
+    ingest(small_corpus, SeesLock(index))
+    assert SeesLock.held == [True, True, True] and lock_is_free()
