@@ -40,6 +40,8 @@ VectorMode = Literal["auto", "client", "integrated", "off"]
 # Field names of the index this app creates (and expects when it queries).
 KEY_FIELD = "id"
 VECTOR_FIELD = "content_vector"
+PREFIX_FIELD = "doc_prefixes"
+TAGS_FIELD = "tags"
 SELECT_FIELDS = ["id", "source_id", "doc_id", "title", "content", "path"]
 VECTOR_PROFILE = "content-vector-profile"
 HNSW_CONFIG = "content-hnsw"
@@ -51,6 +53,7 @@ VECTOR_K = 50
 MAX_FILTER_LENGTH = 4_000
 DEFAULT_TIMEOUT_S = 30.0
 UPLOAD_BATCH_SIZE = 500
+MAX_SNIPPET_CHARS = 800
 
 _FIELD_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,127}$")
 _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -127,6 +130,56 @@ def validate_filter(expression: str | None) -> str | None:
     if depth != 0:
         raise ProviderError(ErrorCode.INVALID_INPUT, "filter has an unmatched '('")
     return text
+
+
+_ODATA_HINT = re.compile(r"'|\(|\s(?:eq|ne|gt|ge|lt|le)\s")
+_PORTABLE_TERM = re.compile(r"^(?:(doc|tag):)?(.+)$")
+
+
+def translate_filter(expression: str | None) -> str | None:
+    """Turn the app's portable filter into OData, or pass an OData filter through after validation.
+
+    The portable form is the local index's (``shared.docindex``): space- or comma-separated terms,
+    ``doc:<doc-id prefix>`` (or a bare term) and ``tag:<tag>``; terms of one kind are OR-ed, the two
+    kinds AND-ed. A doc-id prefix matches at a folder boundary or the whole id (``policies``,
+    ``policies/`` and ``policies/warranty.md`` all work), because the index stores those prefixes.
+    Anything with quotes, parentheses or a comparison operator is taken as OData.
+    """
+    text = validate_filter(expression)
+    if text is None or _ODATA_HINT.search(text):
+        return text
+    prefixes: list[str] = []
+    tags: list[str] = []
+    for term in re.split(r"[\s,]+", text):
+        if not term:
+            continue
+        match = _PORTABLE_TERM.match(term)
+        kind, value = (match.group(1), match.group(2)) if match else (None, term)
+        if value.startswith(("doc:", "tag:")) or ":" in value or len(value) > 200:
+            raise ProviderError(
+                ErrorCode.INVALID_INPUT, f"invalid filter term {term!r}: use doc:<doc-id prefix> or tag:<tag>"
+            )
+        if kind == "tag":
+            tags.append(value.lower())
+        else:
+            prefixes.append(value.lower().lstrip("/"))
+    clauses = []
+    if prefixes:
+        clauses.append(f"{PREFIX_FIELD}/any(p: {odata_in('p', sorted(set(prefixes)))})")
+    if tags:
+        clauses.append(f"{TAGS_FIELD}/any(t: {odata_in('t', sorted(set(tags)))})")
+    return " and ".join(clauses) or None
+
+
+def doc_prefixes(doc_id: str) -> list[str]:
+    """Every folder-boundary prefix of a doc id (with and without the slash) and the id itself."""
+    parts = doc_id.strip("/").split("/")
+    out: list[str] = []
+    for i in range(1, len(parts)):
+        head = "/".join(parts[:i])
+        out += [head, head + "/"]
+    out.append(doc_id.strip("/"))
+    return list(dict.fromkeys(p.lower() for p in out))
 
 
 # --- error mapping -----------------------------------------------------------------------------
@@ -273,7 +326,7 @@ class AzureSearchRetriever:
             raise ProviderError(ErrorCode.INVALID_INPUT, "search query is empty")
         if not 1 <= top_k <= 1000:
             raise ProviderError(ErrorCode.INVALID_INPUT, f"top_k must be between 1 and 1000, got {top_k}")
-        odata = validate_filter(filter)
+        odata = translate_filter(filter)
         kwargs: dict[str, Any] = {
             "search_text": text,
             "top": top_k,
@@ -305,10 +358,17 @@ def _to_chunk(doc: Mapping[str, Any]) -> Chunk:
     return Chunk(
         source_id=str(source_id),
         title=str(doc.get("title") or doc.get("doc_id") or source_id),
-        content=" … ".join(caption_texts) if caption_texts else str(doc.get("content") or ""),
+        content=bound_snippet(" … ".join(caption_texts) if caption_texts else str(doc.get("content") or "")),
         score=float(score or 0.0),
         path=doc.get("path"),
     )
+
+
+def bound_snippet(text: str, limit: int = MAX_SNIPPET_CHARS) -> str:
+    """Cut text to at most ``limit`` characters at a word boundary, as the local index does."""
+    from shared.ingest import bound_snippet as cut
+
+    return cut(text, limit)
 
 
 def _caption_text(caption: Any) -> str | None:
@@ -334,6 +394,49 @@ def build_search_credential(settings: Settings) -> AzureKeyCredential | TokenCre
         " (managed identity client id set)" if settings.azure_client_id else "",
     )
     return DefaultAzureCredential(managed_identity_client_id=settings.azure_client_id)
+
+
+def build_embedder(
+    settings: Settings, *, credential: TokenCredential | None = None, timeout_s: float = DEFAULT_TIMEOUT_S
+) -> EmbedFn | None:
+    """An embedding function over the Azure OpenAI embedding deployment (None when none is configured).
+
+    Uses ``AZURE_OPENAI_API_KEY`` when set, else an Entra ID bearer token; the SDK's retries are off.
+    """
+    deployment = settings.azure_openai_embedding_deployment
+    if not deployment or not settings.azure_openai_endpoint:
+        return None
+    import openai
+
+    from shared.llm_openai import AZURE_OPENAI_SCOPE, azure_v1_base_url, map_openai_error
+
+    api_key: Any
+    if settings.azure_openai_api_key is not None:
+        api_key = settings.azure_openai_api_key.get_secret_value()
+    else:
+        from azure.identity import DefaultAzureCredential, get_bearer_token_provider
+
+        cred = credential or DefaultAzureCredential(managed_identity_client_id=settings.azure_client_id)
+        api_key = get_bearer_token_provider(cred, AZURE_OPENAI_SCOPE)
+    client = openai.OpenAI(
+        api_key=api_key, base_url=azure_v1_base_url(settings.azure_openai_endpoint), max_retries=0, timeout=timeout_s
+    )
+
+    def embed(text: str) -> list[float]:
+        try:
+            response = client.embeddings.create(model=deployment, input=text, encoding_format="float")
+        except Exception as exc:
+            raise map_openai_error(exc, model=deployment, timeout_s=timeout_s) from exc
+        return [float(x) for x in response.data[0].embedding]
+
+    logger.info("Azure AI Search: query and document vectors from embedding deployment %s", deployment)
+    return embed
+
+
+def _default_embedder(settings: Settings, embed: EmbedFn | None) -> EmbedFn | None:
+    if embed is not None or settings.azure_search_vector_mode == "off":
+        return embed
+    return build_embedder(settings)
 
 
 def _client_kwargs(timeout_s: float, connection_verify: bool | str | None) -> dict[str, Any]:
@@ -378,6 +481,8 @@ def build_azure_retriever(
         vector_mode=settings.azure_search_vector_mode,
         semantic_config=settings.azure_search_semantic_config or None,
     )
+    if settings.azure_search_vector_mode in ("auto", "client"):
+        embed = _default_embedder(settings, embed)
     return AzureSearchRetriever(client, embed=embed, options=options)
 
 
@@ -453,6 +558,10 @@ def build_index_schema(
         SearchableField(name="title", type=SearchFieldDataType.STRING),
         SearchableField(name="content", type=SearchFieldDataType.STRING),
         SimpleField(name="path", type=SearchFieldDataType.STRING, filterable=True),
+        SimpleField(name="chunk_no", type=SearchFieldDataType.INT32, filterable=True, sortable=True),
+        SimpleField(name="doc_sha256", type=SearchFieldDataType.STRING, filterable=True),
+        SimpleField(name=TAGS_FIELD, type="Collection(Edm.String)", filterable=True, facetable=True),
+        SimpleField(name=PREFIX_FIELD, type="Collection(Edm.String)", filterable=True, hidden=True),
     ]
     vector_search = None
     if vector_dimensions:
@@ -577,6 +686,18 @@ class AzureSearchSink:
         except Exception as exc:
             raise classify_search_error(exc) from exc
 
+    def delete_index(self) -> bool:
+        """Delete the index and everything in it; False when it did not exist."""
+        from azure.core.exceptions import ResourceNotFoundError
+
+        try:
+            self._index_client.delete_index(self._index_name)
+        except ResourceNotFoundError:
+            return False
+        except Exception as exc:
+            raise classify_search_error(exc) from exc
+        return True
+
     def upload(self, chunks: Iterable[IndexableChunk]) -> UploadReport:
         """Upload (upsert) chunks in batches; a document the service rejects is reported, not fatal."""
         report = UploadReport()
@@ -591,17 +712,66 @@ class AzureSearchSink:
         return report
 
     def _document(self, chunk: IndexableChunk) -> dict[str, Any]:
+        doc_id = getattr(chunk, "doc_id", None) or doc_id_of(chunk.source_id)
+        chunk_no = getattr(chunk, "chunk_no", None)
+        if chunk_no is None and chunk.source_id.rsplit("#", 1)[-1].isdigit():
+            chunk_no = int(chunk.source_id.rsplit("#", 1)[-1])
         doc: dict[str, Any] = {
             KEY_FIELD: document_key(chunk.source_id),
             "source_id": chunk.source_id,
-            "doc_id": getattr(chunk, "doc_id", None) or doc_id_of(chunk.source_id),
-            "title": chunk.title,
+            "doc_id": doc_id,
+            # IngestedChunk has a display title (document — section); a contract Chunk has a title.
+            "title": getattr(chunk, "display_title", None) or chunk.title,
             "content": chunk.content,
             "path": chunk.path,
+            "chunk_no": chunk_no,
+            "doc_sha256": getattr(chunk, "doc_sha256", None),
+            TAGS_FIELD: [str(t).lower() for t in getattr(chunk, "tags", None) or []],
+            PREFIX_FIELD: doc_prefixes(doc_id),
         }
         if self._embed is not None and self._dimensions:
             doc[VECTOR_FIELD] = self._embed_text(chunk.content)
         return doc
+
+    def stored_documents(self, *, page_size: int = 1000) -> dict[str, tuple[str, str | None]]:
+        """Every stored chunk: index key → (doc_id, doc_sha256). Pages with ``$skip`` (max 100,000)."""
+        stored: dict[str, tuple[str, str | None]] = {}
+        skip = 0
+        while True:
+            try:
+                page = list(
+                    self._search_client.search(
+                        search_text="*",
+                        select=[KEY_FIELD, "doc_id", "doc_sha256"],
+                        order_by=[KEY_FIELD],
+                        top=page_size,
+                        skip=skip,
+                    )
+                )
+            except Exception as exc:
+                raise classify_search_error(exc) from exc
+            for item in page:
+                stored[str(item[KEY_FIELD])] = (str(item.get("doc_id") or ""), item.get("doc_sha256"))
+            if len(page) < page_size:
+                return stored
+            skip += page_size
+            if skip > 100_000:
+                raise ProviderError(
+                    ErrorCode.SEARCH_ERROR, "index has more than 100,000 chunks; rebuild it with --rebuild"
+                )
+
+    def delete(self, keys: Iterable[str]) -> int:
+        """Delete chunks by index key, in batches; returns how many the service confirmed."""
+        pending = list(keys)
+        deleted = 0
+        for start in range(0, len(pending), self._batch_size):
+            batch = [{KEY_FIELD: key} for key in pending[start : start + self._batch_size]]
+            try:
+                results = self._search_client.delete_documents(documents=batch)
+            except Exception as exc:
+                raise classify_search_error(exc) from exc
+            deleted += sum(1 for r in results if r.succeeded)
+        return deleted
 
     def _send(self, batch: list[dict[str, Any]], report: UploadReport) -> None:
         try:
@@ -653,6 +823,7 @@ def build_azure_sink(
             "AZURE_SEARCH_VECTOR_MODE=integrated needs AZURE_OPENAI_ENDPOINT and AZURE_OPENAI_EMBEDDING_DEPLOYMENT "
             "for the index's vectorizer",
         )
+    embed = _default_embedder(settings, embed)
     return AzureSearchSink(
         SearchIndexClient(endpoint=endpoint, credential=cred, **kwargs),
         SearchClient(endpoint=endpoint, index_name=settings.azure_search_index, credential=cred, **kwargs),
@@ -662,3 +833,22 @@ def build_azure_sink(
         vectorizer=vectorizer,
         batch_size=batch_size,
     )
+
+
+# --- ingestion target --------------------------------------------------------------------------
+
+
+def _ingest_factory(args: Any) -> Any:
+    from shared.search_ingest import azure_sink_factory
+
+    return azure_sink_factory(args)
+
+
+def _register_ingest_target() -> None:
+    # ``shared.ingest`` imports this module for ``--target azure`` and expects it to register the sink.
+    from shared.ingest import register_sink
+
+    register_sink("azure", _ingest_factory)
+
+
+_register_ingest_target()

@@ -4,9 +4,11 @@
 It keeps uploaded documents in memory and scores them for real: BM25 over the index's searchable
 fields, cosine similarity for vector queries, reciprocal-rank fusion for hybrid queries, a term-
 coverage "semantic reranker" with extractive captions, and a small OData ``$filter`` evaluator
-(``eq``/``ne``/``gt``/``ge``/``lt``/``le``, ``and``/``or``/``not``, parentheses, ``search.in``) that
-only accepts filterable fields. Every request is recorded (method, path, query, headers, JSON body)
-so tests can assert what the client sent, and faults (status, Retry-After, delay) can be scripted.
+(``eq``/``ne``/``gt``/``ge``/``lt``/``le``, ``and``/``or``/``not``, parentheses, ``search.in``,
+``collection/any(v: ...)``) that only accepts filterable fields. It also answers OpenAI-style
+``POST .../embeddings`` with the same toy vectorizer, as the embedding deployment. Every request is
+recorded (method, path, query, headers, JSON body) so tests can assert what the client sent, and
+faults (status, Retry-After, delay) can be scripted.
 
 Authentication mirrors the service: an ``api-key`` header or an ``Authorization: Bearer`` token;
 missing credentials give 401 and wrong ones 403. Bearer tokens need TLS in azure-core, so the server
@@ -118,7 +120,7 @@ class _FilterParser:
     """Recursive-descent parser for the OData subset; returns a predicate over a document."""
 
     _TOKEN = re.compile(
-        r"\s*(?:(?P<str>'(?:[^']|'')*')|(?P<num>-?\d+(?:\.\d+)?)|(?P<punct>[(),])|(?P<word>[A-Za-z_][\w.]*))"
+        r"\s*(?:(?P<str>'(?:[^']|'')*')|(?P<num>-?\d+(?:\.\d+)?)|(?P<punct>[(),/:])|(?P<word>[A-Za-z_][\w.]*))"
     )
 
     def __init__(self, text: str, filterable: set[str]) -> None:
@@ -225,6 +227,24 @@ class _FilterParser:
             self._expect("punct", ")")
             allowed = {v for v in re.split("[" + re.escape(delimiters) + "]", values) if v}
             return lambda d: d.get(fname) in allowed
+        if tok[0] == "word" and self._peek() == ("punct", "/"):
+            # collection/any(v: <predicate over v>)
+            fname = self._field(tok[1])
+            self._take()
+            self._expect("word", "any")
+            self._expect("punct", "(")
+            kind, var = self._take()
+            if kind != "word":
+                raise ODataError("Invalid expression: any() needs a range variable.")
+            self._expect("punct", ":")
+            outer = self.filterable
+            self.filterable = {var}
+            try:
+                inner = self._or()
+            finally:
+                self.filterable = outer
+            self._expect("punct", ")")
+            return lambda d: any(inner({var: item}) for item in d.get(fname) or [])
         if tok[0] == "word":
             fname = self._field(tok[1])
             kind, op = self._take()
@@ -353,12 +373,17 @@ class FakeSearchServer:
         bearer_token: str | None = None,
         tls: bool = False,
         vectorizer: Callable[[str], list[float]] | None = None,
+        embedding_api_key: str | None = "fake-embedding-key",
     ) -> None:
         self.api_key = api_key
         self.bearer_token = bearer_token
         self.tls = tls
         # Stands in for the index's integrated vectorizer (the embedding deployment it would call).
         self.vectorizer = vectorizer
+        # The same function also answers OpenAI-style ``.../embeddings`` calls on this server, standing
+        # in for the Azure OpenAI embedding deployment that both the app and the vectorizer call.
+        self.embedding_api_key = embedding_api_key
+        self.embedding_calls = 0
         self.indexes: dict[str, FakeIndex] = {}
         self.requests: list[Recorded] = []
         self.faults: list[Fault] = []
@@ -467,7 +492,9 @@ class FakeSearchServer:
         name = match.group("name") if match else None
         rest = (match.group("rest") if match else None) or ""
         route = "unknown"
-        if match and name and rest == "/docs/search.post.search" and request.method == "POST":
+        if path.endswith("/embeddings") and request.method == "POST":
+            route = "embeddings"
+        elif match and name and rest == "/docs/search.post.search" and request.method == "POST":
             route = "search"
         elif match and name and rest == "/docs/search.index" and request.method == "POST":
             route = "upload"
@@ -499,6 +526,8 @@ class FakeSearchServer:
                 if fault.retry_after_ms is not None:
                     headers["retry-after-ms"] = str(fault.retry_after_ms)
                 return _error(fault.status, f"Scripted{fault.status}", fault.message, headers)
+        if route == "embeddings":
+            return self._embeddings(request, body)
         denied = self._auth(request)
         if denied is not None:
             return denied
@@ -515,6 +544,38 @@ class FakeSearchServer:
             return _error(exc.status, exc.code, exc.message)
         return _error(404, "NotFound", f"No route for {request.method} {request.url.path}.")
 
+    def _embeddings(self, request: Request, body: Any) -> Response:
+        """OpenAI/Azure OpenAI ``POST .../embeddings``, answered with the fake's vectorizer."""
+        sent = request.headers.get("api-key") or request.headers.get("authorization", "").removeprefix("Bearer ")
+        if self.embedding_api_key is not None and sent != self.embedding_api_key:
+            return JSONResponse({"error": {"code": "401", "message": "Access denied: invalid key."}}, status_code=401)
+        if self.vectorizer is None or not isinstance(body, dict) or "input" not in body:
+            return JSONResponse({"error": {"code": "BadRequest", "message": "input is required"}}, status_code=400)
+        inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        data = []
+        tokens = 0
+        for i, text in enumerate(inputs):
+            vector = [float(x) for x in self.vectorizer(str(text))]
+            tokens += len(tokenize(str(text)))
+            if body.get("encoding_format") == "base64":
+                import base64
+                import struct
+
+                encoded: Any = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
+            else:
+                encoded = vector
+            data.append({"object": "embedding", "index": i, "embedding": encoded})
+        with self._lock:
+            self.embedding_calls += 1
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": data,
+                "model": body.get("model", "fake-embedding"),
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            }
+        )
+
     def _index(self, name: str | None) -> FakeIndex:
         with self._lock:
             index = self.indexes.get(name or "")
@@ -528,7 +589,9 @@ class FakeSearchServer:
             return JSONResponse({**index.definition, "@odata.etag": f'"{index.etag}"'})
         if request.method == "DELETE" and name:
             with self._lock:
-                self.indexes.pop(name, None)
+                removed = self.indexes.pop(name, None)
+            if removed is None:
+                raise _HttpError(404, "ResourceNotFound", f"The index '{name}' was not found.")
             return Response(status_code=204)
         if request.method in ("PUT", "POST"):
             if not isinstance(body, dict):
@@ -676,6 +739,18 @@ class FakeSearchServer:
                 for rank, (k, _) in enumerate(ranked, start=1):
                     scores[k] = scores.get(k, 0.0) + 1.0 / (RRF_K + rank)
         order = sorted(scores, key=lambda k: (-scores[k], k))
+        if body.get("orderby"):
+            for clause in reversed([c.strip() for c in str(body["orderby"]).split(",") if c.strip()]):
+                name, _, direction = clause.partition(" ")
+                if name not in {f["name"] for f in index.fields() if f.get("sortable") or f.get("key")}:
+                    raise _HttpError(400, "InvalidRequestParameter", f"'{name}' is not a sortable field.")
+
+                def sort_key(k: str, n: str = name) -> tuple[bool, Any]:
+                    return (by_key[k].get(n) is None, by_key[k].get(n))
+
+                order.sort(key=sort_key)
+                if direction.strip().lower() == "desc":
+                    order.reverse()
         semantic = body.get("queryType") == "semantic"
         rerank: dict[str, float] = {}
         captions: dict[str, str] = {}

@@ -7,6 +7,8 @@ import pytest
 from shared.contracts import Chunk, ErrorCode, ProviderError
 from shared.search_azure import (
     VECTOR_FIELD,
+    AzureSearchSink,
+    VectorizerConfig,
     build_azure_sink,
     build_index_schema,
     doc_id_of,
@@ -95,15 +97,17 @@ def test_integrated_mode_needs_endpoint_and_embedding(search_server: FakeSearchS
     with pytest.raises(ProviderError) as info:
         build_azure_sink(azure_settings(search_server, azure_search_vector_mode="integrated"), toy_embed)
     assert info.value.code is ErrorCode.CONFIG_ERROR
-    settings = azure_settings(
-        search_server,
-        azure_search_vector_mode="integrated",
-        azure_openai_endpoint="https://x.openai.azure.com",
-        azure_openai_embedding_deployment="emb",
+    plain = build_azure_sink(azure_settings(search_server))
+    sink = AzureSearchSink(
+        plain._index_client,
+        plain._search_client,
+        index_name="docs-test",
+        vectorizer=VectorizerConfig(resource_url="https://x.openai.azure.com", deployment_name="e", model_name="m"),
     )
     with pytest.raises(ProviderError) as info:
-        build_azure_sink(settings).create_or_update_index()  # no embedding function for document vectors
+        sink.create_or_update_index()  # no embedding function for document vectors
     assert info.value.code is ErrorCode.CONFIG_ERROR
+    assert search_server.requests == []
 
 
 def test_embedding_with_wrong_dimensions_is_refused(search_server: FakeSearchServer) -> None:
@@ -130,4 +134,16 @@ def test_keys_are_url_safe_and_unique() -> None:
 def test_schema_without_vectors_or_semantic() -> None:
     schema = build_index_schema("plain", vector_dimensions=None, semantic_config=None)
     assert schema.vector_search is None and schema.semantic_search is None
-    assert [f.name for f in schema.fields] == ["id", "source_id", "doc_id", "title", "content", "path"]
+    assert [f.name for f in schema.fields] == [
+        "id",
+        "source_id",
+        "doc_id",
+        "title",
+        "content",
+        "path",
+        "chunk_no",
+        "doc_sha256",
+        "tags",
+        "doc_prefixes",
+    ]
+    assert {f.name for f in schema.fields if f.retrievable is False} == {"doc_prefixes"}
