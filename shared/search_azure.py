@@ -54,6 +54,7 @@ MAX_FILTER_LENGTH = 4_000
 DEFAULT_TIMEOUT_S = 30.0
 UPLOAD_BATCH_SIZE = 500
 MAX_SNIPPET_CHARS = 800
+TITLES_TTL_S = 300.0
 
 _FIELD_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,127}$")
 _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -283,6 +284,7 @@ class AzureSearchRetriever:
         self._client = client
         self._embed = embed
         self._options = options or SearchOptions()
+        self._titles: tuple[float, list[str]] | None = None
         mode = self._options.vector_mode
         if mode == "client" and embed is None:
             raise ProviderError(
@@ -299,6 +301,20 @@ class AzureSearchRetriever:
     def vector_mode(self) -> Literal["client", "integrated", "off"]:
         """The effective way query vectors are made."""
         return self._mode
+
+    def document_titles(self) -> list[str]:
+        """Distinct titles of the indexed documents, sorted (cached a few minutes; empty on failure)."""
+        now = time.monotonic()
+        if self._titles is not None and now - self._titles[0] < TITLES_TTL_S:
+            return list(self._titles[1])
+        try:
+            found = self._client.search(search_text="*", select=["doc_id", "doc_title"], top=1000)
+            titles = sorted({str(d["doc_title"]) for d in found if d.get("doc_title")})
+        except Exception as exc:
+            logger.warning("document titles unavailable: %s", classify_search_error(exc).message)
+            return []
+        self._titles = (now, titles)
+        return list(titles)
 
     def _vector_queries(self, query: str, top_k: int) -> list[Any] | None:
         from azure.search.documents.models import VectorizableTextQuery, VectorizedQuery
@@ -558,6 +574,7 @@ def build_index_schema(
         SearchableField(name="title", type=SearchFieldDataType.STRING),
         SearchableField(name="content", type=SearchFieldDataType.STRING),
         SimpleField(name="path", type=SearchFieldDataType.STRING, filterable=True),
+        SimpleField(name="doc_title", type=SearchFieldDataType.STRING, filterable=True),
         SimpleField(name="chunk_no", type=SearchFieldDataType.INT32, filterable=True, sortable=True),
         SimpleField(name="doc_sha256", type=SearchFieldDataType.STRING, filterable=True),
         SimpleField(name=TAGS_FIELD, type="Collection(Edm.String)", filterable=True, facetable=True),
@@ -724,6 +741,7 @@ class AzureSearchSink:
             "title": getattr(chunk, "display_title", None) or chunk.title,
             "content": chunk.content,
             "path": chunk.path,
+            "doc_title": chunk.title,
             "chunk_no": chunk_no,
             "doc_sha256": getattr(chunk, "doc_sha256", None),
             TAGS_FIELD: [str(t).lower() for t in getattr(chunk, "tags", None) or []],

@@ -184,6 +184,19 @@ class ColumnSchema(BaseModel):
     precision: int | None = None
     scale: int | None = None
 
+    @property
+    def sql_type(self) -> str:
+        """The declared T-SQL type: ``nvarchar(100)``, ``nvarchar(max)``, ``decimal(10,2)``, ``int``."""
+        kind = self.data_type.lower()
+        if self.max_length is not None and kind in _LENGTH_TYPES:
+            return f"{kind}({'max' if self.max_length == -1 else self.max_length})"
+        if kind in ("decimal", "numeric") and self.precision is not None:
+            return f"{kind}({self.precision},{self.scale or 0})"
+        return kind
+
+
+_LENGTH_TYPES = frozenset({"char", "varchar", "nchar", "nvarchar", "binary", "varbinary"})
+
 
 class TableSchema(BaseModel):
     """One allowed table's columns, in ordinal order."""
@@ -196,6 +209,10 @@ class TableSchema(BaseModel):
     def qualified_name(self) -> str:
         """``schema.table``."""
         return f"{self.schema_name}.{self.name}"
+
+    def column_types(self) -> dict[str, str]:
+        """Column name → declared T-SQL type, in ordinal order (what a catalog merges)."""
+        return {c.name: c.sql_type for c in self.columns}
 
 
 COLUMNS_SQL = (

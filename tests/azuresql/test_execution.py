@@ -191,6 +191,12 @@ def test_describe_allowed_tables_only(db_file: Path, info_schema_db: Path) -> No
     name = products.columns[1]
     assert (name.data_type, name.max_length) == ("nvarchar", 100)
     assert schemas["orders"].schema_name == "dbo"
+    assert products.column_types() == {
+        "product_id": "int",
+        "name": "nvarchar(100)",
+        "category_id": "int",
+        "list_price": "decimal(10,2)",
+    }
     # Tables not asked for never appear, even though the views list them.
     assert "customers" not in {s.name for s in schemas.values()}
 
@@ -202,6 +208,14 @@ def test_describe_tables_rejects_odd_names(db_file: Path) -> None:
             database.describe_tables([bad])
         assert info.value.code is ErrorCode.INVALID_INPUT
     assert database.describe_tables([]) == {}
+
+
+def test_declared_types() -> None:
+    from shared.sql_azure import ColumnSchema
+
+    assert ColumnSchema(name="n", data_type="nvarchar", nullable=True, max_length=-1).sql_type == "nvarchar(max)"
+    assert ColumnSchema(name="d", data_type="date", nullable=False).sql_type == "date"
+    assert ColumnSchema(name="p", data_type="numeric", nullable=False, precision=18).sql_type == "numeric(18,0)"
 
 
 def test_split_table_name_forms() -> None:

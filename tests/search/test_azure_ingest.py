@@ -104,6 +104,7 @@ def test_ingest_then_hybrid_semantic_search(
     assert chunks[0].title.startswith("Returns")
     assert chunks[0].content == "Refunds go back to the original payment method within 5 business days."
     assert chunks[0].path == "policies/returns.md"
+    assert retriever.document_titles() == ["Returns", "Shipping", "Warranty"]
 
 
 def test_rerun_reuses_unchanged_and_deletes_stale(search_server: FakeSearchServer, folder: Path) -> None:

@@ -141,6 +141,7 @@ def test_schema_without_vectors_or_semantic() -> None:
         "title",
         "content",
         "path",
+        "doc_title",
         "chunk_no",
         "doc_sha256",
         "tags",
