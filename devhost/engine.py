@@ -34,13 +34,14 @@ import contextvars
 import functools
 import json
 import logging
+import queue
 import re
+import threading
 import time
 import traceback
 import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -98,6 +99,72 @@ _SEQ_FIELD = {
     h.SUB_ORCHESTRATION_FAILED: "TaskScheduledId",
     h.TIMER_FIRED: "TimerId",
 }
+
+
+class DaemonThreadPool:
+    """Threads for sync activities; daemon threads so a hung activity never blocks process exit.
+
+    A new thread starts whenever no thread is idle (the engine bounds concurrent activities, so
+    this only grows past that bound when timed-out activities keep threads busy).
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._queue: queue.SimpleQueue[tuple[asyncio.AbstractEventLoop, asyncio.Future[Any], Callable[[], Any]] | None]
+        self._queue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0
+
+    def submit(self, loop: asyncio.AbstractEventLoop, fn: Callable[[], Any]) -> asyncio.Future[Any]:
+        """Run ``fn`` on a pool thread; the returned future resolves on ``loop``."""
+        future: asyncio.Future[Any] = loop.create_future()
+        with self._lock:
+            if self._idle == 0:
+                self._threads += 1
+                threading.Thread(target=self._work, name=f"{self._name}-{self._threads}", daemon=True).start()
+            else:
+                self._idle -= 1
+        self._queue.put((loop, future, fn))
+        return future
+
+    def shutdown(self) -> None:
+        """Ask idle threads to exit (busy ones exit after their current call)."""
+        with self._lock:
+            count = self._threads
+        for _ in range(count):
+            self._queue.put(None)
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                with self._lock:
+                    self._threads -= 1
+                return
+            loop, future, fn = item
+            callback: Callable[[asyncio.Future[Any], Any], None]
+            try:
+                value: Any = fn()
+                callback = _resolve_result
+            except BaseException as exc:  # delivered to the awaiting coroutine
+                value, callback = exc, _resolve_exception
+            try:
+                loop.call_soon_threadsafe(callback, future, value)
+            except RuntimeError:
+                pass  # the loop is closed: the engine has stopped
+            with self._lock:
+                self._idle += 1
+
+
+def _resolve_result(future: asyncio.Future[Any], value: Any) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+def _resolve_exception(future: asyncio.Future[Any], exc: BaseException) -> None:
+    if not future.done():
+        future.set_exception(exc)
 
 
 @dataclass(slots=True)
@@ -319,7 +386,7 @@ class Engine:
         self._after: list[Callable[[], None]] = []
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
         self._tasks: list[asyncio.Task[None]] = []
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: DaemonThreadPool | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = False
         self._stopping = False
@@ -341,7 +408,7 @@ class Engine:
         self._ready_event = asyncio.Event()
         self._work_queue = asyncio.Queue()
         workers = self.app.host.max_concurrent_activities
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="devhost-activity")
+        self._pool = DaemonThreadPool("devhost-activity")
         self._store.open(self.hub_name)
         self._recover()
         self._stopping = False
@@ -390,7 +457,7 @@ class Engine:
         self._waiters.clear()
         self._store.close()
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool.shutdown()
         self._tasks.clear()
         self._instances.clear()
         self._ready.clear()
@@ -1234,8 +1301,8 @@ class Engine:
                 current_invocation.reset(token)
         ctx = contextvars.copy_context()
         ctx.run(current_invocation.set, (fn.name, invocation_id))
-        assert self._loop is not None
-        future = self._loop.run_in_executor(self._pool, functools.partial(ctx.run, fn.user_function, **kwargs))
+        assert self._loop is not None and self._pool is not None
+        future = self._pool.submit(self._loop, functools.partial(ctx.run, fn.user_function, **kwargs))
         if timeout is None:
             return await future
         return await asyncio.wait_for(future, timeout)
@@ -1561,7 +1628,7 @@ class Engine:
         self._require_started()
         row = self._store.get_instance(instance_id)
         if row is None:
-            raise InvalidRequest(f"No instance with ID '{instance_id}' was found.")
+            raise InstanceNotFound(f"No instance with ID '{instance_id}' was found.")
         target = uuid.uuid4().hex if new_instance_id else instance_id
         return await self.start_instance(row.name, target, row.input, row.version)
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -75,3 +78,38 @@ def test_hub_name_and_database_file(run_engine: EngineRunner) -> None:
         assert engine.db_path.name == "durable-LimitsHub.sqlite3" and engine.db_path.exists()
 
     run_engine(body, app_dir=LIMITS_APP)
+
+
+STOP_SCRIPT = """
+import asyncio, sys
+from pathlib import Path
+from devhost.engine import Engine
+from devhost.loader import load_app
+
+async def main():
+    engine = Engine(load_app(Path(sys.argv[1])), Path(sys.argv[2]))
+    await engine.start()
+    iid = await engine.start_instance("blocker", None, None)
+    while engine._active_activities == 0:
+        await asyncio.sleep(0.01)
+    await engine.stop(grace_s=0.1)
+    print("stopped", iid, flush=True)
+
+asyncio.run(main())
+"""
+
+
+def test_stop_does_not_wait_for_a_hung_sync_activity(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    # 'block' would hold its thread for 60 s; the process must still exit right after stop().
+    done = subprocess.run(
+        [sys.executable, "-c", STOP_SCRIPT, str(LIMITS_APP), str(tmp_path / "data")],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("stopped ")

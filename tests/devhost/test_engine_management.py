@@ -142,7 +142,7 @@ def test_restart(run_engine: EngineRunner) -> None:
         running = await engine.start_instance("forever_orch", "busy", None)
         with pytest.raises(InstanceAlreadyExists):
             await engine.restart(running, new_instance_id=False)
-        with pytest.raises(InvalidRequest):
+        with pytest.raises(InstanceNotFound):
             await engine.restart("missing")
 
     run_engine(body)
