@@ -105,10 +105,12 @@ async def submit(req: func.HttpRequest, client: df.DurableOrchestrationClient) -
     from shared import telemetry
 
     job_id = uuid.uuid4().hex
-    job = JobInput(
-        job_id=job_id, request=request, policy=resolve_policy(request), trace=telemetry.inject_trace_context()
-    )
-    await client.start_new(ORCHESTRATOR_NAME, job_id, job.model_dump(mode="json"))
+    # The job's trace starts here; its W3C context rides in the input to every activity.
+    with telemetry.job_span(job_id=job_id):
+        job = JobInput(
+            job_id=job_id, request=request, policy=resolve_policy(request), trace=telemetry.inject_trace_context()
+        )
+        await client.start_new(ORCHESTRATOR_NAME, job_id, job.model_dump(mode="json"))
     links = job_links(req, job_id)
     return json_response(
         {"id": job_id, "status": "pending", "links": links},
