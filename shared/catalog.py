@@ -66,6 +66,8 @@ class Fact(_Model):
     table: str
     extra_joins: list[str] = Field(default_factory=list)
     time_column: str
+    # The metric a question about this fact's rows counts when it names no metric ("return reasons").
+    default_metric: str | None = None
 
 
 class Metric(_Model):
@@ -137,6 +139,10 @@ class Catalog(_Model):
         for metric in self.metrics:
             if metric.fact not in facts:
                 raise ValueError(f"metric {metric.name!r} names unknown fact {metric.fact!r}")
+        metric_names = {m.name for m in self.metrics}
+        for fact in self.facts:
+            if fact.default_metric is not None and fact.default_metric not in metric_names:
+                raise ValueError(f"fact {fact.name!r} names unknown default metric {fact.default_metric!r}")
         for dim in self.dimensions:
             if dim.table is not None and dim.table.lower() not in names:
                 raise ValueError(f"dimension {dim.name!r} names unknown table {dim.table!r}")
