@@ -60,15 +60,15 @@ def test_plan_prompt_lists_the_registered_step_kinds_or_the_built_in_ones() -> N
 
 def test_answer_prompt_carries_each_source_with_its_id() -> None:
     rendered = render_prompt(LLMTask.WRITE_ANSWER, INPUTS[LLMTask.WRITE_ANSWER])
-    assert "[policy#1] (document) Refund policy\nRefunds are paid within 14 days." in rendered.system
-    assert "[sql:sales] (sql) Sales by region" in rendered.system
+    assert "[policy#1] (document) Refund policy\nRefunds are paid within 14 days." in rendered.user
+    assert "[sql:sales] (sql) Sales by region" in rendered.user
     assert (
         "[sql:sales] (sql) Sales by region\n"
         "SQL: SELECT region, SUM(amount_eur) AS total_eur FROM orders GROUP BY region\n"
         "region | total_eur\nNorth | 1200.0\nSouth | NULL"
-    ) in rendered.system
+    ) in rendered.user
     empty = render_prompt(LLMTask.WRITE_ANSWER, {"question": "q", "sources": []})
-    assert "(no sources were retrieved)" in empty.system
+    assert "(no sources were retrieved)" in empty.user
 
 
 def test_missing_inputs_and_bad_sources_are_prompt_errors() -> None:
