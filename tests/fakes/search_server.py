@@ -856,3 +856,51 @@ class FakeSearchServer:
         if not sentences:
             return ""
         return max(sentences, key=lambda s: len(terms & set(tokenize(s))))
+
+
+def seed_index(
+    server: FakeSearchServer,
+    folder: Path,
+    *,
+    index: str = "jobs-docs",
+    semantic_config: str | None = "default",
+    embed: Callable[[str], list[float]] | None = None,
+) -> dict[str, str]:
+    """Ingest ``folder`` into the fake through the app's real sink; return the environment that points
+    the app (``SEARCH_PROVIDER=azure``) at the fake.
+
+    With ``embed`` (and ``server.vectorizer`` set to the same function), documents get vectors and the
+    app's queries use the index's integrated vectorizer, so no embedding endpoint is involved.
+    """
+    from pydantic import SecretStr
+
+    from shared.ingest import ingest
+    from shared.search_azure import build_azure_sink
+    from shared.search_ingest import AzureIngestSink
+    from shared.settings import Settings
+
+    settings = Settings(
+        search_provider="azure",
+        azure_search_endpoint=server.endpoint,
+        azure_search_api_key=SecretStr(server.api_key or ""),
+        azure_search_index=index,
+        azure_search_semantic_config=semantic_config,
+        # The index's vectorizer names this deployment; the fake's vectorizer function stands in for it.
+        azure_search_vector_mode="integrated" if embed is not None else "off",
+        azure_openai_endpoint=server.endpoint,
+        azure_openai_embedding_deployment="fake-embedding",
+    )
+    sink = build_azure_sink(settings, embed, connection_verify=server.ca_file)
+    report = ingest(folder, AzureIngestSink(sink), rebuild=True)
+    if not report.ok:
+        raise RuntimeError(f"nothing was ingested from {folder}")
+    env = {
+        "SEARCH_PROVIDER": "azure",
+        "AZURE_SEARCH_ENDPOINT": server.endpoint,
+        "AZURE_SEARCH_API_KEY": server.api_key or "",
+        "AZURE_SEARCH_INDEX": index,
+        "AZURE_SEARCH_VECTOR_MODE": "integrated" if embed is not None else "off",
+    }
+    if semantic_config:
+        env["AZURE_SEARCH_SEMANTIC_CONFIG"] = semantic_config
+    return env
