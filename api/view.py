@@ -132,6 +132,8 @@ def step_outputs(history: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any
         body = result.get("result") or {}
         if step_id == "plan":
             plan = body
+        elif body.get("draft"):
+            outputs[f"{step_id}#draft"] = {"result": body}
         elif inp.get("executor_type") != "supervise":
             outputs[step_id] = {
                 "executor_type": inp.get("executor_type"),
@@ -162,6 +164,8 @@ def build_view(
             entry["state"] = "cancelled"
         if step.id in outputs:
             entry["output"] = outputs[step.id]["result"]
+        if f"{step.id}#draft" in outputs:
+            entry["draft"] = outputs[f"{step.id}#draft"]["result"]
         steps.append(entry)
 
     error = state.error.model_dump(mode="json") if state and state.error else None

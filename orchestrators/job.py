@@ -270,6 +270,7 @@ class JobRun:
                     "attempt": attempt,
                     "model": models[model_index],
                     "trace": self.job.trace,
+                    **self.budget_left(),
                     **(extra or {}),
                 },
                 constraints=Constraints.model_validate(request.constraints.model_dump(exclude={"budget"})),
@@ -287,6 +288,8 @@ class JobRun:
             self.log("%s %s failed: %s %s", executor_type, step_id, error.code, error.message)
             if step is not None:
                 step.error = ErrorInfo(code=error.code, message=error.message[:600], step_id=step_id)
+            if error.code == ErrorCode.BUDGET_EXCEEDED:
+                raise JobStop(error.code, f"stopped before {step_id or 'planning'}: {error.message}", step_id)
             if error.retryable and tries_on_model + 1 < policy.max_attempts_per_model:
                 tries_on_model += 1
                 delay_ms = min(
@@ -323,6 +326,16 @@ class JobRun:
                 model_index, tries_on_model = 0, 0
             else:
                 raise JobStop(error.code, f"{error.message} (aborted by the user)", step_id)
+
+    def budget_left(self) -> dict[str, Any]:
+        """What is left of the job budget, for the executor's own check of its prompt size."""
+        budget = self.job.request.constraints.budget
+        left: dict[str, Any] = {}
+        if budget.max_total_tokens is not None:
+            left["budget_tokens_left"] = budget.max_total_tokens - self.state.usage.total_tokens
+        if budget.max_estimated_cost is not None:
+            left["budget_cost_left"] = round(budget.max_estimated_cost - self.state.usage.estimated_cost, 8)
+        return left
 
     def check_budget(self, step_id: str | None, uses_llm: bool, model: str | None) -> None:
         """Stop before a call whose worst case would exceed the job budget."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import BaseModel
@@ -41,6 +42,36 @@ def usage_of(response: LLMResponse[T], clients: Clients) -> Usage:
     )
 
 
+# Prompt templates add text around the inputs; count it so the budget check errs on the safe side.
+PROMPT_OVERHEAD_TOKENS = 200
+
+
+def check_budget(inp: ExecutorInput, clients: Clients, model: str, inputs: dict[str, object]) -> None:
+    """Refuse a call whose estimated prompt plus max_tokens would not fit the job's remaining budget."""
+    from shared.answer_offline import estimate_tokens
+    from shared.pricing import estimate_cost
+
+    tokens_left = inp.execution_context.get("budget_tokens_left")
+    cost_left = inp.execution_context.get("budget_cost_left")
+    if tokens_left is None and cost_left is None:
+        return
+    prompt = estimate_tokens(json.dumps(inputs, default=str)) + PROMPT_OVERHEAD_TOKENS
+    worst_tokens = prompt + inp.constraints.max_tokens
+    if tokens_left is not None and worst_tokens > int(tokens_left):
+        raise ProviderError(
+            ErrorCode.BUDGET_EXCEEDED,
+            f"the call needs up to {worst_tokens} tokens (prompt ~{prompt} + max_tokens "
+            f"{inp.constraints.max_tokens}); the job has {tokens_left} left",
+        )
+    if cost_left is not None:
+        worst_cost = estimate_cost(model, prompt, inp.constraints.max_tokens, clients.settings.model_prices)
+        if worst_cost > float(cost_left):
+            raise ProviderError(
+                ErrorCode.BUDGET_EXCEEDED,
+                f"the call may cost up to {worst_cost:.6f} USD; the job has {float(cost_left):.6f} USD left",
+            )
+
+
 def call_llm(
     inp: ExecutorInput,
     clients: Clients,
@@ -50,11 +81,13 @@ def call_llm(
     **extra: object,
 ) -> LLMResponse[T]:
     """Make one structured LLM call under the step's constraints."""
+    model = choose_model(inp, clients)
+    check_budget(inp, clients, model, inputs)
     request: LLMRequest[T] = LLMRequest(
         task=task,
         inputs=dict(inputs),
         output_type=output_type,
-        model=choose_model(inp, clients),
+        model=model,
         max_tokens=inp.constraints.max_tokens,
         temperature=inp.constraints.temperature,
         timeout_s=inp.constraints.timeout_ms / 1000,

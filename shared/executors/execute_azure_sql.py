@@ -65,7 +65,7 @@ def execute_azure_sql(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
 
     allowed = set(settings.allowed_tables or catalog.allowed_tables())
     verdict = guard_sql(sql, dialect=database.dialect, allowed_tables=allowed, max_rows=settings.sql_max_rows)
-    if not verdict.accepted:
+    if not verdict.accepted or verdict.sql is None:
         return ExecutorOutput.failure(
             ErrorCode.SQL_REJECTED,
             f"SQL rejected ({verdict.reason_code}): {verdict.message}",

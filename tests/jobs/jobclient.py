@@ -1,0 +1,54 @@
+"""A small client for the job API of a devhost process (tests only)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+
+from tests.devhost.hostproc import DevHostProcess
+
+TERMINAL = {"completed", "failed", "cancelled"}
+
+
+class JobClient:
+    """Calls /api/jobs with the host's function key."""
+
+    def __init__(self, host: DevHostProcess) -> None:
+        self.host = host
+        key = host.keys.function if host.keys else ""
+        self.http = httpx.Client(base_url=host.base_url, headers={"x-functions-key": key}, timeout=60)
+
+    def submit(self, question: str, **body: Any) -> str:
+        resp = self.http.post("/api/jobs", json={"question": question, **body})
+        assert resp.status_code == 202, resp.text
+        return str(resp.json()["id"])
+
+    def view(self, job_id: str, **params: Any) -> dict[str, Any]:
+        resp = self.http.get(f"/api/jobs/{job_id}", params=params)
+        assert resp.status_code == 200, resp.text
+        return dict(resp.json())
+
+    def wait(
+        self, job_id: str, until: set[str] | None = None, timeout_s: float = 60, *, allow_waiting: bool = False
+    ) -> dict[str, Any]:
+        wanted = until or TERMINAL
+        deadline = time.monotonic() + timeout_s
+        view: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            view = self.view(job_id)
+            if view["status"] in wanted:
+                return view
+            if view["status"] == "waiting_for_user" and "waiting_for_user" not in wanted and not allow_waiting:
+                raise AssertionError(f"job unexpectedly waits for the user: {view['waiting']}")
+            if view["status"] in TERMINAL:
+                raise AssertionError(f"job ended {view['status']} while waiting for {wanted}: {view.get('error')}")
+            time.sleep(0.05)
+        raise AssertionError(f"job {job_id} did not reach {wanted}; last view: {view}")
+
+    def answer(self, job_id: str, answer: Any, **extra: Any) -> httpx.Response:
+        return self.http.post(f"/api/jobs/{job_id}/feedback", json={"answer": answer, **extra})
+
+    def cancel(self, job_id: str) -> httpx.Response:
+        return self.http.post(f"/api/jobs/{job_id}/cancel")
