@@ -23,6 +23,11 @@ Design (see the protocol reference §2 and §4):
   activities or sub-orchestrations, e.g. task_any losers) stays Running until they finish, as
   DTFx does; a failure completes at once. Actions a failing episode emitted are recorded in
   history but not executed (a rewind executes them).
+- ``query`` returns instances in insertion (creation) order; the continuation token is opaque.
+- Replay accelerations (``devhost.accel``): a memoised ``namedtuple`` for the SDK executor and a
+  ``fromisoformat`` fast path for the SDK's timestamp parser; both are behaviour-preserving.
+- Rewind removes the failures of plain activity calls and sub-orchestrations (recursively
+  rewinding failed children) and re-runs them; attempts of with-retry calls stay failed.
 """
 
 from __future__ import annotations
@@ -395,7 +400,9 @@ class Engine:
         self._activities = {f.durable_name.lower(): f for f in app.by_kind("activity") if f.durable_name}
         self._max_actions = app.host.max_orchestration_actions
         self._timeout = app.host.function_timeout_s
+        # Counters for tests and benchmarks (episodes replayed, activity executions started).
         self.episodes_run = 0
+        self.activities_run = 0
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -1246,6 +1253,7 @@ class Engine:
         from azure.functions.durable_functions import ActivityTriggerConverter  # noqa: PLC0415
 
         invocation_id = str(uuid.uuid4())
+        self.activities_run += 1
         flog.info("Executing 'Functions.%s' (Reason='(null)', Id=%s)", fn.name, invocation_id)
         started = time.perf_counter()
         try:
@@ -1268,7 +1276,13 @@ class Engine:
                 exc_name = "FunctionTimeoutException"
             else:
                 message, exc_name = str(exc), type(exc).__name__
-            flog.error("Executed 'Functions.%s' failed (Id=%s): %s: %s", fn.name, invocation_id, exc_name, message)
+            flog.error(
+                "Exception while executing function: Functions.%s (Id=%s): %s: %s",
+                fn.name,
+                invocation_id,
+                exc_name,
+                message,
+            )
             ev = h.event(
                 h.TASK_FAILED,
                 epoch_to_history(time.time()),

@@ -293,3 +293,13 @@ def test_stop_persists_finished_activity_results(run_engine: EngineRunner, tmp_p
         assert sorted(e["TaskScheduledId"] for e in stored if e["EventType"] == 5) == list(range(20))
 
     run_engine(second, data_dir=data)
+
+
+def test_counters_count_episodes_and_activity_runs(run_engine: EngineRunner) -> None:
+    async def body(engine: Engine) -> None:
+        before_episodes, before_runs = engine.episodes_run, engine.activities_run
+        await complete(engine, await engine.start_instance("chain", None, None))
+        assert engine.activities_run - before_runs == 3
+        assert engine.episodes_run - before_episodes == 4
+
+    run_engine(body)
