@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -259,3 +260,70 @@ def test_import_configures_nothing() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+def test_azure_monitor_mode_uses_the_managed_identity_named_in_the_auth_string(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import azure.monitor.opentelemetry as distro
+
+    calls: list[dict[str, object]] = []
+    monkeypatch.setattr(distro, "configure_azure_monitor", lambda **kw: calls.append(kw))
+    monkeypatch.setenv(
+        "APPLICATIONINSIGHTS_CONNECTION_STRING", "InstrumentationKey=00000000-0000-0000-0000-000000000000"
+    )
+    monkeypatch.setenv("APPLICATIONINSIGHTS_AUTHENTICATION_STRING", "Authorization=AAD;ClientId=1111-client")
+    reset_settings()
+    assert telemetry.configure_telemetry() == "azure_monitor"
+    assert telemetry.configure_telemetry() == "azure_monitor"
+    (kwargs,) = calls
+    assert kwargs["connection_string"] == "InstrumentationKey=00000000-0000-0000-0000-000000000000"
+    credential = kwargs["credential"]
+    assert type(credential).__name__ == "ManagedIdentityCredential"
+
+
+def test_azure_monitor_mode_without_entra_auth_passes_no_credential(monkeypatch: pytest.MonkeyPatch) -> None:
+    import azure.monitor.opentelemetry as distro
+
+    calls: list[dict[str, object]] = []
+    monkeypatch.setattr(distro, "configure_azure_monitor", lambda **kw: calls.append(kw))
+    monkeypatch.setenv(
+        "APPLICATIONINSIGHTS_CONNECTION_STRING", "InstrumentationKey=00000000-0000-0000-0000-000000000000"
+    )
+    monkeypatch.delenv("APPLICATIONINSIGHTS_AUTHENTICATION_STRING", raising=False)
+    reset_settings()
+    assert telemetry.configure_telemetry() == "azure_monitor"
+    assert "credential" not in calls[0]
+
+
+def test_real_azure_monitor_set_up_records_spans_and_exits_cleanly() -> None:
+    code = (
+        "from shared import telemetry\n"
+        "from opentelemetry import trace\n"
+        "assert telemetry.configure_telemetry() == 'azure_monitor'\n"
+        "assert type(trace.get_tracer_provider()).__name__ == 'TracerProvider'\n"
+        "with telemetry.job_span(job_id='j') as span:\n"
+        "    assert span.is_recording()\n"
+        "    assert telemetry.inject_trace_context()['traceparent'].startswith('00-')\n"
+        "print('ok')\n"
+    )
+    env = {
+        **os.environ,
+        # A closed loopback port: nothing leaves the machine.
+        "APPLICATIONINSIGHTS_CONNECTION_STRING": (
+            "InstrumentationKey=00000000-0000-0000-0000-000000000000;IngestionEndpoint=http://127.0.0.1:9/"
+        ),
+        "APPLICATIONINSIGHTS_AUTHENTICATION_STRING": "Authorization=AAD;ClientId=11111111-1111-1111-1111-111111111111",
+        "APPLICATIONINSIGHTS_STATSBEAT_DISABLED_ALL": "true",
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        env=env,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().endswith("ok")
