@@ -296,8 +296,12 @@ class AzureSqlDatabase(OdbcDatabase):
         return classify_sql_server_error(sqlstate, message)[0]
 
     def _classify(self, exc: BaseException, *, timed_out: bool, connecting: bool) -> ProviderError:
-        error = super()._classify(exc, timed_out=timed_out, connecting=connecting)
         args: tuple[Any, ...] = tuple(getattr(exc, "args", ()))
+        if connecting and args and args[0] in QUERY_TIMEOUT_STATES:
+            # HYT00 from SQLDriverConnect is the login timeout (e.g. a serverless database resuming):
+            # worth a retry, unlike a query that ran out of time.
+            return ProviderError(ErrorCode.TRANSIENT, f"{self.name}: login timed out: {args[-1]}"[:2000])
+        error = super()._classify(exc, timed_out=timed_out, connecting=connecting)
         if len(args) >= 2 and isinstance(args[0], str) and isinstance(args[1], str):
             retry_after = classify_sql_server_error(args[0], args[1])[1]
             if retry_after is not None and error.code is ErrorCode.TRANSIENT:

@@ -122,7 +122,13 @@ CASES: list[tuple[pyodbc.Error, ErrorCode, int | None]] = [
         None,
     ),
     (
-        _error(pyodbc.OperationalError, "HYT01", PREFIX + "Login timeout expired", 0, "SQLDriverConnect"),
+        # The login timeout is HYT00 too, but from SQLDriverConnect: transient, not a query timeout.
+        _error(pyodbc.OperationalError, "HYT00", PREFIX + "Login timeout expired", 0, "SQLDriverConnect"),
+        ErrorCode.TRANSIENT,
+        None,
+    ),
+    (
+        _error(pyodbc.OperationalError, "HYT01", PREFIX + "Connection timeout expired", 0, "SQLExecDirectW"),
         ErrorCode.TRANSIENT,
         None,
     ),
