@@ -494,7 +494,7 @@ class Engine:
             if owner is None or owner.execution_id != execution_id or owner.open.get(seq) != "t":
                 stale_timers.append(timer_id)
                 continue
-            self._arm_timer(owner, seq, timer_id, fire_at, fire_text)
+            self._arm_timer(owner, execution_id, seq, timer_id, fire_at, fire_text)
         if stale_work or stale_timers:
             store.begin()
             store.delete_activities(stale_work)
@@ -865,7 +865,9 @@ class Engine:
             )
         for seq, fire_at, fire_text in d.timers:
             timer_id = store.insert_timer(inst.id, execution_id, seq, fire_at, fire_text)
-            self._after.append(functools.partial(self._arm_timer, inst, seq, timer_id, fire_at, fire_text))
+            self._after.append(
+                functools.partial(self._arm_timer, inst, execution_id, seq, timer_id, fire_at, fire_text)
+            )
         for seq, name, child_id, input_text, version in d.children:
             self._create_child(inst, seq, name, child_id, input_text, version)
 
@@ -1199,12 +1201,19 @@ class Engine:
                 fut.set_result(None)
 
     # ------------------------------------------------------------------ timers
-    def _arm_timer(self, inst: Instance, seq: int, timer_id: int, fire_at: float, fire_text: str) -> None:
-        if self._loop is None or self._instances.get(inst.id) is not inst or inst.open.get(seq) != "t":
+    def _arm_timer(
+        self, inst: Instance, execution_id: str, seq: int, timer_id: int, fire_at: float, fire_text: str
+    ) -> None:
+        if (
+            self._loop is None
+            or self._instances.get(inst.id) is not inst
+            or inst.execution_id != execution_id
+            or inst.open.get(seq) != "t"
+        ):
             return
         delay = max(0.0, fire_at - time.time())
         inst.timer_handles[seq] = self._loop.call_later(
-            delay, self._fire_timer, inst, inst.execution_id, seq, timer_id, fire_at, fire_text
+            delay, self._fire_timer, inst, execution_id, seq, timer_id, fire_at, fire_text
         )
 
     def _fire_timer(
@@ -1215,7 +1224,7 @@ class Engine:
             return
         now = time.time()
         if now < fire_at:  # the monotonic clock ran ahead of the wall clock: re-arm for the remainder
-            self._arm_timer(inst, seq, timer_id, fire_at, fire_text)
+            self._arm_timer(inst, execution_id, seq, timer_id, fire_at, fire_text)
             return
         ev = h.event(h.TIMER_FIRED, epoch_to_history(now), TimerId=seq, FireAt=fire_text)
         self._deliver(inst.id, Message(ev, execution_id, timer_id=timer_id, fire_at=fire_at))
