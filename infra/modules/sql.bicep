@@ -59,6 +59,10 @@ resource database 'Microsoft.Sql/servers/databases@2023-08-01-preview' = {
 resource auditing 'Microsoft.Sql/servers/auditingSettings@2023-08-01-preview' = {
   parent: server
   name: 'default'
+  // The Azure Monitor target needs the master diagnostic setting in place first.
+  dependsOn: [
+    masterAuditDiagnostics
+  ]
   properties: {
     state: 'Enabled'
     isAzureMonitorTargetEnabled: true
@@ -80,9 +84,6 @@ resource threatDetection 'Microsoft.Sql/servers/securityAlertPolicies@2023-08-01
 // The provider-path form avoids declaring master as a database resource of this template.
 resource masterAuditDiagnostics 'Microsoft.Sql/servers/databases/providers/diagnosticSettings@2021-05-01-preview' = {
   name: '${server.name}/master/Microsoft.Insights/audit-to-log-analytics'
-  dependsOn: [
-    auditing
-  ]
   properties: {
     workspaceId: logAnalyticsWorkspaceId
     logs: [
