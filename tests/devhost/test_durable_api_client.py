@@ -191,6 +191,16 @@ def test_rewind_of_a_completed_instance_is_refused(host: DevHostProcess) -> None
     assert resp.json()["error"]
 
 
+def test_rewind_of_a_failed_instance(host: DevHostProcess) -> None:
+    instance_id = _start(host, "rewindable")["id"]
+    assert host.wait_status(instance_id)["runtimeStatus"] == "Failed"
+    resp = host.client.post(f"/api/client/rewind/{instance_id}", params={"reason": "again"})
+    assert resp.status_code == 200, resp.text
+    assert resp.json() == {"rewind": True}
+    final = host.wait_status(instance_id)
+    assert final["output"] == ["Hello rewind!", f"{instance_id} recovered"]
+
+
 def test_restart(host: DevHostProcess) -> None:
     instance_id = _start(host, "greet_chain", ["Again"])["id"]
     host.wait_status(instance_id)

@@ -264,6 +264,11 @@ def test_list_filters_and_paging(api: Api, host: DevHostProcess) -> None:
     assert all(s.get("input") is None for s in no_input)
 
 
+def test_list_rejects_a_bad_continuation_token(api: Api) -> None:
+    resp = api.request("GET", "instances/", headers={"x-ms-continuation-token": "%%%not-a-token"})
+    _assert_error(resp, 400)
+
+
 @pytest.mark.parametrize(
     "params", [{"runtimeStatus": "Sleeping"}, {"top": "zero"}, {"top": "0"}, {"createdTimeFrom": "yesterday"}]
 )
@@ -336,6 +341,19 @@ def test_rewind_only_applies_to_failed_instances(api: Api, host: DevHostProcess)
     assert resp.status_code in (412, 501)
     _assert_error(resp, resp.status_code)
     _assert_error(api.request("POST", "instances/nobody-here/rewind"), 404)
+
+
+def test_rewind_of_a_failed_instance_reruns_the_failed_work(api: Api, host: DevHostProcess) -> None:
+    instance_id = api.started("rewindable")
+    failed = host.wait_status(instance_id)
+    assert failed["runtimeStatus"] == "Failed"
+    assert "first attempt for" in failed["output"]
+    resp = api.request("POST", f"instances/{instance_id}/rewind", params={"reason": "try again"})
+    assert resp.status_code == 202
+    assert resp.content == b""
+    final = host.wait_status(instance_id)
+    assert final["runtimeStatus"] == "Completed"
+    assert final["output"] == ["Hello rewind!", f"{instance_id} recovered"]
 
 
 def test_restart(api: Api, host: DevHostProcess) -> None:

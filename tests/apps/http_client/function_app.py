@@ -68,6 +68,28 @@ def nap_chain(context: df.DurableOrchestrationContext):
     return [slept, greeting]
 
 
+_failed_once: set[str] = set()
+_failed_lock = threading.Lock()
+
+
+@app.activity_trigger(input_name="key")
+def fail_first_time(key: str) -> str:
+    """Fail on the first call for ``key`` and succeed afterwards (a rewind re-runs it)."""
+    with _failed_lock:
+        first = key not in _failed_once
+        _failed_once.add(key)
+    if first:
+        raise RuntimeError(f"first attempt for {key} fails")
+    return f"{key} recovered"
+
+
+@app.orchestration_trigger(context_name="context")
+def rewindable(context: df.DurableOrchestrationContext):
+    before = yield context.call_activity("greet", "rewind")
+    recovered = yield context.call_activity("fail_first_time", context.instance_id)
+    return [before, recovered]
+
+
 @app.orchestration_trigger(context_name="context")
 def greet_chain(context: df.DurableOrchestrationContext):
     # Client-started instances get the list back from get_input(); a raw webhook body must be an object
