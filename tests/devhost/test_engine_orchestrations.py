@@ -379,3 +379,38 @@ def test_activity_context_renamed_activity_and_logging(
         assert any(line == f"{iid}: orchestration 'context_orch' completed." for line in lines)
 
     run_engine(body)
+
+
+def test_is_replaying_boundary(run_engine: EngineRunner) -> None:
+    async def body(engine: Engine) -> None:
+        iid = await engine.start_instance("replay_probe", None, None)
+        await complete(engine, iid)
+        fn = engine.app.find("orchestrator", "replay_probe")
+        assert fn is not None
+        log = getattr(fn.user_function, "orchestrator_function").__globals__["replay_log"][iid]  # noqa: B009
+        assert log == [
+            ("start", False),
+            ("start", True),
+            ("after1", False),
+            ("start", True),
+            ("after1", True),
+            ("after2", False),
+        ]
+
+    run_engine(body)
+
+
+def test_parallel_retries_keep_ids_aligned(run_engine: EngineRunner) -> None:
+    async def body(engine: Engine) -> None:
+        iid = await engine.start_instance("retry_fan", None, sdk_input({"key": "fan", "width": 6}))
+        status = await complete(engine, iid)
+        assert status["runtimeStatus"] == "Completed", status
+        expected = []
+        for i in range(6):
+            expected += [f"fan-{i} ok after {i % 3 + 1}", f"Hello {i}!"]
+        assert status["output"] == expected
+        events = [json.loads(t) for t in engine._store.history(iid)]
+        scheduled = [e["EventId"] for e in events if e["EventType"] in (4, 10)]
+        assert sorted(scheduled) == list(range(len(scheduled)))  # every id allocated once, none skipped
+
+    run_engine(body)

@@ -310,3 +310,34 @@ def rewind_parent(context: df.DurableOrchestrationContext):
     greeting = yield context.call_activity("say_hello", "parent")
     child = yield context.call_sub_orchestrator("flaky_child", context.get_input(), f"{context.instance_id}-child")
     return [greeting, child]
+
+
+# (episode marker, is_replaying) pairs recorded by replay_probe, per instance id.
+replay_log: dict[str, list[tuple[str, bool]]] = {}
+
+
+@app.orchestration_trigger(context_name="context")
+def replay_probe(context: df.DurableOrchestrationContext):
+    """Record is_replaying at each step to check the IsPlayed boundary."""
+    seen = replay_log.setdefault(context.instance_id, [])
+    seen.append(("start", context.is_replaying))
+    yield context.call_activity("say_hello", "1")
+    seen.append(("after1", context.is_replaying))
+    yield context.call_activity("say_hello", "2")
+    seen.append(("after2", context.is_replaying))
+    return len(seen)
+
+
+@app.orchestration_trigger(context_name="context")
+def retry_fan(context: df.DurableOrchestrationContext):
+    """Fan out with-retry calls that each fail a few times, mixed with plain calls and a timer."""
+    args = context.get_input()
+    options = df.RetryOptions(first_retry_interval_in_milliseconds=30, max_number_of_attempts=4)
+    tasks = []
+    for i in range(args["width"]):
+        payload = {"key": f"{args['key']}-{i}", "fail_times": i % 3}
+        tasks.append(context.call_activity_with_retry("flaky", options, payload))
+        tasks.append(context.call_activity("say_hello", str(i)))
+    tasks.append(context.create_timer(context.current_utc_datetime + timedelta(milliseconds=50)))
+    results = yield context.task_all(tasks)
+    return [r for r in results if r is not None]
