@@ -27,10 +27,13 @@ $(TOOLS_STAMP): requirements-tools.txt
 	@$(TOOLS_VENV)/bin/python -m pip install -q --disable-pip-version-check -r requirements-tools.txt
 	@touch $(TOOLS_STAMP)
 
+# The main job on embedded defaults, on a host serving the app at :$(PORT) (kept running; Ctrl+C stops it).
+QUESTION ?= Which region had the most returns in Q3, and what does the returns policy say about refunds after 30 days?
 run: $(STAMP)
-	$(BIN)/python -m devhost serve --port $(PORT)
+	$(BIN)/python -m devhost ask "$(QUESTION)" --url http://127.0.0.1:$(PORT) --keep-serving
 
-serve: run
+serve: $(STAMP)
+	$(BIN)/python -m devhost serve --port $(PORT)
 
 test: $(STAMP) $(TOOLS_STAMP)
 	$(BIN)/python -m pytest

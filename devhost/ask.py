@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 from rich.console import Console, Group
@@ -40,13 +41,20 @@ def add_parser(sub: Any) -> None:
     """Add the ``ask`` subcommand to the devhost CLI."""
     ask = sub.add_parser("ask", help="run one AI job and show its progress")
     ask.add_argument("question", help="the question to answer")
-    ask.add_argument("--url", default=os.environ.get("DEVHOST_URL", "http://127.0.0.1:7071"),
-                     help="a running host (default: %(default)s); if it does not answer, one is started here")
+    ask.add_argument(
+        "--url",
+        default=os.environ.get("DEVHOST_URL", "http://127.0.0.1:7071"),
+        help="a running host (default: %(default)s); if it does not answer, one is started here",
+    )
     ask.add_argument("--key", default=None, help="function key (default: DEVHOST_FUNCTION_KEY or <data>/keys.json)")
     ask.add_argument("--app", default=".", help="app to serve when no host is running (default: cwd)")
     ask.add_argument("--data", default=None, help="state directory for a host started here (default <app>/.devhost)")
-    ask.add_argument("--approval", choices=["never", "always", "sensitive"], default="never",
-                     help="which SQL steps need your approval first")
+    ask.add_argument(
+        "--approval",
+        choices=["never", "always", "sensitive"],
+        default="never",
+        help="which SQL steps need your approval first",
+    )
     ask.add_argument("--max-tokens", type=int, default=None, help="max tokens per step")
     ask.add_argument("--budget-tokens", type=int, default=None, help="max total tokens for the job")
     ask.add_argument("--model", action="append", default=None, help="allowed model (repeat for fallbacks)")
@@ -74,16 +82,22 @@ def build_request(args: argparse.Namespace) -> dict[str, Any]:
 def render_progress(view: dict[str, Any]) -> Table:
     """A table of the job's steps."""
     usage = (view.get("usage") or {}).get("total") or {}
-    table = Table(title=f"job {view['id'][:12]}…  {view['status']}  ({usage.get('total_tokens', 0)} tokens)",
-                  expand=False)
+    table = Table(
+        title=f"job {view['id'][:12]}…  {view['status']}  ({usage.get('total_tokens', 0)} tokens)", expand=False
+    )
     for column in ("#", "step", "kind", "state", "tries", "tokens"):
         table.add_column(column)
     for index, step in enumerate(view.get("steps", [])):
         state = step.get("state", "pending")
         marker = "▶" if index == view.get("current_step_index") and state in ("running", "waiting") else ""
-        table.add_row(f"{marker}{index + 1}", step.get("title", "")[:60], step.get("kind", ""),
-                      f"[{STATE_STYLE.get(state, '')}]{state}[/]", str(step.get("attempts", 0)),
-                      str((step.get("usage") or {}).get("total_tokens", 0)))
+        table.add_row(
+            f"{marker}{index + 1}",
+            step.get("title", "")[:60],
+            step.get("kind", ""),
+            f"[{STATE_STYLE.get(state, '')}]{state}[/]",
+            str(step.get("attempts", 0)),
+            str((step.get("usage") or {}).get("total_tokens", 0)),
+        )
     if not view.get("steps"):
         table.add_row("", "planning…", "plan", view["status"], "", "")
     return table
@@ -106,8 +120,10 @@ def render_result(view: dict[str, Any]) -> Group:
     for step in view.get("steps", []):
         out = step.get("output") or {}
         if "rows" in out and "columns" in out:
-            rows = Table(title=f"{step['id']}: {out.get('row_count', len(out['rows']))} rows"
-                               f"{' (truncated)' if out.get('truncated') else ''}")
+            rows = Table(
+                title=f"{step['id']}: {out.get('row_count', len(out['rows']))} rows"
+                f"{' (truncated)' if out.get('truncated') else ''}"
+            )
             for col in out["columns"]:
                 rows.add_column(str(col))
             for row in out["rows"][:20]:
@@ -116,8 +132,13 @@ def render_result(view: dict[str, Any]) -> Group:
             parts.append(rows)
     error = view.get("error")
     if error:
-        parts.append(Panel(f"[bold]{error.get('code')}[/] at step {error.get('step_id')}: {error.get('message')}",
-                           title="failed", border_style="red"))
+        parts.append(
+            Panel(
+                f"[bold]{error.get('code')}[/] at step {error.get('step_id')}: {error.get('message')}",
+                title="failed",
+                border_style="red",
+            )
+        )
     usage = (view.get("usage") or {}).get("total") or {}
     parts.append(f"usage: {usage.get('total_tokens', 0)} tokens, ~${usage.get('estimated_cost', 0):.4f}")
     return Group(*parts)
@@ -166,8 +187,10 @@ def run_job(client: httpx.Client, body: dict[str, Any], console: Console, *, int
             if status == "waiting_for_user" and waiting and waiting["question_id"] not in answered:
                 if not interactive:
                     live.stop()
-                    console.print(f"[magenta]the job waits for input:[/] {waiting['question']} "
-                                  f"(answer with POST /api/jobs/{job_id}/feedback)")
+                    console.print(
+                        f"[magenta]the job waits for input:[/] {waiting['question']} "
+                        f"(answer with POST /api/jobs/{job_id}/feedback)"
+                    )
                     return EXIT_WAITING, view
                 live.stop()
                 reply = ask_user(console, waiting)
@@ -178,6 +201,7 @@ def run_job(client: httpx.Client, body: dict[str, Any], console: Console, *, int
                     answered.add(waiting["question_id"])
                 live.start()
             time.sleep(0.25)
+    console.print()
     console.print(render_result(view))
     code = {"completed": EXIT_COMPLETED, "failed": EXIT_FAILED, "cancelled": EXIT_CANCELLED}[view["status"]]
     return code, view
@@ -214,7 +238,7 @@ def main(args: argparse.Namespace) -> int:
     if not _host_is_up(url):
         console.print(f"[dim]no host at {url}; starting one here for {app_dir}[/]")
         try:
-            embedded = start_embedded_host(app_dir, data_dir)
+            embedded = start_embedded_host(app_dir, data_dir, port=urlsplit(url).port or 0)
         except Exception as exc:
             console.print(f"[red]could not start a host:[/] {exc}")
             return EXIT_USAGE
@@ -223,8 +247,9 @@ def main(args: argparse.Namespace) -> int:
     headers = {"x-functions-key": key} if key else {}
     try:
         with httpx.Client(base_url=url, headers=headers, timeout=30.0) as client:
-            code, view = run_job(client, build_request(args), console,
-                                 interactive=not args.no_input and sys.stdin.isatty())
+            code, view = run_job(
+                client, build_request(args), console, interactive=not args.no_input and sys.stdin.isatty()
+            )
             if args.json and view is not None:
                 print(json.dumps(view, indent=2))
             if embedded is not None and args.keep_serving:

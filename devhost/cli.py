@@ -69,12 +69,19 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--no-auth", action="store_true", help="do not enforce function/admin/system keys")
     serve.add_argument("--grace", type=float, default=10.0, help="seconds to let in-flight work finish on shutdown")
     serve.add_argument("--verbose", action="store_true", help="debug logging")
+    from devhost.ask import add_parser as add_ask_parser  # noqa: PLC0415
+
+    add_ask_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None, *, engine_factory: EngineFactory | None = None) -> int:
     """Entry point; returns the process exit code."""
     args = build_parser().parse_args(argv)
+    if args.command == "ask":
+        from devhost.ask import main as ask_main  # noqa: PLC0415
+
+        return ask_main(args)
     if args.command != "serve":  # pragma: no cover - argparse enforces the choice
         return EXIT_USAGE
     app_dir = Path(args.app).resolve()
@@ -161,6 +168,9 @@ async def _run(
     port: int,
     rpc_port: int,
     engine_factory: EngineFactory | None,
+    *,
+    install_signals: bool = True,
+    on_started: Callable[[uvicorn.Server], None] | None = None,
 ) -> int:
     from devhost.loader import load_app  # noqa: PLC0415 - imported when serving, not at CLI import
 
@@ -182,9 +192,12 @@ async def _run(
     # The RPC listener is a separate server so it keeps answering while the public one drains:
     # in-flight client functions still call it during shutdown.
     rpc_server = _Server(_uvicorn_config(host, 1.0))
-    _install_signal_handlers(public_server)
+    if install_signals:
+        _install_signal_handlers(public_server)
     rpc_task = asyncio.create_task(rpc_server.serve(sockets=[rpc]))
     _print_banner(options, host, keys, port, rpc_port)
+    if on_started is not None:
+        on_started(public_server)
     try:
         await public_server.serve(sockets=[public])
     finally:

@@ -106,12 +106,13 @@ class Settings(BaseSettings):
     @field_validator("model_prices", mode="before")
     @classmethod
     def _parse_prices(cls, value: object) -> object:
-        if isinstance(value, str):
-            parsed = json.loads(value)
-            merged = {k: v.model_dump() for k, v in DEFAULT_MODEL_PRICES.items()}
-            merged.update(parsed)
-            return merged
-        return value
+        # The environment's table (already JSON-decoded by pydantic-settings) adds to the defaults.
+        parsed = json.loads(value) if isinstance(value, str) else value
+        if not isinstance(parsed, dict):
+            return parsed
+        merged: dict[str, object] = {k: v.model_dump() for k, v in DEFAULT_MODEL_PRICES.items()}
+        merged.update(parsed)
+        return merged
 
     @property
     def allowed_tables(self) -> list[str]:

@@ -1,0 +1,122 @@
+"""``python -m devhost ask``: against a running host, with a host started in-process, and answering in a terminal."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.devhost.hostproc import REPO_ROOT, DevHostProcess
+
+MIXED_Q = "Which region had the most returns in Q3, and what does the returns policy say about refunds after 30 days?"
+
+
+def ask(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "devhost", "ask", *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "COLUMNS": "160", **(env or {})},
+    )
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory: pytest.TempPathFactory) -> DevHostProcess:
+    proc = DevHostProcess(REPO_ROOT, tmp_path_factory.mktemp("ask-host"))
+    proc.start()
+    yield proc
+    proc.stop()
+
+
+def test_ask_uses_a_running_host_and_prints_answer_sources_and_rows(host: DevHostProcess) -> None:
+    assert host.keys is not None
+    result = ask(MIXED_Q, "--url", host.base_url, "--key", host.keys.function)
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "answer" in out and "West" in out and "returns-and-refunds.md#" in out
+    assert "SELECT" in out and "return_count" in out  # the SQL and its result table
+
+
+def test_ask_exits_4_when_the_job_waits_and_input_is_off(host: DevHostProcess) -> None:
+    assert host.keys is not None
+    result = ask(MIXED_Q, "--url", host.base_url, "--key", host.keys.function, "--approval", "always", "--no-input")
+    assert result.returncode == 4, result.stdout + result.stderr
+    assert "waits for input" in result.stdout
+
+
+def test_ask_exits_1_on_a_failed_job(host: DevHostProcess) -> None:
+    assert host.keys is not None
+    result = ask(MIXED_Q, "--url", host.base_url, "--key", host.keys.function, "--budget-tokens", "300")
+    assert result.returncode == 1
+    assert "BUDGET_EXCEEDED" in result.stdout
+
+
+def test_ask_starts_a_host_in_process_when_none_runs(tmp_path: Path) -> None:
+    result = ask(
+        "What does the returns policy say about refunds after 30 days?",
+        "--url",
+        "http://127.0.0.1:9",
+        "--data",
+        str(tmp_path / "data"),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no host at http://127.0.0.1:9; starting one here" in result.stdout
+    assert "30 days" in result.stdout
+
+
+def test_ask_asks_in_the_terminal_and_resumes_the_job(host: DevHostProcess) -> None:
+    assert host.keys is not None
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "devhost",
+            "ask",
+            MIXED_Q,
+            "--url",
+            host.base_url,
+            "--key",
+            host.keys.function,
+            "--approval",
+            "always",
+        ],
+        cwd=REPO_ROOT,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env={**os.environ, "COLUMNS": "160"},
+    )
+    os.close(slave)
+    seen = b""
+    answered = False
+    deadline = time.monotonic() + 120
+    try:
+        while proc.poll() is None and time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    seen += os.read(master, 65536)
+                except OSError:
+                    break
+            if not answered and b"choose" in seen:
+                os.write(master, b"approve\n")
+                answered = True
+        proc.wait(timeout=30)
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+    text = seen.decode(errors="replace")
+    assert answered, text
+    assert proc.returncode == 0, text
+    assert "approval" in text and "West" in text
