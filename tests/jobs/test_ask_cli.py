@@ -8,6 +8,7 @@ import select
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,7 @@ def ask(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> 
 
 
 @pytest.fixture(scope="module")
-def host(tmp_path_factory: pytest.TempPathFactory) -> DevHostProcess:
+def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevHostProcess]:
     proc = DevHostProcess(REPO_ROOT, tmp_path_factory.mktemp("ask-host"))
     proc.start()
     yield proc
