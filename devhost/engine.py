@@ -27,7 +27,9 @@ Design (see the protocol reference §2 and §4):
 - Replay accelerations (``devhost.accel``): a memoised ``namedtuple`` for the SDK executor and a
   ``fromisoformat`` fast path for the SDK's timestamp parser; both are behaviour-preserving.
 - Rewind removes the failures of plain activity calls and sub-orchestrations (recursively
-  rewinding failed children) and re-runs them; attempts of with-retry calls stay failed.
+  rewinding failed children) and re-runs them. Of with-retry calls only the last attempt of the
+  exhausted call that failed the instance is re-run (its final retry timer is removed); other
+  attempts stay failed so the SDK's ids stay aligned.
 """
 
 from __future__ import annotations
@@ -1063,6 +1065,7 @@ class Engine:
             d.timers.append((seq, fire_at, fire_text))
             inst.open[seq] = "t"
             inst.rmap[seq] = [entry[0], "timer"]
+            root["t"] = seq
             return
         entry = inst.rmap.pop(ev["TimerId"])
         root = inst.roots[entry[0]]
@@ -1592,12 +1595,30 @@ class Engine:
         inst = self._instance_from_row(row)
         events = [json.loads(t) for t in store.history(row.instance_id)]
         scheduled: dict[int, dict[str, Any]] = {}
-        # Attempts of with-retry calls stay failed: removing one would shift the ids the SDK allocates.
+        # Attempts of with-retry calls normally stay failed: removing one would shift the ids the SDK
+        # allocates. The exception is the exhausted call whose final retry timer took the last id
+        # (the usual cause of the failure): its last attempt is re-opened and that timer removed.
         retry_seqs = {seq for root in inst.roots for seq in root.get("s", ())}
+        dropped_timer: int | None = None
+        for index, root in enumerate(inst.roots):
+            timer_seq = root.get("t")
+            if root.get("att", 1) >= root.get("max", 1) and timer_seq is not None and timer_seq == inst.next_seq - 1:
+                last_attempt = root["s"][-1]
+                retry_seqs.discard(last_attempt)
+                dropped_timer = timer_seq
+                inst.next_seq -= 1
+                inst.rmap[last_attempt] = [index, "attempt"]
+                root.pop("t", None)
+                break
         kept: list[dict[str, Any]] = []
         reopened: dict[int, str] = {}
         for ev in events:
             et = ev.get("EventType")
+            if dropped_timer is not None and (
+                (et == h.TIMER_CREATED and ev.get("EventId") == dropped_timer)
+                or (et == h.TIMER_FIRED and ev.get("TimerId") == dropped_timer)
+            ):
+                continue
             if et in (h.TASK_SCHEDULED, h.SUB_ORCHESTRATION_CREATED, h.TIMER_CREATED):
                 scheduled[ev["EventId"]] = ev
             if et == h.EXECUTION_COMPLETED:

@@ -303,3 +303,19 @@ def test_counters_count_episodes_and_activity_runs(run_engine: EngineRunner) -> 
         assert engine.episodes_run - before_episodes == 4
 
     run_engine(body)
+
+
+def test_rewind_reruns_last_attempt_of_exhausted_retry(run_engine: EngineRunner) -> None:
+    async def body(engine: Engine) -> None:
+        args = {"key": "rwr", "fail_times": 2, "attempts": 2}
+        iid = await engine.start_instance("retry_orch", None, sdk_input(args))
+        assert (await complete(engine, iid))["runtimeStatus"] == "Failed"
+        await engine.rewind(iid, "flaky recovered")
+        status = await complete(engine, iid)
+        assert status["runtimeStatus"] == "Completed", status
+        assert status["output"] == ["rwr ok after 3", "Hello retry!"]
+        events = [json.loads(t) for t in engine._store.history(iid)]
+        ids = [e["EventId"] for e in events if e["EventType"] in (4, 10)]
+        assert ids == list(range(len(ids)))  # attempt 0, timer 1, attempt 2 (re-run), then say_hello 3
+
+    run_engine(body)
