@@ -13,6 +13,7 @@ The store is used from the engine's event-loop thread only. The engine opens a t
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -112,6 +113,7 @@ class Store:
         self.path = path
         self._synchronous = synchronous.upper()
         self._db: sqlite3.Connection | None = None
+        self._lock_fd: int | None = None
         self.in_tx = False
 
     @property
@@ -122,8 +124,9 @@ class Store:
         return self._db
 
     def open(self, hub_name: str) -> None:
-        """Open (creating if needed) the database and its schema."""
+        """Open (creating if needed) the database and its schema; one engine per file at a time."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._acquire_lock()
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute(f"PRAGMA synchronous={self._synchronous}")
@@ -135,13 +138,33 @@ class Store:
         self._db = db
 
     def close(self) -> None:
-        """Close the connection (rolls back an unfinished transaction)."""
+        """Close the connection (rolls back an unfinished transaction) and release the file lock."""
         if self._db is not None:
             if self.in_tx:
                 self._db.execute("ROLLBACK")
                 self.in_tx = False
             self._db.close()
             self._db = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the descriptor releases the flock
+            self._lock_fd = None
+
+    def _acquire_lock(self) -> None:
+        """Take an exclusive advisory lock on ``<db>.lock`` (released by the OS even after kill -9)."""
+        try:
+            import fcntl  # noqa: PLC0415 - POSIX only; elsewhere the lock is skipped
+        except ImportError:
+            return
+        fd = os.open(f"{self.path}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise RuntimeError(
+                f"The durable store {self.path} is in use by another devhost engine; "
+                "stop it or use another data directory."
+            ) from None
+        self._lock_fd = fd
 
     # -- transactions -------------------------------------------------------------------------
     def begin(self) -> None:

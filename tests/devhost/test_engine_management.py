@@ -319,3 +319,16 @@ def test_rewind_reruns_last_attempt_of_exhausted_retry(run_engine: EngineRunner)
         assert ids == list(range(len(ids)))  # attempt 0, timer 1, attempt 2 (re-run), then say_hello 3
 
     run_engine(body)
+
+
+def test_second_engine_on_the_same_store_is_refused(run_engine: EngineRunner, tmp_path: Path) -> None:
+    data = tmp_path / "locked"
+
+    async def body(engine: Engine) -> None:
+        other = Engine(engine.app, data)
+        with pytest.raises(RuntimeError, match="in use by another devhost engine"):
+            await other.start()
+
+    run_engine(body, data_dir=data)
+    # The lock is released on stop: a new engine can open the store.
+    run_engine(lambda engine: engine.query(), data_dir=data)
