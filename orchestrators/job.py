@@ -487,6 +487,20 @@ class JobRun:
             step.state = "pending"
             self.outputs.pop(spec.id, None)
             return None
+        if (
+            decision.action == "choose_tool"
+            and decision.executor_type != spec.kind
+            and decision.executor_type in tool_kinds()
+            and step.attempts <= MAX_SUPERVISOR_RETRIES
+        ):
+            text = str(spec.input.get("question") or spec.input.get("query") or self.job.request.question)
+            steps[index] = spec.model_copy(
+                update={"kind": decision.executor_type, "input": {"question": text, "query": text}}
+            )
+            step.kind = str(decision.executor_type)
+            step.state = "pending"
+            self.outputs.pop(spec.id, None)
+            return None
         if decision.action == "ask_user" and decision.question:
             reply = yield from self.ask(
                 step,
@@ -512,6 +526,13 @@ class JobRun:
                 for s in plan.steps
             ]
         return None
+
+
+def tool_kinds() -> set[str]:
+    """Step kinds the Supervisor may switch a step to: registered executors that take a question."""
+    from shared.executors import step_kinds
+
+    return set(step_kinds()) - {"generate_response"}
 
 
 def _as_dict(value: Any) -> dict[str, Any]:

@@ -191,3 +191,49 @@ def test_hybrid_supervisor_can_retry_a_step_a_bounded_number_of_times() -> None:
     result, _ = run(script, mode="hybrid")
     assert result["status"] == "completed"
     assert sum(1 for n, _ in script.calls if n == "consult_rag") == 3  # first run + 2 supervisor retries
+
+
+def test_hybrid_supervisor_can_switch_the_tool_once() -> None:
+    switch = ok({"action": "choose_tool", "reason": "numbers live in SQL", "executor_type": "execute_azure_sql"})
+    sql_ok = ok({"sql": "SELECT 1", "columns": ["x"], "rows": [[1]], "row_count": 1, "dialect": "sqlite"})
+    script = Script(
+        plan=[ok(PLAN)],
+        consult_rag=[ok(RAG_OK)],
+        execute_azure_sql=[sql_ok],
+        supervise=[switch, ok({"action": "continue", "reason": "fine"})],
+        generate_response=[ok(ANSWER_OK)],
+    )
+    result, ctx = run(script, mode="hybrid")
+    assert result["status"] == "completed"
+    assert [n for n, _ in script.calls] == [
+        "plan",
+        "consult_rag",
+        "supervise",
+        "execute_azure_sql",
+        "supervise",
+        "generate_response",
+    ]
+    assert ctx.custom_status["steps"][0]["kind"] == "execute_azure_sql"
+    assert script.calls[3][1]["task"]["question"] == "refunds"
+
+
+def test_hybrid_supervisor_replans_the_remaining_steps() -> None:
+    replan = ok({"action": "replan", "reason": "need the data too"})
+    new_plan = {
+        "steps": [
+            {"id": "s1", "kind": "execute_azure_sql", "title": "data", "input": {"question": "returns by region"}},
+            {"id": "s2", "kind": "generate_response", "title": "answer", "input": {"question": "q"}},
+        ]
+    }
+    sql_ok = ok({"sql": "SELECT 1", "columns": ["x"], "rows": [[1]], "row_count": 1, "dialect": "sqlite"})
+    script = Script(
+        plan=[ok(PLAN), ok(new_plan)],
+        consult_rag=[ok(RAG_OK)],
+        supervise=[replan, ok({"action": "continue", "reason": "ok"})],
+        execute_azure_sql=[sql_ok],
+        generate_response=[ok(ANSWER_OK)],
+    )
+    result, ctx = run(script, mode="hybrid")
+    assert result["status"] == "completed"
+    assert [s["id"] for s in ctx.custom_status["steps"]] == ["s1", "s1r1", "s2r1"]
+    assert ctx.custom_status["replans"] == 1
