@@ -25,10 +25,11 @@ Checks, in order:
    (other databases, linked servers) never; every other table must be on the allow-list
    (case-insensitive, default schema ``dbo`` / ``main`` optional). CTE names are resolved by scope,
    so a CTE does not hide a real table of the same name elsewhere in the query.
-6. Row cap on the outermost query: a missing limit is added, a larger (or non-literal, or
-   negative) one is tightened to ``max_rows``; smaller ones are kept. T-SQL uses ``TOP`` (kept with
-   ``DISTINCT`` and ``WITH TIES``; ``PERCENT`` is rejected because it does not bound rows), or
-   ``FETCH NEXT`` when the query uses ``OFFSET``; a T-SQL set operation gets
+6. Row cap on the outermost query, at ``max_rows + 1`` (the extra row lets the runner, which
+   fetches ``max_rows + 1`` and returns ``max_rows``, report ``truncated`` truthfully): a missing
+   limit is added, a larger (or non-literal, or negative) one is tightened; smaller ones are kept.
+   T-SQL uses ``TOP`` (kept with ``DISTINCT`` and ``WITH TIES``; ``PERCENT`` is rejected because it
+   does not bound rows), or ``FETCH NEXT`` when the query uses ``OFFSET``; a T-SQL set operation gets
    ``ORDER BY ... OFFSET 0 ROWS FETCH NEXT n ROWS ONLY``. ``WITH TIES`` can return more rows than
    the cap: the runner's ``fetchmany(max_rows + 1)`` still bounds what is read.
 7. Output columns without a name (``SUM(x)``) get a readable alias, because drivers name them
@@ -77,8 +78,11 @@ class GuardResult(BaseModel):
     """The guard's verdict: accepted with the SQL to run, or rejected with a reason."""
 
     accepted: bool
+    # The SQL to run (generated from the checked tree; comments dropped).
     sql: str | None = None
+    # Tables and views it reads: bare lower-case names, schema-qualified outside the default schema.
     tables: list[str] = Field(default_factory=list)
+    # The row limit on the outermost query: at most max_rows + 1 (see the module docstring).
     row_cap: int | None = None
     reason_code: GuardReason | None = None
     message: str = ""
@@ -119,6 +123,7 @@ _FORBIDDEN_FUNCTIONS = frozenset(
         "load_extension", "readfile", "writefile", "edit", "fts3_tokenizer", "fsdir", "zipfile", "zipfile_cds",
         "sqlar_compress", "sqlar_uncompress", "sqlite_dbpage", "sqlite_dbdata", "sqlite_dbptr", "shell_add_schema",
         "shell_module_schema", "shell_escape_crnl", "shell_idquote", "lsmode", "eval", "sha3_query",
+        "randomblob", "zeroblob",  # no analytic use; a huge size argument exhausts memory before the timeout
         # T-SQL
         "openrowset", "opendatasource", "openquery", "openxml", "bulk", "pwdencrypt", "pwdcompare",
         "sp_executesql", "xp_cmdshell", "xp_dirtree", "xp_fileexist", "xp_regread", "fn_get_audit_file",
@@ -186,7 +191,9 @@ class _Guard:
         self.dialect = dialect
         self.default_schema = _DEFAULT_SCHEMA[dialect]
         self.allowed = {_normalize_allowed(name, self.default_schema) for name in allowed if name and name.strip()}
-        self.max_rows = max_rows
+        # One row more than the caller wants: the runner fetches max_rows + 1 and so can tell that the
+        # result was cut (``truncated``) while returning at most max_rows rows.
+        self.cap = max_rows + 1
         self.allow_system = allow_system
         self.notes: list[str] = []
 
@@ -363,7 +370,7 @@ class _Guard:
             return self._cap_tsql_set_operation(root, limit)
         if isinstance(limit, exp.Fetch):
             count = _literal_int(limit.args.get("count"))
-            keep = count if count is not None and 0 <= count <= self.max_rows else self.max_rows
+            keep = count if count is not None and 0 <= count <= self.cap else self.cap
             if keep != count:
                 self._note_tightened(count)
             if self.dialect == "sqlite":
@@ -373,18 +380,18 @@ class _Guard:
             return root
         if isinstance(limit, exp.Limit):
             count = _literal_int(limit.expression)
-            if count is None or count < 0 or count > self.max_rows:
-                limit.set("expression", exp.Literal.number(self.max_rows))
+            if count is None or count < 0 or count > self.cap:
+                limit.set("expression", exp.Literal.number(self.cap))
                 self._note_tightened(count)
             return root
         if self.dialect == "tsql" and root.args.get("offset") is not None:
             fetch = sqlglot.parse_one(
-                f"SELECT 1 ORDER BY 1 OFFSET 0 ROWS FETCH NEXT {self.max_rows} ROWS ONLY", read="tsql"
+                f"SELECT 1 ORDER BY 1 OFFSET 0 ROWS FETCH NEXT {self.cap} ROWS ONLY", read="tsql"
             ).args["limit"]
             root.set("limit", fetch)
         else:
-            root.set("limit", exp.Limit(expression=exp.Literal.number(self.max_rows)))
-        self.notes.append(f"row cap {self.max_rows} added")
+            root.set("limit", exp.Limit(expression=exp.Literal.number(self.cap)))
+        self.notes.append(f"row cap {self.cap} added")
         return root
 
     def _cap_tsql_set_operation(self, root: exp.Expr, limit: exp.Expr | None) -> exp.Expr:
@@ -394,9 +401,9 @@ class _Guard:
             count = _literal_int(limit.args.get("count"))
         elif isinstance(limit, exp.Limit):
             count = _literal_int(limit.expression)
-        keep = count if count is not None and 0 <= count <= self.max_rows else self.max_rows
+        keep = count if count is not None and 0 <= count <= self.cap else self.cap
         if limit is None:
-            self.notes.append(f"row cap {self.max_rows} added")
+            self.notes.append(f"row cap {self.cap} added")
         elif keep != count:
             self._note_tightened(count)
         template = sqlglot.parse_one(
@@ -411,7 +418,7 @@ class _Guard:
 
     def _note_tightened(self, count: int | None) -> None:
         shown = "a non-literal limit" if count is None else f"{count}"
-        self.notes.append(f"row limit {shown} tightened to {self.max_rows}")
+        self.notes.append(f"row limit {shown} tightened to {self.cap}")
 
     # -- 7: output column names -------------------------------------------------------------------------
 

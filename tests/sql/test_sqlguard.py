@@ -6,6 +6,7 @@ Every accepted SQLite statement is also run through the real ODBC runner on the 
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -88,10 +89,24 @@ def test_accepted_sqlite_statements_run_on_the_sample_db(
     assert result.sql is not None
     max_rows = entry.get("max_rows", DEFAULT_MAX_ROWS)
     rows = sample_db.execute(result.sql, max_rows=max_rows, timeout_s=10)
-    assert len(rows.rows) <= entry["cap"]
-    assert not rows.truncated  # the guard's cap already bounds the rows
+    with sqlite3.connect(sample_db_path) as conn:
+        uncapped = len(conn.execute(entry["sql"]).fetchall())
+    # At most max_rows rows come back, and ``truncated`` says exactly whether the query had more.
+    assert len(rows.rows) == min(uncapped, max_rows, entry["cap"])
+    assert rows.truncated == (min(uncapped, entry["cap"]) > max_rows)
     assert all(name and ")" not in name for name in rows.columns), rows.columns
     json.dumps(rows.rows)
+
+
+def test_truncated_is_reported_for_a_capped_query(sample_db: SqliteOdbcDatabase) -> None:
+    verdict = guard_sql("SELECT order_id FROM orders", dialect="sqlite", allowed_tables={"orders"}, max_rows=10)
+    assert verdict.sql == "SELECT order_id FROM orders LIMIT 11" and verdict.row_cap == 11
+    rows = sample_db.execute(verdict.sql, max_rows=10, timeout_s=5)
+    assert len(rows.rows) == 10 and rows.truncated
+    exact = guard_sql("SELECT name FROM regions", dialect="sqlite", allowed_tables={"regions"}, max_rows=4)
+    assert exact.sql is not None
+    rows = sample_db.execute(exact.sql, max_rows=4, timeout_s=5)
+    assert len(rows.rows) == 4 and not rows.truncated
 
 
 def test_tables_are_reported_normalized() -> None:
