@@ -449,10 +449,18 @@ class Engine:
         for task in pending:
             task.cancel()
         await asyncio.gather(dispatcher, *workers, return_exceptions=True)
-        # Persist results that already arrived so finished activities need not re-run.
+        # Persist results that already arrived so finished activities need not re-run. New work
+        # those episodes schedule is only written to the store (it runs after the next start).
         try:
-            while self._ready:
-                self._run_slice(dispatch=False)
+            for _ in range(1000):
+                for inst in self._instances.values():
+                    if inst.inbox and not inst.queued and inst.status not in TERMINAL_STATES | {"Suspended"}:
+                        inst.queued = True
+                        self._ready.append(inst)
+                if not self._ready:
+                    break
+                while self._ready:
+                    self._run_slice(dispatch=False)
         except Exception:
             log.exception("Persisting the last results on shutdown failed; affected activities will re-run.")
         for inst in self._instances.values():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -280,17 +281,22 @@ def test_stop_persists_finished_activity_results(run_engine: EngineRunner, tmp_p
     data = tmp_path / "data-stop"
 
     async def first(engine: Engine) -> str:
-        iid = await engine.start_instance("fan_out", "fan", sdk_input(20))
-        return iid
+        iid = await engine.start_instance("sleepy_then_wait", "sleeper", sdk_input(0.3))
+        for _ in range(3000):
+            if engine._active_activities:
+                break
+            await asyncio.sleep(0.01)
+        return iid  # stop() now waits for the running activity and persists its result
 
-    iid = run_engine(first, data_dir=data, grace_s=5.0)
+    iid = run_engine(first, data_dir=data, grace_s=10.0)
 
     async def second(engine: Engine) -> None:
+        status = await engine.get_status(iid, show_history=True)
+        assert status is not None and "TaskCompleted" in [e["EventType"] for e in status["historyEvents"]]
+        await engine.raise_event(iid, "go", "1")
         status = await complete(engine, iid)
-        assert status["output"] == sum(2 * i for i in range(20))
-        stored = [json.loads(t) for t in engine._store.history(iid)]
-        # Every activity ran exactly once across the restart: one TaskCompleted per scheduled task.
-        assert sorted(e["TaskScheduledId"] for e in stored if e["EventType"] == 5) == list(range(20))
+        assert status["output"] == [0.3, 1]
+        assert engine.activities_run == 0  # the activity did not run again after the restart
 
     run_engine(second, data_dir=data)
 

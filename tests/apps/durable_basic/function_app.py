@@ -341,3 +341,11 @@ def retry_fan(context: df.DurableOrchestrationContext):
     tasks.append(context.create_timer(context.current_utc_datetime + timedelta(milliseconds=50)))
     results = yield context.task_all(tasks)
     return [r for r in results if r is not None]
+
+
+@app.orchestration_trigger(context_name="context")
+def sleepy_then_wait(context: df.DurableOrchestrationContext):
+    """A slow activity, then an event (used to check results are persisted on a graceful stop)."""
+    slept = yield context.call_activity("sleepy", context.get_input())
+    value = yield context.wait_for_external_event("go")
+    return [slept, value]
