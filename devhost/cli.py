@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import uvicorn
 
@@ -25,7 +25,18 @@ from devhost.server import DEVHOST_VERSION, DevHost
 
 log = logging.getLogger("devhost")
 
-EngineFactory = Callable[[LoadedApp, Path], Any]
+
+class HostEngine(Engine, Protocol):
+    """The engine as the CLI drives it: the HTTP API surface plus start/stop."""
+
+    async def start(self) -> None:
+        """Open the store and resume in-flight work."""
+
+    async def stop(self, grace_s: float = 10.0) -> None:
+        """Stop dispatching; let running work finish for up to ``grace_s`` seconds."""
+
+
+EngineFactory = Callable[[LoadedApp, Path], HostEngine]
 
 EXIT_OK = 0
 EXIT_APP_ERROR = 1
@@ -182,12 +193,12 @@ async def _run(
     if engine_factory is None:
         from devhost.engine import Engine as SqliteEngine  # noqa: PLC0415
 
-        engine: Engine = SqliteEngine(app, options.data_dir)
+        engine: HostEngine = SqliteEngine(app, options.data_dir)
     else:
         engine = engine_factory(app, options.data_dir)
     origin = f"http://{_display_host(options.host)}:{port}"
     host = DevHost(app, engine, keys=keys, public_origin=origin, rpc_port=rpc_port)
-    await engine.start()  # type: ignore[attr-defined]
+    await engine.start()
     public_server = _Server(_uvicorn_config(host, max(1.0, options.grace_s / 2)))
     # The RPC listener is a separate server so it keeps answering while the public one drains:
     # in-flight client functions still call it during shutdown.
@@ -204,7 +215,7 @@ async def _run(
         rpc_server.should_exit = True
         await rpc_task
         log.info("Stopping the host (grace %.1fs)", options.grace_s)
-        await engine.stop(options.grace_s)  # type: ignore[attr-defined]
+        await engine.stop(options.grace_s)
         await _close_durable_client_session()
         host.close()
     print("Host stopped.", flush=True)

@@ -34,6 +34,8 @@ from devhost.routing import RouteTable, RouteTemplateError
 log = logging.getLogger("devhost.host")
 
 DEVHOST_VERSION = "0.1.0"
+# The Functions host rejects request bodies over 100 MB (HTTP 413).
+MAX_REQUEST_BYTES = 100 * 1024 * 1024
 ALL_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 
 Scope = MutableMapping[str, Any]
@@ -67,6 +69,25 @@ def auth_level(fn: FunctionInfo) -> str:
 def presented_key(request: Request) -> str | None:
     """The key a caller presented: ``code`` query parameter, else the ``x-functions-key`` header."""
     return request.query_params.get("code") or request.headers.get("x-functions-key") or None
+
+
+class BodyTooLarge(Exception):
+    """The request body exceeds MAX_REQUEST_BYTES."""
+
+
+async def read_body(request: Request, limit: int = MAX_REQUEST_BYTES) -> bytes:
+    """The whole request body, refusing more than ``limit`` bytes without buffering them."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 class _Out:
@@ -148,8 +169,9 @@ class DevHost:
         return lines
 
     def close(self) -> None:
-        """Release the thread pool (waits for sync functions still running)."""
-        self._pool.shutdown(wait=True, cancel_futures=False)
+        """Release the thread pool; queued calls are cancelled, running ones are abandoned."""
+        # Do not wait: a hung synchronous function must not keep the host from exiting.
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
     # ----- ASGI entry -----------------------------------------------------------------------
 
@@ -246,7 +268,10 @@ class DevHost:
 
     async def invoke_http(self, fn: FunctionInfo, request: Request, route_params: dict[str, str]) -> Response:
         """Run an HTTP-triggered function and map its result (500 with no details when it raises)."""
-        body = await request.body()
+        try:
+            body = await read_body(request)
+        except BodyTooLarge:
+            return Response(status_code=413)
         invocation_id = str(uuid.uuid4())
         context = InvocationContext(
             invocation_id=invocation_id,
@@ -270,7 +295,7 @@ class DevHost:
         except TimeoutError:
             outcome = "Failed"
             log.error(
-                "Timeout value of %ss exceeded by function 'Functions.%s' (Id: %s).",
+                "Timeout value of %g seconds was exceeded by function: Functions.%s (Id=%s)",
                 self.app.host.function_timeout_s,
                 fn.name,
                 invocation_id,

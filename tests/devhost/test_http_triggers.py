@@ -247,3 +247,22 @@ def test_json_body_round_trip_with_unicode(host: DevHostProcess) -> None:
     payload = {"text": "日本語 ✓", "n": [1, 2, 3]}
     resp = host.client.put("/api/echo/x", content=json.dumps(payload).encode("utf-8"))
     assert json.loads(resp.json()["body"]) == payload
+
+
+def test_function_timeout_from_host_json_is_a_500(host: DevHostProcess) -> None:
+    resp = host.client.get("/api/slow/4000")
+    assert resp.status_code == 500
+    assert resp.content == b""
+    assert "Timeout value of 2 seconds was exceeded by function: Functions.slow" in host.output()
+
+
+def test_request_body_over_100_mb_is_413(host: DevHostProcess) -> None:
+    import socket
+
+    with socket.create_connection(("127.0.0.1", host.port)) as sock:
+        sock.sendall(
+            b"POST /api/echo/x HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/octet-stream\r\n"
+            b"Content-Length: 104857601\r\n\r\n"
+        )
+        reply = sock.recv(4096)
+    assert reply.startswith(b"HTTP/1.1 413")
