@@ -266,3 +266,9 @@ def test_request_body_over_100_mb_is_413(host: DevHostProcess) -> None:
         )
         reply = sock.recv(4096)
     assert reply.startswith(b"HTTP/1.1 413")
+
+
+def test_none_return_is_an_empty_204(host: DevHostProcess) -> None:
+    resp = host.client.get("/api/nothing")
+    assert resp.status_code == 204
+    assert resp.content == b""

@@ -191,3 +191,8 @@ def with_context(req: func.HttpRequest, context: func.Context) -> func.HttpRespo
 @app.route(route="form", methods=["POST"])
 def form(req: func.HttpRequest) -> func.HttpResponse:
     return func.HttpResponse(json.dumps(dict(req.form)), mimetype="application/json")
+
+
+@app.route(route="nothing", methods=["GET"])
+def nothing(req: func.HttpRequest) -> None:
+    logging.info("returning nothing")
