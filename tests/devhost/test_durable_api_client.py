@@ -245,3 +245,33 @@ def test_create_http_management_payload(host: DevHostProcess) -> None:
         f"http://127.0.0.1:{host.port}/runtime/webhooks/durabletask/instances/abc123"
         f"?taskHub=ClientHub&connection=Storage&code={DEFAULT_KEYS.system}"
     )
+
+
+def test_creation_url_from_the_binding_starts_an_instance(host: DevHostProcess) -> None:
+    binding = host.client.get("/api/client/binding", params={"code": DEFAULT_KEYS.function}).json()
+    url = binding["creationUrls"]["createNewInstancePostUri"]
+    url = url.replace("{functionName}", "greet_chain").replace("[/{instanceId}]", "")
+    resp = httpx.post(url, json={"names": ["Url"]})
+    assert resp.status_code == 202
+    assert host.wait_status(resp.json()["id"])["output"] == ["Hello Url!"]
+    wait_url = binding["creationUrls"]["createAndWaitOnNewInstancePostUri"]
+    wait_url = (
+        wait_url.replace("{functionName}", "greet_chain")
+        .replace("[/{instanceId}]", "")
+        .replace("{timeoutInSeconds}", "30")
+        .replace("{intervalInSeconds}", "1")
+    )
+    waited = httpx.post(wait_url, json={"names": ["Wait"]})
+    assert waited.status_code == 200
+    assert waited.json() == ["Hello Wait!"]
+
+
+def test_links_follow_the_origin_the_caller_used(host: DevHostProcess) -> None:
+    resp = host.client.post(
+        "/api/client/start/greet_chain", json=["Origin"], headers={"Host": f"localhost:{host.port}"}
+    )
+    assert resp.status_code == 202
+    links = resp.json()
+    assert links["statusQueryGetUri"].startswith(f"http://localhost:{host.port}/runtime/webhooks/durabletask/")
+    host.wait_status(links["id"])
+    assert httpx.get(links["statusQueryGetUri"]).json()["output"] == ["Hello Origin!"]
