@@ -15,7 +15,7 @@ import pytest
 
 from shared.contracts import ErrorCode, ProviderError
 from shared.settings import Settings
-from shared.sqldb import SqliteOdbcDatabase, json_safe, open_sample_database
+from shared.sqldb import OdbcDatabase, SqliteOdbcDatabase, json_safe, open_sample_database
 
 SLOW = "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 500000000) SELECT COUNT(*) FROM c"
 
@@ -141,3 +141,60 @@ def test_blob_and_unicode_values(sample_db: SqliteOdbcDatabase) -> None:
         "SELECT x'00ff' AS b, 'h\u00e9llo' AS u, date('2025-03-01', '+1 month') AS d", max_rows=1, timeout_s=5
     )
     assert rows.rows == [["0x00ff", "h\u00e9llo", "2025-04-01"]]
+
+
+def _odbc_error(sqlstate: str, message: str) -> Exception:
+    import pyodbc
+
+    return pyodbc.Error(sqlstate, message)
+
+
+@pytest.mark.parametrize(
+    ("sqlstate", "message", "code"),
+    [
+        ("HYT00", "[Microsoft][ODBC Driver 18 for SQL Server]Query timeout expired (0)", ErrorCode.SQL_TIMEOUT),
+        ("08S01", "[Microsoft][ODBC Driver 18 for SQL Server]Communication link failure (10054)", ErrorCode.TRANSIENT),
+        ("08001", "TCP Provider: Error code 0x2746 (10054)", ErrorCode.TRANSIENT),
+        ("HYT01", "Login timeout expired (0)", ErrorCode.TRANSIENT),
+        ("42000", "Database 'jobs' on server 'x' is not currently available (40613)", ErrorCode.TRANSIENT),
+        ("40001", "Transaction was deadlocked (1205)", ErrorCode.TRANSIENT),
+        ("28000", "Login failed for user '<token-identified principal>'. (18456)", ErrorCode.AUTH_FAILED),
+        ("42S02", "Invalid object name 'nope'. (208)", ErrorCode.SQL_ERROR),
+        ("42000", "The SELECT permission was denied on the object 'customer_contacts' (229)", ErrorCode.SQL_ERROR),
+        (
+            "01000",
+            "[unixODBC][Driver Manager]Can't open lib 'ODBC Driver 18 for SQL Server' : file not found (0)",
+            ErrorCode.CONFIG_ERROR,
+        ),
+        (
+            "IM002",
+            "[unixODBC][Driver Manager]Data source name not found and no default driver specified",
+            ErrorCode.CONFIG_ERROR,
+        ),
+    ],
+)
+def test_generic_odbc_error_classification(sqlstate: str, message: str, code: ErrorCode) -> None:
+    # The base class is what the Azure SQL variant reuses: its classification of SQL Server faults.
+    db = OdbcDatabase(lambda _t: None, "tsql", name="azure sql")
+    err = db._classify(_odbc_error(sqlstate, message), timed_out=False, connecting=False)
+    assert err.code is code, err.message
+
+
+def test_connection_failures_are_classified_when_connecting() -> None:
+    def refuse(_timeout: int) -> object:
+        raise _odbc_error("08001", "[Microsoft][ODBC Driver 18]Named Pipes Provider: Could not open a connection")
+
+    with pytest.raises(ProviderError) as err:
+        OdbcDatabase(refuse, "tsql", name="azure sql").execute("SELECT 1", max_rows=1, timeout_s=1)
+    assert err.value.code is ErrorCode.TRANSIENT
+
+
+def test_base_class_runs_over_any_odbc_factory(sample_db_path: Path) -> None:
+    import pyodbc
+
+    def connect(timeout_s: int) -> object:
+        return pyodbc.connect(f"DRIVER={{SQLite3}};Database=file:{sample_db_path}?mode=ro", autocommit=True)
+
+    db = OdbcDatabase(connect, "tsql", name="generic")
+    rows = db.execute("SELECT region_id, name FROM regions ORDER BY region_id", max_rows=3, timeout_s=5)
+    assert rows.columns == ["region_id", "name"] and rows.rows[0] == [1, "North"] and rows.truncated
