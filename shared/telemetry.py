@@ -22,6 +22,7 @@ attributes. The workbook and alert queries in ``infra/monitoring/*.kql`` read th
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
@@ -106,8 +107,6 @@ def configure_telemetry() -> TelemetryMode:
 
 
 def _configure_from_settings() -> TelemetryMode:
-    import os
-
     from shared.settings import get_settings
 
     settings = get_settings()
