@@ -362,13 +362,14 @@ class JobRun:
 
     def approve_sql(self, spec: PlanStep, step: StepState, task: dict[str, Any]) -> Gen:
         """Draft the SQL, ask for approval when the policy says so; returns the task to run or None."""
-        draft = yield from self.execute(step, "execute_azure_sql", {**task, "mode": "draft"})
+        # Tables marked sensitive are on the allow-list only on this path, where a human sees the query first.
+        draft = yield from self.execute(step, "execute_azure_sql", {**task, "mode": "draft", "allow_sensitive": True})
         if draft is None:
             return None
         result = draft.result or {}
         policy = self.job.request.approval
         if policy.sql == "sensitive" and not result.get("sensitive_tables"):
-            return {**task, "sql": result["sql"], "mode": "run"}
+            return {**task, "sql": result["sql"], "mode": "run", "allow_sensitive": False}
         default = {"approve": "approve", "reject": "reject"}.get(policy.on_timeout)
         reply = yield from self.ask(
             step,
@@ -386,12 +387,12 @@ class JobRun:
         )
         action = reply.action()
         if action == "approve":
-            return {**task, "sql": result["sql"], "mode": "run"}
+            return {**task, "sql": result["sql"], "mode": "run", "allow_sensitive": True}
         if action == "edit":
             edited = reply.edits().get("sql")
             if not isinstance(edited, str) or not edited.strip():
                 raise JobStop("INVALID_ANSWER", "an edit must carry the new SQL as answer.sql", spec.id)
-            return {**task, "sql": edited, "mode": "run"}
+            return {**task, "sql": edited, "mode": "run", "allow_sensitive": True}
         if action == "reject":
             return None
         raise JobStop("REJECTED_BY_USER", "the user aborted the job at the SQL approval", spec.id)

@@ -29,6 +29,8 @@ class SqlTask(BaseModel):
     question: str = Field(min_length=1, max_length=2000)
     sql: str | None = Field(default=None, max_length=20_000)
     mode: Literal["run", "draft"] = "run"
+    # Set by the orchestrator only when a human approves the query before it runs.
+    allow_sensitive: bool = False
 
 
 @register(
@@ -63,7 +65,7 @@ def execute_azure_sql(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
         model_used = response.model_used
         sql = response.output.sql
 
-    allowed = set(settings.allowed_tables or catalog.allowed_tables())
+    allowed = set(settings.allowed_tables or catalog.allowed_tables(include_sensitive=task.allow_sensitive))
     verdict = guard_sql(sql, dialect=database.dialect, allowed_tables=allowed, max_rows=settings.sql_max_rows)
     if not verdict.accepted or verdict.sql is None:
         return ExecutorOutput.failure(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -10,6 +11,7 @@ from shared.contracts import AnswerResult, ExecutorInput, ExecutorOutput
 from shared.executors import register
 from shared.executors.common import call_llm, usage_of
 from shared.providers import LLMTask
+from shared.streaming import DeltaBuffer, get_store
 
 if TYPE_CHECKING:
     from shared.clients import Clients
@@ -37,6 +39,37 @@ class ResponseTask(BaseModel):
     question: str = Field(min_length=1, max_length=4000)
 
 
+def _partial_output_buffer(inp: ExecutorInput, clients: Clients) -> DeltaBuffer | None:
+    """A buffer that streams the answer to the partial output store, when the step is part of a job."""
+    ctx = inp.execution_context
+    job_id, step_id = ctx.get("job_id"), ctx.get("step_id")
+    if not isinstance(job_id, str) or not isinstance(step_id, str) or not job_id or not step_id:
+        return None
+    store = get_store(clients.settings)
+    if store is None:
+        return None
+    attempt = ctx.get("attempt")
+    return DeltaBuffer(
+        store,
+        job_id,
+        step_id,
+        attempt if isinstance(attempt, int) else 1,
+        flush_ms=clients.settings.partial_output_flush_ms,
+    )
+
+
+def _fan_out(sinks: list[Callable[[str], object]]) -> Callable[[str], None] | None:
+    """One on_delta feeding every sink (None when there is none, so the provider does not stream)."""
+    if not sinks:
+        return None
+
+    def feed(delta: str) -> None:
+        for sink in sinks:
+            sink(delta)
+
+    return feed
+
+
 @register(
     "generate_response",
     description="Write the final answer to the user from the earlier steps' outputs, citing them.",
@@ -46,15 +79,24 @@ def generate_response(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
     """Write the answer and keep only citations that point at real sources."""
     task = ResponseTask.model_validate(inp.task)
     sources = [Source.model_validate(s) for s in inp.execution_context.get("sources", [])]
-    stream = inp.execution_context.get("stream_sink")
-    response = call_llm(
-        inp,
-        clients,
-        LLMTask.WRITE_ANSWER,
-        {"question": task.question, "sources": [s.model_dump(mode="json") for s in sources]},
-        AnswerResult,
-        on_delta=stream if callable(stream) else None,
-    )
+    buffer = _partial_output_buffer(inp, clients)
+    sink = inp.execution_context.get("stream_sink")
+    on_delta = _fan_out([f for f in (buffer, sink) if callable(f)])
+    try:
+        response = call_llm(
+            inp,
+            clients,
+            LLMTask.WRITE_ANSWER,
+            {"question": task.question, "sources": [s.model_dump(mode="json") for s in sources]},
+            AnswerResult,
+            on_delta=on_delta,
+        )
+    except BaseException:
+        if buffer is not None:
+            buffer.finish(succeeded=False)
+        raise
+    if buffer is not None:
+        buffer.finish(succeeded=True)
     known = {s.source_id for s in sources}
     answer = response.output
     cited = [c for c in answer.citations if c.source_id in known]

@@ -95,6 +95,34 @@ def test_approval_edited_runs_the_edited_sql_through_the_guard(jobs: JobClient) 
     assert "group by reason" in ran.lower() and "limit" in ran.lower()  # the guard capped the rows
 
 
+def test_sensitive_tables_need_a_human_yes(jobs: JobClient) -> None:
+    contacts = "SELECT email FROM customer_contacts"
+    # Approved by a human: the sensitive table may be read.
+    job_id = jobs.submit(SQL_Q, approval={"sql": "always"})
+    jobs.wait(job_id, {"waiting_for_user"})
+    assert jobs.answer(job_id, {"action": "edit", "sql": contacts}).status_code == 202
+    view = jobs.wait(job_id)
+    assert view["status"] == "completed" and view["steps"][0]["output"]["rows"]
+    # With the "sensitive" policy, a query on ordinary tables runs without asking.
+    plain = jobs.wait(jobs.submit(SQL_Q, approval={"sql": "sensitive"}))
+    assert plain["status"] == "completed" and plain["steps"][0]["output"]["rows"]
+
+
+def test_sensitive_tables_are_off_the_allow_list_without_approval(tmp_path: Path) -> None:
+    host = _fault_host(tmp_path, "write_sql:BAD_REQUEST:1")
+    try:
+        jobs = JobClient(host)
+        job_id = jobs.submit(SQL_Q)
+        jobs.wait(job_id, {"waiting_for_user"})  # the SQL writer failed; the user may edit the step
+        assert jobs.answer(job_id, {"action": "edit", "sql": "SELECT email FROM customer_contacts"}).status_code == 202
+        view = jobs.wait(job_id, {"waiting_for_user"})
+        step = view["steps"][0]
+        assert step["error"]["code"] == "SQL_REJECTED" and "customer_contacts" in step["error"]["message"]
+        assert "output" not in step
+    finally:
+        host.stop()
+
+
 def test_approval_rejected_skips_the_step(jobs: JobClient) -> None:
     job_id = jobs.submit(SQL_Q, approval={"sql": "always"})
     jobs.wait(job_id, {"waiting_for_user"})
