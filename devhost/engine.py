@@ -82,6 +82,9 @@ TERMINAL_STATES = frozenset({"Completed", "Failed", "Terminated", "Canceled"})
 ALL_STATUSES = RUNNING_STATES | TERMINAL_STATES
 MAX_BATCH = 500
 SLICE_BUDGET_S = 0.01
+# Fan-in coalescing: episodes cheaper than this never wait; the wait is capped at the max delay.
+COALESCE_MIN_COST_S = 0.005
+COALESCE_MAX_DELAY_S = 0.5
 DEFAULT_PAGE_SIZE = 100
 CUSTOM_STATUS_LIMIT_KB = 16
 OUT_OF_PROC_MARKER = "\n\n$OutOfProcData$:"
@@ -246,6 +249,9 @@ class Instance:
         "inbox",
         "queued",
         "timer_handles",
+        "last_cost",
+        "last_end",
+        "wake_handle",
     )
 
     def __init__(self, instance_id: str, name: str, version: str | None, input_text: str | None, now: float) -> None:
@@ -275,6 +281,10 @@ class Instance:
         self.inbox: deque[Message] = deque()
         self.queued = False
         self.timer_handles: dict[int, asyncio.TimerHandle] = {}
+        # Replay cost of the last episode and when it ended (monotonic), for completion coalescing.
+        self.last_cost = 0.0
+        self.last_end = 0.0
+        self.wake_handle: asyncio.TimerHandle | None = None
 
     def reset_execution(self, input_text: str | None, now: float) -> None:
         """Start a fresh execution (continue-as-new): new id, empty history, seq ids from 0."""
@@ -398,6 +408,7 @@ class Engine:
         self._started = False
         self._stopping = False
         self._active_activities = 0
+        self._delayed = 0
         self._orchestrators = {f.durable_name.lower(): f for f in app.by_kind("orchestrator") if f.durable_name}
         self._activities = {f.durable_name.lower(): f for f in app.by_kind("activity") if f.durable_name}
         self._max_actions = app.host.max_orchestration_actions
@@ -467,6 +478,10 @@ class Engine:
             for handle in inst.timer_handles.values():
                 handle.cancel()
             inst.timer_handles.clear()
+            if inst.wake_handle is not None:
+                inst.wake_handle.cancel()
+                inst.wake_handle = None
+        self._delayed = 0
         for waiters in self._waiters.values():
             for fut in waiters:
                 if not fut.done():
@@ -532,11 +547,30 @@ class Engine:
     def _schedule(self, inst: Instance) -> None:
         if inst.queued or inst.status in TERMINAL_STATES or inst.status == "Suspended" or self._stopping:
             return
+        if inst.last_cost > COALESCE_MIN_COST_S and len(inst.open) > len(inst.inbox):
+            # A long replay while more results are still expected (fan-in): wait up to the last
+            # replay's cost so the next episode takes a bigger batch. Keeps fan-in replays from
+            # going quadratic; sequential steps (nothing else expected) never wait.
+            not_before = inst.last_end + min(inst.last_cost, COALESCE_MAX_DELAY_S)
+            delay = not_before - time.monotonic()
+            if delay > 0:
+                if inst.wake_handle is None and self._loop is not None:
+                    inst.wake_handle = self._loop.call_later(delay, self._wake, inst)
+                    self._delayed += 1
+                return
         inst.queued = True
         self._ready.append(inst)
         event = self._ready_event
         if event is not None and not event.is_set():
             event.set()
+
+    def _wake(self, inst: Instance) -> None:
+        inst.wake_handle = None
+        self._delayed -= 1
+        if inst.queued or not inst.inbox:
+            return
+        inst.last_cost = 0.0  # the coalescing window is over: run now
+        self._schedule(inst)
 
     def _deliver(self, instance_id: str, message: Message) -> None:
         inst = self._instances.get(instance_id)
@@ -659,6 +693,8 @@ class Engine:
         self.episodes_run += 1
         self._consume(batch)
         self._apply(inst, new_events, state, error, retry_msg, batch, ts, ts_epoch)
+        inst.last_end = time.monotonic()
+        inst.last_cost = time.time() - now
         if inst.inbox and inst.status not in TERMINAL_STATES:
             self._schedule(inst)
         del store
@@ -1436,12 +1472,17 @@ class Engine:
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             queue = self._work_queue
-            if not self._ready and self._active_activities == 0 and (queue is None or queue.empty()):
+            if self._idle(queue):
                 await asyncio.sleep(0.005)
-                if not self._ready and self._active_activities == 0 and (queue is None or queue.empty()):
+                if self._idle(queue):
                     return True
             await asyncio.sleep(0.005)
         return False
+
+    def _idle(self, queue: asyncio.Queue[Work | None] | None) -> bool:
+        return (
+            not self._ready and self._active_activities == 0 and self._delayed == 0 and (queue is None or queue.empty())
+        )
 
     @staticmethod
     def _check_statuses(statuses: list[str] | None) -> list[str] | None:
