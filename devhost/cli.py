@@ -57,6 +57,10 @@ class ServeOptions:
     verbose: bool
 
 
+class EngineStartError(Exception):
+    """The durable engine could not start (e.g. its store is locked by another host)."""
+
+
 class _Server(uvicorn.Server):
     """uvicorn server whose signals the CLI handles, so the engine stops after the listeners close."""
 
@@ -169,6 +173,9 @@ def serve(options: ServeOptions, *, engine_factory: EngineFactory | None = None)
     except KeysError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_APP_ERROR
+    except EngineStartError as exc:
+        print(f"error: the durable engine cannot start: {exc}", file=sys.stderr)
+        return EXIT_APP_ERROR
     finally:
         public.close()
         rpc.close()
@@ -200,7 +207,10 @@ async def _run(
         engine = engine_factory(app, options.data_dir)
     origin = f"http://{_display_host(options.host)}:{port}"
     host = DevHost(app, engine, keys=keys, public_origin=origin, rpc_port=rpc_port)
-    await engine.start()
+    try:
+        await engine.start()
+    except Exception as exc:
+        raise EngineStartError(str(exc)) from exc
     public_server = _Server(_uvicorn_config(host, max(1.0, options.grace_s / 2)))
     # The RPC listener is a separate server so it keeps answering while the public one drains:
     # in-flight client functions still call it during shutdown.

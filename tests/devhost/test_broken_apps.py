@@ -94,3 +94,17 @@ def test_bad_arguments_are_usage_errors(args: list[str], message: str, tmp_path:
     )
     assert proc.returncode == 2
     assert message in proc.stderr
+
+
+def test_second_host_on_the_same_data_directory_is_refused(tmp_path: Path) -> None:
+    first = DevHostProcess(APPS_DIR / "http_basic", tmp_path / "data").start()
+    try:
+        code, out = DevHostProcess(
+            APPS_DIR / "http_basic", tmp_path / "data", log_path=tmp_path / "second.log"
+        ).run_to_exit()
+    finally:
+        first.stop()
+    assert code == 1
+    assert "error: the durable engine cannot start:" in out
+    assert "in use by another devhost engine" in out
+    assert "Traceback" not in out
