@@ -1,8 +1,8 @@
 """The devhost's ASGI application: HTTP triggers, host admin status and the Durable HTTP API.
 
-One ``DevHost`` instance is served by one uvicorn server on two sockets of the same event loop:
-the public listener (``--host``/``--port``) and a loopback-only RPC listener on an ephemeral port.
-Requests are told apart by the local port they arrived on (``scope["server"]``). The RPC listener
+One ``DevHost`` instance is served on two sockets of the same event loop (two uvicorn servers, see
+devhost.cli): the public listener (``--host``/``--port``) and a loopback-only RPC listener on an
+ephemeral port. Requests are told apart by the local port they arrived on (``scope["server"]``). The RPC listener
 serves only ``/durabletask/...`` and needs no key, like the extension's local RPC endpoint; the public
 listener enforces auth levels and the system key on ``/runtime/webhooks/durabletask/...``.
 """
