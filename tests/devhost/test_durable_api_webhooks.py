@@ -369,6 +369,13 @@ def test_restart(api: Api, host: DevHostProcess) -> None:
     assert same.json()["id"] == original
     host.wait_status(original)
     _assert_error(api.request("POST", "instances/nobody-here/restart"), 400)
+    busy = api.started("wait_approval")
+    host.wait_status(busy, {"Running"})
+    _assert_error(api.request("POST", f"instances/{busy}/restart", params={"restartWithNewInstanceId": "false"}), 409)
+    waited = api.request("POST", f"instances/{original}/restart", params={"timeout": "30"})
+    assert waited.status_code == 200
+    assert waited.json() == ["Hello Re!"]
+    api.request("POST", f"instances/{busy}/terminate", params={"reason": "cleanup"})
 
 
 def test_purge_one(api: Api, host: DevHostProcess) -> None:
