@@ -3,14 +3,28 @@
 There is no second store: step outputs and the log are read from the history (activity inputs and
 results), progress from the custom status, the final answer from the output. The log is the
 history rendered as lines, so its cursor is a position in the history and never moves backwards.
+
+One exception, which cannot disagree with the history: while a generate_response step runs, the
+answer streamed so far is read from the partial output store (shared/streaming.py) into the step's
+``partial_output``, with a line in ``log.live``. Live lines have no ``seq`` and are not part of
+``log.entries``, so the cursor contract holds; once the history has the step's result, the store is
+not read again.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Callable
 from typing import Any
 
 from shared.jobs import JobState
+from shared.streaming import PartialOutput
+
+logger = logging.getLogger(__name__)
+PartialReader = Callable[[str, str], PartialOutput | None]
+# Step kinds whose output streams while they run (shared/streaming.py).
+STREAMING_KINDS = {"generate_response"}
 
 TERMINAL_RUNTIME = {"Completed", "Failed", "Terminated", "Canceled"}
 
@@ -144,10 +158,61 @@ def step_outputs(history: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any
     return outputs, plan
 
 
+def default_partial_reader() -> PartialReader | None:
+    """Read partial output from the store the settings choose (None when it is off or unavailable)."""
+    from shared.settings import get_settings
+    from shared.streaming import get_store
+
+    store = get_store(get_settings())
+    return store.read if store is not None else None
+
+
+def attach_partial_output(job_id: str, steps: list[dict[str, Any]], read: PartialReader | None) -> list[dict[str, Any]]:
+    """Add ``partial_output`` to running streaming steps with no result in the history yet; return live lines.
+
+    The live lines are not history entries: they carry no ``seq`` and never move the log cursor.
+    """
+    live: list[dict[str, Any]] = []
+    for entry in steps:
+        if entry.get("state") != "running" or entry.get("kind") not in STREAMING_KINDS or "output" in entry:
+            continue
+        if read is None:
+            return live
+        try:
+            partial = read(job_id, str(entry["id"]))
+        except Exception as exc:  # the preview is optional; the view must still answer
+            logger.warning("partial output of %s/%s unreadable: %s", job_id, entry["id"], exc)
+            continue
+        # Text of an earlier attempt is stale: the step started over.
+        if partial is None or partial.attempt != entry.get("attempts"):
+            continue
+        entry["partial_output"] = {
+            "text": partial.text,
+            "chars": partial.chars,
+            "attempt": partial.attempt,
+            "complete": partial.complete,
+            "updated_at": partial.updated_at,
+        }
+        state = "streamed" if partial.complete else "streaming"
+        live.append(
+            {
+                "step_id": entry["id"],
+                "time": partial.updated_at,
+                "message": f"{entry['id']} {entry['kind']}: {state}, {partial.chars} chars so far",
+            }
+        )
+    return live
+
+
 def build_view(
-    status: dict[str, Any], links: dict[str, str], *, log_cursor: int = 0, log_limit: int = 100
+    status: dict[str, Any],
+    links: dict[str, str],
+    *,
+    log_cursor: int = 0,
+    log_limit: int = 100,
+    partials: PartialReader | None = None,
 ) -> dict[str, Any]:
-    """The job view a UI polls."""
+    """The job view a UI polls (``partials`` reads streamed text; default: the configured store)."""
     custom = status.get("customStatus")
     state = JobState.model_validate(custom) if isinstance(custom, dict) else None
     runtime = status.get("runtimeStatus")
@@ -167,6 +232,13 @@ def build_view(
         if f"{step.id}#draft" in outputs:
             entry["draft"] = outputs[f"{step.id}#draft"]["result"]
         steps.append(entry)
+
+    live: list[dict[str, Any]] = []
+    if runtime not in TERMINAL_RUNTIME and any(
+        e.get("state") == "running" and e.get("kind") in STREAMING_KINDS and "output" not in e for e in steps
+    ):
+        read = partials if partials is not None else default_partial_reader()
+        live = attach_partial_output(str(status.get("instanceId")), steps, read)
 
     error = state.error.model_dump(mode="json") if state and state.error else None
     if runtime == "Failed":
@@ -199,6 +271,6 @@ def build_view(
         },
         "answer": answer,
         "error": error,
-        "log": build_log(history, log_cursor, log_limit),
+        "log": build_log(history, log_cursor, log_limit) | {"live": live},
         "links": links,
     }

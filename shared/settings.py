@@ -98,6 +98,12 @@ class Settings(BaseSettings):
     job_user_wait_timeout_seconds: int = Field(default=86_400, ge=1)
     job_max_step_attempts: int = Field(default=3, ge=1, le=10)
     job_retry_first_interval_ms: int = Field(default=1_000, ge=1)
+    # Where a streamed answer waits for the view (shared/streaming.py): "auto" = Azure Blob when the
+    # host storage's blob endpoint is set (on Azure), else the local SQLite file; "off" = no preview.
+    partial_output_store: Literal["auto", "local", "azure_blob", "off"] = "auto"
+    partial_output_path: Path = REPO_ROOT / ".devhost" / "partial_output.sqlite3"
+    partial_output_container: str = Field(default="job-partial-output", pattern=r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
+    partial_output_flush_ms: int = Field(default=250, ge=10, le=10_000)
 
     # --- Monitoring ------------------------------------------------------------------------
     applicationinsights_connection_string: SecretStr | None = None
