@@ -59,25 +59,32 @@ def datetime_to_epoch(value: datetime) -> float:
     return value.timestamp()
 
 
-def make_fast_parser(fallback: Callable[..., Any]) -> Callable[..., Any]:
-    """Build a dateutil-compatible ``parse`` that short-cuts the devhost's own timestamp format."""
+def make_fast_parser(fallback: Callable[..., Any], cache_size: int = 65536) -> Callable[..., Any]:
+    """Build a dateutil-compatible ``parse`` that short-cuts the devhost's own timestamp format.
+
+    Replays parse the same history timestamps again every episode, so results of the fast path
+    are memoised (datetimes are immutable); the cache is dropped whenever it reaches
+    ``cache_size`` entries.
+    """
     from dateutil.tz import tzutc  # noqa: PLC0415 - only needed when the patch is installed
 
     utc = tzutc()
     fullmatch = _FAST_FORMAT.fullmatch
     fromisoformat = datetime.fromisoformat
+    cache: dict[str, datetime] = {}
 
     def fast_parse(timestr: Any, *args: Any, **kwargs: Any) -> Any:
-        # Cheap shape checks first; the regex confirms digits-only fields before fromisoformat.
-        if (
-            not args
-            and not kwargs
-            and isinstance(timestr, str)
-            and len(timestr) in (20, 27)
-            and timestr[-1] == "Z"
-            and fullmatch(timestr)
-        ):
-            return fromisoformat(timestr[:-1]).replace(tzinfo=utc)
+        if not args and not kwargs:
+            hit = cache.get(timestr) if isinstance(timestr, str) else None
+            if hit is not None:
+                return hit
+            # Cheap shape checks first; the regex confirms digits-only fields before fromisoformat.
+            if isinstance(timestr, str) and len(timestr) in (20, 27) and timestr[-1] == "Z" and fullmatch(timestr):
+                value = fromisoformat(timestr[:-1]).replace(tzinfo=utc)
+                if len(cache) >= cache_size:
+                    cache.clear()
+                cache[timestr] = value
+                return value
         return fallback(timestr, *args, **kwargs)
 
     fast_parse.devhost_fast = True  # type: ignore[attr-defined]
