@@ -66,6 +66,7 @@ from pydantic import BaseModel
 
 from shared.chunking import CHUNKER_VERSION
 from shared.contracts import Chunk, ErrorCode, ProviderError
+from shared.docfilter import split_filter_terms
 from shared.ingest import (
     HashCache,
     IngestedDocument,
@@ -141,7 +142,6 @@ _SYNONYMS: dict[str, tuple[str, ...]] = {
 }
 
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
-_FILTER_TERM = re.compile(r"^(?:(doc|tag):)?(.+)$")
 
 
 class IndexStats(BaseModel):
@@ -181,21 +181,7 @@ def parse_filter(filter: str | None) -> tuple[str, list[str]]:
         return "", []
     if len(filter) > MAX_FILTER_CHARS:
         raise ProviderError(ErrorCode.INVALID_INPUT, f"filter is longer than {MAX_FILTER_CHARS} characters")
-    prefixes: list[str] = []
-    tags: list[str] = []
-    for term in re.split(r"[\s,]+", filter.strip()):
-        if not term:
-            continue
-        match = _FILTER_TERM.match(term)
-        kind, value = (match.group(1), match.group(2)) if match else (None, term)
-        if value.startswith(("doc:", "tag:")) or ":" in value or len(value) > 200:
-            raise ProviderError(
-                ErrorCode.INVALID_INPUT, f"invalid filter term {term!r}: use doc:<doc-id prefix> or tag:<tag>"
-            )
-        if kind == "tag":
-            tags.append(value.lower())
-        else:
-            prefixes.append(value.lower().lstrip("/"))
+    prefixes, tags = split_filter_terms(filter)
     clauses: list[str] = []
     params: list[str] = []
     if prefixes:

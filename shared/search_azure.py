@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from shared.contracts import Chunk, ErrorCode, ProviderError
+from shared.docfilter import split_filter_terms
 
 if TYPE_CHECKING:
     from azure.core.credentials import AzureKeyCredential, TokenCredential
@@ -134,7 +135,6 @@ def validate_filter(expression: str | None) -> str | None:
 
 
 _ODATA_HINT = re.compile(r"'|\(|\s(?:eq|ne|gt|ge|lt|le)\s")
-_PORTABLE_TERM = re.compile(r"^(?:(doc|tag):)?(.+)$")
 
 
 def translate_filter(expression: str | None) -> str | None:
@@ -149,21 +149,7 @@ def translate_filter(expression: str | None) -> str | None:
     text = validate_filter(expression)
     if text is None or _ODATA_HINT.search(text):
         return text
-    prefixes: list[str] = []
-    tags: list[str] = []
-    for term in re.split(r"[\s,]+", text):
-        if not term:
-            continue
-        match = _PORTABLE_TERM.match(term)
-        kind, value = (match.group(1), match.group(2)) if match else (None, term)
-        if value.startswith(("doc:", "tag:")) or ":" in value or len(value) > 200:
-            raise ProviderError(
-                ErrorCode.INVALID_INPUT, f"invalid filter term {term!r}: use doc:<doc-id prefix> or tag:<tag>"
-            )
-        if kind == "tag":
-            tags.append(value.lower())
-        else:
-            prefixes.append(value.lower().lstrip("/"))
+    prefixes, tags = split_filter_terms(text)
     clauses = []
     if prefixes:
         clauses.append(f"{PREFIX_FIELD}/any(p: {odata_in('p', sorted(set(prefixes)))})")
