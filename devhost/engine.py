@@ -938,7 +938,8 @@ class Engine:
             inbox_id = self._store.insert_inbox(parent.id, parent.execution_id, h.render(ev))
             parent.inbox.append(Message(ev, parent.execution_id, inbox_id=inbox_id))
             return
-        self._store.delete_instance(child_id)
+        if self._store.get_instance(child_id) is not None:
+            self._store.delete_instance(child_id)  # a terminal instance with this id is replaced
         now = time.time()
         child = Instance(child_id, name, version, h.dumps(input_text), now)
         child.parent = ParentRef(parent.id, parent.execution_id, seq, parent.name)
@@ -1407,7 +1408,8 @@ class Engine:
         inst = Instance(instance_id, name, version or self.app.host.default_version, input_json, time.time())
         store = self._store
         store.begin()
-        store.delete_instance(instance_id)  # a terminal instance with this id is replaced
+        if store.get_instance(instance_id) is not None:
+            store.delete_instance(instance_id)  # a terminal instance with this id is replaced
         store.insert_instance(inst.row())
         self._instances[instance_id] = inst
         self._commit()
