@@ -853,6 +853,7 @@ class Engine:
         inst.updated = time.time()
         if inst.status in ("Pending", "ContinuedAsNew"):
             inst.status = "Running"
+            log.info("%s: orchestration '%s' started.", inst.id, inst.name)
         if failure is not None:
             self._finish(
                 inst, new_events, d.events, "Failed", f"Orchestrator function '{inst.name}' failed: {failure}", ts

@@ -376,7 +376,9 @@ def test_activity_context_renamed_activity_and_logging(
         assert any(
             line.startswith(f"Executed 'Functions.who_am_i' (Succeeded, Id={info['invocation']}") for line in lines
         )
-        assert any(line == f"{iid}: orchestration 'context_orch' completed." for line in lines)
+        assert f"{iid}: orchestration 'context_orch' scheduled." in lines
+        assert f"{iid}: orchestration 'context_orch' started." in lines
+        assert f"{iid}: orchestration 'context_orch' completed." in lines
 
     run_engine(body)
 
