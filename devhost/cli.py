@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import errno
+import json
 import logging
 import os
 import signal
@@ -21,7 +22,7 @@ import uvicorn
 from devhost.durable_api import Engine
 from devhost.keys import ENV_FUNCTION_KEY, ENV_MASTER_KEY, ENV_SYSTEM_KEY, HostKeys, KeysError, load_or_create_keys
 from devhost.model import AppLoadError, LoadedApp
-from devhost.server import DEVHOST_VERSION, DevHost
+from devhost.server import DEVHOST_VERSION, CorsPolicy, DevHost
 
 log = logging.getLogger("devhost")
 
@@ -55,6 +56,7 @@ class ServeOptions:
     auth: bool
     grace_s: float
     verbose: bool
+    cors: CorsPolicy | None = None
 
 
 class EngineStartError(Exception):
@@ -79,7 +81,18 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="serve the function app over HTTP with Durable state in SQLite")
     serve.add_argument("--app", default=".", help="app root containing function_app.py (default: cwd)")
     serve.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=7071, help="port to listen on (default 7071; 0 = any free port)")
+    serve.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        help="port to listen on (default: local.settings.json Host.LocalHttpPort, else 7071; 0 = any free port)",
+    )
+    serve.add_argument(
+        "--cors",
+        default=None,
+        help="comma-separated origins allowed to call the host, or * (default: local.settings.json Host.CORS)",
+    )
+    serve.add_argument("--cors-credentials", action="store_true", help="allow credentialed cross-origin requests")
     serve.add_argument("--data", default=None, help="state directory (default <app>/.devhost)")
     serve.add_argument("--no-auth", action="store_true", help="do not enforce function/admin/system keys")
     serve.add_argument("--grace", type=float, default=10.0, help="seconds to let in-flight work finish on shutdown")
@@ -100,6 +113,9 @@ def main(argv: list[str] | None = None, *, engine_factory: EngineFactory | None 
     if args.command != "serve":  # pragma: no cover - argparse enforces the choice
         return EXIT_USAGE
     app_dir = Path(args.app).resolve()
+    host_settings = read_host_settings(app_dir)
+    if args.port is None:
+        args.port = _local_port(host_settings)
     if not 0 <= args.port <= 65535:
         print(f"error: --port must be between 0 and 65535, got {args.port}", file=sys.stderr)
         return EXIT_USAGE
@@ -114,9 +130,40 @@ def main(argv: list[str] | None = None, *, engine_factory: EngineFactory | None 
         auth=not args.no_auth,
         grace_s=args.grace,
         verbose=args.verbose,
+        cors=CorsPolicy.parse(
+            args.cors if args.cors is not None else _text(host_settings.get("CORS")),
+            args.cors_credentials or host_settings.get("CORSCredentials") is True,
+        ),
     )
     _configure_logging(options.verbose)
     return serve(options, engine_factory=engine_factory)
+
+
+def read_host_settings(app_dir: Path) -> dict[str, Any]:
+    """The ``Host`` section of ``<app>/local.settings.json`` ({} when absent or unreadable).
+
+    A malformed file is reported by the loader with its reason; here it only means "no settings".
+    """
+    path = app_dir / "local.settings.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
+    except (OSError, ValueError):
+        return {}
+    section = data.get("Host") if isinstance(data, dict) else None
+    return section if isinstance(section, dict) else {}
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _local_port(host_settings: dict[str, Any]) -> int:
+    value = host_settings.get("LocalHttpPort")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return 7071
 
 
 def _configure_logging(verbose: bool) -> None:
@@ -206,7 +253,7 @@ async def _run(
     else:
         engine = engine_factory(app, options.data_dir)
     origin = f"http://{_display_host(options.host)}:{port}"
-    host = DevHost(app, engine, keys=keys, public_origin=origin, rpc_port=rpc_port)
+    host = DevHost(app, engine, keys=keys, public_origin=origin, rpc_port=rpc_port, cors=options.cors)
     try:
         await engine.start()
     except Exception as exc:
@@ -288,6 +335,9 @@ def _print_banner(options: ServeOptions, host: Any, keys: HostKeys | None, port:
         out.append(f"        function (default): {keys.function_key}")
         out.append(f"        system (durabletask_extension): {keys.system_key}")
         out.append("        pass a key as ?code=<key> or in the x-functions-key header")
+    if options.cors is not None:
+        credentials = " (with credentials)" if options.cors.credentials else ""
+        out.append(f"CORS: {', '.join(options.cors.origins)}{credentials}")
     out.append("")
     out.append(f"Durable Functions: task hub '{host.app.host.hub_name}', state in {options.data_dir}")
     out.append(f"        management API: http://{_display_host(options.host)}:{port}/runtime/webhooks/durabletask/")

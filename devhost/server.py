@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import Request
@@ -71,6 +72,35 @@ def presented_key(request: Request) -> str | None:
     return request.query_params.get("code") or request.headers.get("x-functions-key") or None
 
 
+@dataclass(frozen=True)
+class CorsPolicy:
+    """CORS as Core Tools applies it (local.settings.json ``Host.CORS`` / ``func start --cors``)."""
+
+    origins: tuple[str, ...]
+    credentials: bool = False
+
+    @classmethod
+    def parse(cls, text: str | None, credentials: bool = False) -> CorsPolicy | None:
+        """Comma-separated origins or ``*``; None/empty means CORS is off."""
+        origins = tuple(o.strip().rstrip("/") for o in (text or "").split(",") if o.strip())
+        return cls(origins, credentials) if origins else None
+
+    def allowed(self, origin: str) -> bool:
+        """Whether a browser at ``origin`` may call the host."""
+        return "*" in self.origins or origin.rstrip("/").lower() in {o.lower() for o in self.origins}
+
+    def headers(self, origin: str) -> dict[str, str]:
+        """Headers granting ``origin`` access (empty when it is not allowed)."""
+        if not self.allowed(origin):
+            return {}
+        # A wildcard cannot be combined with credentials, so echo the origin in that case.
+        allow = "*" if "*" in self.origins and not self.credentials else origin
+        out = {"Access-Control-Allow-Origin": allow, "Vary": "Origin"}
+        if self.credentials:
+            out["Access-Control-Allow-Credentials"] = "true"
+        return out
+
+
 class BodyTooLarge(Exception):
     """The request body exceeds MAX_REQUEST_BYTES."""
 
@@ -117,12 +147,14 @@ class DevHost:
         public_origin: str,
         rpc_port: int,
         host_id: str | None = None,
+        cors: CorsPolicy | None = None,
     ) -> None:
         """``keys`` None disables auth (``--no-auth``); ``rpc_port`` is the loopback RPC listener's port."""
         self.app = app
         self.engine = engine
         self.keys = keys
         self.rpc_port = rpc_port
+        self.cors = cors
         self.public_origin = public_origin.rstrip("/")
         self.host_id = host_id or f"devhost-{socket.gethostname().lower()}"[:32]
         self.started_at = time.monotonic()
@@ -182,12 +214,36 @@ class DevHost:
                 await send({"type": "websocket.close", "code": 1008})
             return
         request = Request(scope, receive)
+        origin = request.headers.get("origin")
+        public = (scope.get("server") or (None, None))[1] != self.rpc_port
+        cors = self.cors if public and origin else None
+        if cors is not None and origin and self._is_preflight(request):
+            await self._preflight(cors, origin, request)(scope, receive, send)
+            return
         try:
             response = await self._route(request)
         except Exception:
             log.exception("Unhandled error serving %s %s", request.method, request.url.path)
             response = Response(status_code=500)
+        if cors is not None and origin:
+            for name, value in cors.headers(origin).items():
+                response.headers[name] = value
         await response(scope, receive, send)
+
+    @staticmethod
+    def _is_preflight(request: Request) -> bool:
+        return request.method == "OPTIONS" and "access-control-request-method" in request.headers
+
+    @staticmethod
+    def _preflight(cors: CorsPolicy, origin: str, request: Request) -> Response:
+        headers = cors.headers(origin)
+        if headers:
+            headers["Access-Control-Allow-Methods"] = request.headers["access-control-request-method"]
+            requested = request.headers.get("access-control-request-headers")
+            if requested:
+                headers["Access-Control-Allow-Headers"] = requested
+            headers["Access-Control-Max-Age"] = "600"
+        return Response(status_code=204, headers=headers)
 
     async def _route(self, request: Request) -> Response:
         server = request.scope.get("server")
