@@ -37,6 +37,8 @@ log = logging.getLogger("devhost.host")
 DEVHOST_VERSION = "0.1.0"
 # The Functions host rejects request bodies over 100 MB (HTTP 413).
 MAX_REQUEST_BYTES = 100 * 1024 * 1024
+# Bindings an HTTP function may have that the devhost implements.
+_HTTP_BINDINGS = {"httptrigger", "http", "durableclient"}
 ALL_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 
 Scope = MutableMapping[str, Any]
@@ -173,6 +175,16 @@ class DevHost:
             except RouteTemplateError as exc:
                 raise AppLoadError(f"Function '{fn.name}': invalid route template: {exc}") from None
             auth_level(fn)
+            for binding in fn.bindings:
+                kind = str(binding.get("type", ""))
+                if kind.lower() not in _HTTP_BINDINGS:
+                    log.warning(
+                        "Function '%s': binding '%s' of type %s is not implemented by the devhost; "
+                        "the function receives None for inputs and its output value is discarded.",
+                        fn.name,
+                        binding.get("name"),
+                        kind,
+                    )
         threads = os.environ.get("PYTHON_THREADPOOL_THREAD_COUNT")
         self._pool = ThreadPoolExecutor(
             max_workers=int(threads) if threads and threads.isdigit() and int(threads) > 0 else None,

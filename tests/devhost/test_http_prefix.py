@@ -1,4 +1,4 @@
-"""An empty routePrefix puts HTTP triggers at the site root; host paths stay reserved."""
+"""HTTP apps with an empty route prefix (routes at the site root, host paths reserved) or unimplemented bindings."""
 
 from __future__ import annotations
 
@@ -16,3 +16,11 @@ def test_empty_route_prefix(devhost_factory: HostFactory) -> None:
     status = host.client.get("/admin/host/status")
     assert status.status_code == 200
     assert status.json()["state"] == "Running"
+
+
+def test_unimplemented_bindings_warn_and_still_run(devhost_factory: HostFactory) -> None:
+    host = devhost_factory("http_unsupported")
+    assert "Function 'enqueue': binding 'msg' of type queue is not implemented by the devhost" in host.output()
+    resp = host.client.post("/api/enqueue", content=b"hello")
+    assert resp.status_code == 200
+    assert resp.text == "queued"
