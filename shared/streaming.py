@@ -199,7 +199,9 @@ def build_store(settings: Settings) -> PartialOutputStore | None:
     if kind == "off":
         return None
     if kind == "local":
-        return SqlitePartialOutputStore(settings.partial_output_path)
+        local = SqlitePartialOutputStore(settings.partial_output_path)
+        local.prune()  # creates the file: an unusable path fails here, once, not on every flush
+        return local
     if kind == "azure_blob":
         from shared.streaming_azure import build_blob_store
 
@@ -215,13 +217,24 @@ def get_store(settings: Settings) -> PartialOutputStore | None:
             return _stores[key]
         try:
             store = build_store(settings)
-            if isinstance(store, SqlitePartialOutputStore):
-                store.prune()
         except Exception as exc:  # the live preview is optional: never fail a job or a view over it
             logger.warning("partial output store %s unavailable, answers will not stream: %s", key[0], exc)
             store = None
         _stores[key] = store
-        return store
+    prune = getattr(store, "prune", None)
+    if callable(prune) and not isinstance(store, SqlitePartialOutputStore):
+        # Remote stores prune once per process, off the caller's path; a failure costs a log line.
+        threading.Thread(target=_prune_quietly, args=(prune, key[0]), name="partial-output-prune", daemon=True).start()
+    return store
+
+
+def _prune_quietly(prune: Callable[[], int], kind: str) -> None:
+    try:
+        removed = prune()
+        if removed:
+            logger.info("partial output store %s: pruned %d old entries", kind, removed)
+    except Exception as exc:
+        logger.warning("partial output store %s: prune failed: %s", kind, exc)
 
 
 def reset_stores() -> None:

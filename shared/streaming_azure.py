@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import logging
 import threading
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from shared.contracts import ErrorCode, ProviderError
-from shared.streaming import PartialOutput
+from shared.streaming import DONE_TTL_S, MAX_AGE_S, PartialOutput
 
 if TYPE_CHECKING:
     from azure.core.credentials import TokenCredential
@@ -100,6 +101,26 @@ class BlobPartialOutputStore:
             self.container.get_blob_client(self.blob_name(job_id, step_id)).delete_blob(timeout=TIMEOUT_S)
         except ResourceNotFoundError:
             pass
+
+    def prune(self, now_s: float | None = None) -> int:
+        """Delete finished blobs older than DONE_TTL_S and orphans older than MAX_AGE_S (one listing)."""
+        from azure.core.exceptions import ResourceNotFoundError
+
+        now = datetime.now(UTC) if now_s is None else datetime.fromtimestamp(now_s, UTC)
+        removed = 0
+        try:
+            for item in self.container.list_blobs(include=["metadata"], timeout=TIMEOUT_S):
+                age = (now - item.last_modified).total_seconds()
+                done = (item.metadata or {}).get("complete") == "true"
+                if (done and age > DONE_TTL_S) or age > MAX_AGE_S:
+                    try:
+                        self.container.delete_blob(item.name, timeout=TIMEOUT_S)
+                        removed += 1
+                    except ResourceNotFoundError:
+                        pass
+        except ResourceNotFoundError:
+            return removed  # no container yet: nothing to prune
+        return removed
 
 
 def build_blob_store(

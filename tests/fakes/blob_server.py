@@ -3,10 +3,10 @@
 Speaks enough of the Blob REST protocol for ``azure-storage-blob``: create container
 (``?restype=container``), create append blob (``x-ms-blob-type: AppendBlob`` with ``x-ms-meta-*``),
 Append Block (``?comp=appendblock``), Set Blob Metadata (``?comp=metadata``), Get Blob (ranged reads
-answer 206 with ``Content-Range``; a ranged read of an empty blob answers 416 like the service) and
-Delete Blob. Errors carry the service's XML body and ``x-ms-error-code``. Authentication is a bearer
-token (azure-core sends those only over TLS, hence the self-signed certificate of the fake search
-service); everything else is 401. Requests are recorded for assertions.
+answer 206 with ``Content-Range``; a ranged read of an empty blob answers 416 like the service),
+Delete Blob, and List Blobs (with metadata, one page). Errors carry the service's XML body and
+``x-ms-error-code``. Authentication is a bearer token (azure-core sends those only over TLS, hence the
+self-signed certificate of the fake search service); everything else is 401. Requests are recorded.
 
     with FakeBlobServer(token="t") as blobs:
         BlobServiceClient(blobs.endpoint, credential=..., connection_verify=blobs.ca_file)
@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from email.utils import format_datetime
 from pathlib import Path
 from typing import Any
+from xml.sax.saxutils import escape
 
 import uvicorn
 from starlette.applications import Starlette
@@ -167,12 +168,36 @@ class FakeBlobServer:
             return self._blob_call(request.method, query, headers, container, name, body)
 
     def _container(self, method: str, query: dict[str, str], container: str) -> Response:
+        if method == "GET" and query.get("restype") == "container" and query.get("comp") == "list":
+            return self._list(container, query)
         if method != "PUT" or query.get("restype") != "container":
             return self._error(400, "UnsupportedHttpVerb", f"the fake does not serve {method} on a container")
         if container in self.containers:
             return self._error(409, "ContainerAlreadyExists", "The specified container already exists.")
         self.containers[container] = {}
         return Response(b"", 201, headers=self._headers({"ETag": '"0x1"', "Last-Modified": _http_now()}))
+
+    def _list(self, container: str, query: dict[str, str]) -> Response:
+        blobs = self.containers.get(container)
+        if blobs is None:
+            return self._error(404, "ContainerNotFound", "The specified container does not exist.")
+        with_meta = "metadata" in query.get("include", "")
+        items = []
+        for name, blob in sorted(blobs.items()):
+            meta = "".join(f"<{k}>{escape(v)}</{k}>" for k, v in blob.metadata.items()) if with_meta else ""
+            items.append(
+                f"<Blob><Name>{escape(name)}</Name><Properties>"
+                f"<Last-Modified>{format_datetime(blob.modified, usegmt=True)}</Last-Modified>"
+                f"<Etag>{blob.etag.strip(chr(34))}</Etag><Content-Length>{len(blob.data)}</Content-Length>"
+                f"<Content-Type>application/octet-stream</Content-Type><BlobType>AppendBlob</BlobType>"
+                f"</Properties>{f'<Metadata>{meta}</Metadata>' if with_meta else ''}</Blob>"
+            )
+        body = (
+            '<?xml version="1.0" encoding="utf-8"?>'
+            f'<EnumerationResults ServiceEndpoint="{self.endpoint}/" ContainerName="{escape(container)}">'
+            f"<Blobs>{''.join(items)}</Blobs><NextMarker /></EnumerationResults>"
+        )
+        return Response(body, 200, headers=self._headers(), media_type="application/xml")
 
     def _blob_call(
         self, method: str, query: dict[str, str], headers: dict[str, str], container: str, name: str, body: bytes

@@ -12,7 +12,14 @@ from azure.core.credentials import AccessToken
 
 from shared.contracts import ErrorCode, ProviderError
 from shared.settings import Settings
-from shared.streaming import DeltaBuffer, PartialOutputStore, SqlitePartialOutputStore, store_kind
+from shared.streaming import (
+    DONE_TTL_S,
+    MAX_AGE_S,
+    DeltaBuffer,
+    PartialOutputStore,
+    SqlitePartialOutputStore,
+    store_kind,
+)
 from shared.streaming_azure import BlobPartialOutputStore, build_blob_store
 from tests.fakes.blob_server import FakeBlobServer
 
@@ -68,6 +75,10 @@ def test_both_stores_keep_the_same_contract(any_store: PartialOutputStore) -> No
     any_store.drop(job, "s3")
     assert any_store.read(job, "s3") is None
     any_store.drop(job, "s3")  # absent is fine
+    # An entry with no text yet (the blob service answers a ranged read of an empty blob with 416).
+    any_store.append(job, "empty", 1, "", complete=True)
+    empty = any_store.read(job, "empty")
+    assert empty is not None and (empty.text, empty.complete) == ("", True)
 
 
 def test_blob_layout_auth_and_buffered_writes(blobs: FakeBlobServer) -> None:
@@ -122,3 +133,20 @@ def test_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AzureWebJobsStorage__blobServiceUri", "https://acct.blob.core.windows.net")
     assert store_kind(Settings()) == "azure_blob"
     assert store_kind(Settings(partial_output_store="local")) == "local"
+
+
+def test_prune_deletes_old_finished_and_orphaned_blobs(blobs: FakeBlobServer) -> None:
+    store = build_blob_store(
+        Settings(partial_output_container="prune-test"),
+        blobs.endpoint,
+        credential=StaticTokenCredential(TOKEN),
+        connection_verify=blobs.ca_file,
+    )
+    assert store.prune() == 0  # no container yet
+    store.append("j", "done", 1, "all of it", complete=True)
+    store.append("j", "running", 1, "some")
+    assert store.prune() == 0
+    assert store.prune(now_s=time.time() + DONE_TTL_S + 5) == 1
+    assert blobs.blob("prune-test", "j/done") is None and blobs.blob("prune-test", "j/running") is not None
+    assert store.prune(now_s=time.time() + MAX_AGE_S + 5) == 1
+    assert blobs.containers["prune-test"] == {}
