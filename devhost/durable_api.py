@@ -169,7 +169,7 @@ def parse_bool(value: str | None, default: bool) -> bool:
 
 
 _DT_RE = re.compile(
-    r"^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2})?)(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?$", re.IGNORECASE
+    r"^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2})?)(\.\d+)?)?(Z|[+\- ]\d{2}:?\d{2})?$", re.IGNORECASE
 )
 
 
@@ -187,6 +187,8 @@ def parse_datetime(name: str, value: str) -> datetime:
     if zone is None or zone.upper() == "Z":
         text += "+00:00"
     else:
+        # An unencoded '+' in a query string arrives as a space.
+        zone = "+" + zone[1:] if zone.startswith(" ") else zone
         text += zone if ":" in zone else f"{zone[:3]}:{zone[3:]}"
     try:
         return datetime.fromisoformat(text).astimezone(UTC)
