@@ -103,6 +103,23 @@ def render_progress(view: dict[str, Any]) -> Table:
     return table
 
 
+def render_live(view: dict[str, Any]) -> Group:
+    """The progress table, plus the answer as it streams in."""
+    parts: list[Any] = [render_progress(view)]
+    for step in view.get("steps", []):
+        partial = step.get("partial_output") or {}
+        if partial.get("text") and step.get("state") == "running":
+            text = partial["text"][-1200:]
+            parts.append(
+                Panel(
+                    text,
+                    title=f"{step['id']}: writing the answer ({partial.get('chars', len(text))} chars)",
+                    border_style="yellow",
+                )
+            )
+    return Group(*parts)
+
+
 def render_result(view: dict[str, Any]) -> Group:
     """The answer, its citations and the SQL result tables."""
     parts: list[Any] = []
@@ -179,7 +196,7 @@ def run_job(client: httpx.Client, body: dict[str, Any], console: Console, *, int
     with Live(console=console, refresh_per_second=8, transient=False) as live:
         while True:
             view = client.get(f"/api/jobs/{job_id}", params={"log_limit": 1}).json()
-            live.update(render_progress(view))
+            live.update(render_live(view))
             status = view.get("status")
             if status in ("completed", "failed", "cancelled"):
                 break
