@@ -64,6 +64,21 @@ def start_url(host: DevHostProcess, orchestrator: str) -> str:
 
 def run_chain(host: DevHostProcess, steps: int, *, sync: bool = False) -> JobTiming:
     """Run one ``chain`` job to completion (wait mode of the start API) and time it from its history."""
+    return finish_timing(host, start_chain(host, steps, sync=sync))
+
+
+@dataclass(frozen=True)
+class ChainRun:
+    """A completed chain job as the client saw it (history not read yet)."""
+
+    instance_id: str
+    steps: int
+    client_s: float
+    body_s: float
+
+
+def start_chain(host: DevHostProcess, steps: int, *, sync: bool = False) -> ChainRun:
+    """Run one ``chain`` job to completion through the start API in wait mode; client-side timing only."""
     instance_id = f"chain-{uuid.uuid4().hex}"
     params = {**host.system_code, "timeout": "120", "pollingInterval": "1"}
     url = f"{start_url(host, 'chain')}/{instance_id}"
@@ -72,9 +87,12 @@ def run_chain(host: DevHostProcess, steps: int, *, sync: bool = False) -> JobTim
     client_s = time.perf_counter() - sent
     if resp.status_code != 200:
         raise RuntimeError(f"chain job did not complete: {resp.status_code} {resp.text[:300]}")
-    output = resp.json()
-    events = history(host, instance_id)
-    return timing_from_history(events, steps, float(output["body_s"]), client_s)
+    return ChainRun(instance_id, steps, client_s, float(resp.json()["body_s"]))
+
+
+def finish_timing(host: DevHostProcess, run: ChainRun) -> JobTiming:
+    """Complete a run's timing with its stored history."""
+    return timing_from_history(history(host, run.instance_id), run.steps, run.body_s, run.client_s)
 
 
 def history(host: DevHostProcess, instance_id: str) -> list[dict[str, Any]]:

@@ -24,7 +24,20 @@ from __future__ import annotations
 import os
 import statistics
 
-from bench._devhost import Figure, JobTiming, bench_host, machine, percentile, print_rows, print_table, run_chain
+from bench._devhost import (
+    Figure,
+    JobTiming,
+    bench_host,
+    cpu_seconds,
+    finish_timing,
+    host_pid,
+    machine,
+    percentile,
+    print_rows,
+    print_table,
+    run_chain,
+    start_chain,
+)
 
 DEFAULT_SIZES = ((5, 200), (20, 100), (100, 30))
 TARGET_P50_MS_AT_20 = 3.0
@@ -77,9 +90,13 @@ def main(argv: list[str]) -> int:
         for _ in range(WARMUP_JOBS):
             run_chain(host, 5)
         plan = [(steps, jobs, False) for steps, jobs in sizes] + [(20, min(50, dict(sizes).get(20, 50)), True)]
+        pid = host_pid(host)
         for steps, jobs, sync in plan:
-            runs = [run_chain(host, steps, sync=sync) for _ in range(jobs)]
-            results[(steps, sync)] = summarise(steps, runs)
+            cpu_before = cpu_seconds(pid)
+            raw = [start_chain(host, steps, sync=sync) for _ in range(jobs)]
+            cpu_ms = (cpu_seconds(pid) - cpu_before) * 1000 / (steps * jobs)
+            results[(steps, sync)] = summarise(steps, [finish_timing(host, r) for r in raw])
+            results[(steps, sync)]["cpu_ms"] = cpu_ms
             jobs_of[(steps, sync)] = jobs
 
     rows = [
@@ -93,12 +110,16 @@ def main(argv: list[str]) -> int:
             f"{r['server_p99']:.2f}",
             f"{r['step_p50']:.2f}",
             f"{r['step_p99']:.2f}",
+            f"{r['cpu_ms']:.2f}",
         ]
         for (steps, sync), r in results.items()
     ]
     headers = ["activities", "jobs", "job ms p50", "ovh p50", "ovh p99", "hist p50", "hist p99", "step p50", "step p99"]
+    headers.append("host CPU")
     print(
-        "  ovh = (client wall - activity bodies) / activities, ms; hist = same from the stored history; step = one step"
+        "  ms per activity. ovh = (client wall - activity bodies) / activities; hist = the same from the stored\n"
+        "  history; step = gap between consecutive TaskCompleted; host CPU = devhost process CPU / activities\n"
+        "  (wall figures well above host CPU mean the host waited for a core: other load on the machine)"
     )
     print_rows(headers, rows)
     body_us = results[(sizes[0][0], False)]["body_us"]
@@ -137,5 +158,8 @@ def main(argv: list[str]) -> int:
         )
     sync20 = results[(20, True)]
     figures.append(Figure("(a) overhead/activity p50, 20 sync steps", f"{sync20['p50']:.2f} ms", "", None))
+    if 20 in dict(sizes):
+        cpu20 = results[(20, False)]["cpu_ms"]
+        figures.append(Figure("(a) host CPU per activity, 20 steps", f"{cpu20:.2f} ms", "", None))
     print_table("(a) results", figures)
     return 0
