@@ -83,7 +83,7 @@ ALL_STATUSES = RUNNING_STATES | TERMINAL_STATES
 MAX_BATCH = 500
 SLICE_BUDGET_S = 0.01
 # Fan-in coalescing: episodes cheaper than this never wait; the wait is capped at the max delay.
-COALESCE_MIN_COST_S = 0.005
+COALESCE_MIN_COST_S = 0.02
 COALESCE_MAX_DELAY_S = 0.5
 DEFAULT_PAGE_SIZE = 100
 CUSTOM_STATUS_LIMIT_KB = 16
