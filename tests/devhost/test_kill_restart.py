@@ -13,6 +13,7 @@ so executions before and after the crash are told apart by the process id.
 from __future__ import annotations
 
 import json
+import random
 import sqlite3
 import time
 from collections import Counter
@@ -170,7 +171,7 @@ def _step_key(payload: dict[str, Any]) -> str:
 
 
 def _square_key(payload: dict[str, Any]) -> str:
-    return f"sq{payload['n']}"
+    return f"{payload.get('tag', '')}sq{payload['n']}"
 
 
 # ----- tests ------------------------------------------------------------------------------------
@@ -299,3 +300,39 @@ def test_event_buffered_during_activity_survives_kill(crash: Crash) -> None:
     events = check_history(crash.db_path, instance_id)
     assert sum(e["EventType"] == h.EVENT_RAISED for e in events) == 1
     assert Counter(key for key, _ in crash.runs()) == {"before": 2, "after": 1}
+
+
+def test_repeated_kills_at_random_moments_lose_nothing(crash: Crash) -> None:
+    """Several jobs, four SIGKILLs at seeded random moments: every result committed before a kill is
+    never recomputed, nothing runs twice in one process, and every job ends with the right output."""
+    rng = random.Random(20261122)
+    jobs: dict[str, tuple[str, dict[str, Any]]] = {
+        **{f"fan{i}": ("fan_out", {"count": 40, "latch_from": 40, "delay_s": 0.05}) for i in range(3)},
+        **{f"seq{i}": ("square_chain", {"count": 20, "delay_s": 0.05}) for i in range(3)},
+    }
+    ids = {tag: crash.start(name, {**payload, "tag": f"{tag}:"}) for tag, (name, payload) in jobs.items()}
+    committed_by_pid: dict[int, set[str]] = {}
+    for _ in range(4):
+        time.sleep(rng.uniform(0.1, 0.6))
+        pid = crash.crash()
+        integrity_ok(crash.db_path)
+        committed_by_pid[pid] = set().union(
+            *(completed_keys(committed_events(crash.db_path, i), _square_key) for i in ids.values())
+        )
+        crash.host.start()
+    for tag, instance_id in ids.items():
+        status = crash.host.wait_status(instance_id, timeout_s=60)
+        assert status["runtimeStatus"] == "Completed", status
+        assert status["output"] == [n * n for n in range(jobs[tag][1]["count"])]
+        check_history(crash.db_path, instance_id)
+
+    runs = crash.runs()
+    pids = list(dict.fromkeys(pid for _, pid in runs))  # processes in the order they ran
+    per_process = Counter(runs)
+    assert max(per_process.values()) == 1, "an activity ran twice in one process"
+    every = {f"{tag}:sq{n}" for tag, (_, payload) in jobs.items() for n in range(payload["count"])}
+    assert {key for key, _ in runs} == every
+    for pid, committed in committed_by_pid.items():
+        later = set(pids[pids.index(pid) + 1 :]) if pid in pids else set()
+        rerun = {key for key, p in runs if p in later} & committed
+        assert not rerun, f"results committed before kill of {pid} were recomputed: {sorted(rerun)[:5]}"

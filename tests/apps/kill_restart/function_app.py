@@ -46,7 +46,7 @@ def step(step: dict[str, Any]) -> str:
 @app.activity_trigger(input_name="item")
 async def square(item: dict[str, Any]) -> int:
     """Record the execution, then square ``n`` after ``delay_s`` (or after the latch, if ``latch``)."""
-    _record(item["dir"], f"sq{item['n']}")
+    _record(item["dir"], f"{item.get('tag', '')}sq{item['n']}")
     if item.get("latch"):
         release = Path(item["dir"]) / "release"
         deadline = time.monotonic() + LATCH_LIMIT_S
@@ -89,11 +89,28 @@ def fan_out(context: df.DurableOrchestrationContext):
     tasks = [
         context.call_activity(
             "square",
-            {"dir": job["dir"], "n": n, "delay_s": job["delay_s"], "latch": n >= job["latch_from"]},
+            {
+                "dir": job["dir"],
+                "tag": job.get("tag", ""),
+                "n": n,
+                "delay_s": job["delay_s"],
+                "latch": n >= job["latch_from"],
+            },
         )
         for n in range(job["count"])
     ]
     squares = yield context.task_all(tasks)
+    return squares
+
+
+@app.orchestration_trigger(context_name="context")
+def square_chain(context: df.DurableOrchestrationContext):
+    """Square 0..count-1 one after the other."""
+    job = context.get_input()
+    squares = []
+    for n in range(job["count"]):
+        item = {"dir": job["dir"], "tag": job["tag"], "n": n, "delay_s": job["delay_s"]}
+        squares.append((yield context.call_activity("square", item)))
     return squares
 
 
