@@ -59,7 +59,8 @@ from typing import Any
 
 from devhost import history as h
 from devhost.accel import install_sdk_accelerations
-from devhost.logs import FunctionContext, current_invocation, install_log_context
+from devhost.httpmap import InvocationContext
+from devhost.logs import current_invocation, install_log_context
 from devhost.model import (
     FunctionInfo,
     InstanceAlreadyExists,
@@ -1323,7 +1324,9 @@ class Engine:
             )
             kwargs: dict[str, Any] = {str(fn.trigger.get("name")): value}
             if fn.wants_context:
-                kwargs["context"] = FunctionContext(invocation_id, fn.name, str(self.app.root))
+                kwargs["context"] = InvocationContext(
+                    invocation_id=invocation_id, function_name=fn.name, function_directory=self.app.root
+                )
             result = await self._call_activity(fn, kwargs, invocation_id)
             encoded = ActivityTriggerConverter.encode(result, expected_type=None).value
             ev = h.event(h.TASK_COMPLETED, epoch_to_history(time.time()), TaskScheduledId=work.seq, Result=encoded)

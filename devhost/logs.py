@@ -16,8 +16,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import azure.functions as func
-
 # (function name, invocation id) of the invocation running in this context.
 current_invocation: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar(
     "devhost_invocation", default=None
@@ -57,43 +55,3 @@ def invocation_scope(function_name: str, invocation_id: str) -> Iterator[None]:
         yield
     finally:
         current_invocation.reset(token)
-
-
-class FunctionContext(func.Context):
-    """The ``context`` argument the worker passes to functions that declare it."""
-
-    def __init__(self, invocation_id: str, function_name: str, function_directory: str) -> None:
-        self._invocation_id = invocation_id
-        self._function_name = function_name
-        self._function_directory = function_directory
-        self._thread_local_storage = threading.local()
-
-    @property
-    def invocation_id(self) -> str:
-        """The invocation id of this call."""
-        return self._invocation_id
-
-    @property
-    def function_name(self) -> str:
-        """The function's name."""
-        return self._function_name
-
-    @property
-    def function_directory(self) -> str:
-        """The app root (the v2 model has no per-function directory)."""
-        return self._function_directory
-
-    @property
-    def thread_local_storage(self) -> Any:
-        """Per-invocation thread-local storage."""
-        return self._thread_local_storage
-
-    @property
-    def trace_context(self) -> Any:
-        """No distributed tracing locally."""
-        return None
-
-    @property
-    def retry_context(self) -> Any:
-        """No host-level retry policy locally."""
-        return None
