@@ -4,7 +4,9 @@ import azure.durable_functions as df
 
 from api.health import register as register_health
 from api.jobs import register as register_jobs
+from api.ui import register as register_ui
 
 blueprint = df.Blueprint()
 register_health(blueprint)
 register_jobs(blueprint)
+register_ui(blueprint)

@@ -1,0 +1,1056 @@
+// Durable AI Jobs web console: submit jobs, follow them, answer their questions.
+// Plain ES module, no dependencies. Every piece of data reaches the page through textContent or
+// element properties (never innerHTML), and every request goes to this origin's /api.
+
+const API = '/api/jobs';
+const KEY_STORAGE = 'durable-ai-jobs.function-key';
+const POLL_MS = 1000;
+const MAX_BACKOFF_MS = 10000;
+const LOG_PAGE = 200;
+const JOB_PAGE = 20;
+const MAX_TABLE_ROWS = 200;
+const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
+const STATUS_LABELS = {
+  pending: 'Pending',
+  planning: 'Planning',
+  running: 'Running',
+  waiting_for_user: 'Waiting for you',
+  completed: 'Completed',
+  failed: 'Failed',
+  cancelled: 'Cancelled',
+};
+const STEP_LABELS = {
+  pending: 'Pending',
+  running: 'Running',
+  waiting: 'Waiting',
+  succeeded: 'Succeeded',
+  failed: 'Failed',
+  skipped: 'Skipped',
+  cancelled: 'Cancelled',
+};
+const KIND_LABELS = {
+  plan: 'Plan',
+  consult_rag: 'Documents',
+  execute_azure_sql: 'SQL',
+  generate_response: 'Answer',
+};
+const OPTION_LABELS = {
+  approval: { approve: 'Approve', edit: 'Run edited SQL', reject: 'Reject (skip the query)', abort: 'Abort job' },
+  error: { retry: 'Retry', skip: 'Skip step', edit: 'Retry with edited input', abort: 'Abort job' },
+};
+const FIELD_INPUTS = {
+  question: 'question',
+  'approval.sql': 'approval',
+  'constraints.max_tokens': 'max-tokens',
+  'constraints.budget.max_total_tokens': 'budget-tokens',
+};
+
+// ----- small DOM helpers ------------------------------------------------------------------------
+
+/** Create an element; props are attributes (plus class, text, value, dataset, on); children are nodes or text. */
+function h(tag, props, ...children) {
+  const el = document.createElement(tag);
+  for (const [name, value] of Object.entries(props || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (name === 'class') el.className = value;
+    else if (name === 'text') el.textContent = String(value);
+    else if (name === 'value') el.value = String(value);
+    else if (name === 'dataset') Object.assign(el.dataset, value);
+    else if (name === 'on') for (const [type, fn] of Object.entries(value)) el.addEventListener(type, fn);
+    else if (/^on/i.test(name)) throw new Error(`inline handler ${name} refused`);
+    else el.setAttribute(name, value === true ? '' : String(value));
+  }
+  append(el, children);
+  return el;
+}
+
+function append(el, children) {
+  for (const child of children.flat(Infinity)) {
+    if (child === undefined || child === null || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return el;
+}
+
+const $ = (selector) => document.querySelector(selector);
+
+function fmtNumber(n) {
+  return typeof n === 'number' ? n.toLocaleString('en-US') : '—';
+}
+
+function fmtCost(c) {
+  if (typeof c !== 'number') return '—';
+  return c === 0 ? '$0' : `$${c.toFixed(c < 0.01 ? 6 : 4)}`;
+}
+
+function parseTime(value) {
+  if (!value) return null;
+  const t = new Date(value);
+  return Number.isNaN(t.getTime()) ? null : t;
+}
+
+const dateTimeFormat = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'medium' });
+const timeFormat = new Intl.DateTimeFormat(undefined, { timeStyle: 'medium' });
+
+function timeEl(value, { short = false } = {}) {
+  const t = parseTime(value);
+  if (!t) return h('span', { class: 'muted', text: '—' });
+  return h('time', { datetime: t.toISOString(), title: t.toISOString() }, (short ? timeFormat : dateTimeFormat).format(t));
+}
+
+function fmtDuration(start, end) {
+  const a = parseTime(start);
+  const b = parseTime(end);
+  if (!a || !b) return '—';
+  const ms = Math.max(0, b - a);
+  if (ms < 1000) return `${ms} ms`;
+  if (ms < 60000) return `${(ms / 1000).toFixed(1)} s`;
+  return `${Math.floor(ms / 60000)} min ${Math.round((ms % 60000) / 1000)} s`;
+}
+
+function badge(status, labels = STATUS_LABELS, prefix = 'status') {
+  return h('span', { class: `badge ${prefix}-${status}` }, labels[status] || status || 'unknown');
+}
+
+function errorBox(err, { title } = {}) {
+  return h(
+    'div',
+    { class: 'error-body' },
+    title ? h('strong', {}, title, ' ') : null,
+    err.code ? h('code', { class: 'error-code' }, err.code) : null,
+    err.code ? ' ' : null,
+    h('span', { class: 'error-message' }, err.message || 'Something went wrong.'),
+    err.field ? h('span', { class: 'error-field' }, ' (field ', h('code', {}, err.field), ')') : null,
+  );
+}
+
+function showAlert(el, err, opts) {
+  el.replaceChildren(errorBox(err, opts));
+  el.hidden = false;
+}
+
+function clearAlert(el) {
+  el.replaceChildren();
+  el.hidden = true;
+}
+
+// ----- the API -----------------------------------------------------------------------------------
+
+class ApiError extends Error {
+  constructor(status, code, message, field) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.field = field || null;
+  }
+}
+
+function getKey() {
+  try {
+    return localStorage.getItem(KEY_STORAGE) || '';
+  } catch {
+    return '';
+  }
+}
+
+function setKey(value) {
+  try {
+    if (value) localStorage.setItem(KEY_STORAGE, value);
+    else localStorage.removeItem(KEY_STORAGE);
+  } catch {
+    // Storage can be off (private mode); the key then lives only in the field.
+  }
+}
+
+/** Call the job API; resolves to the parsed body, rejects with an ApiError carrying the API's error code. */
+async function api(path, { method = 'GET', body, signal } = {}) {
+  const headers = { Accept: 'application/json' };
+  const key = $('#function-key').value.trim() || getKey();
+  if (key) headers['x-functions-key'] = key;
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  let resp;
+  try {
+    resp = await fetch(path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal,
+      cache: 'no-store',
+      credentials: 'same-origin',
+    });
+  } catch (err) {
+    if (err && err.name === 'AbortError') throw err;
+    throw new ApiError(0, 'NETWORK_ERROR', 'The server could not be reached.');
+  }
+  const text = await resp.text();
+  let data = null;
+  if (text) {
+    try {
+      data = JSON.parse(text);
+    } catch {
+      data = null;
+    }
+  }
+  if (!resp.ok) {
+    const error = data && typeof data === 'object' ? data.error : null;
+    if (error && error.code) throw new ApiError(resp.status, error.code, error.message, error.field);
+    if (resp.status === 401 || resp.status === 403) {
+      throw new ApiError(resp.status, 'UNAUTHORIZED', 'The function key is missing or wrong. Enter it at the top of the page.');
+    }
+    throw new ApiError(resp.status, `HTTP_${resp.status}`, `The server answered ${resp.status} ${resp.statusText}.`.trim());
+  }
+  return data;
+}
+
+function jobUrl(id, suffix = '') {
+  return `${API}/${encodeURIComponent(id)}${suffix}`;
+}
+
+function showBanner(err) {
+  const banner = $('#banner');
+  if (!err) {
+    clearAlert(banner);
+    return;
+  }
+  showAlert(banner, err);
+}
+
+function handleAuth(err) {
+  if (err && err.status === 401) {
+    showBanner(err);
+    return true;
+  }
+  return false;
+}
+
+// ----- function key -----------------------------------------------------------------------------
+
+function initKey() {
+  const input = $('#function-key');
+  const toggle = $('#key-toggle');
+  const stateEl = $('#key-state');
+  input.value = getKey();
+  const describe = () => {
+    stateEl.textContent = input.value ? 'Saved in this browser' : 'Not set';
+  };
+  describe();
+  input.addEventListener('input', () => {
+    setKey(input.value.trim());
+    describe();
+  });
+  let applied = input.value.trim();
+  input.addEventListener('change', () => {
+    // Browsers fire "change" again on blur; only a new key reloads what the page shows.
+    if (input.value.trim() === applied) return;
+    applied = input.value.trim();
+    showBanner(null);
+    loadJobs({ reset: true });
+    if (state.detail && state.detail.halted) resumeDetail(state.detail);
+  });
+  $('#key-form').addEventListener('submit', (event) => event.preventDefault());
+  toggle.addEventListener('click', () => {
+    const show = input.type === 'password';
+    input.type = show ? 'text' : 'password';
+    toggle.textContent = show ? 'Hide' : 'Show';
+    toggle.setAttribute('aria-pressed', String(show));
+  });
+}
+
+// ----- submitting a job -------------------------------------------------------------------------
+
+function clearFieldErrors(form) {
+  for (const el of form.querySelectorAll('[aria-invalid]')) {
+    el.removeAttribute('aria-invalid');
+    el.removeAttribute('aria-errormessage');
+  }
+}
+
+function markField(field) {
+  const id = FIELD_INPUTS[field];
+  const el = id ? document.getElementById(id) : null;
+  if (!el) return;
+  el.setAttribute('aria-invalid', 'true');
+  el.setAttribute('aria-errormessage', 'form-error');
+  el.focus();
+}
+
+function optionalInt(id) {
+  const raw = document.getElementById(id).value.trim();
+  if (raw === '') return undefined;
+  const n = Number(raw);
+  return Number.isFinite(n) ? n : raw;
+}
+
+function initForm() {
+  const form = $('#job-form');
+  const errorEl = $('#form-error');
+  const button = $('#submit-job');
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    clearFieldErrors(form);
+    clearAlert(errorEl);
+    const question = $('#question').value.trim();
+    if (!question) {
+      showAlert(errorEl, { code: 'INVALID_REQUEST', message: 'Enter a question.', field: 'question' });
+      markField('question');
+      return;
+    }
+    const body = { question, approval: { sql: $('#approval').value } };
+    const constraints = {};
+    const maxTokens = optionalInt('max-tokens');
+    const budget = optionalInt('budget-tokens');
+    if (maxTokens !== undefined) constraints.max_tokens = maxTokens;
+    if (budget !== undefined) constraints.budget = { max_total_tokens: budget };
+    if (Object.keys(constraints).length) body.constraints = constraints;
+    button.disabled = true;
+    button.textContent = 'Submitting…';
+    try {
+      const created = await api(API, { method: 'POST', body });
+      showBanner(null);
+      location.hash = `job=${encodeURIComponent(created.id)}`;
+      loadJobs({ reset: true });
+    } catch (err) {
+      if (err.name === 'AbortError') return;
+      showAlert(errorEl, err, { title: 'The job was not accepted:' });
+      if (err.field) markField(err.field);
+    } finally {
+      button.disabled = false;
+      button.textContent = 'Run job';
+    }
+  });
+}
+
+// ----- the job list -----------------------------------------------------------------------------
+
+const state = {
+  jobs: { filter: '', items: [], cursor: null, request: 0 },
+  detail: null,
+};
+
+function jobItem(job) {
+  const selected = state.detail && state.detail.id === job.id;
+  return h(
+    'li',
+    { class: 'job-item', dataset: { jobId: job.id } },
+    h(
+      'a',
+      { href: `#job=${encodeURIComponent(job.id)}`, class: 'job-link', 'aria-current': selected ? 'true' : null },
+      h('span', { class: 'job-question' }, job.question || '(no question)'),
+      h('span', { class: 'job-meta' }, badge(job.status), ' ', timeEl(job.created_at)),
+    ),
+  );
+}
+
+function renderJobs() {
+  const list = $('#job-list');
+  list.replaceChildren(...state.jobs.items.map(jobItem));
+  $('#jobs-empty').hidden = state.jobs.items.length > 0;
+  $('#more-jobs').hidden = !state.jobs.cursor;
+}
+
+async function loadJobs({ reset = false } = {}) {
+  const jobs = state.jobs;
+  const request = ++jobs.request;
+  const params = new URLSearchParams({ limit: String(JOB_PAGE) });
+  if (jobs.filter) params.set('status', jobs.filter);
+  if (!reset && jobs.cursor) params.set('cursor', jobs.cursor);
+  const list = $('#job-list');
+  list.setAttribute('aria-busy', 'true');
+  $('#more-jobs').disabled = true;
+  try {
+    const page = await api(`${API}?${params}`);
+    if (request !== jobs.request) return;
+    clearAlert($('#jobs-error'));
+    jobs.items = reset ? page.jobs : jobs.items.concat(page.jobs.filter((j) => !jobs.items.some((k) => k.id === j.id)));
+    jobs.cursor = page.next_cursor || null;
+    renderJobs();
+  } catch (err) {
+    if (request !== jobs.request) return;
+    if (!handleAuth(err)) showAlert($('#jobs-error'), err, { title: 'Jobs could not be listed:' });
+  } finally {
+    if (request === jobs.request) {
+      list.setAttribute('aria-busy', 'false');
+      $('#more-jobs').disabled = false;
+    }
+  }
+}
+
+function updateListedStatus(id, status) {
+  const item = state.jobs.items.find((j) => j.id === id);
+  if (!item || item.status === status) return;
+  item.status = status;
+  const el = document.querySelector(`.job-item[data-job-id="${CSS.escape(id)}"]`);
+  if (el) el.replaceWith(jobItem(item));
+}
+
+function markSelected(id) {
+  for (const link of document.querySelectorAll('.job-link')) {
+    const mine = link.closest('.job-item').dataset.jobId === id;
+    if (mine) link.setAttribute('aria-current', 'true');
+    else link.removeAttribute('aria-current');
+  }
+}
+
+function initJobs() {
+  $('#status-filter').addEventListener('change', (event) => {
+    state.jobs.filter = event.target.value;
+    state.jobs.cursor = null;
+    loadJobs({ reset: true });
+  });
+  $('#refresh-jobs').addEventListener('click', () => loadJobs({ reset: true }));
+  $('#more-jobs').addEventListener('click', () => loadJobs());
+}
+
+// ----- answer text ------------------------------------------------------------------------------
+
+/** Render the model's answer: paragraphs, "- " lists, pipe tables and [source] markers, all as text nodes. */
+function renderAnswerText(text, citations) {
+  const known = new Set((citations || []).map((c) => c.source_id));
+  const inline = (line) => {
+    const out = [];
+    const re = /\[([^\]\s]+)\]/g;
+    let last = 0;
+    let m;
+    while ((m = re.exec(line)) !== null) {
+      if (!known.has(m[1])) continue;
+      if (m.index > last) out.push(line.slice(last, m.index));
+      out.push(h('span', { class: 'cite-mark', title: `Source ${m[1]}` }, m[1]));
+      last = m.index + m[0].length;
+    }
+    if (last < line.length) out.push(line.slice(last));
+    return out;
+  };
+  const root = h('div', { class: 'answer-text' });
+  const cells = (l) => l.trim().replace(/^\||\|$/g, '').split('|').map((c) => c.trim());
+  const isRule = (l) => /^\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?$/.test(l.trim());
+  const kindOf = (l) => (l.trim() === '' ? 'blank' : l.trim().startsWith('|') ? 'table' : /^\s*[-*] /.test(l) ? 'list' : 'text');
+  // Group consecutive lines of one kind: paragraphs, "- " lists and pipe tables.
+  const groups = [];
+  for (const line of String(text).split('\n')) {
+    const kind = kindOf(line);
+    const last = groups[groups.length - 1];
+    if (last && last.kind === kind) last.lines.push(line);
+    else groups.push({ kind, lines: [line] });
+  }
+  for (const { kind, lines } of groups) {
+    if (kind === 'table' && lines.length >= 2) {
+      const rows = lines.slice(isRule(lines[1]) ? 2 : 1).map(cells);
+      root.append(dataTable(cells(lines[0]), rows, { label: 'Table in the answer' }));
+    } else if (kind === 'list') {
+      root.append(h('ul', {}, lines.map((l) => h('li', {}, inline(l.replace(/^\s*[-*] /, ''))))));
+    } else if (kind !== 'blank') {
+      const p = h('p');
+      lines.forEach((l, i) => {
+        if (i) p.append(h('br'));
+        append(p, inline(l));
+      });
+      root.append(p);
+    }
+  }
+  return root;
+}
+
+function cellText(value) {
+  if (value === null || value === undefined) return h('span', { class: 'null' }, 'NULL');
+  if (typeof value === 'object') return JSON.stringify(value);
+  return String(value);
+}
+
+function dataTable(columns, rows, { caption, label } = {}) {
+  const shown = rows.slice(0, MAX_TABLE_ROWS);
+  const table = h(
+    'table',
+    { class: 'data' },
+    caption ? h('caption', {}, caption) : null,
+    h('thead', {}, h('tr', {}, columns.map((c) => h('th', { scope: 'col' }, String(c))))),
+    h(
+      'tbody',
+      {},
+      shown.map((row) =>
+        h('tr', {}, (Array.isArray(row) ? row : columns.map((c) => row[c])).map((v) => h('td', { class: typeof v === 'number' ? 'num' : null }, cellText(v)))),
+      ),
+    ),
+  );
+  return h(
+    'div',
+    { class: 'table-wrap', role: 'region', 'aria-label': label || caption || 'Table', tabindex: '0' },
+    table,
+    rows.length > shown.length ? h('p', { class: 'muted' }, `Showing ${shown.length} of ${rows.length} rows.`) : null,
+  );
+}
+
+// ----- the job detail ---------------------------------------------------------------------------
+
+const SLOTS = ['header', 'actions', 'failure', 'waiting', 'answer', 'citations', 'steps', 'results', 'usage', 'log'];
+
+function section(title, id, ...children) {
+  return h('section', { class: 'card', 'aria-labelledby': id }, h('h3', { id }, title), children);
+}
+
+/** Replace a slot's content only when its data changed, so open <details> and focus survive polling. */
+function renderSlot(d, name, data, render) {
+  const key = JSON.stringify(data === undefined ? null : data);
+  if (d.memo.get(name) === key) return;
+  d.memo.set(name, key);
+  const slot = d.slots[name];
+  const content = data === null || data === undefined ? null : render(data);
+  slot.replaceChildren(...(content ? [content] : []));
+  slot.hidden = !content;
+}
+
+function buildDetail(d) {
+  const root = $('#detail');
+  d.slots = {};
+  const nodes = SLOTS.map((name) => {
+    const slot = h('div', { class: `slot slot-${name}`, dataset: { slot: name }, hidden: true });
+    d.slots[name] = slot;
+    return slot;
+  });
+  d.liveStatus = h('p', { class: 'visually-hidden', role: 'status', 'aria-live': 'polite' });
+  d.connection = h('div', { class: 'alert', role: 'alert', hidden: true });
+  // Errors of the user's own actions (answer, cancel) stay until dismissed: the job may move on at once.
+  d.notice = h('div', { class: 'alert notice', id: 'action-error', role: 'alert', hidden: true });
+  root.replaceChildren(d.liveStatus, d.connection, ...nodes);
+  d.slots.actions.after(d.notice);
+  root.hidden = false;
+  $('#detail-empty').hidden = true;
+  document.body.classList.add('has-job');
+  // The log grows by appending: its section is built once.
+  d.logList = h('ol', { class: 'log', id: 'log-entries' });
+  d.liveList = h('ul', { class: 'log live', 'aria-label': 'Live' });
+  d.logInfo = h('p', { class: 'muted' });
+  d.slots.log.append(
+    h(
+      'details',
+      { class: 'card log-card', open: true },
+      h('summary', {}, h('h3', { id: 'log-title' }, 'Log')),
+      d.logInfo,
+      d.logList,
+      d.liveList,
+    ),
+  );
+  d.slots.log.hidden = false;
+}
+
+function showNotice(d, err, opts) {
+  const dismiss = h('button', { type: 'button', class: 'quiet small', on: { click: () => clearAlert(d.notice) } }, 'Dismiss');
+  d.notice.replaceChildren(errorBox(err, opts), dismiss);
+  d.notice.hidden = false;
+}
+
+function renderHeader(v) {
+  return h(
+    'div',
+    { class: 'card job-head' },
+    h('div', { class: 'job-title-row' }, h('h2', { id: 'detail-heading', tabindex: '-1' }, v.question || 'Job'), h('span', { id: 'job-status' }, badge(v.status))),
+    h(
+      'dl',
+      { class: 'meta' },
+      h('div', {}, h('dt', {}, 'Job'), h('dd', {}, h('code', {}, v.id))),
+      h('div', {}, h('dt', {}, 'Created'), h('dd', {}, timeEl(v.created_at))),
+      h('div', {}, h('dt', {}, 'Updated'), h('dd', {}, timeEl(v.updated_at))),
+      v.mode && v.mode !== 'deterministic' ? h('div', {}, h('dt', {}, 'Mode'), h('dd', {}, v.mode)) : null,
+      h('div', {}, h('dt', {}, 'Updates'), h('dd', {}, TERMINAL.has(v.status) ? 'final' : 'live, every second')),
+    ),
+  );
+}
+
+function renderActions(d, terminal) {
+  if (terminal) return null;
+  const confirmRow = h(
+    'div',
+    { class: 'confirm', hidden: true },
+    h('span', {}, 'Cancel this job? Finished steps stay in the view.'),
+    h('button', { type: 'button', class: 'danger', id: 'confirm-cancel', on: { click: () => cancelJob(d, confirmRow) } }, 'Yes, cancel the job'),
+    h('button', { type: 'button', class: 'quiet', on: { click: () => { confirmRow.hidden = true; start.hidden = false; start.focus(); } } }, 'Keep it running'),
+  );
+  const start = h(
+    'button',
+    {
+      type: 'button',
+      class: 'danger-outline',
+      id: 'cancel-job',
+      on: {
+        click: () => {
+          start.hidden = true;
+          confirmRow.hidden = false;
+          confirmRow.querySelector('button').focus();
+        },
+      },
+    },
+    'Cancel job',
+  );
+  return h('div', { class: 'job-actions' }, start, confirmRow);
+}
+
+async function cancelJob(d, confirmRow) {
+  const buttons = confirmRow.querySelectorAll('button');
+  buttons.forEach((b) => { b.disabled = true; });
+  clearAlert(d.notice);
+  try {
+    await api(jobUrl(d.id, '/cancel'), { method: 'POST' });
+    confirmRow.replaceChildren(h('span', { role: 'status' }, 'Cancelling…'));
+  } catch (err) {
+    if (handleAuth(err)) return;
+    showNotice(d, err, { title: 'The job was not cancelled:' });
+    buttons.forEach((b) => { b.disabled = false; });
+  }
+  pollNow(d);
+}
+
+function failedStep(v) {
+  const err = v.error;
+  if (!err) return null;
+  return v.steps.find((s) => s.id === err.step_id) || null;
+}
+
+function renderFailure(v) {
+  const step = failedStep(v);
+  return h(
+    'section',
+    { class: 'card failure', 'aria-labelledby': 'failure-title', role: 'alert' },
+    h('h3', { id: 'failure-title' }, step ? `Failed at step ${step.id}: ${step.title}` : 'The job failed'),
+    step ? h('p', { class: 'muted' }, `Step kind: ${step.kind}`) : null,
+    errorBox(v.error),
+  );
+}
+
+function renderWaiting(d, w) {
+  const status = h('div', { class: 'answer-status', role: 'status' });
+  const alertEl = h('div', { class: 'alert', role: 'alert', hidden: true });
+  const labels = OPTION_LABELS[w.kind] || {};
+  const details = w.details || {};
+  const body = [];
+  let editor = null;
+  if (w.kind === 'approval') {
+    const sensitive = details.sensitive_tables || [];
+    if (sensitive.length) {
+      body.push(h('p', { class: 'warning' }, 'This query reads tables marked sensitive: ', sensitive.join(', ')));
+    }
+    editor = h('textarea', { id: 'waiting-sql', class: 'code', rows: '7', spellcheck: 'false', value: details.sql || '' });
+    body.push(
+      h('label', { for: 'waiting-sql' }, 'SQL to run (edit it, then choose “Run edited SQL”)'),
+      editor,
+      details.tables && details.tables.length ? h('p', { class: 'muted' }, 'Tables: ', details.tables.join(', ')) : null,
+    );
+  } else if (w.kind === 'error') {
+    if (details.error) body.push(h('div', { class: 'alert inline' }, errorBox(details.error, { title: 'Step error:' })));
+    if (w.options.includes('edit')) {
+      editor = h('textarea', {
+        id: 'waiting-input',
+        class: 'code',
+        rows: '8',
+        spellcheck: 'false',
+        value: JSON.stringify(details.input || {}, null, 2),
+      });
+      body.push(h('label', { for: 'waiting-input' }, 'Step input as JSON (edit it, then choose “Retry with edited input”)'), editor);
+    }
+  } else if (Object.keys(details).length) {
+    body.push(h('pre', { class: 'code' }, JSON.stringify(details, null, 2)));
+  }
+  let textBox = null;
+  if (w.free_text) {
+    textBox = h('input', { id: 'waiting-text', type: 'text', autocomplete: 'off' });
+    body.push(h('label', { for: 'waiting-text' }, 'Your answer'), textBox);
+  }
+  const buttons = [];
+  const send = async (answer, button) => {
+    clearAlert(alertEl);
+    clearAlert(d.notice);
+    status.textContent = 'Sending…';
+    buttons.forEach((b) => { b.disabled = true; });
+    try {
+      await api(jobUrl(d.id, '/feedback'), { method: 'POST', body: { answer, question_id: w.question_id } });
+      status.textContent = `Answer “${button.textContent}” sent; the job continues.`;
+    } catch (err) {
+      status.textContent = '';
+      if (!handleAuth(err)) showNotice(d, err, { title: 'The answer was not accepted:' });
+      buttons.forEach((b) => { b.disabled = false; });
+    }
+    pollNow(d);
+  };
+  const choose = (option, button) => {
+    if (option !== 'edit') return send(option, button);
+    if (w.kind === 'approval') {
+      const sql = editor.value.trim();
+      if (!sql) {
+        showAlert(alertEl, { code: 'INVALID_ANSWER', message: 'Enter the SQL to run.' });
+        editor.focus();
+        return undefined;
+      }
+      return send({ action: 'edit', sql }, button);
+    }
+    if (editor) {
+      let input;
+      try {
+        input = JSON.parse(editor.value);
+      } catch (err) {
+        showAlert(alertEl, { code: 'INVALID_JSON', message: `The step input is not valid JSON: ${err.message}` });
+        editor.focus();
+        return undefined;
+      }
+      if (!input || typeof input !== 'object' || Array.isArray(input)) {
+        showAlert(alertEl, { code: 'INVALID_JSON', message: 'The step input must be a JSON object.' });
+        editor.focus();
+        return undefined;
+      }
+      return send({ action: 'edit', input }, button);
+    }
+    return send(option, button);
+  };
+  for (const option of w.options) {
+    const cls = option === 'abort' ? 'danger-outline' : option === w.options[0] ? 'primary' : '';
+    const button = h('button', { type: 'button', class: cls, dataset: { option } }, labels[option] || option);
+    button.addEventListener('click', () => choose(option, button));
+    buttons.push(button);
+  }
+  if (textBox) {
+    const button = h('button', { type: 'button', class: 'primary', dataset: { option: 'free_text' } }, 'Send answer');
+    button.addEventListener('click', () => {
+      const text = textBox.value.trim();
+      if (!text) {
+        showAlert(alertEl, { code: 'INVALID_ANSWER', message: 'Type an answer first.' });
+        textBox.focus();
+        return;
+      }
+      send(text, button);
+    });
+    textBox.addEventListener('keydown', (event) => {
+      if (event.key === 'Enter') button.click();
+    });
+    buttons.unshift(button);
+  }
+  const expires = parseTime(w.expires_at);
+  return h(
+    'section',
+    { class: `card waiting waiting-${w.kind}`, 'aria-labelledby': 'waiting-title', id: 'waiting' },
+    h('h3', { id: 'waiting-title' }, w.kind === 'approval' ? 'Approval needed' : w.kind === 'error' ? 'A step failed' : 'A question for you'),
+    h('p', { class: 'waiting-question' }, w.question),
+    h('p', { class: 'muted' }, `Question ${w.question_id}`, w.step_id ? ` · step ${w.step_id}` : '', expires ? ' · answer before ' : '', expires ? timeEl(w.expires_at) : null),
+    body,
+    alertEl,
+    h('div', { class: 'actions' }, buttons),
+    status,
+  );
+}
+
+function liveAnswer(v) {
+  const step = v.steps.find((s) => s.partial_output && s.state === 'running');
+  if (!step) return null;
+  return { text: step.partial_output.text, chars: step.partial_output.chars, step: step.id };
+}
+
+function renderAnswer(data) {
+  if (data.live) {
+    return section(
+      'Answer (being written)',
+      'answer-title',
+      h('p', { class: 'muted', role: 'status' }, `${data.live.chars} characters so far…`),
+      h('div', { class: 'answer-text streaming', id: 'partial-answer' }, data.live.text),
+    );
+  }
+  return section('Answer', 'answer-title', h('div', { id: 'final-answer' }, renderAnswerText(data.answer.text, data.answer.citations)));
+}
+
+function renderCitations(citations) {
+  if (!citations.length) return null;
+  return section(
+    `Citations (${citations.length})`,
+    'citations-title',
+    h(
+      'ol',
+      { class: 'citations', id: 'citations' },
+      citations.map((c) =>
+        h(
+          'li',
+          { class: `citation citation-${c.kind}` },
+          h('div', { class: 'citation-head' }, h('span', { class: `badge kind-${c.kind}` }, c.kind === 'sql' ? 'SQL' : c.kind === 'document' ? 'Document' : c.kind), ' ', h('code', { class: 'source-id' }, c.source_id), c.title ? h('span', { class: 'citation-title' }, ` — ${c.title}`) : null),
+          c.quote ? (c.kind === 'sql' ? h('pre', { class: 'code' }, c.quote) : h('blockquote', {}, c.quote)) : null,
+        ),
+      ),
+    ),
+  );
+}
+
+function renderSteps(steps) {
+  if (!steps.length) return section('Plan', 'steps-title', h('p', { class: 'muted' }, 'Planning…'));
+  return section(
+    'Plan',
+    'steps-title',
+    h(
+      'div',
+      { class: 'table-wrap', role: 'region', 'aria-label': 'Plan steps', tabindex: '0' },
+      h(
+        'table',
+        { class: 'steps', id: 'steps-table' },
+        h('thead', {}, h('tr', {}, ['#', 'Step', 'State', 'Attempts', 'Tokens', 'Model', 'Started', 'Took'].map((t) => h('th', { scope: 'col' }, t)))),
+        h(
+          'tbody',
+          {},
+          steps.map((s, i) =>
+            h(
+              'tr',
+              { dataset: { stepId: s.id, state: s.state } },
+              h('td', {}, String(i + 1)),
+              h(
+                'th',
+                { scope: 'row' },
+                h('span', { class: 'step-title' }, s.title),
+                h('span', { class: 'step-kind' }, h('code', {}, s.kind), ` · ${s.id}`),
+                s.error ? h('span', { class: 'step-error' }, errorBox(s.error)) : null,
+              ),
+              h('td', {}, badge(s.state, STEP_LABELS, 'step')),
+              h('td', { class: 'num' }, String(s.attempts ?? 0)),
+              h('td', { class: 'num', title: s.usage ? `${fmtNumber(s.usage.tokens_input)} in, ${fmtNumber(s.usage.tokens_output)} out` : null }, s.usage ? fmtNumber(s.usage.total_tokens) : '—'),
+              h('td', {}, s.model || '—'),
+              h('td', {}, timeEl(s.started_at, { short: true })),
+              h('td', { class: 'num' }, s.ended_at ? fmtDuration(s.started_at, s.ended_at) : s.state === 'running' ? 'running' : '—'),
+            ),
+          ),
+        ),
+      ),
+    ),
+  );
+}
+
+function sqlResult(step, out) {
+  return h(
+    'article',
+    { class: 'result result-sql', dataset: { stepId: step.id } },
+    h('h4', {}, `${step.id} · ${step.title}`),
+    h('pre', { class: 'code sql' }, out.sql),
+    out.columns
+      ? dataTable(out.columns, out.rows || [], {
+          caption: `${out.row_count ?? (out.rows || []).length} row${(out.row_count ?? (out.rows || []).length) === 1 ? '' : 's'}${out.truncated ? ' (truncated by the row cap)' : ''}`,
+          label: `Result of ${step.id}`,
+        })
+      : null,
+  );
+}
+
+function docResult(step, out) {
+  const chunks = out.chunks || [];
+  return h(
+    'article',
+    { class: 'result result-docs', dataset: { stepId: step.id } },
+    h('h4', {}, `${step.id} · ${step.title}`),
+    out.query ? h('p', { class: 'muted' }, 'Search: ', out.query) : null,
+    chunks.length
+      ? h(
+          'ul',
+          { class: 'chunks' },
+          chunks.map((c) =>
+            h(
+              'li',
+              {},
+              h(
+                'details',
+                {},
+                h('summary', {}, h('code', { class: 'source-id' }, c.source_id), c.title ? ` ${c.title}` : '', typeof c.score === 'number' ? h('span', { class: 'muted' }, ` · score ${c.score.toFixed(2)}`) : null),
+                h('p', { class: 'chunk-content' }, c.content || ''),
+              ),
+            ),
+          ),
+        )
+      : h('p', { class: 'muted' }, 'No document matched.'),
+  );
+}
+
+function renderResults(steps) {
+  const items = [];
+  for (const step of steps) {
+    if (step.output && step.kind === 'execute_azure_sql') items.push(sqlResult(step, step.output));
+    else if (step.output && step.kind === 'consult_rag') items.push(docResult(step, step.output));
+    else if (step.output && step.kind !== 'generate_response') {
+      items.push(h('article', { class: 'result' }, h('h4', {}, `${step.id} · ${step.title}`), h('pre', { class: 'code' }, JSON.stringify(step.output, null, 2))));
+    }
+    if (step.draft && !step.output && step.state !== 'waiting') {
+      items.push(h('article', { class: 'result result-draft' }, h('h4', {}, `${step.id} · drafted SQL (not run)`), h('pre', { class: 'code sql' }, step.draft.sql || '')));
+    }
+  }
+  if (!items.length) return null;
+  return section('Step results', 'results-title', items);
+}
+
+function renderUsage(data) {
+  const { usage, steps } = data;
+  if (!usage || !usage.total) return null;
+  const row = (label, u, cls) =>
+    h(
+      'tr',
+      { class: cls || null },
+      h('th', { scope: 'row' }, label),
+      h('td', { class: 'num' }, fmtNumber(u && u.tokens_input)),
+      h('td', { class: 'num' }, fmtNumber(u && u.tokens_output)),
+      h('td', { class: 'num' }, fmtNumber(u && u.total_tokens)),
+      h('td', { class: 'num' }, fmtCost(u && u.estimated_cost)),
+    );
+  const byStep = usage.by_step || {};
+  return section(
+    'Usage',
+    'usage-title',
+    h(
+      'div',
+      { class: 'table-wrap', role: 'region', 'aria-label': 'Token usage', tabindex: '0' },
+      h(
+        'table',
+        { class: 'usage', id: 'usage-table' },
+        h('thead', {}, h('tr', {}, ['', 'Input tokens', 'Output tokens', 'Total tokens', 'Est. cost'].map((t, i) => h('th', { scope: 'col', class: i ? 'num' : null }, t)))),
+        h('tbody', {}, row('Planning', usage.planning), steps.map((s) => row(`${s.id} · ${KIND_LABELS[s.kind] || s.kind}`, byStep[s.id]))),
+        h('tfoot', {}, row('Total', usage.total, 'total')),
+      ),
+    ),
+  );
+}
+
+function appendLog(d, log) {
+  if (!log) return;
+  for (const entry of log.entries || []) {
+    if (entry.seq < d.logCursor) continue;
+    d.logList.append(h('li', { dataset: { seq: String(entry.seq) } }, timeEl(entry.time, { short: true }), ' ', h('span', { class: 'log-message' }, entry.message)));
+  }
+  if (typeof log.next_cursor === 'number' && log.next_cursor > d.logCursor) d.logCursor = log.next_cursor;
+  const live = log.live || [];
+  d.liveList.replaceChildren(...live.map((l) => h('li', { class: 'live-line' }, timeEl(l.time, { short: true }), ' ', h('span', { class: 'log-message' }, l.message))));
+  d.liveList.hidden = !live.length;
+  const count = d.logList.children.length;
+  d.logInfo.textContent = `${count} entr${count === 1 ? 'y' : 'ies'}${log.complete ? '' : ', loading more…'}`;
+}
+
+function render(d, v) {
+  d.view = v;
+  const terminal = TERMINAL.has(v.status);
+  if (d.lastStatus !== v.status) {
+    d.liveStatus.textContent = `Job status: ${STATUS_LABELS[v.status] || v.status}`;
+    d.lastStatus = v.status;
+    updateListedStatus(v.id, v.status);
+  }
+  renderSlot(d, 'header', { q: v.question, s: v.status, id: v.id, c: v.created_at, u: v.updated_at, m: v.mode }, () => renderHeader(v));
+  renderSlot(d, 'actions', { terminal }, ({ terminal: t }) => renderActions(d, t));
+  renderSlot(d, 'failure', v.status === 'failed' && v.error ? { e: v.error, steps: v.steps.map((s) => [s.id, s.title]) } : null, () => renderFailure(v));
+  // Keyed by the question only: polling must not wipe what the user is typing.
+  renderSlot(d, 'waiting', v.waiting && !terminal ? { q: v.waiting.question_id } : null, () => renderWaiting(d, v.waiting));
+  const live = !v.answer ? liveAnswer(v) : null;
+  renderSlot(d, 'answer', v.answer ? { answer: v.answer } : live ? { live } : null, renderAnswer);
+  renderSlot(d, 'citations', v.answer ? v.answer.citations || [] : null, renderCitations);
+  renderSlot(d, 'steps', v.steps.map(({ output, draft, partial_output: p, ...rest }) => rest), () => renderSteps(v.steps));
+  renderSlot(d, 'results', v.steps.map((s) => [s.id, s.state, s.output || null, s.draft || null]), () => renderResults(v.steps));
+  renderSlot(d, 'usage', { usage: v.usage, steps: v.steps.map((s) => ({ id: s.id, kind: s.kind })) }, renderUsage);
+  appendLog(d, v.log);
+}
+
+// ----- polling ----------------------------------------------------------------------------------
+
+function schedule(d, ms) {
+  clearTimeout(d.timer);
+  if (!d.stopped) d.timer = setTimeout(() => poll(d), ms);
+}
+
+function pollNow(d) {
+  if (d.stopped) return;
+  if (d.inflight) {
+    d.again = true;
+    return;
+  }
+  schedule(d, 0);
+}
+
+function resumeDetail(d) {
+  d.halted = false;
+  clearAlert(d.connection);
+  pollNow(d);
+}
+
+async function poll(d) {
+  if (d.stopped || d.inflight) return;
+  d.inflight = true;
+  d.again = false;
+  d.controller = new AbortController();
+  let view;
+  try {
+    view = await api(`${jobUrl(d.id)}?log_cursor=${d.logCursor}&log_limit=${LOG_PAGE}`, { signal: d.controller.signal });
+  } catch (err) {
+    d.inflight = false;
+    if (d.stopped || err.name === 'AbortError') return;
+    if (err.status === 401 || err.status === 403 || err.status === 404) {
+      d.halted = true;
+      if (!handleAuth(err)) showAlert(d.connection, err, { title: 'The job could not be shown:' });
+      return;
+    }
+    d.failures += 1;
+    const wait = Math.min(MAX_BACKOFF_MS, POLL_MS * 2 ** d.failures);
+    showAlert(d.connection, err, { title: `Connection problem; retrying in ${Math.round(wait / 1000)} s:` });
+    schedule(d, wait);
+    return;
+  }
+  d.inflight = false;
+  if (d.stopped) return;
+  d.failures = 0;
+  clearAlert(d.connection);
+  render(d, view);
+  const moreLog = view.log && !view.log.complete;
+  if (TERMINAL.has(view.status) && !moreLog && !d.again) {
+    d.finished = true;
+    return;
+  }
+  schedule(d, moreLog || d.again ? 0 : POLL_MS);
+}
+
+function closeJob() {
+  const d = state.detail;
+  if (!d) return;
+  d.stopped = true;
+  clearTimeout(d.timer);
+  if (d.controller) d.controller.abort();
+  state.detail = null;
+}
+
+function openJob(id, { focus = false } = {}) {
+  if (state.detail && state.detail.id === id) return;
+  closeJob();
+  const d = { id, memo: new Map(), logCursor: 0, failures: 0, timer: null, controller: null, inflight: false, again: false, stopped: false, halted: false, finished: false, lastStatus: null, view: null };
+  state.detail = d;
+  buildDetail(d);
+  markSelected(id);
+  poll(d).then(() => {
+    if (focus && state.detail === d) {
+      const heading = document.getElementById('detail-heading');
+      if (heading) heading.focus();
+    }
+  });
+}
+
+function showNoJob() {
+  closeJob();
+  $('#detail').hidden = true;
+  $('#detail').replaceChildren();
+  $('#detail-empty').hidden = false;
+  document.body.classList.remove('has-job');
+  markSelected(null);
+}
+
+function jobFromHash() {
+  const params = new URLSearchParams(location.hash.replace(/^#/, ''));
+  const id = (params.get('job') || '').trim();
+  return id || null;
+}
+
+function route({ focus = false } = {}) {
+  const id = jobFromHash();
+  if (id) openJob(id, { focus });
+  else showNoJob();
+}
+
+// ----- start ------------------------------------------------------------------------------------
+
+function main() {
+  initKey();
+  initForm();
+  initJobs();
+  window.addEventListener('hashchange', () => route({ focus: true }));
+  route();
+  loadJobs({ reset: true });
+  document.documentElement.dataset.ready = 'true';
+}
+
+main();
