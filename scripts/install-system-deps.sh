@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the project needs, only when they are missing.
 # unixodbc + libsqliteodbc: the real ODBC path (pyodbc) against the SQLite sample database.
+# chromium: the web console's browser tests (driven by Python Playwright; never `playwright install`).
 set -euo pipefail
 
 need=()
 command -v odbcinst >/dev/null 2>&1 || need+=(unixodbc)
 odbcinst -q -d 2>/dev/null | grep -qx '\[SQLite3\]' || need+=(libsqliteodbc unixodbc)
 [ -e /usr/include/sql.h ] || need+=(unixodbc-dev)
+[ -x /usr/bin/chromium ] || need+=(chromium)
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

@@ -1,0 +1,280 @@
+"""The web console in headless Chromium against a real devhost running the app (offline defaults)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from playwright.sync_api import Page, Route, expect
+
+from tests.devhost.hostproc import DevHostProcess
+from tests.jobs.jobclient import JobClient
+from tests.web.conftest import open_console
+
+MIXED_Q = "Which region had the most returns in Q3, and what does the returns policy say about refunds after 30 days?"
+SQL_Q = "Which region had the most returns in Q3?"
+DOCS_Q = "What does the returns policy say about refunds after 30 days?"
+
+
+def job_id_of(page: Page) -> str:
+    """The job the page shows (from its #job=<id> address)."""
+    expect(page).to_have_url(re.compile(r"#job=[0-9a-f]+$"))
+    return page.url.rsplit("#job=", 1)[1]
+
+
+def submit(page: Page, question: str, approval: str = "never", max_tokens: str = "", budget: str = "") -> str:
+    """Fill the form and run the job; returns the id the page opened."""
+    page.get_by_label("Question", exact=True).fill(question)
+    page.get_by_label("SQL approval", exact=True).select_option(approval)
+    page.get_by_label("Max tokens per step", exact=True).fill(max_tokens)
+    page.get_by_label("Token budget", exact=True).fill(budget)
+    page.get_by_role("button", name="Run job").click()
+    return job_id_of(page)
+
+
+def status_badge(page: Page):
+    return page.locator("#job-status")
+
+
+def test_mixed_question_shows_answer_citations_sql_table_usage_and_log(
+    page: Page, host: DevHostProcess, jobs: JobClient, shots: Path
+) -> None:
+    open_console(page, host)
+    job_id = submit(page, MIXED_Q)
+    expect(status_badge(page)).to_have_text("Completed")
+    view = jobs.view(job_id, log_limit=1000)
+    assert view["status"] == "completed"
+
+    # The answer and every citation the API returned, documents by source id and the SQL query.
+    expect(page.locator("#final-answer")).to_contain_text("30 days")
+    citations = page.locator("#citations > li")
+    expect(citations).to_have_count(len(view["answer"]["citations"]))
+    for cited in view["answer"]["citations"]:
+        expect(page.locator("#citations .source-id", has_text=cited["source_id"])).to_have_count(1)
+    expect(page.locator("#citations .citation-sql pre")).to_contain_text("SELECT")
+
+    # The plan table: one row per step, all succeeded, with tokens and model.
+    rows = page.locator("#steps-table tbody tr")
+    expect(rows).to_have_count(len(view["steps"]))
+    for i, step in enumerate(view["steps"]):
+        row = rows.nth(i)
+        expect(row).to_have_attribute("data-step-id", step["id"])
+        expect(row).to_contain_text(step["kind"])
+        expect(row).to_contain_text("Succeeded")
+        expect(row.locator("td").nth(3)).to_have_text(f"{step['usage']['total_tokens']:,}")
+
+    # The SQL result table holds exactly the rows the API returned.
+    sql_step = next(s for s in view["steps"] if s["kind"] == "execute_azure_sql")
+    table = page.locator(f".result-sql[data-step-id='{sql_step['id']}'] table")
+    headers = table.locator("thead th")
+    expect(headers).to_have_text(sql_step["output"]["columns"])
+    body_rows = table.locator("tbody tr")
+    expect(body_rows).to_have_count(len(sql_step["output"]["rows"]))
+    for i, row_values in enumerate(sql_step["output"]["rows"]):
+        expect(body_rows.nth(i).locator("td")).to_have_text([str(v) for v in row_values])
+    expect(page.locator(f".result-sql[data-step-id='{sql_step['id']}'] pre")).to_have_text(sql_step["output"]["sql"])
+
+    # Usage: the total row equals the job total.
+    total = view["usage"]["total"]
+    expect(page.locator("#usage-table tfoot td").nth(2)).to_have_text(f"{total['total_tokens']:,}")
+
+    # The log: every entry of the history, once, in order (the page pages it by log_cursor).
+    entries = page.locator("#log-entries li")
+    expect(entries).to_have_count(len(view["log"]["entries"]))
+    seqs = [int(s) for s in entries.evaluate_all("els => els.map(e => e.dataset.seq)")]
+    assert seqs == [e["seq"] for e in view["log"]["entries"]]
+
+    expect(page.get_by_role("button", name="Cancel job")).to_have_count(0)
+    page.screenshot(path=str(shots / "mixed-completed.png"), full_page=True)
+
+
+def wait_for_question(page: Page, heading: str = "Approval needed") -> None:
+    expect(status_badge(page)).to_have_text("Waiting for you")
+    expect(page.get_by_role("heading", name=heading)).to_be_visible()
+
+
+def test_approval_shows_the_sql_and_approve_runs_it(
+    page: Page, host: DevHostProcess, jobs: JobClient, shots: Path
+) -> None:
+    open_console(page, host)
+    job_id = submit(page, SQL_Q, approval="always")
+    wait_for_question(page)
+    waiting = jobs.view(job_id)["waiting"]
+    editor = page.get_by_label("SQL to run", exact=False)
+    expect(editor).to_have_value(waiting["details"]["sql"])
+    expect(page.locator("#waiting .waiting-question")).to_have_text(waiting["question"])
+    options = page.locator("#waiting .actions button")
+    expect(options).to_have_text(["Approve", "Run edited SQL", "Reject (skip the query)", "Abort job"])
+    expect(page.locator("#steps-table tbody tr").first).to_contain_text("Waiting")
+    page.screenshot(path=str(shots / "approval-waiting.png"), full_page=True)
+
+    page.get_by_role("button", name="Approve", exact=True).click()
+    expect(status_badge(page)).to_have_text("Completed")
+    expect(page.locator("#waiting")).to_have_count(0)
+    view = jobs.view(job_id)
+    assert view["steps"][0]["output"]["sql"] == waiting["details"]["sql"]
+    expect(page.locator(".result-sql pre")).to_have_text(waiting["details"]["sql"])
+
+
+def test_edited_sql_is_what_runs(page: Page, host: DevHostProcess, jobs: JobClient) -> None:
+    open_console(page, host)
+    job_id = submit(page, SQL_Q, approval="always")
+    wait_for_question(page)
+    edited = "SELECT reason, COUNT(*) AS n FROM returns GROUP BY reason ORDER BY n DESC"
+    page.get_by_label("SQL to run", exact=False).fill(edited)
+    page.get_by_role("button", name="Run edited SQL").click()
+    expect(status_badge(page)).to_have_text("Completed")
+    output = jobs.view(job_id)["steps"][0]["output"]
+    assert "group by reason" in output["sql"].lower()
+    expect(page.locator(".result-sql pre")).to_have_text(output["sql"])  # as the guard capped it
+    expect(page.locator(".result-sql thead th")).to_have_text(["reason", "n"])
+    expect(page.locator(".result-sql tbody tr")).to_have_count(len(output["rows"]))
+
+
+def test_an_answer_the_api_refuses_is_shown(page: Page, host: DevHostProcess, jobs: JobClient, shots: Path) -> None:
+    open_console(page, host)
+    job_id = submit(page, SQL_Q, approval="always")
+    wait_for_question(page)
+    # Another user answers first. This page's polls are held (a slow network), so it still shows the question.
+    held: list[Route] = []
+    holding = True
+
+    def hold(route: Route) -> None:
+        if holding and route.request.method == "GET":
+            held.append(route)
+        else:
+            route.continue_()
+
+    polls = re.compile(rf"/api/jobs/{job_id}\?")
+    page.route(polls, hold)
+    with page.expect_request(polls):
+        pass
+    assert jobs.answer(job_id, "approve").status_code == 202
+    jobs.wait(job_id)
+
+    page.get_by_role("button", name="Approve", exact=True).click()
+    notice = page.locator("#action-error")
+    expect(notice).to_contain_text("JOB_NOT_WAITING")
+    expect(notice).to_contain_text("not waiting for an answer")
+    expect(page.get_by_role("button", name="Approve", exact=True)).to_be_enabled()
+    page.screenshot(path=str(shots / "answer-refused.png"), full_page=True)
+
+    holding = False
+    for route in held:
+        route.continue_()
+    expect(status_badge(page)).to_have_text("Completed")
+    expect(notice).to_be_visible()  # the user's own error stays until dismissed
+    page.get_by_role("button", name="Dismiss").click()
+    expect(notice).to_be_hidden()
+
+
+def test_invalid_form_values_show_the_api_error_and_field(page: Page, host: DevHostProcess) -> None:
+    open_console(page, host)
+    page.get_by_label("Question", exact=True).fill(SQL_Q)
+    page.get_by_label("Max tokens per step", exact=True).fill("200000")
+    page.get_by_role("button", name="Run job").click()
+    error = page.locator("#form-error")
+    expect(error).to_contain_text("INVALID_REQUEST")
+    expect(error).to_contain_text("constraints.max_tokens")
+    expect(page.get_by_label("Max tokens per step", exact=True)).to_have_attribute("aria-invalid", "true")
+    expect(page).not_to_have_url(re.compile("#job="))
+
+
+def test_budget_stop_shows_the_failing_step(page: Page, host: DevHostProcess, jobs: JobClient, shots: Path) -> None:
+    open_console(page, host)
+    job_id = submit(page, MIXED_Q, max_tokens="400", budget="3000")
+    expect(status_badge(page)).to_have_text("Failed")
+    error = jobs.view(job_id)["error"]
+    failure = page.locator(".failure")
+    expect(failure.get_by_role("heading")).to_contain_text(f"Failed at step {error['step_id']}")
+    expect(failure).to_contain_text("BUDGET_EXCEEDED")
+    expect(failure).to_contain_text(error["message"])
+    expect(page.locator(f"#steps-table tr[data-step-id='{error['step_id']}']")).to_contain_text("Failed")
+    page.screenshot(path=str(shots / "failed-budget.png"), full_page=True)
+
+
+def test_cancel_a_waiting_job(page: Page, host: DevHostProcess, jobs: JobClient, shots: Path) -> None:
+    open_console(page, host)
+    job_id = submit(page, SQL_Q, approval="always")
+    wait_for_question(page)
+    page.get_by_role("button", name="Cancel job").click()
+    page.get_by_role("button", name="Keep it running").click()  # changing one's mind costs nothing
+    expect(status_badge(page)).to_have_text("Waiting for you")
+    page.get_by_role("button", name="Cancel job").click()
+    page.get_by_role("button", name="Yes, cancel the job").click()
+    expect(status_badge(page)).to_have_text("Cancelled")
+    expect(page.locator("#steps-table tbody tr").first).to_contain_text("Cancelled")
+    expect(page.locator("#waiting")).to_have_count(0)
+    expect(page.get_by_role("button", name="Cancel job")).to_have_count(0)
+    assert jobs.view(job_id)["status"] == "cancelled"
+    expect(page.locator("#log-entries")).to_contain_text("job cancelled")
+    page.screenshot(path=str(shots / "cancelled.png"), full_page=True)
+
+
+def listed_ids(page: Page) -> list[str]:
+    return list(page.locator("#job-list .job-item").evaluate_all("els => els.map(e => e.dataset.jobId)"))
+
+
+def test_job_list_newest_first_filter_more_and_deep_link(
+    page: Page, host: DevHostProcess, jobs: JobClient, shots: Path
+) -> None:
+    done = [jobs.submit(DOCS_Q) for _ in range(2)]
+    for job_id in done:
+        jobs.wait(job_id)
+    # Enough jobs for a second page (the console asks for 20 at a time).
+    for _ in range(21):
+        jobs.submit(DOCS_Q)
+    open_console(page, host)
+    expected = jobs.http.get("/api/jobs", params={"limit": 100}).json()["jobs"]
+    assert len(expected) > 20
+    expect(page.locator("#job-list .job-item")).to_have_count(20)
+    assert listed_ids(page) == [j["id"] for j in expected[:20]]
+    page.get_by_role("button", name="More jobs").click()
+    expect(page.locator("#job-list .job-item")).to_have_count(len(expected))
+    assert listed_ids(page) == [j["id"] for j in expected]
+    expect(page.get_by_role("button", name="More jobs")).to_be_hidden()
+
+    page.get_by_label("Show jobs with status", exact=True).select_option("completed")
+    completed = jobs.http.get("/api/jobs", params={"status": "completed", "limit": 20}).json()["jobs"]
+    expect(page.locator("#job-list .job-item")).to_have_count(len(completed))
+    expect(page.locator("#job-list .badge")).to_have_text(["Completed"] * len(completed))
+
+    # Opening a job from the list: its address is a deep link that works in a new tab.
+    first = listed_ids(page)[0]
+    page.locator(f"#job-list .job-item[data-job-id='{first}'] a").click()
+    expect(page).to_have_url(re.compile(f"#job={first}$"))
+    expect(page.locator("#job-list a[aria-current='true']")).to_have_count(1)
+    expect(status_badge(page)).to_have_text("Completed")
+    page.screenshot(path=str(shots / "job-list.png"))
+    other = page.context.new_page()
+    other.goto(f"/api/ui/#job={done[0]}")
+    expect(other.locator("#detail-heading")).to_have_text(DOCS_Q)
+    expect(other.locator("#job-status")).to_have_text("Completed")  # the key came from localStorage
+    other.close()
+
+
+def test_narrow_screen_layout(page: Page, host: DevHostProcess, jobs: JobClient, shots: Path) -> None:
+    job_id = jobs.submit(MIXED_Q)
+    jobs.wait(job_id)
+    page.set_viewport_size({"width": 390, "height": 844})
+    open_console(page, host, f"#job={job_id}")
+    expect(status_badge(page)).to_have_text("Completed")
+    scroll_width = page.evaluate("document.documentElement.scrollWidth")
+    assert scroll_width <= 390, f"the page scrolls sideways: {scroll_width}px"
+    # One column, the open job first.
+    detail_top = page.locator("#job-detail").bounding_box()
+    form_top = page.locator("#job-form").bounding_box()
+    assert detail_top and form_top and detail_top["y"] < form_top["y"]
+    page.screenshot(path=str(shots / "narrow.png"))
+    page.screenshot(path=str(shots / "narrow-full.png"), full_page=True)
+
+
+def test_job_text_is_shown_as_text_never_as_markup(page: Page, host: DevHostProcess) -> None:
+    question = "<img src=x onerror=\"document.title='pwned'\"> <b>Which</b> region had the most returns in Q3?"
+    open_console(page, host)
+    submit(page, question)
+    expect(page.locator("#detail-heading")).to_have_text(question)
+    expect(page.locator("#job-list .job-question").first).to_have_text(question)
+    expect(status_badge(page)).to_have_text(re.compile("Completed|Failed|Waiting for you"))
+    expect(page.locator("main img, main b")).to_have_count(0)
+    assert page.title() == "Durable AI Jobs"
