@@ -5,17 +5,18 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import azure.durable_functions as df
 import azure.functions as func
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from api.errors import ApiError, from_validation_error, guarded, json_response
 from api.view import TERMINAL_RUNTIME, build_view, decode, job_status
 from shared.jobs import ORCHESTRATOR_NAME, JobInput, JobRequest, JobState, RetryPolicy, UserAnswer
 
+M = TypeVar("M", bound=BaseModel)
 RUNNING_RUNTIME = {"Running", "Pending", "ContinuedAsNew", "Suspended"}
 STATUS_FILTERS = {"pending", "planning", "running", "waiting_for_user", "completed", "failed", "cancelled"}
 RUNTIME_FOR = {
@@ -40,11 +41,17 @@ def job_links(req: func.HttpRequest, job_id: str) -> dict[str, str]:
     return {"status": base, "feedback": f"{base}/feedback", "cancel": f"{base}/cancel"}
 
 
-def _json_body(req: func.HttpRequest) -> Any:
+def _parse_body(req: func.HttpRequest, model: type[M], needs: str) -> M:
     try:
-        return json.loads(req.get_body() or b"null")
+        body = json.loads(req.get_body() or b"null")
     except ValueError as exc:
         raise ApiError(400, "INVALID_JSON", f"the body is not valid JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise ApiError(400, "INVALID_REQUEST", f"the body must be a JSON object with {needs}")
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        raise from_validation_error(exc) from exc
 
 
 def _int_param(req: func.HttpRequest, name: str, default: int, low: int, high: int) -> int:
@@ -95,13 +102,7 @@ async def _status(client: df.DurableOrchestrationClient, job_id: str, *, history
 
 async def submit(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
     """Accept a job and start its orchestration."""
-    body = _json_body(req)
-    if not isinstance(body, dict):
-        raise ApiError(400, "INVALID_REQUEST", "the body must be a JSON object with a 'question'")
-    try:
-        request = JobRequest.model_validate(body)
-    except ValidationError as exc:
-        raise from_validation_error(exc) from exc
+    request = _parse_body(req, JobRequest, "a 'question'")
     from shared import telemetry
 
     job_id = uuid.uuid4().hex
@@ -129,13 +130,7 @@ async def view(req: func.HttpRequest, client: df.DurableOrchestrationClient, job
 
 async def feedback(req: func.HttpRequest, client: df.DurableOrchestrationClient, job_id: str) -> func.HttpResponse:
     """Answer the question a waiting job asks; resumes it exactly once."""
-    body = _json_body(req)
-    if not isinstance(body, dict):
-        raise ApiError(400, "INVALID_REQUEST", "the body must be a JSON object with an 'answer'")
-    try:
-        answer = UserAnswer.model_validate(body)
-    except ValidationError as exc:
-        raise from_validation_error(exc) from exc
+    answer = _parse_body(req, UserAnswer, "an 'answer'")
     status = await _status(client, job_id)
     custom = status.get("customStatus")
     state = JobState.model_validate(custom) if isinstance(custom, dict) else None
