@@ -33,6 +33,7 @@ const KIND_LABELS = {
   consult_rag: 'Documents',
   execute_azure_sql: 'SQL',
   generate_response: 'Answer',
+  ask_user: 'Question',
 };
 const OPTION_LABELS = {
   approval: { approve: 'Approve', edit: 'Run edited SQL', reject: 'Reject (skip the query)', abort: 'Abort job' },
@@ -615,6 +616,10 @@ function renderFailure(v) {
   );
 }
 
+function editorRows(text, min = 3, max = 16) {
+  return String(Math.min(max, Math.max(min, String(text).split('\n').length + 1)));
+}
+
 function renderWaiting(d, w) {
   const status = h('div', { class: 'answer-status', role: 'status' });
   const alertEl = h('div', { class: 'alert', role: 'alert', hidden: true });
@@ -627,7 +632,8 @@ function renderWaiting(d, w) {
     if (sensitive.length) {
       body.push(h('p', { class: 'warning' }, 'This query reads tables marked sensitive: ', sensitive.join(', ')));
     }
-    editor = h('textarea', { id: 'waiting-sql', class: 'code', rows: '7', spellcheck: 'false', value: details.sql || '' });
+    const sql = details.sql || '';
+    editor = h('textarea', { id: 'waiting-sql', class: 'code', rows: editorRows(sql.replace(/(.{90})/g, '$1\n'), 4), spellcheck: 'false', value: sql });
     body.push(
       h('label', { for: 'waiting-sql' }, 'SQL to run (edit it, then choose “Run edited SQL”)'),
       editor,
@@ -636,13 +642,8 @@ function renderWaiting(d, w) {
   } else if (w.kind === 'error') {
     if (details.error) body.push(h('div', { class: 'alert inline' }, errorBox(details.error, { title: 'Step error:' })));
     if (w.options.includes('edit')) {
-      editor = h('textarea', {
-        id: 'waiting-input',
-        class: 'code',
-        rows: '8',
-        spellcheck: 'false',
-        value: JSON.stringify(details.input || {}, null, 2),
-      });
+      const json = JSON.stringify(details.input || {}, null, 2);
+      editor = h('textarea', { id: 'waiting-input', class: 'code', rows: editorRows(json), spellcheck: 'false', value: json });
       body.push(h('label', { for: 'waiting-input' }, 'Step input as JSON (edit it, then choose “Retry with edited input”)'), editor);
     }
   } else if (Object.keys(details).length) {
@@ -699,7 +700,8 @@ function renderWaiting(d, w) {
     return send(option, button);
   };
   for (const option of w.options) {
-    const cls = option === 'abort' ? 'danger-outline' : option === w.options[0] ? 'primary' : '';
+    // One primary action: the free-text send button when there is one, else the first option.
+    const cls = option === 'abort' ? 'danger-outline' : !textBox && option === w.options[0] ? 'primary' : '';
     const button = h('button', { type: 'button', class: cls, dataset: { option } }, labels[option] || option);
     button.addEventListener('click', () => choose(option, button));
     buttons.push(button);

@@ -16,27 +16,9 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page
 
-from tests.devhost.hostproc import REPO_ROOT, DevHostProcess
+from tests.devhost.hostproc import DevHostProcess
 from tests.jobs.jobclient import JobClient
-
-CHROMIUM = Path(os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium"))
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-quic",
-    "--disable-default-apps",
-]
-# Generous: the first job of a host also warms its imports; waits end as soon as the text shows.
-UI_TIMEOUT_MS = 30_000
-
-
-def start_host(tmp: Path, env: dict[str, str] | None = None) -> DevHostProcess:
-    """A devhost running the function app itself on embedded defaults."""
-    return DevHostProcess(REPO_ROOT, tmp, env={"JOB_RETRY_FIRST_INTERVAL_MS": "50", **(env or {})}).start()
+from tests.web.console import CHROMIUM, CHROMIUM_ARGS, UI_TIMEOUT_MS, start_host
 
 
 @pytest.fixture(scope="module")
@@ -102,12 +84,3 @@ def page(browser: Browser, host: DevHostProcess) -> Iterator[Page]:
     yield tab
     context.close()
     problems.check()
-
-
-def open_console(page: Page, host: DevHostProcess, fragment: str = "") -> None:
-    """Load the console and enter the host's function key (kept in localStorage by the page)."""
-    page.goto(f"/api/ui/{fragment}")
-    page.wait_for_selector("html[data-ready='true']", state="attached")
-    assert host.keys is not None
-    page.get_by_label("Function key", exact=True).fill(host.keys.function)
-    page.get_by_label("Function key", exact=True).dispatch_event("change")

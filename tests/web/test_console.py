@@ -9,31 +9,7 @@ from playwright.sync_api import Page, Route, expect
 
 from tests.devhost.hostproc import DevHostProcess
 from tests.jobs.jobclient import JobClient
-from tests.web.conftest import open_console
-
-MIXED_Q = "Which region had the most returns in Q3, and what does the returns policy say about refunds after 30 days?"
-SQL_Q = "Which region had the most returns in Q3?"
-DOCS_Q = "What does the returns policy say about refunds after 30 days?"
-
-
-def job_id_of(page: Page) -> str:
-    """The job the page shows (from its #job=<id> address)."""
-    expect(page).to_have_url(re.compile(r"#job=[0-9a-f]+$"))
-    return page.url.rsplit("#job=", 1)[1]
-
-
-def submit(page: Page, question: str, approval: str = "never", max_tokens: str = "", budget: str = "") -> str:
-    """Fill the form and run the job; returns the id the page opened."""
-    page.get_by_label("Question", exact=True).fill(question)
-    page.get_by_label("SQL approval", exact=True).select_option(approval)
-    page.get_by_label("Max tokens per step", exact=True).fill(max_tokens)
-    page.get_by_label("Token budget", exact=True).fill(budget)
-    page.get_by_role("button", name="Run job").click()
-    return job_id_of(page)
-
-
-def status_badge(page: Page):
-    return page.locator("#job-status")
+from tests.web.console import DOCS_Q, MIXED_Q, SQL_Q, open_console, status_badge, submit
 
 
 def test_mixed_question_shows_answer_citations_sql_table_usage_and_log(
@@ -278,3 +254,21 @@ def test_job_text_is_shown_as_text_never_as_markup(page: Page, host: DevHostProc
     expect(status_badge(page)).to_have_text(re.compile("Completed|Failed|Waiting for you"))
     expect(page.locator("main img, main b")).to_have_count(0)
     assert page.title() == "Durable AI Jobs"
+
+
+def test_clarifying_question_takes_free_text(page: Page, host: DevHostProcess, jobs: JobClient, shots: Path) -> None:
+    open_console(page, host)
+    job_id = submit(page, "Zxqv blorp?")  # matches neither the data nor the documents: the planner asks
+    wait_for_question(page, "A question for you")
+    waiting = jobs.view(job_id)["waiting"]
+    assert waiting["kind"] == "clarify" and waiting["free_text"]
+    expect(page.locator("#waiting .waiting-question")).to_have_text(waiting["question"])
+    expect(page.locator("#waiting .actions button")).to_have_text(["Send answer", *waiting["options"]])
+    page.get_by_role("button", name="Send answer").click()
+    expect(page.locator("#waiting [role=alert]")).to_contain_text("Type an answer first.")
+    page.screenshot(path=str(shots / "clarify.png"), full_page=True)
+    page.get_by_label("Your answer", exact=True).fill("the returns policy")
+    page.get_by_label("Your answer", exact=True).press("Enter")
+    expect(status_badge(page)).to_have_text("Completed")
+    expect(page.locator("#log-entries")).to_contain_text(f"user answered {waiting['question_id']}")
+    assert jobs.view(job_id)["status"] == "completed"

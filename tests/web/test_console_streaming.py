@@ -1,0 +1,92 @@
+"""The console shows the answer while the model streams it (the app over a fake OpenAI-compatible server)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.devhost.hostproc import DevHostProcess
+from tests.fakes.openai_server import FakeOpenAI, JsonReply
+from tests.jobs.jobclient import JobClient
+from tests.web.console import DOCS_Q, open_console, start_host, status_badge, submit
+
+MODEL = "fake-chat"
+SOURCE = "policies/returns-and-refunds.md#3"  # a chunk the local index returns for the query below
+QUERY = "returns policy refunds after 30 days"
+ANSWER = " ".join(
+    ["Returns received 31 to 60 days after delivery get store credit only [policies/returns-and-refunds.md#3]."]
+    + [f"Point {i}: the store credit is valid for 12 months from the day it is issued." for i in range(1, 13)]
+)
+
+
+@pytest.fixture(scope="module")
+def fake_llm() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI(api_key=None) as llm:
+        llm.script_job(
+            plan={
+                "steps": [
+                    {"id": "policy", "kind": "consult_rag", "title": "Refunds", "input": {"query": QUERY}},
+                    {
+                        "id": "answer",
+                        "kind": "generate_response",
+                        "title": "Write the answer",
+                        "input": {"question": DOCS_Q},
+                        "depends_on": ["policy"],
+                    },
+                ],
+                "rationale": "The returns policy answers it.",
+            },
+            # About 6 s of streaming in 30 deltas: several of the page's 1 s polls land inside it.
+            write_answer=JsonReply(
+                {
+                    "answer": ANSWER,
+                    "citations": [{"source_id": SOURCE, "kind": "document", "title": "Returns policy", "quote": None}],
+                },
+                chunks=30,
+                chunk_delay_s=0.2,
+            ),
+        )
+        yield llm
+
+
+@pytest.fixture(scope="module")
+def host(fake_llm: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevHostProcess]:
+    data = tmp_path_factory.mktemp("web-streaming")
+    env = {
+        "LLM_PROVIDER": "openai",
+        "OPENAI_BASE_URL": fake_llm.base_url,
+        "OPENAI_MODEL": MODEL,
+        "MODEL_PRICES": json.dumps({MODEL: {"input_per_million": 0.4, "output_per_million": 1.6}}),
+        "PARTIAL_OUTPUT_STORE": "local",
+        "PARTIAL_OUTPUT_PATH": str(data / "partial_output.sqlite3"),
+    }
+    proc = start_host(data, env)
+    yield proc
+    proc.stop()
+
+
+def test_the_answer_grows_on_the_page_while_it_streams(
+    page: Page, host: DevHostProcess, jobs: JobClient, fake_llm: FakeOpenAI, shots: Path
+) -> None:
+    open_console(page, host)
+    job_id = submit(page, DOCS_Q)
+    partial = page.locator("#partial-answer")
+    expect(partial).to_be_visible()
+    expect(page.get_by_role("heading", name="Answer (being written)")).to_be_visible()
+    shown = partial.text_content() or ""
+    assert shown and ANSWER.startswith(shown.strip()[:40])
+    page.screenshot(path=str(shots / "streaming.png"), full_page=True)
+
+    expect(status_badge(page)).to_have_text("Completed")
+    expect(partial).to_have_count(0)
+    expect(page.locator("#final-answer")).to_contain_text("Point 12: the store credit is valid")
+    expect(page.locator("#citations .source-id")).to_have_text([SOURCE])
+    view = jobs.view(job_id)
+    assert view["answer"]["text"] == ANSWER
+    assert fake_llm.failures == []
+    # Cost from MODEL_PRICES shows in the usage table.
+    expect(page.locator("#usage-table tfoot td").nth(3)).not_to_have_text("$0")
