@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 
 import azure.durable_functions as df
 import azure.functions as func
+import httpx
 from pydantic import BaseModel, ValidationError
 
 from api.errors import ApiError, from_validation_error, guarded, json_response
@@ -179,22 +180,47 @@ def _decode_cursor(cursor: str) -> tuple[str, str]:
     return created, job_id
 
 
-async def list_jobs(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+# Newest-first needs every matching instance (Durable lists are not sorted by time); bound the scan.
+MAX_LISTED_INSTANCES = 10_000
+LIST_PAGE = 500
+
+
+async def durable_instances(
+    binding_json: str, runtime_statuses: list[str] | None, *, page_size: int = LIST_PAGE
+) -> list[dict[str, Any]]:
+    """All instances the Durable HTTP API lists, following continuation tokens (the SDK reads one page)."""
+    binding = json.loads(binding_json)
+    base = str(binding["rpcBaseUrl"])
+    params = {"top": str(page_size), "showInput": "true"}
+    if runtime_statuses:
+        params["runtimeStatus"] = ",".join(runtime_statuses)
+    found: list[dict[str, Any]] = []
+    token: str | None = None
+    async with httpx.AsyncClient(timeout=30.0) as http:
+        while len(found) < MAX_LISTED_INSTANCES:
+            headers = {"x-ms-continuation-token": token} if token else {}
+            resp = await http.get(f"{base}instances/", params=params, headers=headers)
+            if resp.status_code != 200:
+                raise RuntimeError(f"the Durable list API answered {resp.status_code}")
+            found.extend(resp.json())
+            token = resp.headers.get("x-ms-continuation-token")
+            if not token or token == "null":
+                break
+    return found
+
+
+async def list_jobs(req: func.HttpRequest, binding_json: str) -> func.HttpResponse:
     """Jobs, newest first, optionally filtered by job status, paged with a cursor."""
     wanted = req.params.get("status")
     if wanted is not None and wanted not in STATUS_FILTERS:
         raise ApiError(400, "INVALID_PARAMETER", f"status must be one of {sorted(STATUS_FILTERS)}", field="status")
     limit = _int_param(req, "limit", 20, 1, 100)
     after = _decode_cursor(req.params["cursor"]) if req.params.get("cursor") else None
-    if wanted:
-        statuses = await client.get_status_by(runtime_status=RUNTIME_FOR[wanted])
-    else:
-        statuses = await client.get_status_all()
+    runtime = [s.value for s in RUNTIME_FOR[wanted]] if wanted else None
     items: list[dict[str, Any]] = []
-    for status in statuses:
-        if status.name != ORCHESTRATOR_NAME:
+    for data in await durable_instances(binding_json, runtime):
+        if data.get("name") != ORCHESTRATOR_NAME:
             continue
-        data = status.to_json()
         custom = data.get("customStatus")
         state = JobState.model_validate(custom) if isinstance(custom, dict) else None
         current = job_status(data.get("runtimeStatus"), state, decode(data.get("output")))
@@ -228,9 +254,10 @@ def register(bp: df.Blueprint) -> None:
         """POST /api/jobs."""
         return await guarded("submit_job", lambda: submit(req, client))
 
+    # The raw binding (its JSON is a public contract) gives the RPC base URL for continuation-token paging.
     @bp.route(route="jobs", methods=["GET"])
-    @bp.durable_client_input(client_name="client")
-    async def list_job_views(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    @bp.generic_input_binding(arg_name="client", type="durableClient")
+    async def list_job_views(req: func.HttpRequest, client: str) -> func.HttpResponse:
         """GET /api/jobs."""
         return await guarded("list_jobs", lambda: list_jobs(req, client))
 

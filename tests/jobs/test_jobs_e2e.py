@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -225,6 +226,20 @@ def test_list_jobs_newest_first_filtered_and_paged(jobs: JobClient) -> None:
     assert completed and all(j["status"] == "completed" for j in completed)
     bad = jobs.http.get("/api/jobs", params={"status": "done"})
     assert bad.status_code == 400 and bad.json()["error"]["field"] == "status"
+
+
+def test_listing_follows_durable_continuation_tokens(jobs: JobClient, host: DevHostProcess) -> None:
+    import asyncio
+
+    from api.jobs import durable_instances
+
+    for _ in range(3):
+        jobs.submit(DOCS_Q)
+    binding = json.dumps({"rpcBaseUrl": host.rpc_base_url()})
+    one_page = asyncio.run(durable_instances(binding, None, page_size=1000))
+    paged = asyncio.run(durable_instances(binding, None, page_size=2))
+    assert len(one_page) >= 3
+    assert sorted(i["instanceId"] for i in paged) == sorted(i["instanceId"] for i in one_page)
 
 
 def test_log_is_append_only_and_paged(jobs: JobClient) -> None:
