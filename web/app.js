@@ -965,6 +965,11 @@ function resumeDetail(d) {
 
 async function poll(d) {
   if (d.stopped || d.inflight) return;
+  if (document.hidden) {
+    // No polling in a background tab; visibilitychange resumes it.
+    d.paused = true;
+    return;
+  }
   d.inflight = true;
   d.again = false;
   d.controller = new AbortController();
@@ -991,10 +996,7 @@ async function poll(d) {
   clearAlert(d.connection);
   render(d, view);
   const moreLog = view.log && !view.log.complete;
-  if (TERMINAL.has(view.status) && !moreLog && !d.again) {
-    d.finished = true;
-    return;
-  }
+  if (TERMINAL.has(view.status) && !moreLog && !d.again) return;
   schedule(d, moreLog || d.again ? 0 : POLL_MS);
 }
 
@@ -1010,7 +1012,21 @@ function closeJob() {
 function openJob(id, { focus = false } = {}) {
   if (state.detail && state.detail.id === id) return;
   closeJob();
-  const d = { id, memo: new Map(), logCursor: 0, failures: 0, timer: null, controller: null, inflight: false, again: false, stopped: false, halted: false, finished: false, lastStatus: null, view: null };
+  const d = {
+    id,
+    memo: new Map(),
+    logCursor: 0,
+    failures: 0,
+    timer: null,
+    controller: null,
+    inflight: false,
+    again: false,
+    stopped: false,
+    halted: false,
+    paused: false,
+    lastStatus: null,
+    view: null,
+  };
   state.detail = d;
   buildDetail(d);
   markSelected(id);
@@ -1050,6 +1066,13 @@ function main() {
   initForm();
   initJobs();
   window.addEventListener('hashchange', () => route({ focus: true }));
+  document.addEventListener('visibilitychange', () => {
+    const d = state.detail;
+    if (!document.hidden && d && d.paused) {
+      d.paused = false;
+      pollNow(d);
+    }
+  });
   route();
   loadJobs({ reset: true });
   document.documentElement.dataset.ready = 'true';

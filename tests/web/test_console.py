@@ -272,3 +272,58 @@ def test_clarifying_question_takes_free_text(page: Page, host: DevHostProcess, j
     expect(status_badge(page)).to_have_text("Completed")
     expect(page.locator("#log-entries")).to_contain_text(f"user answered {waiting['question_id']}")
     assert jobs.view(job_id)["status"] == "completed"
+
+
+def test_a_missing_or_wrong_key_is_explained(page: Page, host: DevHostProcess, jobs: JobClient, shots: Path) -> None:
+    jobs.submit(DOCS_Q)
+    page.emulate_media(color_scheme="dark")
+    page.goto("/api/ui/")
+    banner = page.locator("#banner")
+    expect(banner).to_contain_text("UNAUTHORIZED")
+    expect(banner).to_contain_text("function key")
+    expect(page.locator("#key-state")).to_have_text("Not set")
+    page.screenshot(path=str(shots / "no-key-dark.png"))
+    key = page.get_by_label("Function key", exact=True)
+    key.fill("wrong-key")
+    key.dispatch_event("change")
+    expect(banner).to_be_visible()
+    assert host.keys is not None
+    key.fill(host.keys.function)
+    key.dispatch_event("change")
+    expect(banner).to_be_hidden()
+    expect(page.locator("#key-state")).to_have_text("Saved in this browser")
+    expect(page.locator("#job-list .job-item").first).to_be_visible()
+    expect(page.locator("#jobs-error")).to_be_hidden()
+    assert page.evaluate("localStorage.getItem('durable-ai-jobs.function-key')") == host.keys.function
+    page.get_by_role("button", name="Show").click()
+    expect(key).to_have_attribute("type", "text")
+    expect(page.get_by_role("button", name="Hide")).to_have_attribute("aria-pressed", "true")
+
+
+LABEL_AUDIT = """() => {
+  const problems = [];
+  for (const el of document.querySelectorAll('input, select, textarea')) {
+    if (!el.labels.length && !el.getAttribute('aria-label')) problems.push(`unlabelled ${el.outerHTML.slice(0, 80)}`);
+  }
+  for (const el of document.querySelectorAll('button, a[href]')) {
+    const named = el.textContent.trim() || el.getAttribute('aria-label');
+    if (!named) problems.push(`nameless ${el.outerHTML.slice(0, 80)}`);
+  }
+  for (const el of document.querySelectorAll('[id]')) {
+    if (document.querySelectorAll(`[id="${CSS.escape(el.id)}"]`).length > 1) problems.push(`duplicate id ${el.id}`);
+  }
+  if (document.querySelectorAll('h1').length !== 1) problems.push('not exactly one h1');
+  return problems;
+}"""
+
+
+def test_controls_are_labelled_and_keyboard_usable(page: Page, host: DevHostProcess) -> None:
+    open_console(page, host)
+    submit(page, SQL_Q, approval="always")
+    wait_for_question(page)
+    assert page.evaluate(LABEL_AUDIT) == []
+    # Approve with the keyboard only.
+    page.get_by_role("button", name="Approve", exact=True).focus()
+    page.keyboard.press("Enter")
+    expect(status_badge(page)).to_have_text("Completed")
+    assert page.evaluate(LABEL_AUDIT) == []
