@@ -270,7 +270,9 @@ def main(args: argparse.Namespace) -> int:
             if args.json and view is not None:
                 print(json.dumps(view, indent=2))
             if embedded is not None and args.keep_serving:
-                console.print(f"[green]host running at {url}[/] (function key {key}); Ctrl+C to stop")
+                console.print(
+                    f"[green]host running at {url}[/] (function key {key}); web console: {url}/api/ui/ ; Ctrl+C to stop"
+                )
                 embedded.wait()
     except httpx.HTTPError as exc:
         console.print(f"[red]cannot reach the host at {url}:[/] {exc}")
