@@ -78,7 +78,8 @@ def _line(event: dict[str, Any]) -> str | None:
     if kind in ("TaskCompleted", "TaskFailed"):
         step_id, attempt, _ = _task_ref(event)
         name = event.get("FunctionName", "activity")
-        where = f"{step_id} {name} (attempt {attempt})" if step_id else str(name)
+        label = str(name) if step_id in (None, name) else f"{step_id} {name}"
+        where = f"{label} (attempt {attempt})" if attempt else label
         if kind == "TaskFailed":
             return f"{where}: activity error: {str(event.get('Reason', ''))[:300]}"
         result = decode(event.get("Result"))
