@@ -9,18 +9,38 @@ timers, deleted when the episode that consumes the TimerFired commits).
 The store is used from the engine's event-loop thread only. The engine opens a transaction with
 ``begin()``, issues statements and calls ``commit()`` without awaiting in between, so a crash (even
 ``kill -9``) leaves either the whole episode or none of it.
+
+WAL checkpoints run on a background thread with its own connection (``Checkpointer``), so the
+checkpoint's ``fsync`` calls never stall the event loop inside a commit; the engine's connection only
+checkpoints itself as a backstop when the WAL grows past ``BACKSTOP_CHECKPOINT_PAGES``. Commits are
+unchanged (same WAL, same ``synchronous`` level), so durability is the same as with SQLite's automatic
+checkpoints; the checkpoint connection uses the same ``synchronous`` level, so it syncs the WAL before
+copying it into the database exactly as an automatic checkpoint would.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import sqlite3
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 1
+# A checkpoint runs after this many commits, or CHECKPOINT_IDLE_S after the last commit.
+CHECKPOINT_EVERY_COMMITS = 100
+CHECKPOINT_IDLE_S = 1.0
+# The engine's own connection checkpoints only if the WAL reaches this many pages (the background
+# checkpointer fell behind or stopped); SQLite's default automatic checkpoint is at 1000 pages.
+BACKSTOP_CHECKPOINT_PAGES = 10000
+# After a checkpoint resets the WAL, SQLite truncates the file to this size if it grew larger.
+WAL_SIZE_LIMIT_BYTES = 16 * 1024 * 1024
+
+log = logging.getLogger("devhost.durable")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -104,6 +124,74 @@ class InstanceRow:
     estate: str | None
 
 
+class Checkpointer:
+    """Runs ``PRAGMA wal_checkpoint(PASSIVE)`` on a background thread with its own connection.
+
+    A passive checkpoint never blocks the engine's writers and holds no Python lock while SQLite
+    copies pages and syncs files (the sqlite3 module releases the GIL around each statement).
+    """
+
+    def __init__(self, path: Path, synchronous: str) -> None:
+        self._path = path
+        self._synchronous = synchronous
+        self._wake = threading.Event()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self.commits = 0  # bumped by the engine's thread; read here (a plain int under the GIL)
+        self.checkpoints = 0
+        self.last_result: tuple[int, int, int] | None = None
+
+    def start(self) -> None:
+        """Start the checkpoint thread."""
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="devhost-wal-checkpoint", daemon=True)
+        self._thread.start()
+
+    def committed(self) -> None:
+        """Count one commit; every CHECKPOINT_EVERY_COMMITS-th wakes the thread."""
+        self.commits += 1
+        if self.commits % CHECKPOINT_EVERY_COMMITS == 0:
+            self._wake.set()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop the thread (after a checkpoint in progress finishes)."""
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        self._stopping = True
+        self._wake.set()
+        thread.join(timeout_s)
+
+    def _run(self) -> None:
+        try:
+            db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error:
+            log.warning("WAL checkpoint thread cannot open %s; the engine checkpoints itself.", self._path)
+            return
+        try:
+            db.execute(f"PRAGMA synchronous={self._synchronous}")
+            done = self.commits
+            while not self._stopping:
+                self._wake.wait(CHECKPOINT_IDLE_S)
+                self._wake.clear()
+                if self._stopping:
+                    break
+                seen = self.commits
+                if seen == done:
+                    continue
+                try:
+                    row = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                except sqlite3.Error as exc:
+                    log.warning("WAL checkpoint failed (retried later): %s", exc)
+                    continue
+                self.last_result = (int(row[0]), int(row[1]), int(row[2])) if row else None
+                self.checkpoints += 1
+                done = seen
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                db.close()
+
+
 class Store:
     """A task hub in one SQLite file."""
 
@@ -115,6 +203,7 @@ class Store:
         self._db: sqlite3.Connection | None = None
         self._lock_fd: int | None = None
         self.in_tx = False
+        self.checkpointer = Checkpointer(path, self._synchronous)
 
     @property
     def db(self) -> sqlite3.Connection:
@@ -132,13 +221,17 @@ class Store:
         db.execute(f"PRAGMA synchronous={self._synchronous}")
         db.execute("PRAGMA temp_store=MEMORY")
         db.execute("PRAGMA busy_timeout=5000")
+        db.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_CHECKPOINT_PAGES}")
+        db.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT_BYTES}")
         db.executescript(_SCHEMA)
         db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('hub_name', ?)", (hub_name,))
         self._db = db
+        self.checkpointer.start()
 
     def close(self) -> None:
         """Close the connection (rolls back an unfinished transaction) and release the file lock."""
+        self.checkpointer.stop()
         if self._db is not None:
             if self.in_tx:
                 self._db.execute("ROLLBACK")
@@ -178,6 +271,7 @@ class Store:
         if self.in_tx:
             self.db.execute("COMMIT")
             self.in_tx = False
+            self.checkpointer.committed()
 
     def rollback(self) -> None:
         """Roll back the open transaction, if any."""
