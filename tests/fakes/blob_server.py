@@ -14,25 +14,20 @@ self-signed certificate of the fake search service); everything else is 401. Req
 
 from __future__ import annotations
 
-import asyncio
-import socket
-import tempfile
 import threading
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import format_datetime
-from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tests.fakes.search_server import _make_certificate
+from tests.fakes.loopback import LoopbackServer
 
 API_VERSION = "2025-01-05"
 
@@ -72,9 +67,7 @@ class FakeBlobServer:
         self.port = 0
         self.ca_file = ""
         self._lock = threading.Lock()
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._loopback: LoopbackServer | None = None
 
     @property
     def endpoint(self) -> str:
@@ -83,37 +76,16 @@ class FakeBlobServer:
 
     def start(self) -> FakeBlobServer:
         """Listen on a free loopback port with TLS, in a background thread."""
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        self._tmp = tempfile.TemporaryDirectory(prefix="fake-blob-")
-        cert, key = _make_certificate(Path(self._tmp.name))
-        self.ca_file = str(cert)
         app = Starlette(routes=[Route("/{path:path}", self._dispatch, methods=["GET", "HEAD", "PUT", "DELETE"])])
-        config = uvicorn.Config(
-            app, log_level="warning", lifespan="off", access_log=False, ssl_certfile=str(cert), ssl_keyfile=str(key)
-        )
-        server = self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=lambda: asyncio.run(server.serve(sockets=[sock])), name="fake-blob", daemon=True
-        )
-        self._thread.start()
-        while not server.started:
-            if not self._thread.is_alive():
-                raise RuntimeError("fake blob server failed to start")
-            threading.Event().wait(0.01)
+        self._loopback = LoopbackServer(app, name="fake-blob", tls=True)
+        self._loopback.start()
+        self.port, self.ca_file = self._loopback.port, self._loopback.ca_file or ""
         return self
 
     def stop(self) -> None:
-        """Stop the server (without waiting for keep-alive connections) and remove the certificate."""
-        if self._server is not None:
-            self._server.should_exit = True
-            self._server.force_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        if self._tmp is not None:
-            self._tmp.cleanup()
+        """Stop the server and remove its certificate."""
+        if self._loopback is not None:
+            self._loopback.stop()
 
     def __enter__(self) -> FakeBlobServer:
         return self.start()

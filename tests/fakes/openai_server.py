@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -32,7 +31,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import pytest
-import uvicorn
 from pydantic import BaseModel
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -40,6 +38,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from shared.prompts import task_of_text
+from tests.fakes.loopback import LoopbackServer
 
 FormatKind = Literal["json_schema", "json_object", "tool_call", "none"]
 
@@ -344,7 +343,7 @@ class FakeOpenAI:
         self._queue: list[tuple[str | None, Reply]] = []
         self._defaults: dict[str | None, Reply] = {}
         self._lock = threading.Lock()
-        self._server: uvicorn.Server | None = None
+        self._loopback: LoopbackServer | None = None
         self._thread: threading.Thread | None = None
         self.port = 0
         self._counter = 0
@@ -363,29 +362,16 @@ class FakeOpenAI:
 
     def start(self) -> FakeOpenAI:
         """Listen on a free loopback port, in a background thread."""
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
         app = Starlette(routes=[Route("/{path:path}", self._dispatch, methods=["GET", "POST"])])
-        config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False, timeout_graceful_shutdown=1)
-        server = self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=lambda: asyncio.run(server.serve(sockets=[sock])), name="fake-openai", daemon=True
-        )
-        self._thread.start()
-        while not server.started:
-            if not self._thread.is_alive():
-                raise RuntimeError("fake OpenAI server failed to start")
-            time.sleep(0.01)
+        self._loopback = LoopbackServer(app, name="fake-openai")
+        self._loopback.start()
+        self.port = self._loopback.port
         return self
 
     def stop(self) -> None:
         """Stop the server and wait for its thread."""
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        if self._loopback is not None:
+            self._loopback.stop()
 
     def __enter__(self) -> FakeOpenAI:
         return self.start()

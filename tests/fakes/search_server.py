@@ -19,13 +19,9 @@ with ``connection_verify=server.ca_file``.
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
-import ipaddress
 import json
 import math
 import re
-import socket
-import tempfile
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -34,11 +30,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from tests.fakes.loopback import LoopbackServer
 
 KNOWN_SEARCH_KEYS = {
     "count",
@@ -327,42 +324,6 @@ def _cosine(a: list[float], b: list[float]) -> float:
     return dot / (na * nb) if na and nb else 0.0
 
 
-def _make_certificate(directory: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1/localhost that also acts as its own CA."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fake-search.localhost")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.IPv4Address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path = directory / "fake-search.crt"
-    key_path = directory / "fake-search.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return cert_path, key_path
-
-
 class FakeSearchServer:
     """Start with ``with FakeSearchServer(api_key="k") as srv:`` and use ``srv.endpoint``."""
 
@@ -388,9 +349,7 @@ class FakeSearchServer:
         self.requests: list[Recorded] = []
         self.faults: list[Fault] = []
         self._lock = threading.Lock()
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._loopback: LoopbackServer | None = None
         self.ca_file: str | None = None
         self.port = 0
 
@@ -402,39 +361,17 @@ class FakeSearchServer:
         return f"{scheme}://127.0.0.1:{self.port}"
 
     def start(self) -> FakeSearchServer:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        ssl_kwargs: dict[str, Any] = {}
-        if self.tls:
-            self._tmp = tempfile.TemporaryDirectory(prefix="fake-search-")
-            cert, key = _make_certificate(Path(self._tmp.name))
-            self.ca_file = str(cert)
-            ssl_kwargs = {"ssl_certfile": str(cert), "ssl_keyfile": str(key)}
+        """Listen on a free loopback port (HTTPS when ``tls``), in a background thread."""
         app = Starlette(routes=[Route("/{path:path}", self._dispatch, methods=["GET", "POST", "PUT", "DELETE"])])
-        config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False, **ssl_kwargs)
-        self._server = uvicorn.Server(config)
-        server = self._server
-        self._thread = threading.Thread(
-            target=lambda: asyncio.run(server.serve(sockets=[sock])), name="fake-search", daemon=True
-        )
-        self._thread.start()
-        while not server.started:
-            if not self._thread.is_alive():
-                raise RuntimeError("fake search server failed to start")
-            threading.Event().wait(0.01)
+        self._loopback = LoopbackServer(app, name="fake-search", tls=self.tls)
+        self._loopback.start()
+        self.port, self.ca_file = self._loopback.port, self._loopback.ca_file
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-            # Clients keep TLS keep-alive connections open; don't wait for them to go away.
-            self._server.force_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        if self._tmp is not None:
-            self._tmp.cleanup()
+        """Stop the server."""
+        if self._loopback is not None:
+            self._loopback.stop()
 
     def __enter__(self) -> FakeSearchServer:
         return self.start()
