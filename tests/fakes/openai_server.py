@@ -344,7 +344,6 @@ class FakeOpenAI:
         self._defaults: dict[str | None, Reply] = {}
         self._lock = threading.Lock()
         self._loopback: LoopbackServer | None = None
-        self._thread: threading.Thread | None = None
         self.port = 0
         self._counter = 0
 
