@@ -34,11 +34,14 @@ SCHEMA_VERSION = 1
 # A checkpoint runs after this many commits, or CHECKPOINT_IDLE_S after the last commit.
 CHECKPOINT_EVERY_COMMITS = 100
 CHECKPOINT_IDLE_S = 1.0
-# The engine's own connection checkpoints only if the WAL reaches this many pages (the background
-# checkpointer fell behind or stopped); SQLite's default automatic checkpoint is at 1000 pages.
-BACKSTOP_CHECKPOINT_PAGES = 10000
-# After a checkpoint resets the WAL, SQLite truncates the file to this size if it grew larger.
-WAL_SIZE_LIMIT_BYTES = 16 * 1024 * 1024
+CHECKPOINT_RETRY_S = 0.05
+# Under a steady stream of commits a concurrent checkpoint never catches up completely, and SQLite
+# rewinds the WAL only when it has: the engine's own connection then checkpoints (the few frames the
+# background thread has not copied yet) once the WAL reaches this many pages. SQLite's default
+# automatic checkpoint is at 1000 pages (all of them copied and synced inside a commit).
+BACKSTOP_CHECKPOINT_PAGES = 4000
+# After the WAL is rewound, SQLite truncates the file to this size if it grew larger.
+WAL_SIZE_LIMIT_BYTES = 32 * 1024 * 1024
 
 log = logging.getLogger("devhost.durable")
 
@@ -138,12 +141,15 @@ class Checkpointer:
         self._stopping = False
         self._thread: threading.Thread | None = None
         self.commits = 0  # bumped by the engine's thread; read here (a plain int under the GIL)
+        self._baseline = 0
         self.checkpoints = 0
         self.last_result: tuple[int, int, int] | None = None
 
     def start(self) -> None:
         """Start the checkpoint thread."""
         self._stopping = False
+        # Read here, not on the new thread: commits made before it gets going must still count.
+        self._baseline = self.commits
         self._thread = threading.Thread(target=self._run, name="devhost-wal-checkpoint", daemon=True)
         self._thread.start()
 
@@ -170,13 +176,15 @@ class Checkpointer:
             return
         try:
             db.execute(f"PRAGMA synchronous={self._synchronous}")
-            done = self.commits
+            done = self._baseline
+            wait_s = CHECKPOINT_IDLE_S
             while not self._stopping:
-                self._wake.wait(CHECKPOINT_IDLE_S)
+                self._wake.wait(wait_s)
                 self._wake.clear()
                 if self._stopping:
                     break
                 seen = self.commits
+                wait_s = CHECKPOINT_IDLE_S
                 if seen == done:
                     continue
                 try:
@@ -187,6 +195,10 @@ class Checkpointer:
                 self.last_result = (int(row[0]), int(row[1]), int(row[2])) if row else None
                 self.checkpoints += 1
                 done = seen
+                if self.last_result is not None and self.last_result[2] < self.last_result[1]:
+                    # Commits landed while copying: SQLite rewinds the WAL only once every frame is
+                    # copied, so catch up soon (in the next pause between commits).
+                    wait_s = CHECKPOINT_RETRY_S
         finally:
             with contextlib.suppress(sqlite3.Error):
                 db.close()
