@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from devhost import history as h
+from devhost import ids
 from devhost.accel import install_sdk_accelerations
 from devhost.httpmap import InvocationContext
 from devhost.logs import current_invocation, install_log_context
@@ -246,6 +247,9 @@ class Instance:
         "joined",
         "next_seq",
         "mapped",
+        "_mapped_src",
+        "_mapped_done",
+        "_mapped_text",
         "open",
         "roots",
         "rmap",
@@ -262,7 +266,7 @@ class Instance:
         self.id = instance_id
         self.name = name
         self.version = version
-        self.execution_id = uuid.uuid4().hex
+        self.execution_id = ids.execution_id()
         self.status = "Pending"
         self.input_text = input_text
         self.output_text: str | None = None
@@ -274,8 +278,12 @@ class Instance:
         self.texts: list[str] = []
         self.joined = ""
         self.next_seq = 0
-        # One entry per primitive action already mapped: [actionType, name, seq].
+        # One entry per primitive action already mapped: [actionType, name, seq]. Append-only within
+        # an execution, so its JSON is kept incrementally (_mapped_text covers the first _mapped_done).
         self.mapped: list[list[Any]] = []
+        self._mapped_src: list[list[Any]] = self.mapped
+        self._mapped_done = 0
+        self._mapped_text = ""
         # Open tasks: seq -> 'a' (activity), 't' (timer), 'o' (sub-orchestration).
         self.open: dict[int, str] = {}
         # With-retry bookkeeping: roots (one per retried call) and seq -> [root index, 'attempt'|'timer'].
@@ -292,7 +300,7 @@ class Instance:
 
     def reset_execution(self, input_text: str | None, now: float) -> None:
         """Start a fresh execution (continue-as-new): new id, empty history, seq ids from 0."""
-        self.execution_id = uuid.uuid4().hex
+        self.execution_id = ids.execution_id()
         self.input_text = input_text
         self.started_at = now
         self.texts = []
@@ -305,18 +313,28 @@ class Instance:
         self.generation += 1
 
     def estate(self) -> str:
-        """Serialised engine bookkeeping for the current execution."""
-        return h.dumps(
-            {
-                "n": self.next_seq,
-                "m": self.mapped,
-                "o": self.open,
-                "r": self.roots,
-                "rm": self.rmap,
-                "g": self.generation,
-                "s": self.started_at,
-            }
+        """Serialised engine bookkeeping for the current execution.
+
+        The same text as ``h.dumps({"n": next_seq, "m": mapped, "o": open, "r": roots, "rm": rmap,
+        "g": generation, "s": started_at})``, but the mapped-actions list (which grows with the
+        history) is only serialised for entries added since the last call.
+        """
+        return (
+            f'{{"n":{h.dumps(self.next_seq)},"m":[{self._mapped_json()}],"o":{h.dumps(self.open)},'
+            f'"r":{h.dumps(self.roots)},"rm":{h.dumps(self.rmap)},"g":{h.dumps(self.generation)},'
+            f'"s":{h.dumps(self.started_at)}}}'
         )
+
+    def _mapped_json(self) -> str:
+        mapped = self.mapped
+        done = self._mapped_done
+        if mapped is not self._mapped_src or len(mapped) < done:
+            self._mapped_src, self._mapped_text, self._mapped_done, done = mapped, "", 0, 0
+        if len(mapped) > done:
+            extra = ",".join([h.dumps(entry) for entry in mapped[done:]])
+            self._mapped_text = f"{self._mapped_text},{extra}" if self._mapped_text else extra
+            self._mapped_done = len(mapped)
+        return self._mapped_text
 
     def load_estate(self, text: str | None) -> None:
         """Restore bookkeeping written by ``estate``."""
@@ -781,7 +799,7 @@ class Engine:
             + (h.dumps(p.instance_id) if p else "null")
             + ',"upperSchemaVersion":1,"upperSchemaVersionNew":2}'
         )
-        invocation_id = str(uuid.uuid4())
+        invocation_id = ids.invocation_id()
         flog.info("Executing 'Functions.%s' (Reason='(null)', Id=%s)", fn.name, invocation_id)
         started = time.perf_counter()
         token = current_invocation.set((fn.name, invocation_id))
@@ -1314,7 +1332,7 @@ class Engine:
         from azure.functions import meta  # noqa: PLC0415 - keeps module import light
         from azure.functions.durable_functions import ActivityTriggerConverter  # noqa: PLC0415
 
-        invocation_id = str(uuid.uuid4())
+        invocation_id = ids.invocation_id()
         self.activities_run += 1
         flog.info("Executing 'Functions.%s' (Reason='(null)', Id=%s)", fn.name, invocation_id)
         started = time.perf_counter()

@@ -11,6 +11,7 @@ to dateutil.
 from __future__ import annotations
 
 import importlib
+import math
 import re
 import time
 from collections.abc import Callable
@@ -26,14 +27,44 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+# (whole second, its "%Y-%m-%dT%H:%M:%S" text): consecutive calls mostly fall in the same second.
+_second_text: tuple[float, str] = (math.nan, "")
+
+
+def _split_epoch(ts: float) -> tuple[float, int]:
+    """(whole seconds, microseconds) exactly as ``datetime.fromtimestamp`` rounds (half to even)."""
+    frac, whole = math.modf(ts)
+    micros = round(frac * 1e6)
+    if micros >= 1_000_000:
+        return whole + 1.0, micros - 1_000_000
+    if micros < 0:
+        return whole - 1.0, micros + 1_000_000
+    return whole, micros
+
+
+def _second_prefix(whole: float) -> str:
+    global _second_text
+    cached = _second_text
+    if cached[0] == whole:
+        return cached[1]
+    text = datetime.fromtimestamp(whole, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    _second_text = (whole, text)
+    return text
+
+
 def epoch_to_history(ts: float) -> str:
-    """Format an epoch time as a history timestamp (microseconds, ``Z``)."""
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """Format an epoch time as a history timestamp (microseconds, ``Z``).
+
+    Same text as ``datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")``; the
+    seconds part is formatted once per second.
+    """
+    whole, micros = _split_epoch(ts)
+    return f"{_second_prefix(whole)}.{micros:06d}Z"
 
 
 def epoch_to_status(ts: float) -> str:
     """Format an epoch time as a status time (``yyyy-MM-ddTHH:mm:ssZ``)."""
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _second_prefix(_split_epoch(ts)[0]) + "Z"
 
 
 def parse_history_time(text: str) -> float:
