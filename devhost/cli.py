@@ -21,6 +21,7 @@ import uvicorn
 
 from devhost.durable_api import Engine
 from devhost.keys import ENV_FUNCTION_KEY, ENV_MASTER_KEY, ENV_SYSTEM_KEY, HostKeys, KeysError, load_or_create_keys
+from devhost.logs import HostLogFormatter, HostLogHandler
 from devhost.model import AppLoadError, LoadedApp
 from devhost.server import DEVHOST_VERSION, CorsPolicy, DevHost
 
@@ -167,8 +168,8 @@ def _local_port(host_settings: dict[str, Any]) -> int:
 
 
 def _configure_logging(verbose: bool) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("[%(asctime)s] %(levelname)s %(name)s: %(message)s"))
+    handler = HostLogHandler(sys.stderr)
+    handler.setFormatter(HostLogFormatter("[%(asctime)s] %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if verbose else logging.INFO)

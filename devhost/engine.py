@@ -43,7 +43,6 @@ import binascii
 import contextvars
 import functools
 import json
-import logging
 import queue
 import re
 import threading
@@ -61,7 +60,7 @@ from devhost import history as h
 from devhost import ids
 from devhost.accel import install_sdk_accelerations
 from devhost.httpmap import InvocationContext
-from devhost.logs import current_invocation, install_log_context
+from devhost.logs import current_invocation, held_output, host_logger, install_log_context
 from devhost.model import (
     FunctionInfo,
     InstanceAlreadyExists,
@@ -79,8 +78,8 @@ from devhost.timeutil import (
     parse_history_time,
 )
 
-log = logging.getLogger("devhost.durable")
-flog = logging.getLogger("devhost.host")
+log = host_logger("devhost.durable")
+flog = host_logger("devhost.host")
 
 RUNNING_STATES = frozenset({"Running", "Pending", "ContinuedAsNew", "Suspended"})
 TERMINAL_STATES = frozenset({"Completed", "Failed", "Terminated", "Canceled"})
@@ -619,7 +618,15 @@ class Engine:
             await asyncio.sleep(0)
 
     def _run_slice(self, *, dispatch: bool) -> None:
-        """Run ready episodes for up to SLICE_BUDGET_S, commit them together, then dispatch their work."""
+        """Run ready episodes for up to SLICE_BUDGET_S, commit them together, then dispatch their work.
+
+        The slice never yields to the event loop, so its log lines are written in one call at its
+        end (before any HTTP response the loop sends next).
+        """
+        with held_output():
+            self._run_slice_held(dispatch=dispatch)
+
+    def _run_slice_held(self, *, dispatch: bool) -> None:
         store = self._store
         ready = self._ready
         store.begin()
