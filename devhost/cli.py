@@ -1,4 +1,4 @@
-"""Command line: ``python -m devhost serve [--app DIR] [--host H] [--port P] [--data DIR] [--no-auth]``."""
+"""Command line: ``python -m devhost serve [--app DIR] [--host H] [--port P] [--data DIR] [--sync MODE] ...``."""
 
 from __future__ import annotations
 
@@ -40,6 +40,8 @@ class HostEngine(Engine, Protocol):
 
 EngineFactory = Callable[[LoadedApp, Path], HostEngine]
 
+SYNC_MODES = ("normal", "full")
+
 EXIT_OK = 0
 EXIT_APP_ERROR = 1
 EXIT_USAGE = 2
@@ -58,6 +60,7 @@ class ServeOptions:
     grace_s: float
     verbose: bool
     cors: CorsPolicy | None = None
+    sync: str = "normal"
 
 
 class EngineStartError(Exception):
@@ -97,6 +100,16 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--data", default=None, help="state directory (default <app>/.devhost)")
     serve.add_argument("--no-auth", action="store_true", help="do not enforce function/admin/system keys")
     serve.add_argument("--grace", type=float, default=10.0, help="seconds to let in-flight work finish on shutdown")
+    serve.add_argument(
+        "--sync",
+        choices=SYNC_MODES,
+        default="normal",
+        help=(
+            "durability of the SQLite state (default normal). normal: WAL with synchronous=NORMAL; every "
+            "committed change survives a crash or kill -9 of the host. full: synchronous=FULL; it also "
+            "survives power loss or an OS crash, at the cost of an fsync per commit"
+        ),
+    )
     serve.add_argument("--verbose", action="store_true", help="debug logging")
     from devhost.ask import add_parser as add_ask_parser  # noqa: PLC0415
 
@@ -131,6 +144,7 @@ def main(argv: list[str] | None = None, *, engine_factory: EngineFactory | None 
         auth=not args.no_auth,
         grace_s=args.grace,
         verbose=args.verbose,
+        sync=args.sync,
         cors=CorsPolicy.parse(
             args.cors if args.cors is not None else _text(host_settings.get("CORS")),
             args.cors_credentials or host_settings.get("CORSCredentials") is True,
@@ -250,7 +264,7 @@ async def _run(
     if engine_factory is None:
         from devhost.engine import Engine as SqliteEngine  # noqa: PLC0415
 
-        engine: HostEngine = SqliteEngine(app, options.data_dir)
+        engine: HostEngine = SqliteEngine(app, options.data_dir, synchronous=options.sync.upper())
     else:
         engine = engine_factory(app, options.data_dir)
     origin = f"http://{_display_host(options.host)}:{port}"
@@ -266,7 +280,8 @@ async def _run(
     if install_signals:
         _install_signal_handlers(public_server)
     rpc_task = asyncio.create_task(rpc_server.serve(sockets=[rpc]))
-    _print_banner(options, host, keys, port, rpc_port)
+    level = getattr(engine, "synchronous_level", None)
+    _print_banner(options, host, keys, port, rpc_port, level() if callable(level) else options.sync.upper())
     if on_started is not None:
         on_started(public_server)
     try:
@@ -320,7 +335,18 @@ async def _close_durable_client_session() -> None:
             await closer()
 
 
-def _print_banner(options: ServeOptions, host: Any, keys: HostKeys | None, port: int, rpc_port: int) -> None:
+def _durability(level: str) -> str:
+    if level in ("FULL", "EXTRA"):
+        return f"SQLite WAL, synchronous={level}: commits survive a host crash (kill -9), power loss and OS crashes"
+    return (
+        f"SQLite WAL, synchronous={level}: commits survive a host crash (kill -9); "
+        "--sync full also survives power loss or an OS crash"
+    )
+
+
+def _print_banner(
+    options: ServeOptions, host: Any, keys: HostKeys | None, port: int, rpc_port: int, sync_level: str
+) -> None:
     out = [f"devhost {DEVHOST_VERSION}: Azure Functions Python v2 app in {options.app_dir}", "", "Functions:", ""]
     for line in host.function_lines():
         out.append(f"        {line}")
@@ -343,6 +369,7 @@ def _print_banner(options: ServeOptions, host: Any, keys: HostKeys | None, port:
     out.append(f"Durable Functions: task hub '{host.app.host.hub_name}', state in {options.data_dir}")
     out.append(f"        management API: http://{_display_host(options.host)}:{port}/runtime/webhooks/durabletask/")
     out.append(f"        local RPC endpoint (loopback, no key): http://127.0.0.1:{rpc_port}/durabletask/")
+    out.append(f"        durability: {_durability(sync_level)}")
     out.append("")
     out.append(
         f"Host started on http://{_display_host(options.host)}:{port} (pid {os.getpid()}); press Ctrl+C to stop."

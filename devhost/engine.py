@@ -464,6 +464,11 @@ class Engine:
             len(self._instances),
         )
 
+    def synchronous_level(self) -> str:
+        """The SQLite ``synchronous`` level the started engine commits with (NORMAL, FULL, ...)."""
+        self._require_started()
+        return self._store.synchronous_level()
+
     async def stop(self, grace_s: float = 10.0) -> None:
         """Stop taking work, let running activities finish (up to ``grace_s``), persist and close."""
         if not self._started:

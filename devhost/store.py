@@ -254,6 +254,11 @@ class Store:
             os.close(self._lock_fd)  # closing the descriptor releases the flock
             self._lock_fd = None
 
+    def synchronous_level(self) -> str:
+        """The ``PRAGMA synchronous`` level in effect on the engine's connection."""
+        level = int(self.db.execute("PRAGMA synchronous").fetchone()[0])
+        return {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}.get(level, str(level))
+
     def _acquire_lock(self) -> None:
         """Take an exclusive advisory lock on ``<db>.lock`` (released by the OS even after kill -9)."""
         try:
