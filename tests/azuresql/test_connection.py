@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import struct
-import time
 
 import pyodbc
 import pytest
@@ -25,21 +24,7 @@ from shared.sql_azure import (
     pack_access_token,
     server_address,
 )
-
-
-class StaticTokenCredential:
-    """A TokenCredential that hands out one fixed token and records the scopes asked for."""
-
-    def __init__(self, token: str) -> None:
-        self.token = token
-        self.scopes: list[tuple[str, ...]] = []
-
-    def get_token(self, *scopes: str, **kwargs: object) -> AccessToken:
-        self.scopes.append(scopes)
-        return AccessToken(self.token, int(time.time()) + 3600)
-
-
-# --- the access-token attribute ---------------------------------------------------------------
+from tests.fakes.credentials import StaticTokenCredential
 
 
 def test_token_struct_is_byte_exact() -> None:

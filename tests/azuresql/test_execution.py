@@ -27,7 +27,7 @@ from shared.sql_azure import (
     build_azure_sql_database,
     split_table_name,
 )
-from tests.azuresql.test_connection import StaticTokenCredential
+from tests.fakes.credentials import StaticTokenCredential
 
 TSQL_SCHEMA = DATA_DIR / "sql" / "schema.tsql.sql"
 

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
-
-from azure.core.credentials import AccessToken
 
 from shared.contracts import AnswerResult
 from shared.plan import Plan, SqlDraft
@@ -105,18 +102,3 @@ def answer_request(**kwargs: Any) -> LLMRequest[AnswerResult]:
     """A write_answer request over a document chunk and a SQL result."""
     inputs = {"question": "Which region sells most, and what is the refund policy?", "sources": SOURCES}
     return LLMRequest(task=LLMTask.WRITE_ANSWER, inputs=inputs, output_type=AnswerResult, **kwargs)
-
-
-class FakeCredential:
-    """Stands in for an azure-identity credential: ``get_token`` returns an ``AccessToken``."""
-
-    def __init__(self, token: str = "entra-token-1", *, error: Exception | None = None) -> None:
-        self.token = token
-        self.error = error
-        self.scopes: list[tuple[str, ...]] = []
-
-    def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
-        self.scopes.append(scopes)
-        if self.error is not None:
-            raise self.error
-        return AccessToken(self.token, int(time.time()) + 3600)

@@ -9,8 +9,9 @@ from shared.contracts import ErrorCode, ProviderError
 from shared.llm_openai import AZURE_OPENAI_SCOPE, azure_v1_base_url, build_llm_provider
 from shared.pricing import estimate_cost
 from shared.settings import DEFAULT_MODEL_PRICES, Settings
+from tests.fakes.credentials import StaticTokenCredential as FakeCredential
 from tests.fakes.openai_server import FakeOpenAI, JsonReply
-from tests.llm.helpers import SQL_DRAFT, FakeCredential, sql_request
+from tests.llm.helpers import SQL_DRAFT, sql_request
 
 
 def test_azure_with_api_key_calls_the_v1_path_and_reports_the_deployment() -> None:

@@ -11,6 +11,7 @@ from azure.core.exceptions import ClientAuthenticationError
 from shared.contracts import RETRYABLE_CODES, ErrorCode, ProviderError
 from shared.llm_openai import OpenAIChatProvider, build_llm_provider
 from shared.settings import Settings
+from tests.fakes.credentials import StaticTokenCredential as FakeCredential
 from tests.fakes.openai_server import (
     ErrorReply,
     FakeOpenAI,
@@ -23,7 +24,7 @@ from tests.fakes.openai_server import (
     rate_limited,
     server_error,
 )
-from tests.llm.helpers import ANSWER, SQL_DRAFT, FakeCredential, answer_request, sql_request
+from tests.llm.helpers import ANSWER, SQL_DRAFT, answer_request, sql_request
 
 APIS = ["chat", "responses"]
 

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-import time
 from collections.abc import Iterator
 
 import pytest
-from azure.core.credentials import AccessToken
 
 from shared.contracts import Chunk
 from shared.settings import Settings
@@ -24,18 +22,6 @@ def toy_embed(text: str) -> list[float]:
     for word in re.findall(r"\w+", text.lower()):
         vector[int(hashlib.sha256(word.encode()).hexdigest(), 16) % DIMS] += 1.0
     return vector
-
-
-class StaticTokenCredential:
-    """A TokenCredential that hands out one fixed token and records the scopes asked for."""
-
-    def __init__(self, token: str) -> None:
-        self.token = token
-        self.scopes: list[tuple[str, ...]] = []
-
-    def get_token(self, *scopes: str, **kwargs: object) -> AccessToken:
-        self.scopes.append(scopes)
-        return AccessToken(self.token, int(time.time()) + 3600)
 
 
 CORPUS = [

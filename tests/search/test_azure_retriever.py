@@ -13,8 +13,9 @@ from shared.search_azure import (
     odata_in,
     validate_filter,
 )
+from tests.fakes.credentials import StaticTokenCredential
 from tests.fakes.search_server import FakeSearchServer
-from tests.search.conftest import CORPUS, DIMS, StaticTokenCredential, azure_settings, toy_embed
+from tests.search.conftest import CORPUS, DIMS, azure_settings, toy_embed
 
 
 def _ingest(server: FakeSearchServer, **settings_overrides: object) -> None:

@@ -5,10 +5,8 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from azure.core.credentials import AccessToken
 
 from shared.contracts import ErrorCode, ProviderError
 from shared.settings import Settings
@@ -22,21 +20,10 @@ from shared.streaming import (
 )
 from shared.streaming_azure import BlobPartialOutputStore, build_blob_store
 from tests.fakes.blob_server import FakeBlobServer
+from tests.fakes.credentials import StaticTokenCredential
 
 TOKEN = "storage-token-1"
 CONTAINER = "job-partial-output"
-
-
-class StaticTokenCredential:
-    """A TokenCredential handing out one token, recording the scopes asked for."""
-
-    def __init__(self, token: str) -> None:
-        self.token = token
-        self.scopes: list[str] = []
-
-    def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
-        self.scopes.extend(scopes)
-        return AccessToken(self.token, int(time.time()) + 3600)
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +84,7 @@ def test_blob_layout_auth_and_buffered_writes(blobs: FakeBlobServer) -> None:
     appends = [r for r in blobs.requests[before:] if r.query.get("comp") == "appendblock"]
     # Ten words over ~1 s at a 250 ms interval: a handful of appends, never one per word.
     assert 1 < len(appends) < 10
-    assert "https://storage.azure.com/.default" in credential.scopes
+    assert ("https://storage.azure.com/.default",) in credential.scopes
     assert all(r.headers["authorization"] == f"Bearer {TOKEN}" for r in blobs.requests[before:])
 
 
