@@ -108,6 +108,8 @@ class Settings(BaseSettings):
     # --- Monitoring ------------------------------------------------------------------------
     applicationinsights_connection_string: SecretStr | None = None
     otel_exporter_otlp_endpoint: str | None = None
+    # Standard OpenTelemetry sampler name; unset keeps every job trace (fixed 100 % sampling).
+    otel_traces_sampler: str | None = None
 
     @field_validator("model_prices", mode="before")
     @classmethod

@@ -117,6 +117,10 @@ def _configure_from_settings() -> TelemetryMode:
             "connection_string": settings.applicationinsights_connection_string.get_secret_value(),
             "logger_name": "",
         }
+        # Jobs are few and costly: keep every job trace unless the standard sampler variables say otherwise
+        # (the distro's default rate-limited sampler would drop some).
+        if not settings.otel_traces_sampler:
+            options["sampling_ratio"] = 1.0
         auth = os.environ.get("APPLICATIONINSIGHTS_AUTHENTICATION_STRING", "")
         if "authorization=aad" in auth.lower():
             options["credential"] = _entra_credential(auth, settings.azure_client_id)
