@@ -302,6 +302,7 @@ def test_real_azure_monitor_set_up_records_spans_and_exits_cleanly() -> None:
         "from opentelemetry import trace\n"
         "assert telemetry.configure_telemetry() == 'azure_monitor'\n"
         "assert type(trace.get_tracer_provider()).__name__ == 'TracerProvider'\n"
+        "assert type(trace.get_tracer_provider().sampler).__name__ == 'ApplicationInsightsSampler'\n"
         "with telemetry.job_span(job_id='j') as span:\n"
         "    assert span.is_recording()\n"
         "    assert telemetry.inject_trace_context()['traceparent'].startswith('00-')\n"
