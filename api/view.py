@@ -133,30 +133,23 @@ def build_log(history: list[dict[str, Any]], cursor: int, limit: int) -> dict[st
     return {"entries": entries, "next_cursor": position, "complete": position >= len(history)}
 
 
-def step_outputs(history: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], dict[str, Any] | None]:
-    """The latest successful output of each step (and of the plan), from activity results."""
+def step_outputs(history: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The latest successful result of each step, and of each SQL draft shown for approval, from history."""
     outputs: dict[str, dict[str, Any]] = {}
-    plan: dict[str, Any] | None = None
+    drafts: dict[str, dict[str, Any]] = {}
     for event in history:
         if event.get("EventType") != "TaskCompleted":
             continue
         step_id, _, inp = _task_ref(event)
         result = decode(event.get("Result"))
-        if step_id is None or not isinstance(result, dict) or result.get("status") == "failed":
+        if step_id in (None, "plan") or not isinstance(result, dict) or result.get("status") == "failed":
             continue
         body = result.get("result") or {}
-        if step_id == "plan":
-            plan = body
-        elif body.get("draft"):
-            outputs[f"{step_id}#draft"] = {"result": body}
+        if body.get("draft"):
+            drafts[str(step_id)] = body
         elif inp.get("executor_type") != "supervise":
-            outputs[step_id] = {
-                "executor_type": inp.get("executor_type"),
-                "status": result.get("status"),
-                "model_used": result.get("model_used"),
-                "result": body,
-            }
-    return outputs, plan
+            outputs[str(step_id)] = body
+    return outputs, drafts
 
 
 def default_partial_reader() -> PartialReader | None:
@@ -221,7 +214,7 @@ def build_view(
     job_input = decode(status.get("input"))
     request = job_input.get("request", {}) if isinstance(job_input, dict) else {}
     output = decode(status.get("output"))
-    outputs, _ = step_outputs(history)
+    outputs, drafts = step_outputs(history)
 
     steps: list[dict[str, Any]] = []
     for step in state.steps if state else []:
@@ -229,9 +222,9 @@ def build_view(
         if runtime in ("Terminated", "Canceled") and step.state in ("running", "waiting"):
             entry["state"] = "cancelled"
         if step.id in outputs:
-            entry["output"] = outputs[step.id]["result"]
-        if f"{step.id}#draft" in outputs:
-            entry["draft"] = outputs[f"{step.id}#draft"]["result"]
+            entry["output"] = outputs[step.id]
+        if step.id in drafts:
+            entry["draft"] = drafts[step.id]
         steps.append(entry)
 
     live: list[dict[str, Any]] = []
