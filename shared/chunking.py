@@ -10,6 +10,10 @@ straddles a boundary is still found whole.
 
 ``CHUNKER_VERSION`` is part of every index fingerprint: bump it whenever the output of this module
 changes for the same input, so indexes are rebuilt and source ids stay consistent with content.
+
+Every step runs in time linear in the input (documents are untrusted: 800 KB of ``[`` or one
+heading line of ``#`` must not stall ingestion). Regexes here are written so that each character is
+scanned a bounded number of times; ``tests/rag/test_chunking_linear.py`` guards that.
 """
 
 from __future__ import annotations
@@ -17,17 +21,21 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-CHUNKER_VERSION = "1"
+CHUNKER_VERSION = "2"  # 2: link text may not contain brackets; linear-time parsing
 DEFAULT_MAX_CHARS = 700
 DEFAULT_OVERLAP_CHARS = 160
 
-_ATX = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+# The closing ``#`` run of an ATX heading is stripped in Python (``_atx_text``): a lazy group
+# followed by ``\s*#*\s*$`` backtracks quadratically on a line of thousands of ``#``.
+_ATX = re.compile(r"^(#{1,6})\s+(.*)$")
 _SETEXT = re.compile(r"^(=+|-+)\s*$")
 _RULE = re.compile(r"^\s*([-*_])(\s*\1){2,}\s*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _EMPHASIS = re.compile(r"(\*\*|__)(.+?)\1")
-_LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
+# Link text holds no brackets and the target at most one level of balanced parentheses, so a
+# scan stops at the next ``[`` or unbalanced ``(``: linear on ``[[[[`` or ``[a]([a]([a](``.
+_LINK = re.compile(r"\[([^\[\]]+)\]\([^()]*(?:\([^()]*\)[^()]*)*\)")
 _INLINE_CODE = re.compile(r"`([^`]*)`")
 _SPACES = re.compile(r"[ \t\u00a0]+")
 # A sentence ends at . ! or ? (optionally followed by a quote or bracket) before whitespace and an
@@ -38,6 +46,7 @@ _ABBREVIATIONS = frozenset(
     | {"u.s.", "approx.", "dept.", "fig.", "jan.", "feb.", "mar.", "apr.", "jun.", "jul.", "aug.", "sep.", "sept."}
     | {"oct.", "nov.", "dec."}
 )
+_WORD_WINDOW = 64
 
 
 @dataclass
@@ -77,6 +86,11 @@ def _clean_inline(text: str) -> str:
     text = _EMPHASIS.sub(r"\2", text)
     text = _INLINE_CODE.sub(r"\1", text)
     return normalize_space(text)
+
+
+def _atx_text(raw: str) -> str:
+    """The text of an ATX heading without its optional closing ``#`` sequence."""
+    return raw.rstrip().rstrip("#").rstrip()
 
 
 def _parse_front_matter(lines: list[str]) -> tuple[dict[str, str], list[str]]:
@@ -169,7 +183,7 @@ def parse_markdown(text: str) -> ParsedText:
             continue
         atx = _ATX.match(line)
         if atx:
-            open_heading(len(atx.group(1)), _clean_inline(atx.group(2)))
+            open_heading(len(atx.group(1)), _clean_inline(_atx_text(atx.group(2))))
             i += 1
             continue
         nxt = lines[i + 1] if i + 1 < len(lines) else ""
@@ -252,9 +266,19 @@ def split_sentences(text: str) -> list[str]:
     sentences: list[str] = []
     start = 0
     for match in _SENTENCE_END.finditer(text):
-        candidate = text[start : match.start()].rstrip()
-        last_word = candidate.rsplit(" ", 1)[-1].lower().lstrip("(\"'")
-        if last_word in _ABBREVIATIONS or re.fullmatch(r"[a-z]\.", last_word):
+        # Look at the last word only: slicing text[start:] at each abbreviation ("A. A. A. ...")
+        # would copy the whole pending sentence every time, which is quadratic.
+        end = match.start()  # just after the . ! or ?
+        # Abbreviations are short: a word longer than the window cannot be one, and the window
+        # bounds the backwards search (whitespace other than " " stays in the text).
+        window = max(start, end - _WORD_WINDOW)
+        space = text.rfind(" ", window, end)
+        if space < 0 and window > start:
+            continue_sentence = False
+        else:
+            last_word = text[space + 1 if space >= 0 else start : end].lower().lstrip("(\"'")
+            continue_sentence = last_word in _ABBREVIATIONS or re.fullmatch(r"[a-z]\.", last_word) is not None
+        if continue_sentence:
             continue
         sentences.append(text[start : match.end()].strip())
         start = match.end()
@@ -269,12 +293,13 @@ def _hard_split(sentence: str, max_chars: int) -> list[str]:
     pieces: list[str] = []
     current = ""
     for word in sentence.split(" "):
-        while len(word) > max_chars:
+        if len(word) > max_chars:
             if current:
                 pieces.append(current)
-                current = ""
-            pieces.append(word[:max_chars])
-            word = word[max_chars:]
+            # Step through the word by index: re-slicing the remainder each time is quadratic.
+            cut = len(word) - (len(word) - 1) % max_chars - 1
+            pieces.extend(word[i : i + max_chars] for i in range(0, cut, max_chars))
+            current, word = "", word[cut:]
         if current and len(current) + 1 + len(word) > max_chars:
             pieces.append(current)
             current = word
@@ -300,30 +325,48 @@ def chunk_sections(
         for p_no, paragraph in enumerate(section.paragraphs):
             for sentence in split_sentences(paragraph):
                 units += [(p_no, piece) for piece in _hard_split(sentence, max_chars)]
-        current: list[tuple[int, str]] = []
-        fresh = 0  # units in ``current`` that are not overlap from the previous chunk
-
-        def render(units_: list[tuple[int, str]]) -> str:
-            out = ""
-            for idx, (p_no, sentence) in enumerate(units_):
-                if idx:
-                    out += "\n" if p_no != units_[idx - 1][0] else " "
-                out += sentence
-            return out
-
-        for unit in units:
-            if current and fresh and len(render([*current, unit])) > max_chars:
-                chunks.append(TextChunk(section.heading, render(current), section.page))
-                overlap: list[tuple[int, str]] = []
-                for prev in reversed(current):
-                    if len(render([prev, *overlap, unit])) > max_chars:
-                        break
-                    if len(render([prev, *overlap])) > overlap_chars:
-                        break
-                    overlap.insert(0, prev)
-                current, fresh = overlap, 0
-            current.append(unit)
-            fresh += 1
-        if current and fresh:
-            chunks.append(TextChunk(section.heading, render(current), section.page))
+        chunks.extend(TextChunk(section.heading, text, section.page) for text in _pack(units, max_chars, overlap_chars))
     return chunks
+
+
+def _render(units: list[tuple[int, str]]) -> str:
+    """Join units: a space inside a paragraph, a newline between paragraphs."""
+    out: list[str] = []
+    for idx, (p_no, sentence) in enumerate(units):
+        if idx:
+            out.append("\n" if p_no != units[idx - 1][0] else " ")
+        out.append(sentence)
+    return "".join(out)
+
+
+def _pack(units: list[tuple[int, str]], max_chars: int, overlap_chars: int) -> list[str]:
+    """Greedily pack units into chunks of at most ``max_chars``, each repeating a short overlap.
+
+    Lengths are tracked as numbers (a rendered run of n units is its characters plus n - 1
+    separators) so each unit costs O(1) plus the overlap walk, never a re-render of the chunk.
+    """
+    out: list[str] = []
+    current: list[tuple[int, str]] = []
+    chars = 0  # characters of the units in ``current``, separators not counted
+    fresh = 0  # units in ``current`` that are not overlap from the previous chunk
+    for unit in units:
+        size = len(unit[1])
+        if current and fresh and chars + size + len(current) > max_chars:
+            out.append(_render(current))
+            overlap: list[tuple[int, str]] = []
+            ov_chars = 0
+            for prev in reversed(current):
+                with_prev = ov_chars + len(prev[1])
+                # [prev, *overlap, unit] and [prev, *overlap] rendered: chars plus separators.
+                if with_prev + size + len(overlap) + 1 > max_chars or with_prev + len(overlap) > overlap_chars:
+                    break
+                overlap.append(prev)
+                ov_chars = with_prev
+            overlap.reverse()
+            current, chars, fresh = overlap, ov_chars, 0
+        current.append(unit)
+        chars += size
+        fresh += 1
+    if current and fresh:
+        out.append(_render(current))
+    return out

@@ -24,7 +24,13 @@ Tags. A document's tags are the ``tags:`` of its markdown front matter plus its 
 name (``policies/warranty.md`` gets ``policies``). ``shared.docindex`` can filter on them.
 
 Bad files (empty, binary, not UTF-8/UTF-16, unreadable or encrypted PDF, PDF without text, too big)
-are reported one by one as ``SkippedFile`` with a reason and skipped; the rest is ingested. The CLI
+are reported one by one as ``SkippedFile`` with a reason and skipped; the rest is ingested.
+
+Symbolic links. The folder is a trust boundary: a link whose target lies outside the folder (say
+``passwd.txt -> /etc/passwd``) is refused and reported with its reason, never read. A link to a file
+inside the folder is read like that file; links to folders are not descended (they could loop, and
+their content is ingested under its real path anyway) and are reported. Files are opened without
+following a link in the last path component, so a file swapped for a link after discovery is not read. The CLI
 exits 1 only when nothing at all could be ingested, 2 on usage errors.
 
 Sinks. ``ingest`` writes through the ``ChunkSink`` protocol; ``LocalIndexSink`` (SQLite FTS5, in
@@ -43,7 +49,9 @@ import importlib
 import io
 import json
 import logging
+import os
 import re
+import stat as stat_mod
 import sys
 import unicodedata
 from collections.abc import Callable, Iterator, Sequence
@@ -91,6 +99,10 @@ class SourceFile(BaseModel):
     abs_path: Path
     size: int
     sha256: str
+    real_path: Path | None = None
+    """The file to read when ``abs_path`` is a link to a file inside the folder."""
+    refused: str | None = None
+    """Why this entry must not be read (e.g. a link out of the folder); ingest reports it as skipped."""
 
 
 class IngestedChunk(BaseModel):
@@ -189,46 +201,124 @@ def _is_hidden(rel: Path) -> bool:
 HashCache = dict[str, tuple[int, int, str]]  # rel path -> (size, mtime_ns, sha256)
 
 
+def _walk(root: Path) -> Iterator[tuple[Path, bool]]:
+    """Every entry under ``root`` that is a file or a link, as (path, is_link), without following links.
+
+    ``os.walk`` with ``followlinks=False`` never descends into a linked folder, so a link loop
+    cannot make this hang; linked folders are yielded as links so ingest can report them.
+    """
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        base = Path(dirpath)
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d != "__pycache__")
+        for name in dirnames:
+            if (base / name).is_symlink():
+                yield base / name, True
+        for name in filenames:
+            path = base / name
+            yield path, path.is_symlink()
+
+
+def _link_refusal(link: Path, root: Path) -> tuple[Path | None, str | None]:
+    """The real file behind a link inside ``root``, or the reason the link is refused."""
+    try:
+        target = link.resolve(strict=True)
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a link loop on older Pythons
+        return (
+            None,
+            f"symbolic link cannot be resolved ({getattr(exc, 'strerror', None) or 'a link loop'}); not followed",
+        )
+    if not target.is_relative_to(root):
+        return None, "symbolic link to a path outside the documents folder; refused, not read"
+    if _is_hidden(target.relative_to(root)):
+        return None, "symbolic link to a hidden file; not read (hidden files are never ingested)"
+    if target.is_dir():
+        return None, "symbolic link to a folder; not followed (its content is ingested under its real path)"
+    if not target.is_file():
+        return None, "symbolic link to something that is not a regular file; not read"
+    return target, None
+
+
 def discover(folder: Path, *, hash_cache: HashCache | None = None) -> tuple[list[SourceFile], list[str]]:
     """Find candidate files (sorted by relative path) and the relative paths of unsupported ones.
 
-    With ``hash_cache``, a file whose size and mtime are unchanged since the last call is not re-hashed.
+    Links out of the folder are listed with ``refused`` set (see the module docstring). With
+    ``hash_cache``, a file whose size and mtime are unchanged since the last call is not re-hashed.
     """
     folder = Path(folder)
     if not folder.is_dir():
         raise IngestError(f"documents folder not found: {folder}")
+    root = folder.resolve()
     found: list[SourceFile] = []
     ignored: list[str] = []
-    for path in sorted(folder.rglob("*"), key=lambda p: p.relative_to(folder).as_posix()):
+    for path, is_link in sorted(_walk(folder), key=lambda item: item[0].relative_to(folder).as_posix()):
         rel = path.relative_to(folder)
-        if _is_hidden(rel) or not path.is_file():
-            continue
-        if path.suffix.lower() not in SUPPORTED_SUFFIXES:
-            ignored.append(rel.as_posix())
+        if _is_hidden(rel):
             continue
         rel_path = rel.as_posix()
+        real_path: Path | None = None
+        if is_link:
+            real_path, refusal = _link_refusal(path, root)
+            if refusal is not None:
+                # Listed (not silently dropped) so the run reports it; the digest names the reason so
+                # the fingerprint changes when the link is fixed.
+                found.append(
+                    SourceFile(
+                        doc_id=doc_id_for(rel_path),
+                        rel_path=rel_path,
+                        abs_path=path,
+                        size=-1,
+                        sha256=f"refused:{refusal}",
+                        refused=refusal,
+                    )
+                )
+                continue
+        elif not path.is_file():
+            continue  # sockets, FIFOs, devices: reading them could block or make no sense
+        if path.suffix.lower() not in SUPPORTED_SUFFIXES:
+            ignored.append(rel_path)
+            continue
         try:
-            stat = path.stat()
+            stat = (real_path or path).stat()
             size = stat.st_size
             cached = hash_cache.get(rel_path) if hash_cache is not None else None
             if cached is not None and cached[:2] == (size, stat.st_mtime_ns):
                 digest = cached[2]
             else:
-                digest = _sha256_file(path) if size <= MAX_FILE_BYTES else f"size:{size}"
+                digest = _sha256_file(real_path or path) if size <= MAX_FILE_BYTES else f"size:{size}"
                 if hash_cache is not None:
                     hash_cache[rel_path] = (size, stat.st_mtime_ns, digest)
         except OSError as exc:
             # Still listed, so the fingerprint changes when it becomes readable and ingest reports it.
             size, digest = -1, f"unreadable:{exc.strerror or exc.errno}"
         found.append(
-            SourceFile(doc_id=doc_id_for(rel_path), rel_path=rel_path, abs_path=path, size=size, sha256=digest)
+            SourceFile(
+                doc_id=doc_id_for(rel_path),
+                rel_path=rel_path,
+                abs_path=path,
+                size=size,
+                sha256=digest,
+                real_path=real_path,
+            )
         )
     return found, ignored
 
 
+def _read_regular_file(path: Path) -> bytes:
+    """Read a file without following a link in the last path component, and only a regular file."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat_mod.S_ISREG(os.fstat(fd).st_mode):
+            raise DocumentError("not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read()
+    finally:
+        os.close(fd)
+
+
 def _sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
-    with path.open("rb") as handle:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 16), b""):
             digest.update(block)
     return digest.hexdigest()
@@ -316,12 +406,14 @@ def _humanize(stem: str) -> str:
 
 def load_document(source: SourceFile) -> IngestedDocument:
     """Read, parse and chunk one file; raise ``DocumentError`` with a plain reason when it cannot."""
+    if source.refused is not None:
+        raise DocumentError(source.refused)
     if source.size < 0:
         raise DocumentError(f"cannot read file ({source.sha256})")
     if source.size > MAX_FILE_BYTES:
         raise DocumentError(f"file too large ({source.size} bytes; limit {MAX_FILE_BYTES})")
     try:
-        data = source.abs_path.read_bytes()
+        data = _read_regular_file(source.real_path or source.abs_path)
     except OSError as exc:
         raise DocumentError(f"cannot read file ({exc.strerror or exc})") from None
     if not data.strip():
