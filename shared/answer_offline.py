@@ -22,6 +22,12 @@ is named, and up to ``MAX_TABLE_ROWS`` rows are shown as a markdown table. Each 
 ``sql`` citation (``SqlResult.source_id``, or ``sql-<n>`` when it has none) quoting its SQL.
 
 When neither gives anything relevant, the answer says so plainly and has no citations.
+
+Planted instructions. Document text is data: a sentence that reads as an instruction to the
+system rather than a statement of policy (``is_instruction_like``: addressed to an assistant, model,
+AI or system, or telling the reader to ignore instructions, run SQL, set flags, reveal data, or
+shape "your answer") is never quoted, and a chunk made mostly of such text
+(``INSTRUCTION_CHUNK_SHARE`` of its characters) is dropped whole, so it is not cited either.
 """
 
 from __future__ import annotations
@@ -54,6 +60,65 @@ _WORD = re.compile(r"[^\W_]+(?:[.,][0-9]+)*", re.UNICODE)
 _LOW_WORDS = re.compile(r"\b(least|lowest|fewest|smallest|minimum|min|bottom|worst|cheapest)\b", re.IGNORECASE)
 _DIMENSION_NAME = re.compile(r"(^|_)(id|year|quarter|qtr|month|week|day|date|code|zip|rank)($|_)", re.IGNORECASE)
 _NUMERIC_TEXT = re.compile(r"^-?\d+(\.\d+)?$")
+
+INSTRUCTION_CHUNK_SHARE = 0.5
+_AGENT = (
+    r"(?:ai|a\.i\.|assistants?|chat ?bots?|bots?|(?:large )?language models?|llms?|gpt\w*|chatgpt|copilot"
+    r"|models?)"
+)
+# Only unmistakably artificial addressees may be told what they "must" do: "store assistants should
+# check the receipt" and "each model must be assembled" are ordinary policy sentences.
+_MACHINE = r"(?:ai|a\.i\.|chat ?bots?|(?:large )?language models?|llms?|gpt\w*|chatgpt|copilot)(?:\s+assistants?)?"
+_RULES = (
+    r"(?:instructions?|rules?|prompts?|guidelines?|directions?|directives?|guardrails?|restrictions?|policies"
+    r"|constraints?)"
+)
+# Each pattern is a way a planted passage speaks to the machine instead of to a human reader. They are
+# phrased so that ordinary policy text ("we never disclose personal data", "the model number is on
+# the label") does not match; ``tests/rag/test_instruction_filter.py`` checks both sides.
+_INSTRUCTION_PATTERNS = [
+    # Addressed to an AI: "Note to the AI:", "Dear assistant", "If you are a language model", "AI: ..."
+    rf"\b(?:note|message|instructions?|attention|reminder|memo)\s+(?:to|for)\s+(?:the\s+|any\s+|all\s+)?(?:\w+\s+)?{_AGENT}\b",
+    rf"\b(?:dear|hey|hi|hello|attention)\s+(?:the\s+)?{_AGENT}\b",
+    rf"\bif\s+you\s+are\s+(?:an?|the)\s+(?:\w+\s+)?{_AGENT}\b",
+    r"\bas\s+an?\s+(?:\w+\s+)?(?:ai|assistant|language model|llm)\b",
+    r"^\W*(?:system|assistant|ai|llm)\s*(?:message|prompt|override|note)?\s*[:>]",
+    rf"\b{_MACHINE}\s+(?:must|should|shall|needs?\s+to|is\s+(?:required|instructed)\s+to|are\s+(?:required|instructed)\s+to)\b",
+    r"\bsystem\s+prompt\b|\bdeveloper\s+mode\b|\bjailbreak|\bprompt\s+injection\b",
+    # Overriding the rules: "ignore all previous instructions", "disregard the above", "new instructions"
+    rf"\b(?:ignore|disregard|override|bypass)\b[^.]{{0,40}}?\b(?:previous|prior|above|earlier|all|any|other|your|these|those|the)\b[^.]{{0,30}}?\b{_RULES}",
+    # "Don't forget the assembly instructions" is advice; "forget all previous instructions" is not.
+    rf"\bforget\s+(?:all\s+|about\s+)?(?:(?:of\s+)?(?:the\s+|your\s+)?(?:previous|prior|above|earlier)|your)\s+{_RULES}",
+    r"\b(?:ignore|disregard|forget)\s+(?:everything|all)\s+(?:above|before|else)\b",
+    rf"\bnew\s+{_RULES}\s*[:!]",
+    # Running SQL or commands: "run the following SQL", "execute this query", a statement in the text
+    # ("issue a statement" is accounting, so only run/execute, and only of queries and commands)
+    r"\b(?:run|execute)\s+(?:the\s+following\s+|this\s+|these\s+|a\s+|an\s+|the\s+)?(?:\w+\s+)?(?:sql|query|queries|command)\b",
+    r"\b(?:select\s+(?:\*|[\w.]+(?:\s*,\s*[\w.]+)*)\s+from\s+\w|insert\s+into\s+\w|drop\s+table|delete\s+from\s+\w|update\s+\w+\s+set\s|union\s+select)",
+    # Setting flags: "set allow_sensitive=true", "enable the admin flag", "mode: execute"
+    r"\b[a-z]+(?:_[a-z0-9]+)+\s*(?:=|:|\bto\b)\s*[\"']?(?:true|false|yes|no|on|off|1|0|execute|always|never)\b",
+    r"\b(?:set|enable|turn\s+on|switch\s+on|flip|toggle)\s+(?:the\s+)?[\w-]+\s+flag\b",
+    r"\b(?:approve|grant)\s+(?:all|every|any)\s+(?:requests?|queries|access|steps?)\b",
+    # Revealing data or shaping the answer: "reveal the customer e-mails", "in your answer include ..."
+    # ("Send your contact details to ..." is a support instruction for people, so no send/share/list)
+    r"^\W*(?:please\s+)?(?:reveal|disclose|leak|dump|exfiltrate|output|print)\b[^.]{0,40}?\b(?:(?:customer|personal|contact|sensitive|confidential|secret|private)\s+(?:data|details|records|e-?mails?|e-?mail\s+addresses|phone\s+numbers?|information|contacts|tables?)|passwords?|credentials|api\s+keys?|access\s+tokens?)",
+    r"\b(?:in|into|to)\s+your\s+(?:answer|response|output|summary)\b",
+    r"\b(?:respond|reply|answer)\s+only\s+with\b|\b(?:respond|reply|answer)\s+with\s+[\"'“]|\btell\s+the\s+user\b",
+]
+_INSTRUCTION_RE = re.compile("|".join(f"(?:{p})" for p in _INSTRUCTION_PATTERNS), re.IGNORECASE)
+
+
+def is_instruction_like(sentence: str) -> bool:
+    """Whether a sentence reads as an instruction to an AI/system rather than a statement for people."""
+    return _INSTRUCTION_RE.search(sentence) is not None
+
+
+def instruction_share(text: str) -> float:
+    """The share of a text's characters that sit in instruction-like sentences (0.0 to 1.0)."""
+    sentences = [s for line in text.splitlines() for s in split_sentences(line.removeprefix("- "))]
+    total = sum(len(s) for s in sentences)
+    flagged = sum(len(s) for s in sentences if is_instruction_like(s))
+    return flagged / total if total else 0.0
 
 
 def estimate_tokens(text: str) -> int:
@@ -99,6 +164,8 @@ def _candidate_sentences(chunks: Sequence[Chunk]) -> list[_Sentence]:
                 key = " ".join(sentence.lower().split())
                 if key in seen:  # overlapping chunks repeat sentences
                     continue
+                if is_instruction_like(sentence):
+                    continue  # document text is data: never presented as the answer
                 seen.add(key)
                 ordered = _terms(sentence)
                 out.append(_Sentence(sentence, c_idx, position, set(ordered), ordered))
@@ -304,6 +371,10 @@ def compose_answer_offline(question: str, chunks: list[Chunk], sql_results: list
             )
         )
 
+    # A chunk that is mostly planted instructions is dropped before ranking, so it is neither quoted
+    # nor cited and does not push the genuine chunks down the retrieval order either.
+    retrieved = chunks
+    chunks = [c for c in chunks if instruction_share(c.content) < INSTRUCTION_CHUNK_SHARE]
     sentences = select_sentences(question, chunks)
     if sentences:
         lines = ["From the documents:"]
@@ -321,7 +392,7 @@ def compose_answer_offline(question: str, chunks: list[Chunk], sql_results: list
             citations.append(
                 Citation(source_id=chunk.source_id, kind="document", title=chunk.title or None, quote=quoted[c_idx])
             )
-    elif chunks and not sql_results:
+    elif retrieved and not sql_results:
         parts.append(DOCS_NOT_RELEVANT)
 
     if not parts:

@@ -6,6 +6,12 @@ be given in the inputs unless written ``{{ name? }}`` (optional: the filter then
 Strings render as-is, everything else as indented JSON; ``sources`` renders retrieved sources as
 blocks headed by their ids, ``lines`` a bulleted list, ``kinds`` a ``{name: description}`` map.
 
+Untrusted text. Whatever comes from documents (titles, chunks), databases (rows) or earlier model
+output (plans, step outputs) is data, never instructions. The filters ``sources``, ``untrusted``,
+``untrusted_json`` and ``untrusted_lines`` put it inside ``<untrusted_data ...>`` blocks that the
+prompts' system messages describe as data, and neutralise anything inside the content
+that could pass for the block's delimiter, so a chunk cannot close its block and speak as the system.
+
 The rendered system message starts with ``prompt: <task>.<version>`` so logs, traces and the
 fake OpenAI server in tests can tell which task a request belongs to.
 """
@@ -25,11 +31,12 @@ from shared.providers import LLMTask
 PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
 
 # The prompt version each task uses. Bump here after adding the new file; old files stay for history.
+# v2: untrusted text (document titles and chunks, rows, model output) in labelled data blocks.
 PROMPT_VERSIONS: dict[LLMTask, str] = {
-    LLMTask.PLAN: "v1",
-    LLMTask.WRITE_SQL: "v1",
-    LLMTask.WRITE_ANSWER: "v1",
-    LLMTask.SUPERVISE: "v1",
+    LLMTask.PLAN: "v2",
+    LLMTask.WRITE_SQL: "v2",
+    LLMTask.WRITE_ANSWER: "v2",
+    LLMTask.SUPERVISE: "v2",
 }
 
 PROMPT_MARKER_RE = re.compile(r"^prompt: (?P<task>[a-z_]+)\.(?P<version>v\d+)$", re.MULTILINE)
@@ -38,8 +45,31 @@ _SECTION_RE = re.compile(r"^<!-- (system|user) -->[ \t]*$", re.MULTILINE)
 _PLACEHOLDER_RE = re.compile(r"\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)(\?)?\s*(?:\|\s*([a-z_]+)\s*)?\}\}")
 
 
+UNTRUSTED_TAG = "untrusted_data"
+# The delimiter, and look-alikes a model could read as it (full-width or angle-quote "<", spaces,
+# "-" for "_", any case). Only these are rewritten: other "<" in data (``a < b``) stay exact so
+# quotes from sources remain exact.
+_TAG_LOOKALIKE_RE = re.compile(r"[<\uff1c\ufe64\u2039\u3008\u27e8]\s*/?\s*untrusted[\s_-]*data", re.IGNORECASE)
+
+
 class PromptError(ValueError):
     """A prompt file is missing or malformed, or the inputs do not fill its placeholders."""
+
+
+def neutralize(text: str) -> str:
+    """Defuse anything in untrusted text that could pass for an ``untrusted_data`` delimiter."""
+    return _TAG_LOOKALIKE_RE.sub(lambda m: "&lt;" + m.group(0)[1:], text)
+
+
+def untrusted_block(body: str, **attrs: str) -> str:
+    """Wrap untrusted text in a labelled ``<untrusted_data>`` block whose delimiter it cannot forge."""
+    # json.dumps quotes attribute values, so a quote or ">" in a value cannot end the opening tag.
+    attr_text = "".join(f" {name}={json.dumps(neutralize(value), ensure_ascii=False)}" for name, value in attrs.items())
+    return f"<{UNTRUSTED_TAG}{attr_text}>\n{neutralize(body)}\n</{UNTRUSTED_TAG}>"
+
+
+def _one_line(value: Any) -> str:
+    return " ".join(str(value).split())
 
 
 def _as_json(value: Any) -> str:
@@ -73,8 +103,8 @@ def _as_sources(value: Any) -> str:
         if not isinstance(source_id, str) or not source_id:
             raise PromptError("each source needs a non-empty source_id")
         kind = item.get("kind", "document")
-        title = item.get("title") or ""
-        parts: list[str] = []
+        title = _one_line(item.get("title") or "")
+        parts: list[str] = [f"title: {title}"] if title else []
         content = item.get("content")
         if content:
             parts.append(content if isinstance(content, str) else _as_json(content))
@@ -83,9 +113,9 @@ def _as_sources(value: Any) -> str:
         columns, rows = item.get("columns"), item.get("rows")
         if columns or rows:
             parts.append(_rows_table(columns or [], rows or []))
-        body = "\n".join(parts)
-        blocks.append(f"[{source_id}] ({kind}) {title}\n{body}".rstrip())
-    return "\n\n---\n\n".join(blocks)
+        # The id and kind come from the orchestrator and sit in the tag; title and content are data.
+        blocks.append(untrusted_block("\n".join(parts), source=source_id, kind=str(kind)))
+    return "\n\n".join(blocks)
 
 
 def _as_lines(value: Any) -> str:
@@ -94,6 +124,22 @@ def _as_lines(value: Any) -> str:
     if not isinstance(value, list):
         raise PromptError("the 'lines' filter needs a list")
     return "\n".join(f"- {item}" for item in value) if value else "(none)"
+
+
+def _as_untrusted(value: Any, name: str) -> str:
+    return untrusted_block(_as_json(value), name=name)
+
+
+def _as_untrusted_json(value: Any, name: str) -> str:
+    return untrusted_block(json.dumps(value, indent=2, ensure_ascii=False, default=str), name=name)
+
+
+def _as_untrusted_lines(value: Any, name: str) -> str:
+    if value is not None and not isinstance(value, list):
+        raise PromptError("the 'untrusted_lines' filter needs a list")
+    # One item per line: a newline inside an item (a PDF title, say) must not start a fake line.
+    body = "\n".join(f"- {_one_line(item)}" for item in value) if value else "(none)"
+    return untrusted_block(body, name=name)
 
 
 # The step kinds that ship with the app, for callers that do not pass the registry's list.
@@ -117,6 +163,12 @@ _FILTERS: dict[str, Callable[[Any], str]] = {
     "sources": _as_sources,
     "lines": _as_lines,
     "kinds": _as_kinds,
+}
+# Filters for untrusted inputs also get the placeholder's name, which labels the block.
+_UNTRUSTED_FILTERS: dict[str, Callable[[Any, str], str]] = {
+    "untrusted": _as_untrusted,
+    "untrusted_json": _as_untrusted_json,
+    "untrusted_lines": _as_untrusted_lines,
 }
 
 
@@ -161,6 +213,8 @@ class PromptTemplate:
 
         def fill(match: re.Match[str]) -> str:
             name, filter_name = match.group(1), match.group(3) or "json"
+            if filter_name in _UNTRUSTED_FILTERS:
+                return _UNTRUSTED_FILTERS[filter_name](inputs.get(name), name)
             return _FILTERS[filter_name](inputs.get(name))
 
         system = _PLACEHOLDER_RE.sub(fill, self.system)
@@ -176,7 +230,7 @@ def parse_prompt(text: str, *, task: str, version: str) -> PromptTemplate:
     if set(sections) != {"system", "user"} or len(parts) != 5:
         raise PromptError(f"prompt {task}.{version} needs exactly one system and one user section")
     for match in _PLACEHOLDER_RE.finditer(text):
-        if match.group(3) and match.group(3) not in _FILTERS:
+        if match.group(3) and match.group(3) not in _FILTERS | _UNTRUSTED_FILTERS:
             raise PromptError(f"prompt {task}.{version} uses unknown filter {match.group(3)!r}")
     return PromptTemplate(task=task, version=version, system=sections["system"], user=sections["user"])
 

@@ -111,5 +111,7 @@ def test_plan_sql_answer_through_the_real_provider(fake_openai: FakeOpenAI, clie
     assert answer["result"]["answer"] == ANSWER["answer"]
     assert "".join(seen) == ANSWER["answer"] and len(seen) > 1
     assert answer["usage"]["estimated_cost"] == pytest.approx((1500 * 1.0 + 90 * 4.0) / 1e6)
-    assert "[sql:sales] (sql) Regions\nname\nEast" in fake_openai.requests_for("write_answer")[0].user_text
+    assert '<untrusted_data source="sql:sales" kind="sql">\ntitle: Regions\nname\nEast' in (
+        fake_openai.requests_for("write_answer")[0].user_text
+    )
     assert fake_openai.failures == []
