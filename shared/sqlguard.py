@@ -12,19 +12,32 @@ Checks, in order:
 1. Text: not empty, at most ``MAX_SQL_CHARS``, no NUL, and no non-ASCII character outside string
    literals and comments (stops homoglyph and invisible-character tricks in keywords and names).
 2. Parse with the dialect's grammar (``sqlite`` or ``tsql``); a parse failure is ``PARSE_ERROR``.
+   Before parsing, nesting deeper than 20 parentheses/``CASE`` levels is ``TOO_DEEP`` (and so is a
+   ``RecursionError`` that still happens). After parsing, the text between tokens may hold only
+   whitespace and comments that every engine ends at the same place, or it is ``AMBIGUOUS_COMMENT``
+   (``/*!``, ``/*+``, ``/*`` nested in a block comment, a ``--`` comment holding CR, VT, FF, NEL,
+   U+2028 or U+2029): the guard judges exactly the tokens that the SQL it returns is made of.
    Dialect slips: ``TOP`` written for SQLite is read with the T-SQL grammar and written back as
    ``LIMIT`` (``TOP ... PERCENT`` / ``WITH TIES`` have no SQLite form and are rejected); ``LIMIT``
    written for T-SQL becomes ``TOP`` (or ``OFFSET ... FETCH`` when it has an ``OFFSET``).
 3. Exactly one statement, and it is a ``SELECT`` (optionally with ``WITH`` and set operations).
 4. Nowhere in the tree (CTEs, subqueries, set operations): DML, DDL, ``MERGE``, ``EXEC``,
    ``SELECT ... INTO``, ``PRAGMA``, ``ATTACH``, transactions, locking clauses, variables or bind
-   parameters, side-effecting or file/remote-access functions (``load_extension``, ``readfile``,
-   ``writefile``, ``OPENROWSET``, ``OPENQUERY``, ``OPENDATASOURCE``, ``xp_*``, ``sp_*``, ...).
+   parameters (``@p``, ``?``, ``:name``, ``$name``), side-effecting or file/remote-access functions
+   (``load_extension``, ``readfile``, ``writefile``, ``OPENROWSET``, ``OPENQUERY``, ``xp_*``, ...).
+   Every other function must be on an allow-list (``FUNCTION_NOT_ALLOWED`` names it), and a
+   schema-qualified call (a T-SQL user-defined function) is never allowed. T-SQL table hints other than
+   ``NOLOCK`` and query options other than ``MAXDOP``, ``RECOMPILE``, ``MAXRECURSION 1-100`` are
+   ``HINT_NOT_ALLOWED``.
 5. Tables: system catalogs (``sys.*``, ``INFORMATION_SCHEMA``, ``sqlite_*``, ``pragma_*``, metadata
    functions, ``@@`` globals) only with ``allow_system_catalogs``; three- and four-part names
    (other databases, linked servers) never; every other table must be on the allow-list
    (case-insensitive, default schema ``dbo`` / ``main`` optional). CTE names are resolved by scope,
    so a CTE does not hide a real table of the same name elsewhere in the query.
+5b. Resources (``shared/sqlbounds.py``): no expression may build a string longer than 32 x the longest
+   stored value + 64K characters, followed through CTEs and derived tables (``printf``/``format``
+   widths, ``replace``, ``replicate``, ``space``, ``hex``, concatenation); recursive CTEs only in a
+   shape whose rows and strings cannot grow. A violation is ``RESOURCE_LIMIT``.
 6. Row cap on the outermost query, at ``max_rows + 1`` (the extra row lets the runner, which
    fetches ``max_rows + 1`` and returns ``max_rows``, report ``truncated`` truthfully): a missing
    limit is added, a larger (or non-literal, or negative) one is tightened; smaller ones are kept.
@@ -49,6 +62,16 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
 
+from shared.sqlbounds import (
+    TABLE_FUNCTIONS,
+    GrowthChecker,
+    LimitError,
+    check_gaps,
+    check_token_depth,
+    function_rule,
+    is_operator,
+)
+
 GuardDialect = Literal["sqlite", "tsql"]
 MAX_SQL_CHARS = 20_000
 
@@ -72,6 +95,11 @@ class GuardReason(StrEnum):
     TABLE_NOT_ALLOWED = "TABLE_NOT_ALLOWED"
     UNSUPPORTED_ROW_LIMIT = "UNSUPPORTED_ROW_LIMIT"
     REWRITE_FAILED = "REWRITE_FAILED"
+    TOO_DEEP = "TOO_DEEP"
+    AMBIGUOUS_COMMENT = "AMBIGUOUS_COMMENT"
+    RESOURCE_LIMIT = "RESOURCE_LIMIT"
+    FUNCTION_NOT_ALLOWED = "FUNCTION_NOT_ALLOWED"
+    HINT_NOT_ALLOWED = "HINT_NOT_ALLOWED"
 
 
 class GuardResult(BaseModel):
@@ -149,9 +177,12 @@ _SYSTEM_FUNCTIONS = frozenset(
 )  # fmt: skip
 
 # Table-valued functions that only transform their arguments.
-_SAFE_TABLE_FUNCTIONS = frozenset(
-    _canon(n) for n in ("json_each", "json_tree", "openjson", "string_split", "generate_series")
-)
+_SAFE_TABLE_FUNCTIONS = TABLE_FUNCTIONS
+# T-SQL table hints that change neither what is read nor the plan's cost: NOLOCK (dirty reads of a
+# read-only analytics query are acceptable). INDEX(...), FORCESEEK, TABLOCK etc. can force costly plans.
+_ALLOWED_TABLE_HINTS = frozenset({"NOLOCK"})
+# Query options that only lower cost; MAXRECURSION only at or below the default 100 (0 means no limit).
+_ALLOWED_QUERY_OPTIONS = frozenset({"MAXDOP", "RECOMPILE"})
 
 _SYSTEM_SCHEMAS = frozenset({"sys", "information_schema"})
 _SYSTEM_DATABASES = frozenset({"master", "msdb", "model", "tempdb", "mssqlsystemresource"})
@@ -183,6 +214,11 @@ def guard_sql(
         return guard.run(sql)
     except _Reject as rej:
         return GuardResult(accepted=False, reason_code=rej.reason, message=rej.message)
+    except LimitError as err:
+        return GuardResult(accepted=False, reason_code=GuardReason(err.reason), message=err.message)
+    except RecursionError:
+        # Last resort: the token pre-check should stop deep nesting before sqlglot recurses.
+        return GuardResult(accepted=False, reason_code=GuardReason.TOO_DEEP, message="the SQL is nested too deeply")
 
 
 class _Guard:
@@ -226,9 +262,12 @@ class _Guard:
 
     def _tokens(self, sql: str, dialect: str) -> list[sqlglot.tokens.Token]:
         try:
-            return list(sqlglot.Dialect.get_or_raise(dialect).tokenize(sql))
+            tokens = list(sqlglot.Dialect.get_or_raise(dialect).tokenize(sql))
         except SqlglotError as exc:
             raise _Reject(GuardReason.PARSE_ERROR, f"the SQL could not be read: {_short(exc)}") from exc
+        # Before parsing: sqlglot parses nesting recursively.
+        check_token_depth(tokens)
+        return tokens
 
     def _parse(self, sql: str) -> tuple[exp.Expr, str]:
         tokens = self._tokens(sql, self.dialect)
@@ -253,6 +292,7 @@ class _Guard:
         return root, self.dialect
 
     def _parse_one(self, sql: str, dialect: str) -> exp.Expr:
+        tokens = self._tokens(sql, dialect)
         try:
             statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
         except SqlglotError as exc:
@@ -269,6 +309,9 @@ class _Guard:
             raise _Reject(
                 GuardReason.NOT_SELECT, f"only a read-only SELECT (or WITH ... SELECT) is allowed, got {kind}"
             )
+        # Only for a SELECT (other statements may keep untokenized text): between the tokens there may
+        # be nothing but whitespace and comments that every engine ends at the same place.
+        check_gaps(sql, tokens)
         return root
 
     # -- 4-5: what the query may contain and read -------------------------------------------------------
@@ -292,20 +335,63 @@ class _Guard:
                     raise _Reject(GuardReason.VARIABLE, f"variables are not allowed (@{node.name})")
             if isinstance(node, exp.Func):
                 self._check_function(node)
+            self._check_hints_and_names(node)
         for node in root.walk():
             if isinstance(node, exp.Table):
                 name = self._check_table(node)
                 if name is not None:
                     tables.add(name)
+        # Last: bound the length of every string the query can build (shared/sqlbounds.py).
+        GrowthChecker(root, read_dialect).run()
         return tables
 
-    def _check_function(self, node: exp.Func) -> None:
+    def _check_hints_and_names(self, node: exp.Expr) -> None:
+        if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Func):
+            self._check_function(node.expression, allow_list=False)  # xp_cmdshell keeps its own reason
+            raise _Reject(
+                GuardReason.FUNCTION_NOT_ALLOWED,
+                f"schema-qualified function {node.sql(dialect=self.dialect, comments=False)[:60]} is a "
+                "user-defined function and is not allowed",
+            )
+        if isinstance(node, exp.Identifier) and not node.quoted and node.name.startswith(("$", ":", "?")):
+            raise _Reject(GuardReason.VARIABLE, f"bind parameters are not allowed ({node.name}); write literal values")
+        if isinstance(node, exp.WithTableHint):
+            for hint in node.expressions:
+                if not (isinstance(hint, exp.Var) and hint.name.upper() in _ALLOWED_TABLE_HINTS):
+                    shown = hint.sql(dialect=self.dialect, comments=False)[:60]
+                    raise _Reject(
+                        GuardReason.HINT_NOT_ALLOWED,
+                        f"table hint {shown} is not allowed (allowed: {', '.join(sorted(_ALLOWED_TABLE_HINTS))})",
+                    )
+        elif isinstance(node, exp.QueryOption):
+            option = node.this.name.upper() if isinstance(node.this, exp.Var) else ""
+            value = _literal_int(node.expression)
+            if option in _ALLOWED_QUERY_OPTIONS or (
+                option == "MAXRECURSION" and value is not None and 0 < value <= 100
+            ):
+                return
+            shown = node.sql(dialect=self.dialect, comments=False)[:60]
+            raise _Reject(
+                GuardReason.HINT_NOT_ALLOWED,
+                f"query option {shown} is not allowed (allowed: MAXDOP, RECOMPILE, MAXRECURSION 1-100)",
+            )
+        elif isinstance(node, exp.IndexTableHint) or (isinstance(node, exp.Hint) and node.expressions):
+            shown = node.sql(dialect=self.dialect, comments=False)[:60]
+            raise _Reject(GuardReason.HINT_NOT_ALLOWED, f"query and index hints are not allowed ({shown})")
+
+    def _check_function(self, node: exp.Func, *, allow_list: bool = True) -> None:
         name = _function_name(node)
         keys = _function_keys(node)
         if keys & _FORBIDDEN_FUNCTIONS or name.startswith(_FORBIDDEN_FUNCTION_PREFIXES):
             raise _Reject(GuardReason.FORBIDDEN_FUNCTION, f"function {name}() is not allowed")
         if keys & _SYSTEM_FUNCTIONS or name.startswith("pragma_"):
             self._system(f"{name}()")
+            return
+        if allow_list and not is_operator(node) and function_rule(node) is None:
+            raise _Reject(
+                GuardReason.FUNCTION_NOT_ALLOWED,
+                f"function {name}() is not on the allow-list of known {self.dialect} functions",
+            )
 
     def _system(self, what: str) -> None:
         if not self.allow_system:
@@ -432,7 +518,8 @@ class _Guard:
         for i, projection in enumerate(list(select.expressions)):
             if isinstance(projection, exp.Alias | exp.Column | exp.Star) or projection.alias:
                 continue
-            base = re.sub(r"[^a-z0-9]+", "_", projection.sql(dialect=self.dialect).lower()).strip("_")[:48] or "col"
+            text = projection.sql(dialect=self.dialect, comments=False).lower()
+            base = re.sub(r"[^a-z0-9]+", "_", text).strip("_")[:48] or "col"
             if base[0].isdigit():
                 base = f"col_{base}"
             name, n = base, 2
