@@ -11,6 +11,7 @@ TOOLS_STAMP := $(TOOLS_VENV)/.installed
 .PHONY: install tools run serve test lint format bench clean
 
 install: $(STAMP)
+	@$(BIN)/python -m shared.sqlite_limits >/dev/null  # the SQLite limits extension (no-op when built)
 
 $(STAMP): requirements.txt requirements-dev.txt scripts/install-system-deps.sh
 	@scripts/install-system-deps.sh

@@ -49,9 +49,9 @@ class _SlowDatabase:
         self.inner, self.delay_s = inner, delay_s
         self.dialect = inner.dialect
 
-    def execute(self, sql: str, *, max_rows: int, timeout_s: int) -> QueryRows:
+    def execute(self, sql: str, *, max_rows: int, timeout_s: int, sensitive: bool = False) -> QueryRows:
         time.sleep(self.delay_s)
-        return self.inner.execute(sql, max_rows=max_rows, timeout_s=timeout_s)
+        return self.inner.execute(sql, max_rows=max_rows, timeout_s=timeout_s, sensitive=sensitive)
 
 
 def latency_clients(latency_ms: dict[str, int] | None = None) -> Clients:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the project needs, only when they are missing.
 # unixodbc + libsqliteodbc: the real ODBC path (pyodbc) against the SQLite sample database.
+# gcc + libsqlite3-dev: build the per-connection limits extension the SQLite provider loads.
 # chromium: the web console's browser tests (driven by Python Playwright; never `playwright install`).
 set -euo pipefail
 
@@ -8,6 +9,9 @@ need=()
 command -v odbcinst >/dev/null 2>&1 || need+=(unixodbc)
 odbcinst -q -d 2>/dev/null | grep -qx '\[SQLite3\]' || need+=(libsqliteodbc unixodbc)
 [ -e /usr/include/sql.h ] || need+=(unixodbc-dev)
+# gcc + libsqlite3-dev: the SQLite limits extension (shared/sqlite_limits/durable_limits.c).
+command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
+[ -e /usr/include/sqlite3ext.h ] || need+=(libsqlite3-dev)
 [ -x /usr/bin/chromium ] || need+=(chromium)
 
 if [ ${#need[@]} -eq 0 ]; then

@@ -86,6 +86,11 @@ class SqlDatabase(Protocol):
 
     dialect: Literal["sqlite", "tsql"]
 
-    def execute(self, sql: str, *, max_rows: int, timeout_s: int) -> QueryRows:
-        """Run one guarded, read-only query."""
+    def execute(self, sql: str, *, max_rows: int, timeout_s: int, sensitive: bool = False) -> QueryRows:
+        """Run one guarded, read-only query.
+
+        ``sensitive=True`` only for a statement a human approved: the SQLite sample attaches its
+        sensitive tables' file only then; on Azure SQL it changes nothing (the app's database user is
+        denied those tables).
+        """
         ...

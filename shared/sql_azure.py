@@ -10,6 +10,10 @@ Execution, the row cap, JSON-safe values, the watchdog and the generic error rul
 * the server-side timeout (the ODBC query timeout, which SQL Server enforces; it fails as HYT00);
 * SQL Server error numbers: throttling and failover errors are transient, login and firewall
   errors are not;
+* ``SET TEXTSIZE`` on every connection, so the server cuts ``(n)varchar(max)``/``text`` cells before
+  they cross the wire (the client would otherwise fetch a whole cell before cutting it);
+* sensitive tables: the app's database user is denied them (``infra/hooks/sql_grants.py``), so the
+  ``sensitive`` flag of ``execute`` changes nothing here;
 * schema introspection for the catalog through ``INFORMATION_SCHEMA.COLUMNS``, for allowed tables
   only, with parameters.
 """
@@ -33,7 +37,8 @@ from shared.odbc import (
     parse_connection_string,
     require_driver,
 )
-from shared.sqldb import OdbcDatabase
+from shared.providers import QueryRows
+from shared.sqldb import MAX_CELL_CHARS, OdbcDatabase, close_quietly
 
 if TYPE_CHECKING:
     from azure.core.credentials import TokenCredential
@@ -62,6 +67,10 @@ AUTH_ERRORS = frozenset({18456, 18452, 18470, 33155, 33156})
 # 40615: the client's IP is not allowed by the server firewall; 40532: server name unknown.
 CONFIG_ERRORS = frozenset({40615, 40532})
 QUERY_TIMEOUT_STATES = frozenset({"HYT00"})
+# Bytes the server returns per (n)varchar(max)/text/image cell: one UTF-16 character more than the
+# client keeps, so ``json_safe`` still sees (and marks) a cut cell.
+TEXTSIZE_BYTES = (MAX_CELL_CHARS + 1) * 2
+SET_TEXTSIZE = f"SET TEXTSIZE {TEXTSIZE_BYTES}"
 # Keys that carry credentials: when present, the connection string authenticates on its own.
 _CREDENTIAL_KEYS = frozenset({"uid", "pwd", "authentication", "trusted_connection"})
 _NATIVE = re.compile(r"\((\d+)\)")
@@ -292,6 +301,22 @@ class AzureSqlDatabase(OdbcDatabase):
         super().__init__(connector.connect, "tsql", name=name)
         self.connector = connector
 
+    def execute(self, sql: str, *, max_rows: int, timeout_s: int, sensitive: bool = False) -> QueryRows:
+        """Run one guarded query; ``sensitive`` changes nothing: the database user is denied those tables."""
+        return super().execute(sql, max_rows=max_rows, timeout_s=timeout_s, sensitive=sensitive)
+
+    def _configure(self, conn: Any, timeout_s: int, *, sensitive: bool) -> None:
+        """The server-side query timeout, then ``SET TEXTSIZE`` (cells are cut on the server)."""
+        super()._configure(conn, timeout_s, sensitive=sensitive)
+        if not _is_sql_server(conn):
+            # Only the tests' SQLite stand-in gets here; T-SQL's SET would be a syntax error there.
+            return
+        cursor = conn.cursor()
+        try:
+            cursor.execute(SET_TEXTSIZE)
+        finally:
+            close_quietly(cursor)
+
     def _classify_extra(self, sqlstate: str, message: str) -> ErrorCode | None:
         return classify_sql_server_error(sqlstate, message)[0]
 
@@ -360,6 +385,16 @@ class AzureSqlDatabase(OdbcDatabase):
             except Exception:  # nothing is left to release on a broken connection
                 pass
         return result
+
+
+def _is_sql_server(conn: Any) -> bool:
+    import pyodbc
+
+    try:
+        name = str(conn.getinfo(pyodbc.SQL_DBMS_NAME))
+    except Exception:  # a driver that cannot say is treated as SQL Server: the SET is then sent
+        return True
+    return "sql server" in name.lower()
 
 
 def _int_or_none(value: Any) -> int | None:

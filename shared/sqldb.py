@@ -17,10 +17,22 @@ What is enforced for a query, per layer:
 * Writes: the SQLite file is opened through a ``file:...?mode=ro`` URI, so the engine refuses any
   write even if the guard let one through. Azure SQL relies on a SELECT-only principal.
 * Rows: the caller's guard caps rows in the SQL; the runner fetches at most ``max_rows + 1``.
+* Memory: SQLite connections load the ``durable_limits`` extension (``shared/sqlite_limits``), so no
+  string, blob or row exceeds ``SQLITE_LIMIT_LENGTH`` (64 KiB) and SQL text, nesting, compounds and
+  columns are small. A query runs inside a projection that cuts every cell to ``MAX_CELL_CHARS`` in
+  the engine, the driver streams rows (``StepAPI=1``; by default it buffers the whole result), and
+  a result stops (``truncated``) once its cells reach ``MAX_RESULT_CHARS``. Azure SQL sets
+  ``TEXTSIZE``.
+* Sensitive tables (SQLite): they live in a separate file, ATTACHed read-only only when the caller
+  passes ``sensitive=True`` (a statement a human approved). The extension's authorizer is then
+  sealed: the statement itself cannot ATTACH, DETACH, set a pragma, load an extension or write.
+  This barrier does not depend on the SQL guard or on the orchestrator.
 
-SQLite ODBC gotcha handled here: the driver guesses a column's type from the first row, so an
-untyped expression whose first value is an integer would truncate later decimals. The SQLite
-variant therefore reads every value as the driver's text and parses numbers itself.
+SQLite ODBC gotcha handled here: the driver guesses a column's type from the first row (and with
+``StepAPI`` reports every expression as text), so an untyped expression whose first value is an
+integer would truncate later decimals. The SQLite projection therefore tags each value with its
+SQLite type (``_tagged_projection``); a statement that is not a query is read as the driver's text
+and numbers are parsed by declared type.
 """
 
 from __future__ import annotations
@@ -30,7 +42,7 @@ import math
 import re
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -48,6 +60,10 @@ ConnectionFactory = Callable[[int], Any]
 
 # Cells longer than this are cut: results are stored in Durable history and shown in a UI.
 MAX_CELL_CHARS = 4000
+# A result stops growing (reported as truncated) once its cells hold this many characters.
+MAX_RESULT_CHARS = 1_000_000
+# The schema name the sensitive file is attached under (unqualified names still resolve to it).
+SENSITIVE_SCHEMA = "sensitive"
 # Extra time granted to a server-side timeout before the watchdog cancels on the client side.
 DEFAULT_WATCHDOG_GRACE_S = 2.0
 
@@ -104,7 +120,7 @@ class OdbcDatabase:
 
     # -- hooks for dialects ----------------------------------------------------------------------
 
-    def _configure(self, conn: Any, timeout_s: int) -> None:
+    def _configure(self, conn: Any, timeout_s: int, *, sensitive: bool) -> None:
         """Set per-connection options before the query (default: the ODBC query timeout)."""
         conn.timeout = timeout_s
 
@@ -121,8 +137,12 @@ class OdbcDatabase:
 
     # -- the protocol ------------------------------------------------------------------------------
 
-    def execute(self, sql: str, *, max_rows: int, timeout_s: int) -> QueryRows:
-        """Run one guarded, read-only query; at most ``max_rows`` rows, within ``timeout_s`` seconds."""
+    def execute(self, sql: str, *, max_rows: int, timeout_s: int, sensitive: bool = False) -> QueryRows:
+        """Run one guarded, read-only query; at most ``max_rows`` rows, within ``timeout_s`` seconds.
+
+        ``sensitive=True`` is for a statement a human approved; only a dialect that keeps sensitive
+        tables apart (the SQLite sample) acts on it.
+        """
         if max_rows < 1:
             raise ProviderError(ErrorCode.INVALID_INPUT, "max_rows must be at least 1")
         timeout_s = max(1, int(timeout_s))
@@ -145,16 +165,13 @@ class OdbcDatabase:
         except Exception as exc:
             raise self._classify(exc, timed_out=False, connecting=True) from exc
         watchdog = _Watchdog(timeout_s if self.dialect == "sqlite" else timeout_s + self._watchdog_grace_s)
+        cursor: Any = None
         try:
             try:
-                self._configure(conn, timeout_s)
+                self._configure(conn, timeout_s, sensitive=sensitive)
                 cursor = conn.cursor()
                 watchdog.start(cursor)
-                cursor.execute(sql)
-                if cursor.description is None:
-                    return QueryRows(columns=[], rows=[], truncated=False)
-                columns = [str(d[0]) for d in cursor.description]
-                fetched = cursor.fetchmany(max_rows + 1)
+                result = self._run(cursor, sql, max_rows)
             finally:
                 watchdog.stop()
         except ProviderError:
@@ -162,13 +179,38 @@ class OdbcDatabase:
         except Exception as exc:
             raise self._classify(exc, timed_out=watchdog.fired, connecting=False) from exc
         finally:
-            try:
-                conn.close()
-            except Exception:  # closing a cancelled connection can fail; nothing is left to release
-                pass
-        truncated = len(fetched) > max_rows
-        rows = [self._convert_row(r) for r in fetched[:max_rows]]
+            # The cursor first: the SQLite driver keeps a statement's native memory until its cursor
+            # is closed, and closing the connection alone does not release it.
+            close_quietly(cursor)
+            close_quietly(conn)
+        return result
+
+    def _run(self, cursor: Any, sql: str, max_rows: int) -> QueryRows:
+        """Execute the statement on ``cursor`` and fetch its rows (a dialect may rewrite or re-type)."""
+        cursor.execute(sql)
+        if cursor.description is None:
+            return QueryRows(columns=[], rows=[], truncated=False)
+        columns = [str(d[0]) for d in cursor.description]
+        rows, truncated = self._fetch(cursor, max_rows, self._convert_row)
         return QueryRows(columns=columns, rows=rows, truncated=truncated)
+
+    def _fetch(
+        self, cursor: Any, max_rows: int, convert: Callable[[Sequence[Any]], list[Any]]
+    ) -> tuple[list[list[Any]], bool]:
+        """Fetch row by row, cutting cells at once, so memory stays bounded by what is kept."""
+        rows: list[list[Any]] = []
+        budget = MAX_RESULT_CHARS
+        while True:
+            raw = cursor.fetchone()
+            if raw is None:
+                return rows, False
+            if len(rows) == max_rows:
+                return rows, True
+            row = convert(raw)
+            budget -= sum(len(v) if isinstance(v, str) else 8 for v in row)
+            if budget < 0 and rows:
+                return rows, True  # the result is already big enough for a history entry and a UI
+            rows.append(row)
 
     # -- errors --------------------------------------------------------------------------------------
 
@@ -182,6 +224,16 @@ class OdbcDatabase:
         if code is ErrorCode.CONFIG_ERROR and sqlstate in {"IM002", "IM003", "01000"}:
             return ProviderError(code, self._missing_driver_message(message))
         return ProviderError(code, f"{self.name}: {message}"[:2000])
+
+
+def close_quietly(resource: Any) -> None:
+    """Close a cursor or connection, ignoring errors (a cancelled statement may refuse to close)."""
+    if resource is None:
+        return
+    try:
+        resource.close()
+    except Exception:  # closing a cancelled cursor or connection can fail; nothing is left to release
+        pass
 
 
 def _error_parts(exc: BaseException) -> tuple[str, str]:
@@ -267,8 +319,64 @@ def _sqlite_binary(raw: bytes | None) -> Any:
     return None if raw is None else json_safe(raw)
 
 
+_LEADING_COMMENTS = re.compile(r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*", re.DOTALL)
+_QUERY_START = re.compile(r"(?:select|with|values)\b", re.IGNORECASE)
+_DUPLICATE_SUFFIX = re.compile(r":\d+\Z")
+
+
+def _query_body(sql: str) -> str | None:
+    """The statement without trailing semicolons when it is a query (SELECT/WITH/VALUES), else None."""
+    start = _LEADING_COMMENTS.match(sql)
+    rest = sql[start.end() if start else 0 :]
+    if not _QUERY_START.match(rest):
+        return None
+    return sql.rstrip().rstrip(";").rstrip()
+
+
+def _tagged_projection(body: str, count: int) -> str:
+    """Wrap a query so each cell comes back as tagged text, cut to ``MAX_CELL_CHARS`` by the engine.
+
+    ``i``/``r``/``t``/``b`` + value keeps SQLite's own type per value (the driver would otherwise
+    guess a column's type from its first row). A real is SQLite's own text of it (15 significant
+    digits), as the driver renders it.
+    """
+    names = [f"c{i}" for i in range(count)]
+    cells = [
+        f"CASE typeof({n}) WHEN 'integer' THEN 'i' || {n} WHEN 'real' THEN 'r' || {n} "
+        f"WHEN 'text' THEN 't' || substr({n}, 1, {MAX_CELL_CHARS + 1}) "
+        f"WHEN 'blob' THEN 'b' || hex(substr({n}, 1, {MAX_CELL_CHARS // 2})) END"
+        for n in names
+    ]
+    # The newline before ")" ends a trailing "--" comment inside the statement.
+    return f"WITH _q({', '.join(names)}) AS (\n{body}\n) SELECT {', '.join(cells)} FROM _q"
+
+
+def _untag(value: Any) -> Any:
+    if not isinstance(value, str) or not value:
+        return json_safe(value)
+    tag, text = value[0], value[1:]
+    if tag == "i":
+        return int(text)
+    if tag == "r":
+        number = float(text)
+        return number if math.isfinite(number) else None
+    if tag == "b":
+        return json_safe(bytes.fromhex(text))
+    return json_safe(text)
+
+
+def _read_only_uri(path: Path) -> str:
+    return "file:" + quote(str(path.resolve()), safe="/") + "?mode=ro"
+
+
 class SqliteOdbcDatabase(OdbcDatabase):
-    """The SQLite sample database through the ``SQLite3`` ODBC driver, opened read-only."""
+    """The SQLite sample database through the ``SQLite3`` ODBC driver, opened read-only.
+
+    Tables the catalog marks sensitive must live in ``sensitive_path`` (default
+    ``<stem>-sensitive.db`` beside the database, see ``shared.sampledata.sensitive_db_path``), which
+    is attached only for ``execute(..., sensitive=True)``. A main file that holds a sensitive table is
+    refused with CONFIG_ERROR, so the barrier cannot vanish with a database of your own.
+    """
 
     def __init__(
         self,
@@ -276,17 +384,36 @@ class SqliteOdbcDatabase(OdbcDatabase):
         *,
         driver: str = "SQLite3",
         prepare: Callable[[], None] | None = None,
+        sensitive_path: Path | None = None,
+        sensitive_tables: Iterable[str] | None = None,
     ) -> None:
+        from shared.sampledata import sensitive_db_path
+
         self.path = Path(path)
         self.driver = driver
+        self.sensitive_path = Path(sensitive_path) if sensitive_path is not None else sensitive_db_path(self.path)
+        self._sensitive_tables = None if sensitive_tables is None else frozenset(t.lower() for t in sensitive_tables)
+        self._checked_main: tuple[int, int, int] | None = None
         super().__init__(self._open, "sqlite", name=f"sqlite ({self.path.name})", prepare=prepare)
 
-    def connection_string(self, timeout_s: int) -> str:
-        """The ODBC connection string: a read-only URI, no file creation, busy timeout in ms."""
-        uri = "file:" + quote(str(self.path.resolve()), safe="/") + "?mode=ro"
+    @property
+    def sensitive_tables(self) -> frozenset[str]:
+        """Lower-case names that must not be in the main file (default: the catalog's sensitive tables)."""
+        if self._sensitive_tables is None:
+            from shared.sampledata import sensitive_tables
+
+            self._sensitive_tables = sensitive_tables()
+        return self._sensitive_tables
+
+    def connection_string(self, timeout_s: int, *, extension: Path | None = None) -> str:
+        """The ODBC connection string: a read-only URI, no file creation, busy timeout in ms, limits."""
+        from shared import sqlite_limits
+
+        uri = _read_only_uri(self.path)
         # Lock waits give up before the watchdog fires, so a locked file reads as TRANSIENT, not a timeout.
         busy_ms = max(100, int(timeout_s * 800))
-        return f"DRIVER={{{self.driver}}};Database={uri};NoCreat=1;Timeout={busy_ms};LoadExt="
+        load = extension if extension is not None else sqlite_limits.extension_path()
+        return f"DRIVER={{{self.driver}}};Database={uri};NoCreat=1;Timeout={busy_ms};LoadExt={load};StepAPI=1"
 
     def _open(self, timeout_s: int) -> Any:
         import pyodbc
@@ -308,8 +435,86 @@ class SqliteOdbcDatabase(OdbcDatabase):
             conn.add_output_converter(sql_type, _sqlite_binary)
         return conn
 
-    def _configure(self, conn: Any, timeout_s: int) -> None:
-        """Nothing to set: the driver ignores the ODBC query timeout (the watchdog enforces it)."""
+    def _configure(self, conn: Any, timeout_s: int, *, sensitive: bool) -> None:
+        """Attach the sensitive file when approved, refuse a main file with sensitive tables, then seal.
+
+        No query timeout to set: the driver ignores it (the watchdog enforces the limit).
+        """
+        from shared import sqlite_limits
+
+        cursor = conn.cursor()
+        try:
+            self._check_main_file(cursor)
+            if sensitive:
+                self._attach_sensitive(cursor)
+            try:
+                found = cursor.execute("SELECT durable_seal()").fetchone()
+            except Exception as exc:  # "no such function": the driver ignores a LoadExt that failed to load
+                raise ProviderError(
+                    ErrorCode.CONFIG_ERROR,
+                    f"{self.name}: the SQLite limits extension did not load ({_error_parts(exc)[1]}); "
+                    f"{sqlite_limits.INSTALL_HINT}"[:2000],
+                ) from exc
+            expected = sqlite_limits.expected_version()
+            if found is None or found[0] != expected:
+                raise ProviderError(
+                    ErrorCode.CONFIG_ERROR,
+                    f"{self.name}: the SQLite limits extension is {found[0] if found else None!r}, "
+                    f"expected {expected!r}; {sqlite_limits.INSTALL_HINT}",
+                )
+        finally:
+            close_quietly(cursor)
+
+    def _check_main_file(self, cursor: Any) -> None:
+        st = self.path.stat()
+        key = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if self._checked_main == key:
+            return
+        names = {str(r[0]).lower() for r in cursor.execute("SELECT name FROM main.sqlite_master").fetchall()}
+        leaked = sorted(names & self.sensitive_tables)
+        if leaked:
+            raise ProviderError(
+                ErrorCode.CONFIG_ERROR,
+                f"{self.name}: {self.path} holds tables the catalog marks sensitive ({', '.join(leaked)}); "
+                f"move them to {self.sensitive_path}, which is attached only for approved statements",
+            )
+        self._checked_main = key
+
+    def _attach_sensitive(self, cursor: Any) -> None:
+        if not self.sensitive_path.exists():
+            raise ProviderError(
+                ErrorCode.CONFIG_ERROR,
+                f"{self.name}: the sensitive tables' database file is missing: {self.sensitive_path}",
+            )
+        literal = _read_only_uri(self.sensitive_path).replace("'", "''")
+        try:
+            cursor.execute(f"ATTACH DATABASE '{literal}' AS {SENSITIVE_SCHEMA}")
+        except Exception as exc:
+            raise ProviderError(
+                ErrorCode.CONFIG_ERROR,
+                f"{self.name}: could not attach {self.sensitive_path}: {_error_parts(exc)[1]}"[:2000],
+            ) from exc
+
+    def _run(self, cursor: Any, sql: str, max_rows: int) -> QueryRows:
+        """Run a query through a projection that caps and types every cell in the engine.
+
+        The driver runs with ``StepAPI=1``, so rows stream one by one instead of the whole result
+        being buffered, and the projection cuts each text to ``MAX_CELL_CHARS`` before it leaves
+        SQLite. A statement that is not a query runs as it is (the engine limits still hold).
+        """
+        body = _query_body(sql)
+        if body is None:
+            return super()._run(cursor, sql, max_rows)
+        cursor.execute(f"SELECT * FROM (\n{body}\n) LIMIT 0")  # the output columns, without running it
+        columns: list[str] = []
+        for d in cursor.description or []:
+            name = str(d[0])
+            base = _DUPLICATE_SUFFIX.sub("", name)
+            # SQLite renames a repeated name "a:1" inside a subquery; the caller sees the name it wrote.
+            columns.append(base if base in columns else name)
+        cursor.execute(_tagged_projection(body, len(columns)))
+        rows, truncated = self._fetch(cursor, max_rows, lambda row: [_untag(v) for v in row])
+        return QueryRows(columns=columns, rows=rows, truncated=truncated)
 
     def _classify_extra(self, sqlstate: str, message: str) -> ErrorCode | None:
         codes = set(_SQLITE_CODE.findall(message))
@@ -332,7 +537,9 @@ def open_sample_database(settings: Settings) -> SqliteOdbcDatabase:
     """The configured SQLite database; the sample is built lazily from ``data/sql`` on the first query.
 
     A database file of your own at ``SQLITE_DATABASE_PATH`` is used as it is; the sample is (re)built
-    only at the default path or when the configured file does not exist yet.
+    only at the default path or when the configured file does not exist yet. Tables the catalog marks
+    sensitive belong in ``<stem>-sensitive.db`` beside it (attached only for approved statements); a
+    main file that holds one is refused with CONFIG_ERROR.
     """
     from shared.sampledata import DEFAULT_SAMPLE_DB, ensure_sample_db
 

@@ -22,11 +22,13 @@ from shared.odbc import parse_connection_string
 from shared.settings import DATA_DIR, Settings
 from shared.sql_azure import (
     COLUMNS_SQL,
+    SET_TEXTSIZE,
     AzureSqlConnector,
     AzureSqlDatabase,
     build_azure_sql_database,
     split_table_name,
 )
+from shared.sqldb import MAX_CELL_CHARS
 from tests.fakes.credentials import StaticTokenCredential
 
 TSQL_SCHEMA = DATA_DIR / "sql" / "schema.tsql.sql"
@@ -106,8 +108,8 @@ def test_the_query_timeout_attribute_is_set_on_the_connection(db_file: Path) -> 
     seen: list[int] = []
 
     class Recording(AzureSqlDatabase):
-        def _configure(self, conn: Any, timeout_s: int) -> None:
-            super()._configure(conn, timeout_s)
+        def _configure(self, conn: Any, timeout_s: int, *, sensitive: bool) -> None:
+            super()._configure(conn, timeout_s, sensitive=sensitive)
             seen.append(conn.timeout)  # read back from the live pyodbc connection
 
     Recording(connector).execute("SELECT 1", max_rows=1, timeout_s=7)
@@ -230,3 +232,78 @@ def test_columns_query_is_parameterised_tsql() -> None:
     assert len(list(parsed.find_all(exp.Placeholder))) == 2
     assert "'" not in COLUMNS_SQL  # no literal: the names only ever travel as parameters
     assert parsed.find(exp.Table).db.upper() == "INFORMATION_SCHEMA"  # type: ignore[union-attr]
+
+
+class _SqlServerLike:
+    """A live pyodbc connection that reports SQL Server and records statements (T-SQL SETs are only noted)."""
+
+    def __init__(self, conn: Any, statements: list[str]) -> None:
+        self._conn, self._statements = conn, statements
+
+    def getinfo(self, kind: int) -> str:
+        import pyodbc
+
+        return "Microsoft SQL Server" if kind == pyodbc.SQL_DBMS_NAME else self._conn.getinfo(kind)
+
+    def cursor(self) -> Any:
+        real, statements = self._conn.cursor(), self._statements
+
+        class Cursor:
+            description: Any = None
+
+            def execute(self, sql: str) -> Any:
+                statements.append(sql)
+                if sql.startswith("SET "):
+                    return self
+                real.execute(sql)
+                self.description = real.description
+                return self
+
+            def fetchone(self) -> Any:
+                return real.fetchone()
+
+            def cancel(self) -> None:
+                real.cancel()
+
+            def close(self) -> None:
+                statements.append("<cursor closed>")
+                real.close()
+
+        return Cursor()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in ("_conn", "_statements"):
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self._conn, name, value)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+def test_textsize_is_set_before_every_query_on_sql_server(db_file: Path) -> None:
+    connector = build_azure_sql_database(_settings(db_file), credential=StaticTokenCredential("t")).connector
+    statements: list[str] = []
+
+    class Recording(AzureSqlConnector):
+        def connect(self, timeout_s: int) -> Any:
+            return _SqlServerLike(connector.connect(timeout_s), statements)
+
+    database = AzureSqlDatabase(Recording("", driver=connector.driver, token_provider=None))
+    for sensitive in (False, True):  # the flag changes nothing on Azure SQL: the user is denied those tables
+        statements.clear()
+        rows = database.execute("SELECT COUNT(*) FROM regions", max_rows=1, timeout_s=5, sensitive=sensitive)
+        assert rows.rows == [[4]]
+        assert statements == [
+            f"SET TEXTSIZE {(MAX_CELL_CHARS + 1) * 2}",
+            "<cursor closed>",
+            "SELECT COUNT(*) FROM regions",
+            "<cursor closed>",
+        ]
+    assert SET_TEXTSIZE == "SET TEXTSIZE 8002"
+
+
+def test_no_textsize_for_the_sqlite_stand_in(db_file: Path) -> None:
+    # T-SQL's SET would be a syntax error on another DBMS; the stand-in still answers.
+    database = build_azure_sql_database(_settings(db_file), credential=StaticTokenCredential("t"))
+    assert database.execute("SELECT 1", max_rows=1, timeout_s=5).rows == [[1]]

@@ -31,10 +31,15 @@ def test_committed_data_matches_the_generator() -> None:
     assert proc.returncode == 0, proc.stderr
 
 
+def _tables(path: Path) -> set[str]:
+    return {r[0] for r in _q(path, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")}
+
+
 def test_row_counts_and_sensitive_table(sample_db_path: Path) -> None:
     counts = {t: _q(sample_db_path, f"SELECT COUNT(*) FROM {t}")[0][0] for t in
-              ["regions", "categories", "products", "customers", "customer_contacts", "orders", "order_items",
-               "returns"]}  # fmt: skip
+              ["regions", "categories", "products", "customers", "orders", "order_items", "returns"]}  # fmt: skip
+    partner = sampledata.sensitive_db_path(sample_db_path)
+    assert _q(partner, "SELECT COUNT(*) FROM customer_contacts") == [(400,)]
     assert counts["regions"] == 4 and counts["categories"] == 5 and counts["products"] == 30
     assert counts["orders"] == 3000 and counts["order_items"] > 5000 and 300 < counts["returns"] < 1000
     assert _q(
@@ -85,6 +90,27 @@ def test_both_schemas_parse_and_declare_the_same_tables() -> None:
     assert all(isinstance(s, sqlglot.exp.Insert) for s in stmts if s is not None)
 
 
+def test_sensitive_tables_live_only_in_the_partner_file(sample_db_path: Path) -> None:
+    partner = sampledata.sensitive_db_path(sample_db_path)
+    assert partner == sample_db_path.with_name("sample-sensitive.db")
+    assert sampledata.sensitive_tables() == {"customer_contacts"}
+    assert _tables(partner) == {"customer_contacts"}
+    assert "customer_contacts" not in _tables(sample_db_path) and len(_tables(sample_db_path)) == 7
+    # Nothing of the dropped table lingers: no statistics row, and no e-mail address in the file's pages.
+    assert _q(sample_db_path, "SELECT COUNT(*) FROM sqlite_stat1 WHERE tbl = 'customer_contacts'") == [(0,)]
+    email = _q(partner, "SELECT email FROM customer_contacts LIMIT 1")[0][0]
+    assert email.encode() not in sample_db_path.read_bytes()
+    assert _q(partner, "PRAGMA user_version") == _q(sample_db_path, "PRAGMA user_version")
+
+
+def test_a_missing_partner_is_rebuilt(tmp_path: Path) -> None:
+    db = sampledata.ensure_sample_db(tmp_path / "pair.db")
+    partner = sampledata.sensitive_db_path(db)
+    partner.unlink()
+    sampledata.ensure_sample_db(db)
+    assert _tables(partner) == {"customer_contacts"}
+
+
 def test_lazy_build_and_rebuild_when_sources_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data = tmp_path / "data.sql"
     shutil.copy(sampledata.DATA_SQL, data)
@@ -101,7 +127,7 @@ def test_lazy_build_and_rebuild_when_sources_change(tmp_path: Path, monkeypatch:
     sampledata.ensure_sample_db(db)
     assert _q(db, "SELECT name FROM regions WHERE region_id = 5") == [("Central",)]
     assert _q(db, "PRAGMA user_version")[0][0] != first_version
-    assert not list(tmp_path.glob(".lazy.db.*.tmp"))
+    assert not list(tmp_path.glob(".lazy*.tmp"))
 
 
 def _build_in_child(path: str) -> int:
@@ -122,7 +148,8 @@ def test_concurrent_builds_from_threads_and_processes(tmp_path: Path) -> None:
             t.join()
         results.extend(pending.get(timeout=120))
     assert results == [3000] * 7
-    assert not list(tmp_path.glob(".race.db.*.tmp"))
+    assert not list(tmp_path.glob(".race*.tmp"))
+    assert _q(sampledata.sensitive_db_path(db), "SELECT COUNT(*) FROM customer_contacts") == [(400,)]
 
 
 def test_broken_source_reports_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -132,7 +159,8 @@ def test_broken_source_reports_a_clear_error(tmp_path: Path, monkeypatch: pytest
     with pytest.raises(sampledata.SampleDataError, match="could not build"):
         sampledata.ensure_sample_db(tmp_path / "broken.db")
     assert not (tmp_path / "broken.db").exists()
-    assert not list(tmp_path.glob(".broken.db.*.tmp"))
+    assert not (tmp_path / "broken-sensitive.db").exists()
+    assert not list(tmp_path.glob(".broken*.tmp"))
 
 
 def test_cli_rebuilds(tmp_path: Path) -> None:

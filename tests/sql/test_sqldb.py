@@ -13,9 +13,17 @@ from pathlib import Path
 
 import pytest
 
+from shared import sqlite_limits
 from shared.contracts import ErrorCode, ProviderError
 from shared.settings import Settings
-from shared.sqldb import OdbcDatabase, SqliteOdbcDatabase, json_safe, open_sample_database
+from shared.sqldb import (
+    MAX_CELL_CHARS,
+    MAX_RESULT_CHARS,
+    OdbcDatabase,
+    SqliteOdbcDatabase,
+    json_safe,
+    open_sample_database,
+)
 
 SLOW = "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 500000000) SELECT COUNT(*) FROM c"
 
@@ -57,7 +65,7 @@ def test_writes_are_refused_by_the_engine(sample_db: SqliteOdbcDatabase, sample_
     # Bypassing the guard on purpose: the read-only open is the next layer.
     with pytest.raises(ProviderError) as err:
         sample_db.execute("DELETE FROM returns", max_rows=5, timeout_s=5)
-    assert err.value.code is ErrorCode.SQL_ERROR and "readonly" in err.value.message
+    assert err.value.code is ErrorCode.SQL_ERROR and "readonly" in err.value.message.replace(" ", "")
     with sqlite3.connect(sample_db_path) as conn:
         assert conn.execute("SELECT COUNT(*) FROM returns").fetchone()[0] > 0
 
@@ -198,3 +206,189 @@ def test_base_class_runs_over_any_odbc_factory(sample_db_path: Path) -> None:
     db = OdbcDatabase(connect, "tsql", name="generic")
     rows = db.execute("SELECT region_id, name FROM regions ORDER BY region_id", max_rows=3, timeout_s=5)
     assert rows.columns == ["region_id", "name"] and rows.rows[0] == [1, "North"] and rows.truncated
+
+
+# --- bounded memory: the durable_limits extension on every connection --------------------------------
+
+LIMIT = sqlite_limits.max_length()
+
+TOO_BIG = [
+    # A string doubling until it is huge.
+    "WITH RECURSIVE r(s) AS (SELECT 'x' UNION ALL SELECT s || s FROM r) SELECT length(s) FROM r LIMIT 64",
+    # group_concat over a cross join.
+    "SELECT length(group_concat(a.name || b.name)) FROM customers a, customers b",
+    # replace amplification of a width-padded string.
+    f"SELECT length(replace(printf('%.*c', {LIMIT // 2}, 'x'), 'x', 'xxx'))",
+    "SELECT length(zeroblob(50000000))",
+    "SELECT length(randomblob(50000000))",
+    "SELECT length(hex(randomblob(60000)))",
+    f"SELECT length(substr(printf('%.*c', {LIMIT - 10}, 'x') || printf('%.*c', {LIMIT - 10}, 'y'), 1, 10))",
+]
+
+
+@pytest.mark.parametrize("sql", TOO_BIG)
+def test_no_value_grows_beyond_the_length_limit(sample_db: SqliteOdbcDatabase, sql: str) -> None:
+    with pytest.raises(ProviderError) as err:
+        sample_db.execute(sql, max_rows=100, timeout_s=10)
+    assert err.value.code is ErrorCode.SQL_ERROR and "too big" in err.value.message
+
+
+def test_printf_width_beyond_the_limit_yields_null(sample_db: SqliteOdbcDatabase) -> None:
+    # SQLite's printf answers NULL (not an error) when the result would pass SQLITE_LIMIT_LENGTH; it
+    # still spends CPU linear in the width (about 7 ns a char), which the watchdog bounds.
+    rows = sample_db.execute(
+        f"SELECT printf('%.*c', {LIMIT + 1}, 'x'), printf('%.*c', 10000000, 'x')", max_rows=1, timeout_s=5
+    )
+    assert rows.rows == [[None, None]]
+
+
+def test_values_within_the_limit_work_and_cells_are_cut(sample_db: SqliteOdbcDatabase) -> None:
+    rows = sample_db.execute(f"SELECT printf('%.*c', {LIMIT - 1}, 'x') AS big, 'ok' AS small", max_rows=1, timeout_s=5)
+    assert rows.rows == [["x" * MAX_CELL_CHARS + "...", "ok"]]
+
+
+def test_a_result_stops_growing_at_its_character_budget(sample_db: SqliteOdbcDatabase) -> None:
+    wide = ", ".join(f"printf('%.*c', 50000, 'x') AS c{i}" for i in range(20))
+    rows = sample_db.execute(f"SELECT {wide} FROM orders LIMIT 50", max_rows=50, timeout_s=10)
+    per_row = 20 * (MAX_CELL_CHARS + 3)
+    assert rows.truncated and len(rows.rows) == MAX_RESULT_CHARS // per_row
+
+
+@pytest.mark.parametrize(
+    ("sql", "needle"),
+    [
+        ("SELECT 1" + " + 1" * 150, "too large"),  # expression depth
+        (" UNION ALL ".join(["SELECT 1"] * 60), "too many terms"),  # compound select
+        ("SELECT 1 -- " + "x" * (LIMIT + 10), "too big"),  # SQL text length
+        ("SELECT " + ", ".join(str(i) for i in range(250)), "too many columns"),
+        ("SELECT max(" + ", ".join(str(i) for i in range(40)) + ")", "too many arguments"),
+    ],
+)
+def test_statement_shape_limits(sample_db: SqliteOdbcDatabase, sql: str, needle: str) -> None:
+    with pytest.raises(ProviderError) as err:
+        sample_db.execute(sql, max_rows=1, timeout_s=5)
+    assert err.value.code is ErrorCode.SQL_ERROR and needle in err.value.message.lower()
+
+
+def test_connection_string_loads_the_extension(sample_db: SqliteOdbcDatabase) -> None:
+    text = sample_db.connection_string(5)
+    assert f"LoadExt={sqlite_limits.extension_path()}" in text
+    assert sqlite_limits.extension_path().name.startswith("durable_limits-")
+
+
+def test_an_extension_that_does_not_load_fails_the_query(
+    sample_db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The driver only prints a warning when LoadExt fails; the seal check turns that into CONFIG_ERROR.
+    monkeypatch.setattr(sqlite_limits, "extension_path", lambda: tmp_path / "missing.so")
+    with pytest.raises(ProviderError) as err:
+        SqliteOdbcDatabase(sample_db_path).execute("SELECT 1", max_rows=1, timeout_s=5)
+    assert err.value.code is ErrorCode.CONFIG_ERROR and "make install" in err.value.message
+
+
+def test_a_stale_extension_fails_the_query(sample_db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sqlite_limits, "expected_version", lambda: "durable_limits 999")
+    with pytest.raises(ProviderError) as err:
+        SqliteOdbcDatabase(sample_db_path).execute("SELECT 1", max_rows=1, timeout_s=5)
+    assert err.value.code is ErrorCode.CONFIG_ERROR and "durable_limits 999" in err.value.message
+
+
+def test_the_extension_is_built_lazily(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sqlite_limits, "_build_dirs", lambda: [tmp_path / "build"])
+    monkeypatch.setattr(sqlite_limits, "_built", {})
+    path = sqlite_limits.extension_path()
+    assert path.parent == tmp_path / "build" and path.stat().st_size > 0
+    assert [p.name for p in (tmp_path / "build").iterdir()] == [path.name]  # no temp file left
+    assert sqlite_limits.extension_path() == path
+
+
+def test_no_compiler_is_a_config_error_naming_the_fix(
+    sample_db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_limits, "_build_dirs", lambda: [tmp_path / "build"])
+    monkeypatch.setattr(sqlite_limits, "_built", {})
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.setattr(sqlite_limits.shutil, "which", lambda name: None)
+    with pytest.raises(ProviderError) as err:
+        SqliteOdbcDatabase(sample_db_path).execute("SELECT 1", max_rows=1, timeout_s=5)
+    assert err.value.code is ErrorCode.CONFIG_ERROR
+    assert "gcc" in err.value.message and "make install" in err.value.message
+
+
+# --- resource release -------------------------------------------------------------------------------
+
+
+class _Recorder:
+    def __init__(self, events: list[str], fail: bool) -> None:
+        self.events = events
+        self.fail = fail
+        self.description = [("one",)]
+        self.timeout = 0
+
+    def cursor(self) -> _Recorder:
+        self.events.append("cursor")
+        return self
+
+    def execute(self, sql: str) -> None:
+        if self.fail:
+            raise RuntimeError("scripted failure")
+
+    def fetchone(self) -> tuple[int] | None:
+        self.events.append("fetch")
+        return None
+
+    def cancel(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.events.append("close")
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_cursor_is_closed_before_its_connection(fail: bool) -> None:
+    events: list[str] = []
+    conn = _Recorder(events, fail)
+    db = OdbcDatabase(lambda timeout_s: conn, "tsql", name="recorder")
+    if fail:
+        with pytest.raises(ProviderError):
+            db.execute("SELECT 1", max_rows=1, timeout_s=5)
+    else:
+        db.execute("SELECT 1", max_rows=1, timeout_s=5)
+    assert events[-2:] == ["close", "close"] and events.count("cursor") == 1
+
+
+# --- the typed projection: cells cut inside SQLite, types kept per value -----------------------------
+
+
+def test_cells_are_cut_inside_the_engine(sample_db: SqliteOdbcDatabase, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shared.sqldb as sqldb
+
+    seen: list[int] = []
+    untag = sqldb._untag
+
+    def spy(value: object) -> object:
+        seen.append(len(value) if isinstance(value, str) else 0)
+        return untag(value)
+
+    monkeypatch.setattr(sqldb, "_untag", spy)
+    rows = sample_db.execute(
+        f"SELECT printf('%.*c', {LIMIT - 1}, 'x') AS t, randomblob({LIMIT - 1}) AS b", max_rows=1, timeout_s=5
+    )
+    # What crossed the driver: a tag plus at most MAX_CELL_CHARS + 1 characters per cell.
+    assert seen and max(seen) <= MAX_CELL_CHARS + 2
+    assert rows.rows[0][0] == "x" * MAX_CELL_CHARS + "..." and rows.rows[0][1].endswith("...")
+
+
+def test_projection_keeps_names_order_and_statement_forms(sample_db: SqliteOdbcDatabase) -> None:
+    rows = sample_db.execute(
+        "/* lead */ SELECT 1 AS a, 2 AS a, name, NULL AS n, 2.5 AS r FROM regions ORDER BY name DESC -- tail",
+        max_rows=2,
+        timeout_s=5,
+    )
+    assert rows.columns == ["a", "a", "name", "n", "r"]
+    assert rows.rows == [[1, 2, "West", None, 2.5], [1, 2, "South", None, 2.5]] and rows.truncated
+    assert sample_db.execute("VALUES (1, 'x');", max_rows=1, timeout_s=5).rows == [[1, "x"]]
+    with_cte = "WITH x AS (SELECT region_id FROM regions) SELECT COUNT(*) AS n FROM x"
+    assert sample_db.execute(with_cte, max_rows=1, timeout_s=5).rows == [[4]]
+    # Not a query: runs as written (the engine's limits and the read-only open still hold).
+    assert sample_db.execute("PRAGMA user_version", max_rows=1, timeout_s=5).rows
