@@ -5,6 +5,11 @@ Deterministic by construction: no I/O, clock, randomness or environment reads. T
 the API into the orchestration input. The orchestrator owns every decision: retry with backoff
 through durable timers, fall back across ``allowed_models``, stop before the budget would be
 exceeded, and otherwise ask the user (retry, skip, edit or abort). Human waits race a durable timer.
+
+Trust boundary: plan steps, Supervisor decisions and user edits are untrusted data. A step's input is
+validated against its kind's typed model (only question/sql/query-like fields), here again even though
+the plan executor checked it. What a SQL step may read (draft or run, and the exact statement a human
+approved) is set by this code alone, in the execution context, after the checks that justify it.
 """
 
 from __future__ import annotations
@@ -15,8 +20,11 @@ from collections.abc import Generator
 from datetime import timedelta
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
 from shared import telemetry
-from shared.contracts import Constraints, ErrorCode, ExecutorInput, ExecutorOutput, Usage
+from shared.contracts import Constraints, ErrorCode, ExecutorInput, ExecutorOutput, SqlAccess, Usage
+from shared.executors import StepInputError, apply_edits, input_for_text, validate_step_input
 from shared.jobs import (
     ErrorInfo,
     JobInput,
@@ -26,7 +34,7 @@ from shared.jobs import (
     UserAnswer,
     Waiting,
 )
-from shared.plan import Plan, PlanStep, SupervisorDecision
+from shared.plan import AskUserInput, Plan, PlanStep, SupervisorDecision
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +47,28 @@ APPROVAL_OPTIONS = ["approve", "edit", "reject", "abort"]
 MAX_SQL_ROWS_TO_ANSWER = 20
 MAX_SUPERVISOR_RETRIES = 2
 MAX_REPLANS = 2
+SQL_KIND = "execute_azure_sql"
+
+
+class SqlDraftResult(BaseModel):
+    """The draft an execute_azure_sql step returns in draft mode (activity output: validated, not trusted)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    sql: str = Field(min_length=1, max_length=20_000)
+    tables: list[str] = Field(default_factory=list)
+    sensitive_tables: list[str] = Field(default_factory=list)
+
+
+class ExpiredAnswer(UserAnswer):
+    """The default taken when a wait expired: no human said it, so it never approves a sensitive read."""
+
+
+class EditedTask:
+    """An edit of a SQL step that already passed approval: the new input must be drafted and approved again."""
+
+    def __init__(self, task: dict[str, Any]) -> None:
+        self.task = task
 
 
 class JobStop(Exception):
@@ -138,7 +168,11 @@ class JobRun:
         out = yield from self.execute(None, "plan", task)
         if out is None:
             raise JobStop("PLAN_SKIPPED", "planning was skipped, so there is nothing to run")
-        return Plan.model_validate(out.result)
+        # The plan executor checked it too; the orchestrator trusts no activity output.
+        try:
+            return Plan.model_validate(out.result)
+        except ValidationError as exc:
+            raise JobStop(ErrorCode.BAD_REQUEST, f"planning failed: the plan is not valid: {_problems(exc)}") from exc
 
     def run_steps(self, plan: Plan) -> Gen:
         """Run the plan's steps in order; returns the answer of the last generate_response step."""
@@ -177,11 +211,15 @@ class JobRun:
     def run_step(self, spec: PlanStep, step: StepState) -> Gen:
         """Run one step; returns its result dict, or None when skipped."""
         if spec.kind == "ask_user":
-            options = [str(o) for o in spec.input.get("options", [])][:8]
+            try:
+                asked = AskUserInput.model_validate(validate_step_input(spec.kind, spec.input))
+            except StepInputError as exc:
+                raise JobStop(ErrorCode.BAD_REQUEST, f"step {spec.id!r} ({spec.kind}): {exc.message}", spec.id) from exc
+            options = asked.options[:8]
             reply = yield from self.ask(
                 step,
                 "clarify",
-                str(spec.input["question"]),
+                asked.question,
                 options,
                 default=options[0] if options else None,
                 free_text=True,
@@ -191,24 +229,41 @@ class JobRun:
             return {"answer": text}
 
         task = self.task_for(spec)
+        if spec.kind == SQL_KIND:
+            return (yield from self.run_sql_step(spec, step, task))
         extra: dict[str, Any] = {}
         if spec.kind == "generate_response":
             extra["sources"] = self.sources_for(spec)
-        if spec.kind == "execute_azure_sql" and self.job.request.approval.sql != "never" and not task.get("sql"):
-            approved = yield from self.approve_sql(spec, step, task)
-            if approved is None:
-                return None
-            task = approved
         out = yield from self.execute(step, spec.kind, task, extra)
         return None if out is None else (out.result or {})
 
+    def run_sql_step(self, spec: PlanStep, step: StepState, task: dict[str, Any]) -> Gen:
+        """A SQL step under the approval policy: SQL from the plan, the SQL writer or an edit is treated alike."""
+        if self.job.request.approval.sql == "never":
+            # Nothing is approved, so the executor refuses any statement that reads a sensitive table.
+            out = yield from self.execute(step, SQL_KIND, task, SqlAccess(sql_mode="run").model_dump())
+            return None if out is None else (out.result or {})
+        while True:
+            approved = yield from self.approve_sql(spec, step, task)
+            if approved is None:
+                return None
+            run_task, access = approved
+            out = yield from self.execute(step, SQL_KIND, run_task, access.model_dump(), reapprove_edits=True)
+            if isinstance(out, EditedTask):
+                task = out.task  # edited after approval: draft and approve the new statement again
+                continue
+            return None if out is None else (out.result or {})
+
     def task_for(self, spec: PlanStep) -> dict[str, Any]:
-        """The executor task of a step, with any clarifications the user gave for it."""
-        task = dict(spec.input)
+        """The executor task of a step (its input re-validated), with any clarifications the user gave for it."""
+        try:
+            task = validate_step_input(spec.kind, spec.input)
+        except StepInputError as exc:
+            raise JobStop(ErrorCode.BAD_REQUEST, f"step {spec.id!r} ({spec.kind}): {exc.message}", spec.id) from exc
         notes = [self.clarifications[d] for d in spec.depends_on if d in self.clarifications]
         if notes:
             key = "query" if spec.kind == "consult_rag" else "question"
-            task[key] = f"{task.get(key, '')} ({'; '.join(notes)})".strip()
+            task[key] = f"{task.get(key, '')} ({'; '.join(notes)})".strip()[:2000]
         return task
 
     def sources_for(self, spec: PlanStep) -> list[dict[str, Any]]:
@@ -242,9 +297,19 @@ class JobRun:
     # --- policy ------------------------------------------------------------------------------
 
     def execute(
-        self, step: StepState | None, executor_type: str, task: dict[str, Any], extra: dict[str, Any] | None = None
+        self,
+        step: StepState | None,
+        executor_type: str,
+        task: dict[str, Any],
+        extra: dict[str, Any] | None = None,
+        *,
+        reapprove_edits: bool = False,
     ) -> Gen:
-        """Call an executor until it succeeds, is skipped (None), or the job must stop."""
+        """Call an executor until it succeeds, is skipped (None), or the job must stop.
+
+        With ``reapprove_edits`` a user's edit is not run but returned as ``EditedTask``: the statement
+        was approved, and an edited one must be approved again.
+        """
         request = self.job.request
         policy = self.job.policy
         models: list[str | None] = list(request.constraints.allowed_models) or [None]
@@ -315,6 +380,7 @@ class JobRun:
                 ERROR_OPTIONS,
                 default="skip",
                 details={"error": {"code": error.code, "message": error.message}, "input": _bounded(task)},
+                edit_of=(executor_type, task),
             )
             action = reply.action()
             if action == "retry":
@@ -322,7 +388,11 @@ class JobRun:
             elif action == "skip":
                 return None
             elif action == "edit":
-                task = {**task, **reply.edits()}
+                # ask() only returns an edit that passed the same check as the HTTP edge.
+                edited = _redraft(task, apply_edits(executor_type, task, reply.edits()))
+                if reapprove_edits:
+                    return EditedTask(edited)
+                task = edited
                 model_index, tries_on_model = 0, 0
             else:
                 raise JobStop(error.code, f"{error.message} (aborted by the user)", step_id)
@@ -361,41 +431,61 @@ class JobRun:
                 )
 
     def approve_sql(self, spec: PlanStep, step: StepState, task: dict[str, Any]) -> Gen:
-        """Draft the SQL, ask for approval when the policy says so; returns the task to run or None."""
-        # Tables marked sensitive are on the allow-list only on this path, where a human sees the query first.
-        draft = yield from self.execute(step, "execute_azure_sql", {**task, "mode": "draft", "allow_sensitive": True})
-        if draft is None:
-            return None
-        result = draft.result or {}
+        """Draft (guard) the SQL and ask for approval when the policy says so.
+
+        Returns ``(task, access)`` to run, or None when the step is skipped. Only a human's "approve" of
+        the exact guarded statement records it as ``approved_sql``; an edit is drafted and shown again.
+        """
         policy = self.job.request.approval
-        if policy.sql == "sensitive" and not result.get("sensitive_tables"):
-            return {**task, "sql": result["sql"], "mode": "run", "allow_sensitive": False}
-        default = {"approve": "approve", "reject": "reject"}.get(policy.on_timeout)
-        reply = yield from self.ask(
-            step,
-            "approval",
-            f"Approve this SQL for step '{step.title}'?"[:1000],
-            APPROVAL_OPTIONS,
-            default=default,
-            details={
-                "sql": result["sql"],
-                "tables": result.get("tables", []),
-                "sensitive_tables": result.get("sensitive_tables", []),
-            },
-            timeout_seconds=policy.timeout_seconds,
-            expiry_falls_back=policy.on_timeout != "fail",
-        )
-        action = reply.action()
-        if action == "approve":
-            return {**task, "sql": result["sql"], "mode": "run", "allow_sensitive": True}
-        if action == "edit":
-            edited = reply.edits().get("sql")
-            if not isinstance(edited, str) or not edited.strip():
-                raise JobStop("INVALID_ANSWER", "an edit must carry the new SQL as answer.sql", spec.id)
-            return {**task, "sql": edited, "mode": "run", "allow_sensitive": True}
-        if action == "reject":
-            return None
-        raise JobStop("REJECTED_BY_USER", "the user aborted the job at the SQL approval", spec.id)
+        while True:
+            draft = yield from self.execute(step, SQL_KIND, task, SqlAccess(sql_mode="draft").model_dump())
+            if draft is None:
+                return None
+            try:
+                result = SqlDraftResult.model_validate(draft.result or {})
+            except ValidationError as exc:
+                raise JobStop(
+                    ErrorCode.INVALID_INPUT, f"the SQL draft is not valid: {_problems(exc)}", spec.id
+                ) from exc
+            run_task = {**task, "sql": result.sql}
+            if policy.sql == "sensitive" and not result.sensitive_tables:
+                # No approval recorded: should the draft have hidden a sensitive table, the run refuses it.
+                return run_task, SqlAccess(sql_mode="run")
+            sensitive = sorted(result.sensitive_tables)
+            default = {"approve": "approve", "reject": "reject"}.get(policy.on_timeout)
+            expiry_note = None
+            if sensitive and default == "approve":
+                # A wait that expires never approves a read of sensitive tables, whatever on_timeout says.
+                default = None
+                expiry_note = (
+                    f"the approval of a statement that reads the sensitive table(s) {sensitive} expired after "
+                    f"{policy.timeout_seconds} s; an expired wait never approves a sensitive read "
+                    "(on_timeout=approve applies only to other statements)"
+                )
+            reply = yield from self.ask(
+                step,
+                "approval",
+                f"Approve this SQL for step '{step.title}'?"[:1000],
+                APPROVAL_OPTIONS,
+                default=default,
+                details={"sql": result.sql, "tables": result.tables, "sensitive_tables": sensitive},
+                timeout_seconds=policy.timeout_seconds,
+                expiry_falls_back=policy.on_timeout != "fail",
+                expiry_message=expiry_note,
+                edit_of=(SQL_KIND, run_task),
+            )
+            action = reply.action()
+            if action == "approve":
+                if isinstance(reply, ExpiredAnswer):
+                    return run_task, SqlAccess(sql_mode="run")  # no human approved: nothing sensitive may run
+                return run_task, SqlAccess(sql_mode="run", approved_sql=result.sql)
+            if action == "edit":
+                # A human approves the exact statement that runs: the edited SQL is guarded and shown again.
+                task = _redraft(run_task, apply_edits(SQL_KIND, run_task, reply.edits()))
+                continue
+            if action == "reject":
+                return None
+            raise JobStop("REJECTED_BY_USER", "the user aborted the job at the SQL approval", spec.id)
 
     def ask(
         self,
@@ -409,8 +499,14 @@ class JobRun:
         free_text: bool = False,
         timeout_seconds: int | None = None,
         expiry_falls_back: bool | None = None,
+        expiry_message: str | None = None,
+        edit_of: tuple[str, dict[str, Any]] | None = None,
     ) -> Gen:
-        """Wait for the user's answer to one question, racing a durable timer."""
+        """Wait for the user's answer to one question, racing a durable timer.
+
+        With ``edit_of`` (step kind, current input) an ``edit`` answer must pass ``apply_edits``: an edit
+        that sets a field the kind does not allow is never merged, and the question is asked again.
+        """
         self.state.questions_asked += 1
         question_id = f"{step.id if step else 'job'}-q{self.state.questions_asked}"
         wait = self.job.request.wait
@@ -445,9 +541,14 @@ class JobRun:
                 timer.cancel()
             reply = _parse_answer(event.result)
             if reply is not None and (free_text or reply.action() in options):
-                self.publish()
-                return reply
-            self.log("ignoring an invalid answer to %s", question_id)
+                refused = _refused_edit(reply, edit_of)
+                if refused is None:
+                    self.publish()
+                    return reply
+                self.log("refused the edit answering %s: %s", question_id, refused)
+                details = {**(details or {}), "refused_edit": refused[:300]}
+            else:
+                self.log("ignoring an invalid answer to %s", question_id)
             return (
                 yield from self.ask(
                     step,
@@ -459,14 +560,17 @@ class JobRun:
                     free_text=free_text,
                     timeout_seconds=timeout_seconds,
                     expiry_falls_back=expiry_falls_back,
+                    expiry_message=expiry_message,
+                    edit_of=edit_of,
                 )
             )
         falls_back = expiry_falls_back if expiry_falls_back is not None else wait.on_expiry == "default"
         if falls_back and default is not None:
             self.log("question %s expired; proceeding with %s", question_id, default)
             self.publish()
-            return UserAnswer(answer=default)
-        raise JobStop("WAIT_EXPIRED", f"no answer to '{question[:200]}' within {seconds} s", step.id if step else None)
+            return ExpiredAnswer(answer=default)
+        message = expiry_message or f"no answer to '{question[:200]}' within {seconds} s"
+        raise JobStop("WAIT_EXPIRED", message, step.id if step else None)
 
     def supervise(self, spec: PlanStep, step: StepState, steps: list[PlanStep], index: int) -> Gen:
         """Hybrid mode: let the Supervisor decide after a step; deterministic code bounds what it may do."""
@@ -482,7 +586,11 @@ class JobRun:
         )
         if out is None:
             return None
-        decision = SupervisorDecision.model_validate(out.result)
+        try:
+            decision = SupervisorDecision.model_validate(out.result)
+        except ValidationError as exc:
+            self.log("ignoring an invalid supervisor decision after %s: %s", spec.id, _problems(exc))
+            return None
         self.log("supervisor after %s: %s (%s)", spec.id, decision.action, decision.reason[:80])
         if decision.action == "retry" and step.attempts <= MAX_SUPERVISOR_RETRIES:
             step.state = "pending"
@@ -495,9 +603,13 @@ class JobRun:
             and step.attempts <= MAX_SUPERVISOR_RETRIES
         ):
             text = str(spec.input.get("question") or spec.input.get("query") or self.job.request.question)
-            steps[index] = spec.model_copy(
-                update={"kind": decision.executor_type, "input": {"question": text, "query": text}}
-            )
+            try:
+                # Built through the target kind's input model: only a question or query, nothing security-relevant.
+                new_input = input_for_text(str(decision.executor_type), text)
+            except StepInputError as exc:
+                self.log("ignoring the supervisor's switch after %s: %s", spec.id, exc.message)
+                return None
+            steps[index] = spec.model_copy(update={"kind": decision.executor_type, "input": new_input})
             step.kind = str(decision.executor_type)
             step.state = "pending"
             self.outputs.pop(spec.id, None)
@@ -534,6 +646,30 @@ def tool_kinds() -> set[str]:
     from shared.executors import step_kinds
 
     return set(step_kinds()) - {"generate_response"}
+
+
+def _redraft(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """An edited SQL step input: a new question without new SQL drops the old SQL, so it is drafted again."""
+    if "sql" in new and new.get("sql") == old.get("sql") and new.get("question") != old.get("question"):
+        return {k: v for k, v in new.items() if k != "sql"}
+    return new
+
+
+def _refused_edit(reply: UserAnswer, edit_of: tuple[str, dict[str, Any]] | None) -> str | None:
+    """Why an edit answer may not be merged into the step input, or None when it may (or is no edit)."""
+    if edit_of is None or reply.action() != "edit":
+        return None
+    try:
+        apply_edits(edit_of[0], edit_of[1], reply.edits())
+    except StepInputError as exc:
+        return exc.message
+    return None
+
+
+def _problems(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors(include_url=False)[:3]
+    )[:500]
 
 
 def _as_dict(value: Any) -> dict[str, Any]:

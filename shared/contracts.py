@@ -72,6 +72,25 @@ class ExecutorInput(BaseModel):
     constraints: Constraints = Field(default_factory=Constraints)
 
 
+class SqlAccess(BaseModel):
+    """How an execute_azure_sql call may touch the data; set only by the orchestrator, in the execution context.
+
+    ``sql_mode`` "draft" guards the statement and stops before it runs (sensitive tables may be named, as
+    nothing is read). In "run" mode a statement reading a table the catalog marks sensitive runs only when
+    ``approved_sql`` is exactly the guarded statement about to run: the one a human approved.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    sql_mode: Literal["draft", "run"] = "run"
+    approved_sql: str | None = Field(default=None, max_length=20_000)
+
+    @classmethod
+    def of(cls, execution_context: dict[str, Any]) -> SqlAccess:
+        """Read the access fields from an execution context (absent fields take the safe defaults)."""
+        return cls.model_validate({k: execution_context[k] for k in cls.model_fields if k in execution_context})
+
+
 class Usage(BaseModel):
     """Tokens and estimated cost of one step (or of a whole job when summed)."""
 

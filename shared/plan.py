@@ -8,6 +8,16 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # Step kinds are executor types from the registry, plus "ask_user"; the plan executor checks them.
 StepKind = str
+ASK_USER = "ask_user"
+
+
+class AskUserInput(BaseModel):
+    """The input of an ask_user step: the only fields a plan may set for it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    question: str = Field(min_length=1, max_length=1000)
+    options: list[str] = Field(default_factory=list, max_length=8)
 
 
 class PlanStep(BaseModel):
@@ -15,7 +25,8 @@ class PlanStep(BaseModel):
 
     ``input`` by kind: consult_rag ``{"query": str}``; execute_azure_sql ``{"question": str, "sql": str?}``;
     generate_response ``{"question": str}``; ask_user ``{"question": str, "options": [str, ...]}``.
-    ``depends_on`` names earlier steps whose outputs this step uses.
+    ``depends_on`` names earlier steps whose outputs this step uses. The input is checked against the
+    typed input model its kind registered: any other field (``allow_sensitive``, ``mode``, ...) is an error.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -28,10 +39,17 @@ class PlanStep(BaseModel):
 
     @model_validator(mode="after")
     def _input_fits_kind(self) -> PlanStep:
+        # Imported here: the registry's executor modules import this module.
+        from shared.executors import StepInputError, validate_step_input
+
         required = {"consult_rag": "query"}.get(self.kind, "question")
         value = self.input.get(required)
         if not isinstance(value, str) or not value.strip():
             raise ValueError(f"step {self.id!r} ({self.kind}) needs a non-empty input.{required}")
+        try:
+            self.input = validate_step_input(self.kind, self.input)
+        except StepInputError as exc:
+            raise ValueError(f"step {self.id!r} ({self.kind}): {exc.message}") from exc
         return self
 
 

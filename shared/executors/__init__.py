@@ -2,7 +2,9 @@
 
 Adding an executor type means one module in this package that calls ``register`` on import; the
 activities blueprint registers one activity per entry and the planner learns its description, so
-nothing else has to change.
+nothing else has to change. Each step kind also declares its typed input model: the only fields a
+plan or a user's edit may set. Everything security-relevant travels in the execution context, which
+only the orchestrator writes.
 """
 
 from __future__ import annotations
@@ -12,9 +14,12 @@ import pkgutil
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ValidationError
 
 from shared.contracts import ExecutorInput, ExecutorOutput
+from shared.plan import ASK_USER, AskUserInput
 
 if TYPE_CHECKING:
     from shared.clients import Clients
@@ -32,6 +37,8 @@ class ExecutorSpec:
     uses_llm: bool
     # Internal executors (planner, supervisor) are not offered to the planner as step kinds.
     internal: bool = False
+    # What a plan step or a user's edit may set for this kind (extra="forbid"); None for internal ones.
+    input_model: type[BaseModel] | None = None
 
 
 _REGISTRY: dict[str, ExecutorSpec] = {}
@@ -42,14 +49,23 @@ _NOT_EXECUTORS = {"runner", "common"}
 
 
 def register(
-    executor_type: str, *, description: str, uses_llm: bool, internal: bool = False
+    executor_type: str,
+    *,
+    description: str,
+    uses_llm: bool,
+    internal: bool = False,
+    input_model: type[BaseModel] | None = None,
 ) -> Callable[[ExecutorFn], ExecutorFn]:
     """Decorator: register a function as the executor for ``executor_type``."""
+    if not internal and input_model is None:
+        raise ValueError(f"step kind {executor_type!r} needs an input_model")
+    if input_model is not None and input_model.model_config.get("extra") != "forbid":
+        raise ValueError(f"the input model of {executor_type!r} must forbid extra fields")
 
     def decorate(fn: ExecutorFn) -> ExecutorFn:
         if executor_type in _REGISTRY and _REGISTRY[executor_type].run is not fn:
             raise ValueError(f"executor type {executor_type!r} is registered twice")
-        _REGISTRY[executor_type] = ExecutorSpec(executor_type, description, fn, uses_llm, internal)
+        _REGISTRY[executor_type] = ExecutorSpec(executor_type, description, fn, uses_llm, internal, input_model)
         return fn
 
     return decorate
@@ -84,3 +100,89 @@ def get_executor(executor_type: str) -> ExecutorSpec | None:
     """The executor registered for a type, or None."""
     _load_all()
     return _REGISTRY.get(executor_type)
+
+
+class StepInputError(ValueError):
+    """A step input or a user's edit that sets a field it may not, or sets it to a bad value."""
+
+    def __init__(self, field: str | None, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+def input_model_for(kind: str) -> type[BaseModel]:
+    """The typed input model of a step kind (ask_user included); StepInputError for an unknown kind."""
+    if kind == ASK_USER:
+        return AskUserInput
+    spec = get_executor(kind)
+    if spec is None or spec.internal or spec.input_model is None:
+        known = sorted([*step_kinds(), ASK_USER])
+        raise StepInputError(None, f"unknown step kind {kind!r}; known: {known}")
+    return spec.input_model
+
+
+def settable_fields(kind: str) -> list[str]:
+    """The input fields a plan or a user may set for a step kind."""
+    return sorted(input_model_for(kind).model_fields)
+
+
+def _first_error(exc: ValidationError) -> tuple[str | None, str]:
+    err = exc.errors(include_url=False)[0]
+    where = ".".join(str(p) for p in err.get("loc", ())) or None
+    return where, str(err.get("msg", "invalid"))
+
+
+def validate_step_input(kind: str, data: Any) -> dict[str, Any]:
+    """Validate a whole step input against its kind's model; returns the normalized input."""
+    model = input_model_for(kind)
+    if not isinstance(data, dict):
+        raise StepInputError(None, f"the input of a {kind} step must be an object")
+    unknown = sorted(k for k in data if k not in model.model_fields)
+    if unknown:
+        raise StepInputError(
+            unknown[0], f"input.{unknown[0]} may not be set on a {kind} step (allowed: {settable_fields(kind)})"
+        )
+    try:
+        validated = model.model_validate(data)
+    except ValidationError as exc:
+        where, msg = _first_error(exc)
+        raise StepInputError(where, f"input.{where or '?'}: {msg}") from exc
+    return validated.model_dump(mode="json", exclude_unset=True)
+
+
+def check_edits(kind: str, edits: Any) -> dict[str, Any]:
+    """Check a user's edit of a step input field by field (pure; used by the HTTP edge and the orchestrator).
+
+    Only fields of the kind's input model may be given, each valid on its own; nothing else is merged.
+    """
+    model = input_model_for(kind)
+    if not isinstance(edits, dict) or not edits:
+        raise StepInputError(None, f"an edit needs the new input: at least one of {settable_fields(kind)}")
+    checked: dict[str, Any] = {}
+    for name, value in edits.items():
+        if not isinstance(name, str) or name not in model.model_fields:
+            raise StepInputError(
+                str(name), f"{name!r} cannot be edited on a {kind} step (allowed: {settable_fields(kind)})"
+            )
+        try:
+            # Validate one field on a blank instance: the same constraints as a whole input.
+            done = model.__pydantic_validator__.validate_assignment(model.model_construct(), name, value)
+        except ValidationError as exc:
+            raise StepInputError(name, f"{name}: {_first_error(exc)[1]}") from exc
+        checked[name] = getattr(done, name)
+    return checked
+
+
+def apply_edits(kind: str, task: dict[str, Any], edits: Any) -> dict[str, Any]:
+    """The step input after a user's edit, validated as a whole; StepInputError when it is not allowed."""
+    merged = {**task, **check_edits(kind, edits)}
+    return validate_step_input(kind, merged)
+
+
+def input_for_text(kind: str, text: str) -> dict[str, Any]:
+    """A new step input carrying only a question (or a query) for the kind, built through its model."""
+    model = input_model_for(kind)
+    name = "query" if "query" in model.model_fields else "question"
+    limit = next((m.max_length for m in model.model_fields[name].metadata if hasattr(m, "max_length")), None)
+    return validate_step_input(kind, {name: text[:limit] if isinstance(limit, int) else text})

@@ -14,16 +14,21 @@ if TYPE_CHECKING:
 
 
 class RagTask(BaseModel):
-    """The task of a consult_rag step."""
+    """The task of a consult_rag step: every field may be set by a plan or a user's edit."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
 
     query: str = Field(min_length=1, max_length=2000)
     top_k: int | None = Field(default=None, ge=1, le=50)
     filter: str | None = Field(default=None, max_length=500)
 
 
-@register("consult_rag", description="Search the policy and FAQ documents; returns cited chunks.", uses_llm=False)
+@register(
+    "consult_rag",
+    description="Search the policy and FAQ documents; returns cited chunks.",
+    uses_llm=False,
+    input_model=RagTask,
+)
 def consult_rag(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
     """Search the document index."""
     task = RagTask.model_validate(inp.task)

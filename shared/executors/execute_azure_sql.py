@@ -1,16 +1,19 @@
 """execute_azure_sql: write SQL for a question (or take the given SQL), guard it, and run it read-only.
 
-With ``task.mode == "draft"`` the step stops after the guard and returns the SQL it would run, so
-the orchestrator can ask a human to approve or edit it first.
+The task holds only what a plan or a user may set (question, sql). How the statement may touch the
+data comes from the execution context, which only the orchestrator writes (``SqlAccess``): in draft
+mode the step stops after the guard and returns the SQL it would run, so the orchestrator can ask a
+human to approve or edit it first; in run mode a statement that reads a sensitive table runs only if
+it is exactly the guarded statement a human approved.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.contracts import ErrorCode, ExecutorInput, ExecutorOutput, SqlResult, Usage
+from shared.contracts import ErrorCode, ExecutorInput, ExecutorOutput, SqlAccess, SqlResult, Usage
 from shared.executors import register
 from shared.executors.common import call_llm, usage_of
 from shared.plan import SqlDraft
@@ -22,15 +25,18 @@ if TYPE_CHECKING:
 
 
 class SqlTask(BaseModel):
-    """The task of an execute_azure_sql step."""
+    """The task of an execute_azure_sql step: the only fields a plan or a user's edit may set."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
 
     question: str = Field(min_length=1, max_length=2000)
-    sql: str | None = Field(default=None, max_length=20_000)
-    mode: Literal["run", "draft"] = "run"
-    # Set by the orchestrator only when a human approves the query before it runs.
-    allow_sensitive: bool = False
+    sql: str | None = Field(default=None, min_length=1, max_length=20_000)
+
+
+SENSITIVE_NEEDS_APPROVAL = (
+    "reads the sensitive table(s) {tables}, which needs a human approval of this exact statement: set "
+    "approval.sql to 'sensitive' or 'always'"
+)
 
 
 @register(
@@ -38,10 +44,12 @@ class SqlTask(BaseModel):
     description="Answer a question about the business data (orders, revenue, returns, products, customers, "
     "regions, quarters) with one read-only SQL query; returns the SQL and its rows.",
     uses_llm=True,
+    input_model=SqlTask,
 )
 def execute_azure_sql(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
     """Write (if needed), guard and run one read-only query."""
     task = SqlTask.model_validate(inp.task)
+    access = SqlAccess.of(inp.execution_context)
     settings = clients.settings
     database = clients.database
     catalog = clients.catalog
@@ -65,7 +73,9 @@ def execute_azure_sql(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
         model_used = response.model_used
         sql = response.output.sql
 
-    allowed = set(settings.allowed_tables or catalog.allowed_tables(include_sensitive=task.allow_sensitive))
+    # Sensitive tables pass the guard in every mode (so a draft can show them); whether such a statement
+    # may run is decided below, from the approval the orchestrator recorded, never from the task.
+    allowed = set(settings.allowed_tables or catalog.allowed_tables(include_sensitive=True))
     verdict = guard_sql(sql, dialect=database.dialect, allowed_tables=allowed, max_rows=settings.sql_max_rows)
     if not verdict.accepted or verdict.sql is None:
         return ExecutorOutput.failure(
@@ -76,12 +86,27 @@ def execute_azure_sql(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
             result={"sql": sql, "executed": False},
         )
     sensitive = sorted(t for t in verdict.tables if catalog.is_sensitive(t))
-    if task.mode == "draft":
+    if access.sql_mode == "draft":
         draft = {"sql": verdict.sql, "tables": sorted(verdict.tables), "sensitive_tables": sensitive, "draft": True}
         return ExecutorOutput(status="success", result=draft, usage=usage, model_used=model_used)
 
+    # The approval covers one exact statement: the guarded text a human saw is the text that runs.
+    approved = access.approved_sql is not None and access.approved_sql == verdict.sql
+    if sensitive and not approved:
+        return ExecutorOutput.failure(
+            ErrorCode.SQL_REJECTED,
+            "SQL rejected (sensitive_table): the statement " + SENSITIVE_NEEDS_APPROVAL.format(tables=sensitive),
+            usage=usage,
+            model_used=model_used,
+            result={"sql": verdict.sql, "executed": False},
+        )
     timeout_s = max(1, min(settings.sql_timeout_seconds, inp.constraints.timeout_ms // 1000))
-    rows = database.execute(verdict.sql, max_rows=settings.sql_max_rows, timeout_s=timeout_s)
+    rows = database.execute(
+        verdict.sql,
+        max_rows=settings.sql_max_rows,
+        timeout_s=timeout_s,
+        sensitive=bool(sensitive) and approved,
+    )
     result = SqlResult(
         question=task.question,
         sql=verdict.sql,

@@ -32,9 +32,9 @@ class Source(BaseModel):
 
 
 class ResponseTask(BaseModel):
-    """The task of a generate_response step."""
+    """The task of a generate_response step (the sources come from the orchestrator, not the plan)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
 
     question: str = Field(min_length=1, max_length=4000)
 
@@ -74,6 +74,7 @@ def _fan_out(sinks: list[Callable[[str], object]]) -> Callable[[str], None] | No
     "generate_response",
     description="Write the final answer to the user from the earlier steps' outputs, citing them.",
     uses_llm=True,
+    input_model=ResponseTask,
 )
 def generate_response(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
     """Write the answer and keep only citations that point at real sources."""

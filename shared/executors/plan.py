@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from shared.contracts import ErrorCode, ExecutorInput, ExecutorOutput
 from shared.executors import register, step_kinds
@@ -42,6 +42,14 @@ def plan(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
         Plan,
     )
     usage = usage_of(response, clients)
+    try:
+        # Every step input is checked against its kind's typed model (the provider parsed it; check anyway).
+        Plan.model_validate(response.output.model_dump(mode="json"))
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in err.get("loc", ())) or "plan"
+        message = f"the plan is not valid at {where}: {err.get('msg', 'invalid')}"
+        return ExecutorOutput.failure(ErrorCode.BAD_REQUEST, message, usage=usage, model_used=response.model_used)
     unknown = [s.kind for s in response.output.steps if s.kind != "ask_user" and s.kind not in kinds]
     if unknown:
         message = f"the plan uses unknown step kinds {unknown}; known: {sorted(kinds)}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,6 +32,17 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevHostProcess]:
 @pytest.fixture(scope="module")
 def jobs(host: DevHostProcess) -> JobClient:
     return JobClient(host)
+
+
+def next_question(jobs: JobClient, job_id: str, answered: str, timeout_s: float = 30) -> dict:
+    """The question the job asks after ``answered`` (polls until it is asked)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        waiting = jobs.wait(job_id, {"waiting_for_user"})["waiting"]
+        if waiting["question_id"] != answered:
+            return dict(waiting)
+        time.sleep(0.05)
+    raise AssertionError(f"job {job_id} asked nothing after {answered}")
 
 
 def kinds(view: dict) -> list[str]:
@@ -90,20 +102,28 @@ def test_approval_edited_runs_the_edited_sql_through_the_guard(jobs: JobClient) 
     edited = "SELECT reason, COUNT(*) AS n FROM returns GROUP BY reason"
     resp = jobs.answer(job_id, {"action": "edit", "sql": edited})
     assert resp.status_code == 202, resp.text
+    # A human approves the exact statement that runs: the guarded edit is shown for approval again.
+    again = next_question(jobs, job_id, "s1-q1")
+    shown = again["details"]["sql"]
+    assert again["kind"] == "approval" and "group by reason" in shown.lower() and "limit" in shown.lower()
+    assert jobs.answer(job_id, "approve", question_id=again["question_id"]).status_code == 202
     view = jobs.wait(job_id)
     assert view["status"] == "completed", view.get("error")
-    ran = view["steps"][0]["output"]["sql"]
-    assert "group by reason" in ran.lower() and "limit" in ran.lower()  # the guard capped the rows
+    assert view["steps"][0]["output"]["sql"] == shown  # the guard capped the rows; exactly that ran
 
 
 def test_sensitive_tables_need_a_human_yes(jobs: JobClient) -> None:
     contacts = "SELECT email FROM customer_contacts"
-    # Approved by a human: the sensitive table may be read.
+    # Approved by a human: the sensitive table may be read, once the edited statement itself is approved.
     job_id = jobs.submit(SQL_Q, approval={"sql": "always"})
-    jobs.wait(job_id, {"waiting_for_user"})
+    first = jobs.wait(job_id, {"waiting_for_user"})["waiting"]
     assert jobs.answer(job_id, {"action": "edit", "sql": contacts}).status_code == 202
+    again = next_question(jobs, job_id, first["question_id"])
+    assert again["details"]["sensitive_tables"] == ["customer_contacts"]
+    assert jobs.answer(job_id, "approve", question_id=again["question_id"]).status_code == 202
     view = jobs.wait(job_id)
     assert view["status"] == "completed" and view["steps"][0]["output"]["rows"]
+    assert view["steps"][0]["output"]["sql"] == again["details"]["sql"]
     # With the "sensitive" policy, a query on ordinary tables runs without asking.
     plain = jobs.wait(jobs.submit(SQL_Q, approval={"sql": "sensitive"}))
     assert plain["status"] == "completed" and plain["steps"][0]["output"]["rows"]
@@ -122,6 +142,25 @@ def test_sensitive_tables_are_off_the_allow_list_without_approval(tmp_path: Path
         assert "output" not in step
     finally:
         host.stop()
+
+
+def test_an_approval_edit_may_set_only_the_step_input_fields(jobs: JobClient) -> None:
+    job_id = jobs.submit(SQL_Q, approval={"sql": "always"})
+    waiting = jobs.wait(job_id, {"waiting_for_user"})["waiting"]
+    contacts = "SELECT email FROM customer_contacts"
+    for answer, field in (
+        ({"action": "edit", "sql": contacts, "allow_sensitive": True}, "answer.allow_sensitive"),
+        ({"action": "edit", "input": {"question": "x", "mode": "run"}}, "answer.input.mode"),
+        ({"action": "edit", "sql": ""}, "answer.sql"),
+        ({"action": "edit"}, "answer"),
+    ):
+        resp = jobs.answer(job_id, answer)
+        assert resp.status_code == 400, resp.text
+        assert resp.json()["error"]["code"] == "INVALID_ANSWER" and resp.json()["error"]["field"] == field
+    # Nothing was merged or resumed: the job still asks the same question.
+    assert jobs.view(job_id)["waiting"]["question_id"] == waiting["question_id"]
+    assert jobs.answer(job_id, "reject").status_code == 202
+    assert jobs.wait(job_id)["status"] == "completed"
 
 
 def test_approval_rejected_skips_the_step(jobs: JobClient) -> None:
