@@ -112,7 +112,8 @@ class _BuildError(Exception):
 
 
 def _compile(target: Path) -> Path:
-    compiler = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
+    # gcc from PATH (scripts/install-system-deps.sh installs it); settings are read only through Settings.
+    compiler = shutil.which("gcc") or shutil.which("cc")
     if not compiler:
         raise _BuildError("no C compiler (gcc) found", fatal=True)
     try:
