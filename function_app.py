@@ -6,6 +6,11 @@ import azure.functions as func
 from activities import blueprint as activities_blueprint
 from api import blueprint as api_blueprint
 from orchestrators import blueprint as orchestrators_blueprint
+from shared.settings import check_settings_at_startup
+
+# Under Core Tools or devhost (FUNCTIONS_CORETOOLS_ENVIRONMENT=true) bad settings stop the start; on Azure
+# it does nothing, and every request answers 503 CONFIG_ERROR instead.
+check_settings_at_startup()
 
 app = df.DFApp(http_auth_level=func.AuthLevel.FUNCTION)
 app.register_functions(api_blueprint)

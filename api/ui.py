@@ -45,22 +45,27 @@ SECURITY_HEADERS = {
 # Revalidate every time (cheap 304s): a new deployment is never hidden behind a stale app.js.
 CACHE_CONTROL = "no-cache"
 _FORBIDDEN_CHARS = ("\\", "\x00", "%", ":")
+# No console file has a longer path; longer ones are refused before the file system sees them (ENAMETOOLONG).
+MAX_PATH_CHARS = 256
 
 
 def resolve_asset(path: str, root: Path = WEB_ROOT) -> Path | None:
     """The file under ``root`` that ``path`` names, or None when it is not a servable file."""
     if path in ("", "/"):
         path = INDEX
-    if any(ch in path for ch in _FORBIDDEN_CHARS) or path.startswith("/"):
+    if len(path) > MAX_PATH_CHARS or any(ch in path for ch in _FORBIDDEN_CHARS) or path.startswith("/"):
         return None
     segments = path.split("/")
     if any(seg in ("", ".", "..") or seg.startswith(".") for seg in segments):
         return None
     if Path(segments[-1]).suffix.lower() not in CONTENT_TYPES:
         return None
-    base = root.resolve()
-    candidate = base.joinpath(*segments).resolve()
-    if not candidate.is_relative_to(base) or not candidate.is_file():
+    try:
+        base = root.resolve()
+        candidate = base.joinpath(*segments).resolve()
+        if not candidate.is_relative_to(base) or not candidate.is_file():
+            return None
+    except (OSError, ValueError):  # a name the file system refuses is simply not a console file
         return None
     return candidate
 
@@ -102,7 +107,10 @@ def serve(req: func.HttpRequest, root: Path = WEB_ROOT) -> func.HttpResponse:
     asset = resolve_asset(path, root)
     if asset is None:
         return not_found()
-    body = asset.read_bytes()
+    try:
+        body = asset.read_bytes()
+    except OSError:  # removed or unreadable since it was resolved
+        return not_found()
     etag = etag_of(body)
     headers = _headers({"ETag": etag, "Cache-Control": CACHE_CONTROL})
     if _matches(req.headers.get("if-none-match"), etag):

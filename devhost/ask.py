@@ -226,7 +226,8 @@ def run_job(client: httpx.Client, body: dict[str, Any], console: Console, *, int
 
 def _host_is_up(url: str) -> bool:
     try:
-        return httpx.get(f"{url}/admin/host/status", timeout=1.0).status_code == 200
+        # The anonymous ping: /admin/host/status needs the master key, which `ask` may not have.
+        return httpx.get(f"{url}/admin/host/ping", timeout=1.0).status_code == 200
     except httpx.HTTPError:
         return False
 

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import uvicorn
 
 from devhost.durable_api import Engine
+from devhost.easyauth import ENV_FLAG, EasyAuthSimulation, PrincipalSpecError, SimulatedUser
 from devhost.keys import ENV_FUNCTION_KEY, ENV_MASTER_KEY, ENV_SYSTEM_KEY, HostKeys, KeysError, load_or_create_keys
 from devhost.logs import HostLogFormatter, HostLogHandler
 from devhost.model import AppLoadError, LoadedApp
@@ -42,6 +43,8 @@ EngineFactory = Callable[[LoadedApp, Path], HostEngine]
 
 SYNC_MODES = ("normal", "full")
 
+ENV_CORETOOLS = "FUNCTIONS_CORETOOLS_ENVIRONMENT"
+
 EXIT_OK = 0
 EXIT_APP_ERROR = 1
 EXIT_USAGE = 2
@@ -61,6 +64,7 @@ class ServeOptions:
     verbose: bool
     cors: CorsPolicy | None = None
     sync: str = "normal"
+    easy_auth: EasyAuthSimulation | None = None
 
 
 class EngineStartError(Exception):
@@ -110,6 +114,23 @@ def build_parser() -> argparse.ArgumentParser:
             "survives power loss or an OS crash, at the cost of an fsync per commit"
         ),
     )
+    serve.add_argument(
+        "--principal",
+        default=None,
+        metavar="NAME[;ROLE,...]",
+        help=(
+            "simulate App Service Authentication: every request is this signed-in user (sets "
+            "WEBSITE_AUTH_ENABLED for the app). Local testing only, not a security boundary"
+        ),
+    )
+    serve.add_argument(
+        "--principal-header",
+        action="store_true",
+        help=(
+            "simulate App Service Authentication: honour 'X-Devhost-Principal: name[;role1,role2]' per request "
+            "(without it: --principal, else signed out). Anyone reaching the host can claim any user"
+        ),
+    )
     serve.add_argument("--verbose", action="store_true", help="debug logging")
     from devhost.ask import add_parser as add_ask_parser  # noqa: PLC0415
 
@@ -136,6 +157,14 @@ def main(argv: list[str] | None = None, *, engine_factory: EngineFactory | None 
     if args.grace < 0:
         print("error: --grace must not be negative", file=sys.stderr)
         return EXIT_USAGE
+    easy_auth = None
+    if args.principal is not None or args.principal_header:
+        try:
+            user = SimulatedUser.parse(args.principal) if args.principal is not None else None
+        except PrincipalSpecError as exc:
+            print(f"error: --principal: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        easy_auth = EasyAuthSimulation(default=user, honour_header=args.principal_header)
     options = ServeOptions(
         app_dir=app_dir,
         data_dir=Path(args.data).resolve() if args.data else app_dir / ".devhost",
@@ -145,6 +174,7 @@ def main(argv: list[str] | None = None, *, engine_factory: EngineFactory | None 
         grace_s=args.grace,
         verbose=args.verbose,
         sync=args.sync,
+        easy_auth=easy_auth,
         cors=CorsPolicy.parse(
             args.cors if args.cors is not None else _text(host_settings.get("CORS")),
             args.cors_credentials or host_settings.get("CORSCredentials") is True,
@@ -258,6 +288,12 @@ async def _run(
 
     # The worker runs with cwd = app root; azure.durable_functions reads host.json from the cwd at import.
     os.chdir(options.app_dir)
+    # What `func start` tells the worker: the app runs locally, so it may check its settings at import
+    # and fail the start with a clear error (on Azure the variable is absent).
+    os.environ.setdefault(ENV_CORETOOLS, "true")
+    if options.easy_auth is not None:
+        # What App Service sets when Easy Auth is on; before the import, as the app may read it there.
+        os.environ[ENV_FLAG] = "True"
     app = load_app(options.app_dir)
     options.data_dir.mkdir(parents=True, exist_ok=True)
     keys = load_or_create_keys(options.data_dir) if options.auth else None
@@ -268,7 +304,9 @@ async def _run(
     else:
         engine = engine_factory(app, options.data_dir)
     origin = f"http://{_display_host(options.host)}:{port}"
-    host = DevHost(app, engine, keys=keys, public_origin=origin, rpc_port=rpc_port, cors=options.cors)
+    host = DevHost(
+        app, engine, keys=keys, public_origin=origin, rpc_port=rpc_port, cors=options.cors, easy_auth=options.easy_auth
+    )
     try:
         await engine.start()
     except Exception as exc:
@@ -362,6 +400,8 @@ def _print_banner(
         out.append(f"        function (default): {keys.function_key}")
         out.append(f"        system (durabletask_extension): {keys.system_key}")
         out.append("        pass a key as ?code=<key> or in the x-functions-key header")
+    if options.easy_auth is not None:
+        out.append(options.easy_auth.describe())
     if options.cors is not None:
         credentials = " (with credentials)" if options.cors.credentials else ""
         out.append(f"CORS: {', '.join(options.cors.origins)}{credentials}")

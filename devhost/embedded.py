@@ -85,7 +85,8 @@ def start_embedded_host(app_dir: Path, data_dir: Path, *, port: int = 0, timeout
         if errors:
             raise RuntimeError(f"the host failed to start: {errors[0]}") from errors[0]
         try:
-            if httpx.get(f"{host.url}/admin/host/status", timeout=1.0).status_code == 200:
+            headers = {"x-functions-key": keys.master_key}
+            if httpx.get(f"{host.url}/admin/host/status", headers=headers, timeout=1.0).status_code == 200:
                 return host
         except httpx.HTTPError:
             pass

@@ -75,10 +75,7 @@ def read_host_config(root: Path) -> HostConfig:
     path = root / "host.json"
     raw: dict[str, Any] = {}
     if path.is_file():
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8-sig"))
-        except json.JSONDecodeError as exc:
-            raise AppLoadError(f"{path} is not valid JSON: {exc}") from exc
+        raw = read_json_file(path)
         if not isinstance(raw, dict):
             raise AppLoadError(f"{path} must contain a JSON object.")
     extensions = _dict_at(raw, "extensions")
@@ -101,21 +98,44 @@ def read_host_config(root: Path) -> HostConfig:
     )
 
 
+def read_json_file(path: Path) -> Any:
+    """A JSON config file's content; AppLoadError with a one-line reason when it is not UTF-8 JSON."""
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise AppLoadError(
+            f"{path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); save it as UTF-8."
+        ) from None
+    except OSError as exc:
+        raise AppLoadError(f"{path} cannot be read: {exc.strerror or exc}.") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise AppLoadError(f"{path} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise AppLoadError(f"{path} is not valid JSON: nested too deeply") from None
+
+
 def load_local_settings(root: Path) -> None:
     """Copy ``local.settings.json`` ``Values`` into ``os.environ`` without overriding set variables."""
     path = root / "local.settings.json"
     if not path.is_file():
         return
-    try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"))
-    except json.JSONDecodeError as exc:
-        raise AppLoadError(f"{path} is not valid JSON: {exc}") from exc
-    values = data.get("Values") if isinstance(data, dict) else None
-    if not isinstance(values, dict):
+    data = read_json_file(path)
+    if not isinstance(data, dict):
+        raise AppLoadError(f'{path} must contain a JSON object like {{"Values": {{"NAME": "value"}}}}.')
+    values = data.get("Values")
+    if values is None:
         return
+    if not isinstance(values, dict):
+        raise AppLoadError(f'{path}: "Values" must be an object of setting names to strings.')
+    # Core Tools reads Values as strings; anything else is a mistake worth naming, not a str() guess.
+    wrong = [key for key, value in values.items() if value is not None and not isinstance(value, str)]
+    if wrong:
+        raise AppLoadError(f'{path}: "Values" must map names to strings; not a string: {", ".join(wrong)}.')
     for key, value in values.items():
         if key not in os.environ and value is not None:
-            os.environ[key] = str(value)
+            os.environ[key] = value
 
 
 def _dict_at(parent: dict[str, Any], key: str) -> dict[str, Any]:
@@ -206,7 +226,9 @@ def _import_script(root: Path, script: Path) -> ModuleType:
         if isinstance(exc, KeyboardInterrupt | SystemExit):
             raise
         text = "".join(traceback.format_exception(exc))
-        raise AppLoadError(f"Importing {script} failed:\n{text}") from exc
+        # The reason first (e.g. a setting the app rejected at import), then the stack, as the host logs it.
+        summary = traceback.format_exception_only(exc)[-1].strip()
+        raise AppLoadError(f"Importing {script} failed: {summary}\n{text}") from exc
     _record_new_modules(before, root)
     return module
 

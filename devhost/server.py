@@ -27,7 +27,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from devhost.durable_api import RPC_PATH, WEBHOOK_PATH, DurableHttpApi, Engine, json_response
-from devhost.httpmap import InvocationContext, UnsupportedReturn, from_func_result, origin_of, to_func_request
+from devhost.easyauth import EasyAuthSimulation, PrincipalSpecError
+from devhost.httpmap import (
+    InvocationContext,
+    UnsupportedReturn,
+    from_func_result,
+    header_dict,
+    origin_of,
+    to_func_request,
+)
 from devhost.keys import HostKeys
 from devhost.model import AppLoadError, FunctionInfo, LoadedApp
 from devhost.routing import RouteTable, RouteTemplateError
@@ -150,8 +158,10 @@ class DevHost:
         rpc_port: int,
         host_id: str | None = None,
         cors: CorsPolicy | None = None,
+        easy_auth: EasyAuthSimulation | None = None,
     ) -> None:
         """``keys`` None disables auth (``--no-auth``); ``rpc_port`` is the loopback RPC listener's port."""
+        self.easy_auth = easy_auth
         self.app = app
         self.engine = engine
         self.keys = keys
@@ -267,13 +277,20 @@ class DevHost:
                 return await self.durable.handle(request, path[len(RPC_PATH) :], self.public_origin)
             return Response(status_code=404)
         if lower.rstrip("/") == "/admin/host/status":
+            # An admin API, as on the Functions host: the master key, unless auth is off (--no-auth).
+            if self.keys is not None and not self.keys.is_master(presented_key(request)):
+                return Response(status_code=401)
             return self._host_status()
+        if lower.rstrip("/") == "/admin/host/ping" and request.method in ("GET", "HEAD", "POST"):
+            return Response(status_code=200)  # anonymous liveness, as the Functions host answers it
         if lower == WEBHOOK_PATH or lower.startswith(WEBHOOK_PATH + "/"):
             if self.keys is not None and not self.keys.allows_system(presented_key(request)):
                 return Response(status_code=401)
             return await self.durable.handle(request, path[len(WEBHOOK_PATH) :], origin_of(request))
         if lower.startswith("/admin/") or lower.startswith("/runtime/"):
             return Response(status_code=404)
+        if self.easy_auth is not None and lower.startswith("/.auth/"):
+            return self.easy_auth.handle(request, path)
         found = self.routes.resolve(request.method, path)
         if found is None:
             return Response(status_code=404)
@@ -348,7 +365,13 @@ class DevHost:
             trace_parent=request.headers.get("traceparent"),
             trace_state=request.headers.get("tracestate", ""),
         )
-        req = to_func_request(request, body, route_params)
+        headers = None
+        if self.easy_auth is not None:
+            try:
+                headers = self.easy_auth.rewrite(header_dict(request))
+            except PrincipalSpecError as exc:
+                return Response(str(exc).encode(), status_code=400, media_type="text/plain")
+        req = to_func_request(request, body, route_params, headers=headers)
         kwargs = self.build_kwargs(fn, req, origin=origin_of(request), context=context)
         log.info(
             "Executing 'Functions.%s' (Reason='This function was invoked by HTTP trigger.', Id=%s)",

@@ -9,12 +9,16 @@ name of the variable is the field name in upper case.
 from __future__ import annotations
 
 import json
+import os
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
+from pydantic_core import ErrorDetails
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsError as _SourceError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = REPO_ROOT / "data"
@@ -105,6 +109,18 @@ class Settings(BaseSettings):
     partial_output_container: str = Field(default="job-partial-output", pattern=r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
     partial_output_flush_ms: int = Field(default=250, ge=10, le=10_000)
 
+    # --- Who sees which job (api/auth.py) -----------------------------------------------------
+    # Set by App Service itself when App Service Authentication (Easy Auth) is on: only then are the
+    # X-MS-CLIENT-PRINCIPAL* headers trusted (the platform strips client-sent ones). Never set it by hand.
+    website_auth_enabled: bool = False
+    # App role whose members see, answer and cancel every job (with Easy Auth on).
+    jobs_admin_role: str = Field(default="Jobs.Admin", min_length=1, max_length=200)
+
+    # --- Local runs ------------------------------------------------------------------------
+    # Set to true by Core Tools (`func start`) and devhost, never on Azure: bad settings then fail the
+    # app's start (check_settings_at_startup) instead of answering 503 CONFIG_ERROR on every request.
+    functions_coretools_environment: bool = False
+
     # --- Monitoring ------------------------------------------------------------------------
     applicationinsights_connection_string: SecretStr | None = None
     otel_exporter_otlp_endpoint: str | None = None
@@ -128,10 +144,76 @@ class Settings(BaseSettings):
         return [t.strip() for t in self.sql_allowed_tables.split(",") if t.strip()]
 
 
+PRICES_SHAPE = '{"<model>": {"input_per_million": <number >= 0>, "output_per_million": <number >= 0>}}'
+# Set by Core Tools (`func start`) and by devhost for the worker: the app runs on a developer's machine.
+LOCAL_HOST_FLAG = "FUNCTIONS_CORETOOLS_ENVIRONMENT"
+
+
+class ConfigError(ValueError):
+    """App settings the app cannot run with; names each offending environment variable."""
+
+    def __init__(self, problems: list[tuple[str, str]], shown: dict[str, str] | None = None) -> None:
+        self.problems = problems
+        self.setting = problems[0][0]
+        shown = shown or {}
+        # str() (logs, start-up error) shows the offending value; public_message (HTTP) never does.
+        super().__init__("; ".join(f"invalid setting {name}: {why}{shown.get(name, '')}" for name, why in problems))
+
+    @property
+    def public_message(self) -> str:
+        """The problems without the values (they may be endpoints or other deployment details)."""
+        return "; ".join(f"invalid setting {name}: {why}" for name, why in self.problems)
+
+
+def _problem(error: ErrorDetails) -> tuple[str, str, str]:
+    """(VARIABLE, what is wrong, " (got ...)") for one pydantic error about a settings field."""
+    loc = [str(p) for p in error["loc"]]
+    name = loc[0].upper() if loc else "?"
+    got = error.get("input")
+    if loc and loc[0] == "model_prices":
+        where = f" (at {'.'.join(loc[1:])})" if len(loc) > 1 else ""
+        return name, f"must be a JSON object {PRICES_SHAPE}{where}", ""
+    # pydantic's wording, minus internal class names ("... or instance of ModelPrice").
+    msg = re.sub(r" or instance of \w+", "", error["msg"])
+    secret = any(word in name for word in ("KEY", "SECRET", "CONNECTION_STRING", "PASSWORD"))
+    shown = f" (got {got!r})" if isinstance(got, str | int | float) and len(repr(got)) <= 80 and not secret else ""
+    return name, msg, shown
+
+
+def load_settings() -> Settings:
+    """Build the settings from the environment; ConfigError (naming the variables) when a value is unusable."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        problems: dict[str, str] = {}
+        shown: dict[str, str] = {}
+        for error in exc.errors(include_url=False):
+            name, why, got = _problem(error)
+            if name not in problems:  # one entry per variable: its first problem
+                problems[name], shown[name] = why, got
+        raise ConfigError(list(problems.items()), shown) from None
+    except _SourceError as exc:
+        # pydantic-settings could not decode a JSON-valued variable before validation.
+        match = re.search(r'field "(\w+)"', str(exc))
+        name = match.group(1).upper() if match else "?"
+        why = f"must be a JSON object {PRICES_SHAPE}" if name == "MODEL_PRICES" else "is not valid JSON"
+        raise ConfigError([(name, why)]) from None
+
+
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    """Build the settings on first use and keep them."""
-    return Settings()
+    """Build the settings on first use and keep them (ConfigError, not cached, while they are invalid)."""
+    return load_settings()
+
+
+def check_settings_at_startup() -> None:
+    """On a developer's machine (Core Tools or devhost), fail the app's start on bad settings.
+
+    On Azure this does nothing: importing the app must never raise there (the host would index no
+    functions); every request answers 503 CONFIG_ERROR instead.
+    """
+    if os.environ.get(LOCAL_HOST_FLAG, "").strip().lower() == "true":
+        get_settings()
 
 
 def reset_settings() -> None:

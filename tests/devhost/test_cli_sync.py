@@ -21,7 +21,7 @@ def test_default_is_normal_and_full_is_passed_to_sqlite(devhost_factory: HostFac
     assert "durability: SQLite WAL, synchronous=FULL: commits survive a host crash (kill -9), power loss" in (
         full.output()
     )
-    status = full.client.get("/admin/host/status")
+    status = full.client.get("/admin/host/status", headers=full.admin_headers)
     assert status.status_code == 200 and status.json()["state"] == "Running"
 
 

@@ -34,7 +34,13 @@ def host(devhost_factory: HostFactory) -> DevHostProcess:
         ("/api/auth/admin", {"code": K.system}, {}, 401),
         ("/api/auth/admin", {"code": K.master}, {}, 200),
         ("/api/auth/admin", {}, {"x-functions-key": K.master}, 200),
-        ("/admin/host/status", {}, {}, 200),
+        # An admin API on the Functions host: the master key only.
+        ("/admin/host/status", {}, {}, 401),
+        ("/admin/host/status", {"code": K.function}, {}, 401),
+        ("/admin/host/status", {"code": K.system}, {}, 401),
+        ("/admin/host/status", {"code": K.master}, {}, 200),
+        ("/admin/host/status", {}, {"x-functions-key": K.master}, 200),
+        ("/admin/host/ping", {}, {}, 200),
         ("/runtime/webhooks/durabletask/instances/", {}, {}, 401),
         ("/runtime/webhooks/durabletask/instances/", {"code": K.function}, {}, 401),
         ("/runtime/webhooks/durabletask/instances/", {"code": K.system}, {}, 200),
@@ -95,6 +101,7 @@ def test_no_auth_flag_disables_key_checks(devhost_factory: HostFactory) -> None:
     assert host.client.get("/api/auth/admin").status_code == 200
     assert host.client.get("/api/auth/function").status_code == 200
     assert host.client.get("/runtime/webhooks/durabletask/instances/").status_code == 200
+    assert host.client.get("/admin/host/status").status_code == 200
 
 
 def test_corrupt_keys_file_is_a_clear_error(tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -13,7 +13,7 @@ def test_empty_route_prefix(devhost_factory: HostFactory) -> None:
     assert host.client.get("/hello/World").text == "hello World"
     assert host.client.get("/api/hello/World").status_code == 404
     assert host.client.get("/hello/42").status_code == 404
-    status = host.client.get("/admin/host/status")
+    status = host.client.get("/admin/host/status", headers=host.admin_headers)
     assert status.status_code == 200
     assert status.json()["state"] == "Running"
 

@@ -30,7 +30,7 @@ def test_startup_lists_every_function_with_methods_and_url(host: DevHostProcess)
 
 
 def test_host_status(host: DevHostProcess) -> None:
-    resp = host.client.get("/admin/host/status")
+    resp = host.client.get("/admin/host/status", headers=host.admin_headers)
     assert resp.status_code == 200
     body = resp.json()
     assert body["state"] == "Running"

@@ -26,6 +26,7 @@ def test_import_builds_nothing_even_with_broken_settings(tmp_path: Path) -> None
         "PARTIAL_OUTPUT_PATH": str(tmp_path / "partial.sqlite3"),
         "AZURE_OPENAI_ENDPOINT": "https://unreachable.invalid",
     }
+    env.pop("FUNCTIONS_CORETOOLS_ENVIRONMENT", None)  # as on Azure
     result = subprocess.run(
         [sys.executable, "-c", SCRIPT], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120
     )
@@ -36,3 +37,21 @@ def test_import_builds_nothing_even_with_broken_settings(tmp_path: Path) -> None
         assert functions[activity] == "activityTrigger"
     assert functions["submit_job"] == "httpTrigger"
     assert list(tmp_path.iterdir()) == []  # no database, index or store was created
+
+
+def test_import_under_core_tools_or_devhost_fails_on_bad_settings(tmp_path: Path) -> None:
+    # FUNCTIONS_CORETOOLS_ENVIRONMENT=true is what `func start` and devhost tell the worker: fail the start.
+    env = {**os.environ, "FUNCTIONS_CORETOOLS_ENVIRONMENT": "true", "SQL_MAX_ROWS": "abc"}
+    env["PARTIAL_OUTPUT_PATH"] = str(tmp_path / "partial.sqlite3")
+    result = subprocess.run(
+        [sys.executable, "-c", "import function_app"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("shared.settings.ConfigError: invalid setting SQL_MAX_ROWS: "), result.stderr
+    assert list(tmp_path.iterdir()) == []
