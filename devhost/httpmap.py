@@ -64,12 +64,17 @@ def header_dict(request: Request) -> dict[str, str]:
     return out
 
 
-def to_func_request(request: Request, body: bytes, route_params: dict[str, str]) -> func.HttpRequest:
-    """Build the ``azure.functions.HttpRequest`` the worker would hand to the function."""
+def to_func_request(
+    request: Request, body: bytes, route_params: dict[str, str], *, headers: dict[str, str] | None = None
+) -> func.HttpRequest:
+    """Build the ``azure.functions.HttpRequest`` the worker would hand to the function.
+
+    ``headers`` replaces the request's own (the simulated Easy Auth rewrites the principal headers).
+    """
     return func.HttpRequest(
         method=request.method.upper(),
         url=absolute_url(request),
-        headers=header_dict(request),
+        headers=header_dict(request) if headers is None else headers,
         params=query_dict(request),
         route_params=route_params,
         body=body,

@@ -125,6 +125,16 @@ param alertJobWaitingMinutes int = 240
 @description('Optional e-mail address that receives the alerts. Empty: alerts fire in the portal only.')
 param alertEmail string = ''
 
+@description('Client id of the Microsoft Entra app registration that signs users in through App Service Authentication (Easy Auth). Empty: Easy Auth off, the function key alone protects the API and every key holder sees every job.')
+param easyAuthClientId string = ''
+
+@description('Tenant whose users may sign in (issuer https://login.microsoftonline.com/<tenant>/v2.0).')
+param easyAuthTenantId string = tenant().tenantId
+
+@minLength(1)
+@description('App role (of the Easy Auth app registration) whose members see, answer and cancel every job.')
+param jobsAdminRole string = 'Jobs.Admin'
+
 var abbrs = loadJsonContent('abbreviations.json')
 var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
 var tags = {
@@ -269,6 +279,9 @@ module functionApp 'modules/functionapp.bicep' = {
     searchSemanticConfigName: searchSemanticRanker == 'disabled' ? '' : searchSemanticConfigName
     sqlServerFqdn: sql.outputs.serverFqdn
     sqlDatabaseName: sql.outputs.databaseName
+    easyAuthClientId: easyAuthClientId
+    easyAuthTenantId: easyAuthTenantId
+    jobsAdminRole: jobsAdminRole
   }
 }
 
@@ -304,6 +317,7 @@ output AZURE_TENANT_ID string = tenant().tenantId
 output AZURE_RESOURCE_GROUP string = rg.name
 output AZURE_FUNCTION_APP_NAME string = functionApp.outputs.name
 output AZURE_FUNCTION_URL string = functionApp.outputs.url
+output AZURE_EASY_AUTH_ENABLED bool = !empty(easyAuthClientId)
 output AZURE_DURABLE_BACKEND string = durableBackend
 output AZURE_OPENAI_ENDPOINT string = openai.outputs.endpoint
 output AZURE_OPENAI_CHAT_DEPLOYMENT string = openai.outputs.chatDeploymentName

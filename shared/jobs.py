@@ -82,11 +82,21 @@ class RetryPolicy(BaseModel):
     output_price: dict[str, float] = Field(default_factory=dict)
 
 
+class JobOwner(BaseModel):
+    """Who started a job (the Easy Auth principal); only they, and admins, see it."""
+
+    id: str = Field(min_length=1, max_length=200)
+    name: str = Field(default="", max_length=200)
+    idp: str = Field(default="", max_length=50)
+
+
 class JobInput(BaseModel):
     """The orchestration input: the request plus what the API resolved when it accepted it."""
 
     job_id: str
     request: JobRequest
+    # Set by the API from the authenticated principal, never from the request body; None without Easy Auth.
+    owner: JobOwner | None = None
     policy: RetryPolicy = Field(default_factory=RetryPolicy)
     trace: dict[str, str] = Field(default_factory=dict)
 

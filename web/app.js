@@ -4,6 +4,8 @@
 
 const API = '/api/jobs';
 const KEY_STORAGE = 'durable-ai-jobs.function-key';
+const LOGIN_PATH = '/.auth/login/aad';
+const LOGOUT_PATH = '/.auth/logout';
 const POLL_MS = 1000;
 const MAX_BACKOFF_MS = 10000;
 const LOG_PAGE = 200;
@@ -146,9 +148,10 @@ class ApiError extends Error {
   }
 }
 
+// The key lives in sessionStorage: it is gone when the tab closes and no other tab or later visitor reads it.
 function getKey() {
   try {
-    return localStorage.getItem(KEY_STORAGE) || '';
+    return sessionStorage.getItem(KEY_STORAGE) || '';
   } catch {
     return '';
   }
@@ -156,18 +159,29 @@ function getKey() {
 
 function setKey(value) {
   try {
-    if (value) localStorage.setItem(KEY_STORAGE, value);
-    else localStorage.removeItem(KEY_STORAGE);
+    if (value) sessionStorage.setItem(KEY_STORAGE, value);
+    else sessionStorage.removeItem(KEY_STORAGE);
   } catch {
     // Storage can be off (private mode); the key then lives only in the field.
+  }
+}
+
+function forgetStoredKey() {
+  // Earlier versions kept the key in localStorage, where it outlived the session: remove it.
+  try {
+    localStorage.removeItem(KEY_STORAGE);
+  } catch {
+    // Storage can be off; nothing was stored then.
   }
 }
 
 /** Call the job API; resolves to the parsed body, rejects with an ApiError carrying the API's error code. */
 async function api(path, { method = 'GET', body, signal } = {}) {
   const headers = { Accept: 'application/json' };
-  const key = $('#function-key').value.trim() || getKey();
-  if (key) headers['x-functions-key'] = key;
+  if (!state.auth.signIn) {
+    const key = $('#function-key').value.trim() || getKey();
+    if (key) headers['x-functions-key'] = key;
+  }
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   let resp;
   try {
@@ -195,6 +209,9 @@ async function api(path, { method = 'GET', body, signal } = {}) {
   if (!resp.ok) {
     const error = data && typeof data === 'object' ? data.error : null;
     if (error && error.code) throw new ApiError(resp.status, error.code, error.message, error.field);
+    if ((resp.status === 401 || resp.status === 403) && state.auth.signIn) {
+      throw new ApiError(resp.status, 'UNAUTHENTICATED', 'You are not signed in, or your sign-in expired. Use "Sign in" at the top of the page.');
+    }
     if (resp.status === 401 || resp.status === 403) {
       throw new ApiError(resp.status, 'UNAUTHORIZED', 'The function key is missing or wrong. Enter it at the top of the page.');
     }
@@ -224,6 +241,51 @@ function handleAuth(err) {
   return false;
 }
 
+// ----- sign-in (App Service Authentication) -----------------------------------------------------
+
+/** The signed-in user from GET /.auth/me: 404 means Easy Auth is off (the function key is used). */
+async function detectSignIn() {
+  let resp;
+  try {
+    resp = await fetch('/.auth/me', { headers: { Accept: 'application/json' }, cache: 'no-store', credentials: 'same-origin' });
+  } catch {
+    return { signIn: false, user: null };
+  }
+  if (resp.status === 401 || resp.status === 403) return { signIn: true, user: null };
+  if (!resp.ok) return { signIn: false, user: null };
+  let data = null;
+  try {
+    data = await resp.json();
+  } catch {
+    return { signIn: false, user: null };
+  }
+  if (!Array.isArray(data)) return { signIn: false, user: null };
+  const me = data[0];
+  if (!me || typeof me !== 'object') return { signIn: true, user: null };
+  const claims = Array.isArray(me.user_claims) ? me.user_claims : [];
+  const named = claims.find((c) => c && (c.typ === 'name' || c.typ === 'preferred_username'));
+  const user = String((named && named.val) || me.user_id || 'signed-in user');
+  return { signIn: true, user };
+}
+
+function initSignIn() {
+  const box = $('#auth-box');
+  const who = $('#auth-user');
+  const link = $('#auth-link');
+  $('#key-form').hidden = true;
+  box.hidden = false;
+  const here = location.pathname + location.search;
+  if (state.auth.user) {
+    who.textContent = `Signed in as ${state.auth.user}`;
+    link.textContent = 'Sign out';
+    link.href = `${LOGOUT_PATH}?post_logout_redirect_uri=${encodeURIComponent(here)}`;
+  } else {
+    who.textContent = 'Not signed in';
+    link.textContent = 'Sign in';
+    link.href = `${LOGIN_PATH}?post_login_redirect_uri=${encodeURIComponent(here + location.hash)}`;
+  }
+}
+
 // ----- function key -----------------------------------------------------------------------------
 
 function initKey() {
@@ -232,7 +294,7 @@ function initKey() {
   const stateEl = $('#key-state');
   input.value = getKey();
   const describe = () => {
-    stateEl.textContent = input.value ? 'Saved in this browser' : 'Not set';
+    stateEl.textContent = input.value ? 'Kept for this tab' : 'Not set';
   };
   describe();
   input.addEventListener('input', () => {
@@ -326,6 +388,8 @@ function initForm() {
 const state = {
   jobs: { filter: '', items: [], cursor: null, request: 0 },
   detail: null,
+  // signIn: App Service Authentication is on (the console signs in instead of asking for a key).
+  auth: { signIn: false, user: null },
 };
 
 function jobItem(job) {
@@ -1061,8 +1125,11 @@ function route({ focus = false } = {}) {
 
 // ----- start ------------------------------------------------------------------------------------
 
-function main() {
-  initKey();
+async function main() {
+  forgetStoredKey();
+  state.auth = await detectSignIn();
+  if (state.auth.signIn) initSignIn();
+  else initKey();
   initForm();
   initJobs();
   window.addEventListener('hashchange', () => route({ focus: true }));

@@ -32,6 +32,13 @@ param searchSemanticConfigName string
 param sqlServerFqdn string
 param sqlDatabaseName string
 
+@description('Entra app registration client id for App Service Authentication (Easy Auth); empty = off.')
+param easyAuthClientId string = ''
+@description('Tenant whose users may sign in.')
+param easyAuthTenantId string = tenant().tenantId
+@description('App role whose members see every job (read by api/auth.py as JOBS_ADMIN_ROLE).')
+param jobsAdminRole string = 'Jobs.Admin'
+
 @description('Python version of the Flex runtime; keep it equal to CI and the devcontainer.')
 param pythonVersion string = '3.12'
 
@@ -60,6 +67,7 @@ var appCodeSettings = {
   AZURE_SQL_SERVER: sqlServerFqdn
   AZURE_SQL_DATABASE: sqlDatabaseName
   APPLICATIONINSIGHTS_CONNECTION_STRING: applicationInsights.properties.ConnectionString
+  JOBS_ADMIN_ROLE: jobsAdminRole
 }
 
 // Read by the Functions host and its extensions (documented in docs/settings.md).
@@ -105,7 +113,7 @@ resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
 }
 
 resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
-  // checkov:skip=CKV_AZURE_222: The job API is the product's public endpoint; function keys (and Easy Auth if added) protect it.
+  // checkov:skip=CKV_AZURE_222: The job API is the product's public endpoint; function keys or Easy Auth (easyAuthClientId) protect it.
   // checkov:skip=CKV_AZURE_17: Clients authenticate with function keys, not client certificates.
   // checkov:skip=CKV_AZURE_212: Flex Consumption scales instances itself; the durable group keeps always-ready instances.
   // checkov:skip=CKV_AZURE_213: Flex Consumption does not use the App Service health-check setting; /api/health serves probes.
@@ -176,6 +184,64 @@ resource scmPublishing 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2
   name: 'scm'
   properties: {
     allow: false
+  }
+}
+
+// App Service Authentication with Microsoft Entra ID (when easyAuthClientId is set). The platform signs users in,
+// strips client-sent X-MS-CLIENT-PRINCIPAL* headers, sets its own and sets WEBSITE_AUTH_ENABLED=True, which
+// makes the app trust them (api/auth.py): each user then sees only their own jobs. No client secret: sign-in
+// uses ID tokens (enable them on the app registration) and API callers send bearer tokens for the app.
+var easyAuthEnabled = !empty(easyAuthClientId)
+
+resource authSettings 'Microsoft.Web/sites/config@2024-04-01' = if (easyAuthEnabled) {
+  // checkov:skip=CKV_AZURE_13: This is the authentication; authsettingsV2 turns it on with platform.enabled, the check reads the V1 shape.
+  // checkov:skip=CKV_AZURE_63: Site-config check (HTTP logging) misapplied to the auth settings resource; telemetry goes to App Insights.
+  // checkov:skip=CKV_AZURE_65: Site-config check (detailed error messages) misapplied to the auth settings resource.
+  // checkov:skip=CKV_AZURE_66: Site-config check (failed request tracing) misapplied to the auth settings resource.
+  // checkov:skip=CKV_AZURE_80: Site-config check (.NET framework version) misapplied; the app is Python on Flex Consumption.
+  // checkov:skip=CKV_AZURE_88: Site-config check (Azure Files) misapplied; Flex Consumption has no content share.
+  // checkov:skip=CKV_AZURE_222: Site check (public network access) misapplied; this resource is what gates the public endpoint.
+  parent: functionApp
+  name: 'authsettingsV2'
+  properties: {
+    platform: {
+      enabled: true
+    }
+    globalValidation: {
+      requireAuthentication: true
+      // The API answers 401 to anonymous callers instead of redirecting them to a sign-in page.
+      unauthenticatedClientAction: 'Return401'
+      // Probes, and the console's static files (no data), which offer the sign-in link.
+      excludedPaths: [
+        '/api/health'
+        '/api/ui'
+        '/api/ui/*'
+      ]
+    }
+    identityProviders: {
+      azureActiveDirectory: {
+        enabled: true
+        registration: {
+          clientId: easyAuthClientId
+          openIdIssuer: '${environment().authentication.loginEndpoint}${easyAuthTenantId}/v2.0'
+        }
+        validation: {
+          allowedAudiences: [
+            easyAuthClientId
+            'api://${easyAuthClientId}'
+          ]
+        }
+      }
+    }
+    login: {
+      // /.auth/me (the console's "who am I") needs the token store.
+      tokenStore: {
+        enabled: true
+      }
+    }
+    httpSettings: {
+      requireHttps: true
+    }
   }
 }
 

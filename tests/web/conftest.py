@@ -67,7 +67,7 @@ class PageProblems:
 
 @pytest.fixture
 def page(browser: Browser, host: DevHostProcess) -> Iterator[Page]:
-    """A fresh browser context (empty localStorage) on the console, with the function key entered."""
+    """A fresh browser context (empty storage) on the console, with the function key entered."""
     context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=host.base_url)
     context.set_default_timeout(UI_TIMEOUT_MS)
     tab = context.new_page()

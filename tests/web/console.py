@@ -31,7 +31,7 @@ def start_host(tmp: Path, env: dict[str, str] | None = None) -> DevHostProcess:
 
 
 def open_console(page: Page, host: DevHostProcess, fragment: str = "") -> None:
-    """Load the console and enter the host's function key (kept in localStorage by the page)."""
+    """Load the console and enter the host's function key (kept in sessionStorage by the page)."""
     page.goto(f"/api/ui/{fragment}")
     page.wait_for_selector("html[data-ready='true']", state="attached")
     assert host.keys is not None

@@ -98,9 +98,22 @@ def test_edited_sql_is_what_runs(page: Page, host: DevHostProcess, jobs: JobClie
     wait_for_question(page)
     edited = "SELECT reason, COUNT(*) AS n FROM returns GROUP BY reason ORDER BY n DESC"
     page.get_by_label("SQL to run", exact=False).fill(edited)
+    first = jobs.view(job_id)["waiting"]["question_id"]
     page.get_by_role("button", name="Run edited SQL").click()
+    # A human approves the exact statement that runs: the guarded edit is shown for approval again.
+    again = jobs.view(job_id).get("waiting") or {}
+    for _ in range(200):
+        if again.get("question_id") not in (None, first):
+            break
+        page.wait_for_timeout(50)
+        again = jobs.view(job_id).get("waiting") or {}
+    shown = again["details"]["sql"]
+    assert "group by reason" in shown.lower()
+    expect(page.get_by_label("SQL to run", exact=False)).to_have_value(shown)
+    page.get_by_role("button", name="Approve", exact=True).click()
     expect(status_badge(page)).to_have_text("Completed")
     output = jobs.view(job_id)["steps"][0]["output"]
+    assert output["sql"] == shown
     assert "group by reason" in output["sql"].lower()
     expect(page.locator(".result-sql pre")).to_have_text(output["sql"])  # as the guard capped it
     expect(page.locator(".result-sql thead th")).to_have_text(["reason", "n"])
@@ -223,10 +236,14 @@ def test_job_list_newest_first_filter_more_and_deep_link(
     expect(status_badge(page)).to_have_text("Completed")
     page.screenshot(path=str(shots / "job-list.png"))
     other = page.context.new_page()
-    other.goto(f"/api/ui/#job={done[0]}")
+    # The key is kept per tab (sessionStorage): a new tab asks for it again, then the deep link works.
+    open_console(other, host, f"#job={done[0]}")
     expect(other.locator("#detail-heading")).to_have_text(DOCS_Q)
-    expect(other.locator("#job-status")).to_have_text("Completed")  # the key came from localStorage
+    expect(other.locator("#job-status")).to_have_text("Completed")
     other.close()
+    # Reloading the same tab keeps the key.
+    page.reload()
+    expect(page.get_by_label("Function key", exact=True)).to_have_value(host.keys.function if host.keys else "")
 
 
 def test_narrow_screen_layout(page: Page, host: DevHostProcess, jobs: JobClient, shots: Path) -> None:
@@ -291,10 +308,11 @@ def test_a_missing_or_wrong_key_is_explained(page: Page, host: DevHostProcess, j
     key.fill(host.keys.function)
     key.dispatch_event("change")
     expect(banner).to_be_hidden()
-    expect(page.locator("#key-state")).to_have_text("Saved in this browser")
+    expect(page.locator("#key-state")).to_have_text("Kept for this tab")
     expect(page.locator("#job-list .job-item").first).to_be_visible()
     expect(page.locator("#jobs-error")).to_be_hidden()
-    assert page.evaluate("localStorage.getItem('durable-ai-jobs.function-key')") == host.keys.function
+    assert page.evaluate("sessionStorage.getItem('durable-ai-jobs.function-key')") == host.keys.function
+    assert page.evaluate("localStorage.getItem('durable-ai-jobs.function-key')") is None
     page.get_by_role("button", name="Show").click()
     expect(key).to_have_attribute("type", "text")
     expect(page.get_by_role("button", name="Hide")).to_have_attribute("aria-pressed", "true")
