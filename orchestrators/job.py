@@ -282,6 +282,8 @@ class JobRun:
                     }
                 )
             if "sql" in out and "rows" in out:
+                rows = list(out.get("rows") or [])
+                shown = rows[:MAX_SQL_ROWS_TO_ANSWER]
                 sources.append(
                     {
                         "source_id": out.get("source_id") or f"sql:{step_id}",
@@ -289,7 +291,11 @@ class JobRun:
                         "title": out.get("question"),
                         "sql": out["sql"],
                         "columns": out.get("columns", []),
-                        "rows": out.get("rows", [])[:MAX_SQL_ROWS_TO_ANSWER],
+                        "rows": shown,
+                        # The answer writer must know a result is partial, so it never concludes from it.
+                        "row_count": out.get("row_count", len(rows)),
+                        "truncated": bool(out.get("truncated")),
+                        "rows_shown": len(shown),
                     }
                 )
         return sources

@@ -23,6 +23,24 @@ is named, and up to ``MAX_TABLE_ROWS`` rows are shown as a markdown table. Each 
 
 When neither gives anything relevant, the answer says so plainly and has no citations.
 
+Not found. Retrieval always returns the nearest passages, even for a question the documents do not
+cover ("the weather in Paris" finds a sentence about winter weather). So the question's *key words*
+(content words minus generic question words such as "happen", "long", "cost") are checked against each
+retrieved chunk, with the index's synonyms: a chunk is usable only when it holds ``KEEP_CHUNK_COVERAGE``
+of them, and the documents answer only when one chunk holds ``MIN_CHUNK_COVERAGE``. Otherwise the
+answer says which words the documents do not mention and cites nothing. A compound question ("X, and
+why Y?") is judged part by part (a follow-up part carries the part before it as context); a part that
+a SQL result answers is left to the data, and a part nothing answers is named in the answer.
+
+Partial results. A SQL source may say that only part of its result reached the answer
+(``row_count`` greater than the rows given, or ``truncated`` when the query hit its row cap, so the
+true count is unknown). The summary then says so ("showing 20 of 116 customers", "at least 50") and
+names no highest or lowest row, which the missing rows could contradict.
+
+Formats. Measures follow the catalog's formats when given (``formats``: column name to
+``currency`` / ``ratio`` / ``count`` / ``number``): currency with its symbol and two decimals, ratios as
+percentages.
+
 Planted instructions. Document text is data: a sentence that reads as an instruction to the
 system rather than a statement of policy (``is_instruction_like``: addressed to an assistant, model,
 AI or system, or telling the reader to ignore instructions, run SQL, set flags, reveal data, or
@@ -34,12 +52,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from shared.chunking import split_sentences
 from shared.contracts import AnswerResult, Chunk, Citation, SqlResult
+from shared.docindex import _SYNONYMS as INDEX_SYNONYMS
 from shared.docindex import STOP_WORDS
 from shared.ingest import bound_snippet
 
@@ -53,8 +72,18 @@ MAX_QUOTE_CHARS = 300
 MAX_TABLE_ROWS = 10
 MAX_TABLE_COLUMNS = 8
 
+MIN_CHUNK_COVERAGE = 0.6
+KEEP_CHUNK_COVERAGE = 0.5
+CURRENCY_SYMBOL = "$"
+
 NOTHING_FOUND = "I could not find anything relevant to this question in the available documents or data."
 DOCS_NOT_RELEVANT = "The retrieved documents do not address this question."
+# Words that shape a question but name no topic: a passage need not contain them to answer it.
+GENERIC_WORDS = frozenset(
+    """happen happens happened long much many often soon take takes taken make makes made use used using need
+    needs want wants give gives go goes come comes work works mean means way ways thing things kind kinds
+    exactly tell show find look like still ever even get there please today per""".split()
+)
 
 _WORD = re.compile(r"[^\W_]+(?:[.,][0-9]+)*", re.UNICODE)
 _LOW_WORDS = re.compile(r"\b(least|lowest|fewest|smallest|minimum|min|bottom|worst|cheapest)\b", re.IGNORECASE)
@@ -226,6 +255,62 @@ def _similar(a: set[str], b: set[str]) -> bool:
     return bool(a and b) and len(a & b) / len(a | b) >= 0.8
 
 
+def key_terms(question: str) -> dict[str, str]:
+    """The question's topic words: stem -> the word as written (stop and generic question words removed)."""
+    out: dict[str, str] = {}
+    for word in _WORD.findall(question):
+        lower = word.lower()
+        if lower in STOP_WORDS or lower in GENERIC_WORDS or (len(lower) < 2 and not lower.isdigit()):
+            continue
+        out.setdefault(_stem(lower), word)
+    return out
+
+
+def _variants(stem: str, word: str) -> set[str]:
+    """A key word's stem and the stems of its index synonyms ("broken" also matches "damaged")."""
+    base = word.lower()
+    key = base[:-1] if base.endswith("s") and len(base) > 3 else base
+    return {stem} | {_stem(s) for s in INDEX_SYNONYMS.get(key, ())}
+
+
+@dataclass
+class Coverage:
+    """How far the retrieved chunks cover a question's key words."""
+
+    per_chunk: list[float]
+    missing: list[str]  # key words (as written) that no chunk mentions
+
+    @property
+    def best(self) -> float:
+        """The share of key words held by the best chunk (1.0 when the question has none)."""
+        return max(self.per_chunk, default=0.0)
+
+
+def coverage(question: str, chunks: Sequence[Chunk]) -> Coverage:
+    """The share of the question's key words each chunk holds (content and title), and the words none holds."""
+    keys = key_terms(question)
+    if not keys:
+        return Coverage([1.0] * len(chunks), [])
+    chunk_terms = [set(_terms(c.content)) | set(_terms(c.title)) for c in chunks]
+    variants = {stem: _variants(stem, word) for stem, word in keys.items()}
+    per_chunk = [sum(1 for v in variants.values() if v & terms) / len(keys) for terms in chunk_terms]
+    missing = [keys[s] for s, v in variants.items() if not any(v & terms for terms in chunk_terms)]
+    return Coverage(per_chunk, missing)
+
+
+def _quoted_list(words: Sequence[str]) -> str:
+    quoted = [f"“{w}”" for w in words]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
+
+
+def not_found_sentence(part: str, missing: Sequence[str]) -> str:
+    """Say plainly that the documents do not answer a (part of a) question, and which words they lack."""
+    text = f"The documents I searched do not answer “{part.strip(' ?.')}”"
+    if missing:
+        text += f": they do not mention {_quoted_list(list(missing)[:5])}"
+    return text + "."
+
+
 # --- SQL -----------------------------------------------------------------------------------------
 
 
@@ -239,10 +324,24 @@ def _as_number(value: Any) -> float | None:
     return None
 
 
-def format_value(value: Any) -> str:
-    """Render a cell: thousands separators for numbers, two decimals for fractions, ``—`` for NULL."""
+def format_value(value: Any, fmt: str | None = None) -> str:
+    """Render a cell: thousands separators, two decimals for fractions, ``—`` for NULL; a catalog format if given.
+
+    ``currency`` adds the symbol and always two decimals, ``ratio`` renders a share as a percentage,
+    ``count`` a whole number.
+    """
     if value is None:
         return "—"
+    number = _as_number(value)
+    if fmt is not None and number is not None:
+        if fmt == "currency":
+            sign = "-" if number < 0 else ""
+            return f"{sign}{CURRENCY_SYMBOL}{abs(number):,.2f}"
+        if fmt == "ratio":
+            percent = round(number * 100, 2)
+            return f"{percent:,.0f}%" if percent.is_integer() else f"{percent:,.2f}".rstrip("0").rstrip(".") + "%"
+        if fmt == "count" and number.is_integer():
+            return f"{int(number):,}"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
@@ -256,6 +355,12 @@ def format_value(value: Any) -> str:
 
 def _humanize(column: str) -> str:
     return re.sub(r"[_\s]+", " ", column).strip().lower() or column
+
+
+def _plural(noun: str) -> str:
+    if noun.endswith("y") and noun[-2:-1] not in ("a", "e", "o", "u"):
+        return noun[:-1] + "ies"
+    return noun if noun.endswith("s") else noun + "s"
 
 
 def _columns(result: SqlResult) -> list[str]:
@@ -276,31 +381,59 @@ def _measure_index(columns: list[str], rows: list[list[Any]]) -> int | None:
     return measures[-1] if measures else None
 
 
-def summarize_sql(question: str, result: SqlResult) -> str:
+def is_partial(result: SqlResult) -> bool:
+    """Whether only part of the result is in hand: the query hit its row cap, or fewer rows were passed on."""
+    return result.truncated or result.row_count > len(result.rows)
+
+
+def _extent(result: SqlResult, noun: str) -> str:
+    """How much of the result is shown: "showing 20 of 116 customers", or "at least 50" when the cap hit."""
+    shown = len(result.rows)
+    total = max(result.row_count, shown)
+    if result.truncated:
+        if total > shown:
+            return f"showing {shown:,} of at least {total:,} {noun}: the query stopped at its row limit"
+        return f"showing {shown:,} {noun}; the query stopped at its row limit, so there are more"
+    return f"showing {shown:,} of {total:,} {noun}"
+
+
+def summarize_sql(question: str, result: SqlResult, formats: Mapping[str, str] | None = None) -> str:
     """One or two plain sentences about a result's rows (no claims beyond the rows)."""
     rows = result.rows
+    formats = formats or {}
     if not rows:
         return "The query returned no rows."
     columns = _columns(result)
+
+    def cell(i: int, row: list[Any]) -> str:
+        return format_value(row[i], formats.get(columns[i])) if i < len(row) else ""
+
     measure = _measure_index(columns, rows)
-    if len(rows) == 1:
-        pairs = ", ".join(f"{_humanize(c)}: {format_value(v)}" for c, v in zip(columns, rows[0], strict=False))
+    partial = is_partial(result)
+    if len(rows) == 1 and not partial:
+        pairs = ", ".join(f"{_humanize(c)}: {cell(i, rows[0])}" for i, c in enumerate(columns))
         return f"The query returned one row — {pairs}."
-    count = f"{len(rows)} rows" + (" (truncated)" if result.truncated else "")
-    if measure is None:
-        return f"The query returned {count}."
     others = [i for i in range(len(columns)) if i != measure]
     # Columns with one value in every row (e.g. the quarter asked about) are said once, not per row.
     constant = [i for i in others if len({repr(r[i]) if i < len(r) else "" for r in rows}) == 1]
     labels = [i for i in others if i not in constant] or others
-    fixed = ", ".join(f"{_humanize(columns[i])} {format_value(rows[0][i])}" for i in constant if i not in labels)
+    if partial:
+        texts = [i for i in labels if all(_as_number(r[i]) is None for r in rows if i < len(r))]
+        noun = _plural(_humanize(columns[texts[0]])) if len(texts) == 1 else "rows"
+        # The missing rows could hold a higher or lower value: no overall conclusion from a part.
+        return (
+            f"Only part of the result is shown ({_extent(result, noun)}), so it does not tell which is "
+            "highest or lowest overall, nor any total."
+        )
+    count = f"{len(rows)} rows"
+    if measure is None:
+        return f"The query returned {count}."
+    fixed = ", ".join(f"{_humanize(columns[i])} {cell(i, rows[0])}" for i in constant if i not in labels)
 
     def label(row: list[Any]) -> str:
         # A bare number says nothing ("9 has the highest ..."), so numbers carry their column name.
         parts = [
-            f"{_humanize(columns[i])} {format_value(row[i])}"
-            if _as_number(row[i]) is not None
-            else format_value(row[i])
+            f"{_humanize(columns[i])} {cell(i, row)}" if _as_number(row[i]) is not None else cell(i, row)
             for i in labels
             if i < len(row)
         ]
@@ -315,7 +448,7 @@ def summarize_sql(question: str, result: SqlResult) -> str:
     name = _humanize(columns[measure])
     who = " and ".join(label(r) for r in best[:3]) + (" (and others)" if len(best) > 3 else "")
     word = "lowest" if low else "highest"
-    shown = format_value(best[0][measure])
+    shown = cell(measure, best[0])
     if len(best) > 1:
         text = f"{who} share the {word} {name} ({shown})"
     else:
@@ -323,23 +456,23 @@ def summarize_sql(question: str, result: SqlResult) -> str:
     if len(valued) >= 3:
         other_value = (max if low else min)(v for _, v in valued)
         other = next(r for r, v in valued if v == other_value)
-        text += f"; the {'highest' if low else 'lowest'} is {label(other)} ({format_value(other[measure])})"
-    scope = " of the rows returned" if result.truncated else ""
+        text += f"; the {'highest' if low else 'lowest'} is {label(other)} ({cell(measure, other)})"
     where = f" ({fixed})" if fixed else ""
-    return f"{text}{scope}, across {count}{where}."
+    return f"{text}, across {count}{where}."
 
 
-def sql_table(result: SqlResult) -> str:
+def sql_table(result: SqlResult, formats: Mapping[str, str] | None = None) -> str:
     """The first rows of a result as a markdown table (at most 10 rows and 8 columns)."""
     if not result.rows:
         return ""
+    formats = formats or {}
     columns = _columns(result)[:MAX_TABLE_COLUMNS]
     lines = [
         "| " + " | ".join(format_value(c) for c in columns) + " |",
         "|" + "---|" * len(columns),
     ]
     for row in result.rows[:MAX_TABLE_ROWS]:
-        cells = [format_value(row[i]) if i < len(row) else "" for i in range(len(columns))]
+        cells = [format_value(row[i], formats.get(columns[i])) if i < len(row) else "" for i in range(len(columns))]
         lines.append("| " + " | ".join(cells) + " |")
     more = len(result.rows) - MAX_TABLE_ROWS
     if more > 0:
@@ -350,17 +483,61 @@ def sql_table(result: SqlResult) -> str:
 # --- the answer ----------------------------------------------------------------------------------
 
 
-def compose_answer_offline(question: str, chunks: list[Chunk], sql_results: list[SqlResult]) -> AnswerResult:
-    """Write an extractive answer with citations from retrieved chunks and SQL results."""
+def _parts(question: str) -> list[tuple[str, str]]:
+    """The question's parts, each with the text to search (a follow-up carries the part before it)."""
+    from shared.llm_offline import FOLLOW_UP, split_question
+
+    parts = split_question(question)
+    return [(p, f"{parts[i - 1]}: {p}" if i and FOLLOW_UP.search(p) else p) for i, p in enumerate(parts)]
+
+
+def _answered_by_data(part: str, sql_results: Sequence[SqlResult]) -> bool:
+    """Whether a SQL result was asked for this part (its question shares most of the part's key words)."""
+    keys = set(key_terms(part))
+    for result in sql_results:
+        asked = set(key_terms(result.question or ""))
+        if asked and keys and len(asked & keys) / min(len(asked), len(keys)) >= 0.6:
+            return True
+    return False
+
+
+def _document_lines(
+    part: str, chunks: Sequence[Chunk], used: dict[int, _Sentence]
+) -> tuple[list[tuple[_Sentence, str]], Coverage]:
+    """Sentences answering one part, from the chunks that cover it (empty when none does)."""
+    cover = coverage(part, chunks)
+    if cover.best < MIN_CHUNK_COVERAGE:
+        return [], cover
+    usable = [i for i, share in enumerate(cover.per_chunk) if share >= KEEP_CHUNK_COVERAGE]
+    picked = select_sentences(part, [chunks[i] for i in usable])
+    out: list[tuple[_Sentence, str]] = []
+    for s in picked:
+        c_idx = usable[s.chunk_index]
+        if c_idx not in used or s.score > used[c_idx].score:
+            used[c_idx] = s
+        out.append((s, chunks[c_idx].source_id))
+    return out, cover
+
+
+def compose_answer_offline(
+    question: str,
+    chunks: list[Chunk],
+    sql_results: list[SqlResult],
+    formats: Mapping[str, str] | None = None,
+) -> AnswerResult:
+    """Write an extractive answer with citations from retrieved chunks and SQL results.
+
+    ``formats`` maps result columns to catalog formats (``currency``, ``ratio``, ...).
+    """
     parts: list[str] = []
     citations: list[Citation] = []
 
     for n, result in enumerate(sql_results, start=1):
         source_id = result.source_id or f"sql-{n}"
-        summary = summarize_sql(question, result)
+        summary = summarize_sql(question, result, formats)
         header = "From the data" if len(sql_results) == 1 else f"From the data ({result.question or f'query {n}'})"
         block = f"{header}: {summary} [{source_id}]"
-        table = sql_table(result)
+        table = sql_table(result, formats)
         parts.append(f"{block}\n\n{table}" if table else block)
         citations.append(
             Citation(
@@ -375,26 +552,37 @@ def compose_answer_offline(question: str, chunks: list[Chunk], sql_results: list
     # nor cited and does not push the genuine chunks down the retrieval order either.
     retrieved = chunks
     chunks = [c for c in chunks if instruction_share(c.content) < INSTRUCTION_CHUNK_SHARE]
-    sentences = select_sentences(question, chunks)
-    if sentences:
-        lines = ["From the documents:"]
-        quoted: dict[int, str] = {}
-        best: dict[int, _Sentence] = {}
-        for s in sentences:
-            text = bound_snippet(s.text, MAX_SENTENCE_CHARS)
-            lines.append(f"- {text} [{chunks[s.chunk_index].source_id}]")
-            if s.chunk_index not in best or s.score > best[s.chunk_index].score:
-                best[s.chunk_index] = s
-                quoted[s.chunk_index] = bound_snippet(s.text, MAX_QUOTE_CHARS)
-        parts.append("\n".join(lines))
-        for c_idx in dict.fromkeys(s.chunk_index for s in sentences):
+    question_parts = _parts(question)
+    used: dict[int, _Sentence] = {}
+    lines: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    unanswered: list[str] = []
+    for part, searched in question_parts:
+        by_data = _answered_by_data(part, sql_results)
+        # A part the data answers reads documents only when they were fetched for it alone.
+        if by_data and len(question_parts) > 1:
+            continue
+        found, cover = _document_lines(searched, chunks, used) if chunks else ([], coverage(searched, []))
+        for s, source_id in found:
+            key = (s.text, source_id)
+            if key not in seen:
+                seen.add(key)
+                lines.append(f"- {bound_snippet(s.text, MAX_SENTENCE_CHARS)} [{source_id}]")
+        if not found and not by_data and (retrieved or sql_results):
+            unanswered.append(not_found_sentence(part, cover.missing))
+    if lines:
+        parts.append("\n".join(["From the documents:", *lines]))
+        for c_idx in sorted(used):
             chunk = chunks[c_idx]
+            quote = bound_snippet(used[c_idx].text, MAX_QUOTE_CHARS)
             citations.append(
-                Citation(source_id=chunk.source_id, kind="document", title=chunk.title or None, quote=quoted[c_idx])
+                Citation(source_id=chunk.source_id, kind="document", title=chunk.title or None, quote=quote)
             )
-    elif retrieved and not sql_results:
-        parts.append(DOCS_NOT_RELEVANT)
-
+    if unanswered and not parts and len(question_parts) == 1:
+        missing = coverage(question, chunks).missing
+        detail = f" They do not mention {_quoted_list(missing[:5])}." if missing else ""
+        return AnswerResult(answer=DOCS_NOT_RELEVANT + detail, citations=[])
+    parts += unanswered
     if not parts:
         return AnswerResult(answer=NOTHING_FOUND, citations=[])
     return AnswerResult(answer="\n\n".join(parts), citations=citations)

@@ -1,9 +1,11 @@
-"""The embedded offline LLM: deterministic, no network.
+"""The embedded offline model: a deterministic, keyword-matching stand-in for an LLM, no network.
 
-It plans from the question, the semantic catalog and the document index; writes SQL through the
-catalog grammar in ``shared.sql_offline``; and writes extractive answers with citations through
-``shared.answer_offline``. Token counts are estimated from the text so budgets behave as with a
-real model; the cost is zero.
+It is not a language model. It plans by matching the question's words against the semantic catalog
+and the document index; writes SQL through the catalog grammar in ``shared.sql_offline``; and writes
+extractive answers (copied sentences and plain statements about rows) with citations through
+``shared.answer_offline``. ``model_used`` is always ``offline`` (a requested model is never called), the
+cost is zero, and ``max_tokens`` is not applied: token counts are estimated from the text (4
+characters per token) so budgets behave roughly as with a real model.
 """
 
 from __future__ import annotations
@@ -28,11 +30,16 @@ OFFLINE_MODEL = "offline"
 # Words that point at the documents (policies, FAQ) rather than at the numbers.
 _DOC_HINTS = re.compile(
     r"\b(polic(y|ies)|faq|say|says|said|rule|rules|allowed|can i|how do|how does|how long|warranty|"
-    r"shipping|privacy|refunds? after|restocking|guarantee|terms|procedure|process|eligible|document)\b",
+    r"shipping|privacy|refunds? after|restocking|guarantee|terms|procedure|process|eligible|document|"
+    # A reason ("why", "what caused") is explained in the documents, not counted in the tables; so are
+    # yes/no questions about the company's practice and rules of what must be done.
+    r"why|how come|caus(e|es|ed|ing)|because|do you|do we offer|does the company|must|need to)\b",
     re.IGNORECASE,
 )
+# A part that leans on the part before it ("..., and why did they rise?") is searched with that part.
+FOLLOW_UP = re.compile(r"^(why|how come)\b|\b(they|them|it|its|this|that|these|those|there)\b", re.IGNORECASE)
 # Clause boundaries in compound questions: "X, and what does Y?" / "X; Y" / "X? Y".
-_SPLIT = re.compile(r"\?\s+|;\s+|,?\s+and\s+(?=(?:what|which|how|who|when|where|is|are|does|do|can)\b)", re.I)
+_SPLIT = re.compile(r"\?\s+|;\s+|,?\s+and\s+(?=(?:what|which|how|who|when|where|why|is|are|does|do|can)\b)", re.I)
 
 
 def split_question(question: str) -> list[str]:
@@ -77,13 +84,10 @@ class OfflineLLM:
         from shared.answer_offline import estimate_tokens
 
         tokens_in = estimate_tokens(json.dumps(request.inputs, default=str))
-        tokens_out = min(estimate_tokens(output.model_dump_json()), request.max_tokens)
-        return LLMResponse(
-            output=output,
-            tokens_input=tokens_in,
-            tokens_output=tokens_out,
-            model_used=request.model or OFFLINE_MODEL,
-        )
+        # max_tokens is not applied (the output is never cut), so the count is not clamped to it either.
+        tokens_out = estimate_tokens(output.model_dump_json())
+        # The model that answered is this stand-in, whatever model was requested (and it costs nothing).
+        return LLMResponse(output=output, tokens_input=tokens_in, tokens_output=tokens_out, model_used=OFFLINE_MODEL)
 
     def _maybe_fail(self, task: LLMTask) -> None:
         with self._lock:
@@ -102,8 +106,10 @@ class OfflineLLM:
 
         catalog = self._clients.catalog
         steps: list[PlanStep] = []
-        for part in split_question(question):
+        parts = split_question(question)
+        for i, part in enumerate(parts):
             wants_docs = bool(_DOC_HINTS.search(part))
+            query = f"{parts[i - 1]} {part}" if i and FOLLOW_UP.search(part) else part
             if not wants_docs and catalog_covers(part, catalog):
                 steps.append(
                     PlanStep(
@@ -113,13 +119,13 @@ class OfflineLLM:
                         input={"question": part},
                     )
                 )
-            elif wants_docs or self._clients.retriever.search(part, top_k=1):
+            elif wants_docs or self._clients.retriever.search(query, top_k=1):
                 steps.append(
                     PlanStep(
                         id=f"s{len(steps) + 1}",
                         kind="consult_rag",
                         title=f"Search the documents: {part}"[:200],
-                        input={"query": part},
+                        input={"query": query[:2000]},
                     )
                 )
         if not steps:
@@ -155,15 +161,12 @@ class OfflineLLM:
         return Plan(steps=steps, rationale="offline planner: catalog match for data, document hints for policies")
 
     def _write_sql(self, question: str, dialect: str) -> SqlDraft:
-        from shared.sql_offline import write_sql_offline
+        from shared.sql_offline import explain_unwritable, write_sql_offline
 
         draft = write_sql_offline(question, self._clients.catalog, dialect)
         if draft is None:
-            raise ProviderError(
-                ErrorCode.BAD_REQUEST,
-                "the offline SQL writer cannot express this question with the catalog; "
-                "edit the step to give the SQL, or configure an LLM",
-            )
+            # The user sees this message on the failed step: say what was understood and what was not.
+            raise ProviderError(ErrorCode.BAD_REQUEST, explain_unwritable(question, self._clients.catalog, dialect))
         return draft
 
     def _write_answer(self, request: LLMRequest[Any]) -> AnswerResult:
@@ -173,13 +176,18 @@ class OfflineLLM:
         sql_results: list[SqlResult] = []
         for source in request.inputs.get("sources", []):
             if source.get("kind") == "sql":
+                rows = source.get("rows", [])
+                # The SQL step's true size travels with the rows it forwards: fewer rows than row_count,
+                # or truncated (the row cap was hit), means the answer sees only part of the result.
+                row_count = source.get("row_count")
                 sql_results.append(
                     SqlResult(
                         sql=source.get("sql") or "",
                         dialect="",
                         columns=source.get("columns", []),
-                        rows=source.get("rows", []),
-                        row_count=len(source.get("rows", [])),
+                        rows=rows,
+                        row_count=max(row_count if isinstance(row_count, int) else 0, len(rows)),
+                        truncated=bool(source.get("truncated")),
                         source_id=source["source_id"],
                         question=source.get("title"),
                     )
@@ -192,7 +200,8 @@ class OfflineLLM:
                         content=source.get("content", ""),
                     )
                 )
-        answer = compose_answer_offline(str(request.inputs["question"]), chunks, sql_results)
+        formats = {m.name: m.format for m in self._clients.catalog.metrics}
+        answer = compose_answer_offline(str(request.inputs["question"]), chunks, sql_results, formats)
         if request.on_delta is not None:
             for piece in re.findall(r"\S+\s*", answer.answer):
                 request.on_delta(piece)

@@ -32,10 +32,11 @@ PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
 
 # The prompt version each task uses. Bump here after adding the new file; old files stay for history.
 # v2: untrusted text (document titles and chunks, rows, model output) in labelled data blocks.
+# v3 (plan, write_answer): honest answers: not found, partial results, the question asked, formats.
 PROMPT_VERSIONS: dict[LLMTask, str] = {
-    LLMTask.PLAN: "v2",
+    LLMTask.PLAN: "v3",
     LLMTask.WRITE_SQL: "v2",
-    LLMTask.WRITE_ANSWER: "v2",
+    LLMTask.WRITE_ANSWER: "v3",
     LLMTask.SUPERVISE: "v2",
 }
 
@@ -113,9 +114,22 @@ def _as_sources(value: Any) -> str:
         columns, rows = item.get("columns"), item.get("rows")
         if columns or rows:
             parts.append(_rows_table(columns or [], rows or []))
-        # The id and kind come from the orchestrator and sit in the tag; title and content are data.
-        blocks.append(untrusted_block("\n".join(parts), source=source_id, kind=str(kind)))
+        # The id, kind and result size come from the orchestrator and sit in the tag; title and content are data.
+        blocks.append(untrusted_block("\n".join(parts), source=source_id, kind=str(kind), **_result_size(item)))
     return "\n\n".join(blocks)
+
+
+def _result_size(item: Mapping[str, Any]) -> dict[str, str]:
+    """Tag attributes saying that a SQL result is partial (fewer rows shown than returned, or the row cap hit)."""
+    rows = item.get("rows")
+    shown = len(rows) if isinstance(rows, list) else 0
+    total = item.get("row_count")
+    total = total if isinstance(total, int) and not isinstance(total, bool) else shown
+    if item.get("truncated") is True:
+        return {"rows_shown": str(shown), "row_count": f"at least {max(total, shown)}", "truncated": "true"}
+    if total > shown:
+        return {"rows_shown": str(shown), "row_count": str(total)}
+    return {}
 
 
 def _as_lines(value: Any) -> str:

@@ -33,8 +33,9 @@ _ORDINALS = {"first": 1, "1st": 1, "second": 2, "2nd": 2, "third": 3, "3rd": 3, 
 _GROUP_TRIGGERS = ("by", "per", "each", "every", "across", "which", "what", "for each", "for every", "broken down by",
                    "split by", "grouped by")  # fmt: skip
 _COUNT_TRIGGERS = ("how many", "number of", "count of", "total number of", "count the")
-_DESC_WORDS = ("top", "best", "highest", "largest", "biggest", "leading", "most", "greatest", "maximum")
-_ASC_WORDS = ("bottom", "worst", "lowest", "smallest", "least", "fewest", "minimum")
+_DESC_WORDS = ("top", "best", "highest", "largest", "biggest", "leading", "most", "greatest", "maximum", "higher",
+               "larger", "bigger", "more")  # fmt: skip
+_ASC_WORDS = ("bottom", "worst", "lowest", "smallest", "least", "fewest", "minimum", "lower", "smaller", "fewer")
 _TIME_GROUP_WORDS = {"over time": "month", "trend": "month", "month by month": "month", "quarter by quarter": "quarter"}
 _WORD = r"(?<![a-z0-9])"
 _END = r"(?![a-z0-9])"
@@ -130,6 +131,8 @@ def _build_phrases(catalog: Catalog) -> list[tuple[str, str, str, str | None]]:
         for phrase, kind, target, value in base:
             if kind != "value" and pattern.search(phrase):
                 out.append((pattern.sub(t, phrase), kind, target, value))
+            elif kind == "value" and phrase == c:
+                out.append((t, kind, target, value))
     return sorted(set(out), key=lambda p: (-len(p[0]), p[0], p[1]))
 
 
@@ -286,12 +289,17 @@ def interpret(question: str, catalog: Catalog) -> QueryIntent | None:
         order = "desc" if m.group(1) in _DESC_WORDS else "asc"
 
     value_dims = {s.target for s in spans if s.kind == "value"}
+    # Where each value phrase starts, keyed by where it ends ("business customers": "business" ends before).
+    value_starts = {s.end: s.start for s in spans if s.kind == "value"}
     mentioned: list[str] = []
     singular_group = False
     last_group_end = -1
+    if any(_modified_metric(question, text, span, spans) for span in spans if span.kind == "metric"):
+        return None  # "employee turnover", "turnover rate": a measure the catalog does not hold
+    counted = [s for s in spans if s.kind == "metric" and not _population(text, s, spans, catalog)]
     for span in spans:
         if span.kind == "metric":
-            if span.target not in metrics:
+            if span in counted and span.target not in metrics:
                 metrics.append(span.target)
         elif span.kind == "value":
             assert span.value is not None
@@ -304,7 +312,7 @@ def interpret(question: str, catalog: Catalog) -> QueryIntent | None:
             mentioned.append(span.target)
             # "by region and channel": a dimension listed right after a grouped one is grouped too.
             listed = last_group_end >= 0 and text[last_group_end : span.start].strip() in {"and", ",", "", "or"}
-            if listed or _is_group(text, span, dim, value_dims):
+            if listed or _is_group(text, span, dim, value_dims, value_starts):
                 if span.target not in group_by:
                     group_by.append(span.target)
                     singular_group = singular_group or not _is_plural(span.phrase, dim)
@@ -373,7 +381,9 @@ def _unknown_names(question: str, text: str, spans: list[_Span], customer: str |
     return False
 
 
-def _is_group(text: str, span: _Span, dim: Dimension, value_dims: set[str]) -> bool:
+def _is_group(
+    text: str, span: _Span, dim: Dimension, value_dims: set[str], value_starts: dict[int, int] | None = None
+) -> bool:
     if dim.time_grain is not None and span.phrase in {"monthly", "quarterly", "yearly", "annual", "annually"}:
         return True
     after = text[span.end :].lstrip()
@@ -384,13 +394,75 @@ def _is_group(text: str, span: _Span, dim: Dimension, value_dims: set[str]) -> b
     # "customer Isabella Davis", "customer 42": a filter follows.
     if span.target == "customer" and (after[:1].isdigit() or after.startswith(("named", "called", "id", "#"))):
         return False
-    if _preceded_by(text, span.start, _GROUP_TRIGGERS, gap=0):
+    # "for business customers" names the customers counted, not a breakdown; "each business customer" and
+    # "top 5 Electronics products" still group: the trigger is read before the value.
+    start = span.start
+    qualified = (value_starts or {}).get(span.start - 1)
+    if qualified is not None:
+        start = qualified
+        before = text[:start].rstrip()
+    if _preceded_by(text, start, _GROUP_TRIGGERS, gap=0):
         return True
     if re.search(r"(" + "|".join(_DESC_WORDS + _ASC_WORDS) + r")(\s+(\d+|" + "|".join(_NUMBER_WORDS) + r"))?$",
                  before):  # fmt: skip
         return True
+    if qualified is not None:
+        return False
     # A plural dimension word ("products", "regions") asks for a breakdown.
     return _is_plural(span.phrase, dim)
+
+
+# Words that may stand right next to a measure without changing what it measures.
+_MEASURE_NEIGHBOURS = (
+    frozenset(
+        """total overall gross all our whole combined sum company company's store's how many much what what's whats
+    which who show list give get see compare compared versus vs trend over time broken split grouped made
+    generated brought came come had has have got sold bought ordered placed did do does was were is are be been
+    in during since between across by per each every for from of on to at with and or the a an this last next
+    previous past current latest first second third fourth half year years quarter quarters month months week
+    day today ytd me us we you they it its their them there where when than then so more less up down out""".split()
+    )
+    | frozenset(_MONTHS)
+    | frozenset(_NUMBER_WORDS)
+    | frozenset(_DESC_WORDS + _ASC_WORDS)
+    | frozenset(_ORDINALS)
+)
+
+
+def _neighbour_words(text: str, span: _Span) -> tuple[str, str]:
+    before = text[: span.start].split()
+    after = text[span.end :].split()
+    return (before[-1] if before else ""), (after[0] if after else "")
+
+
+def _modified_metric(question: str, text: str, span: _Span, spans: list[_Span]) -> bool:
+    """Whether an unknown word qualifies a measure ("employee turnover", "turnover rate", "net revenue")."""
+    covered = {i for s in spans for i in range(s.start, s.end)}
+    before, after = _neighbour_words(text, span)
+    for word, at in ((before, span.start - 2), (after, span.end + 1)):
+        if not word or at in covered or word in _MEASURE_NEIGHBOURS:
+            continue
+        if re.fullmatch(r"\d[\d,.]*|q[1-4]|h[12]|20\d\d|'s|s", word):
+            continue
+        if word in {"rate", "rates", "margin", "margins", "ratio", "share", "growth", "cost", "costs", "per"}:
+            return True  # a different measure built on this one
+        # A capitalized word before it is a name, handled with names (a quoted customer name may hold anything).
+        lower_case = re.search(r"(?<![A-Za-z])" + re.escape(word) + r"(?![A-Za-z])", question) is not None
+        if word == before and word.isalpha() and len(word) > 2 and lower_case:
+            return True
+    return False
+
+
+def _population(text: str, span: _Span, spans: list[_Span], catalog: Catalog) -> bool:
+    """Whether a count measure only names what another measure is about ("refund total for returns")."""
+    metric = catalog.metric(span.target)
+    others = [s for s in spans if s.kind == "metric" and s.target != span.target]
+    if metric is None or metric.format != "count" or not others:
+        return False
+    before, _ = _neighbour_words(text, span)
+    return before in {"for", "of", "on", "from", "among", "across", "over"} and any(
+        s.start < span.start for s in others
+    )
 
 
 def _is_plural(phrase: str, dim: Dimension) -> bool:
@@ -540,6 +612,66 @@ def write_sql_offline(question: str, catalog: Catalog, dialect: str) -> SqlDraft
     if intent is None:
         return None
     return build_sql(intent, catalog, dialect)
+
+
+_PLAIN_WORDS = frozenset(
+    """how many much what which who whom whose when where why is are was were be been do does did the a an of in on
+    for to by per and or with from at our my your we i you me us it its this that these those there their show list
+    give tell get me all each every any total overall please can could would should will have has had what's whats
+    whose during since between across over than then so as about""".split()
+)
+
+
+def unmapped_words(question: str, catalog: Catalog) -> list[str]:
+    """The question's words that no catalog phrase, time word or question word accounts for."""
+    text = _normalize(question)
+    covered = {i for s in _match(text, catalog) for i in range(s.start, s.end)}
+    out: list[str] = []
+    for m in re.finditer(r"[a-z0-9'-]+", text):
+        word = m.group(0)
+        if m.start() in covered or word in _PLAIN_WORDS or word in _MEASURE_NEIGHBOURS:
+            continue
+        if re.fullmatch(r"\d[\d,.]*|q[1-4]|h[12]|20\d\d|'s|s|-+", word) or word in out:
+            continue
+        out.append(word)
+    return out
+
+
+def explain_unwritable(question: str, catalog: Catalog, dialect: str) -> str:
+    """Why the offline writer cannot write SQL for a question, in plain words for the person who asked.
+
+    Says what it understood, which words it could not map to the data, and what the data holds.
+    """
+    text = _normalize(question)
+    spans = _match(text, catalog) if text else []
+    intent = interpret(question, catalog) if text else None
+    lines = ["The offline SQL writer (keyword matching over the data catalog, not a language model) could not "
+             "turn this question into a query."]  # fmt: skip
+    if text and _DOCUMENT_WORDS.search(text):
+        lines.append("It reads as a question about policies or procedures, which the documents answer, not the data.")
+    elif dialect not in ("sqlite", "tsql"):
+        lines.append(f"It writes only SQLite and T-SQL, not {dialect!r}.")
+    elif intent is not None:
+        lines.append(f"It understood: {intent.describe()}, but the data cannot be joined or combined that way.")
+    else:
+        read = [f"“{text[s.start : s.end]}” as {s.value or s.target.replace('_', ' ')}" for s in spans]
+        if any(s.kind == "metric" for s in spans):
+            lines.append(
+                "It read " + ", ".join(dict.fromkeys(read)) + ", but the words around the measure ask for "
+                "something else, which the data does not hold."
+            )
+        elif read:
+            lines.append("It read " + ", ".join(dict.fromkeys(read)) + ", but found no measure of the data in it.")
+        else:
+            lines.append("It found no measure of the data in it.")
+    unknown = unmapped_words(question, catalog)
+    if unknown:
+        lines.append("Words it could not map to the data: " + ", ".join(f"“{w}”" for w in unknown[:8]) + ".")
+    measures = ", ".join(m.name.replace("_", " ") for m in catalog.metrics)
+    dims = ", ".join(d.name for d in catalog.dimensions)
+    lines.append(f"The data holds: {measures}; by {dims}.")
+    lines.append("Rephrase the step's question with these words, or give the SQL yourself.")
+    return " ".join(lines)
 
 
 def coverage_score(question: str, catalog: Catalog) -> float:

@@ -29,6 +29,10 @@ class Source(BaseModel):
     sql: str | None = None
     columns: list[str] = Field(default_factory=list)
     rows: list[list[Any]] = Field(default_factory=list)
+    # Size of the SQL result: its row count, whether the query hit the row cap, how many rows are shown here.
+    row_count: int | None = Field(default=None, ge=0)
+    truncated: bool = False
+    rows_shown: int | None = Field(default=None, ge=0)
 
 
 class ResponseTask(BaseModel):

@@ -91,7 +91,7 @@ def test_sql_summary_names_the_extreme_row_and_cites_the_query() -> None:
 def test_sql_summary_follows_the_question_direction_and_ties() -> None:
     fewest = summarize_sql("Which region had the fewest returns?", _returns_by_region())
     assert fewest.startswith("South has the lowest returns (288); the highest is West (412)")
-    tie = _returns_by_region(rows=[["North", "Q3", 5], ["West", "Q3", 5]])
+    tie = _returns_by_region(rows=[["North", "Q3", 5], ["West", "Q3", 5]], row_count=2)
     assert summarize_sql("most returns", tie).startswith("North and West share the highest returns (5)")
 
 
@@ -108,8 +108,10 @@ def test_sql_summary_shapes() -> None:
         row_count=3,
     )
     assert summarize_sql("q", by_year).startswith("customer id 9 has the highest refund amount (99)")
-    truncated = _returns_by_region(truncated=True)
-    assert "of the rows returned, across 4 rows (truncated)" in summarize_sql("q", truncated)
+    # A partial result is called partial and no overall highest or lowest is drawn from it.
+    capped = summarize_sql("Which region had the most returns?", _returns_by_region(truncated=True))
+    assert "showing 4 regions; the query stopped at its row limit" in capped
+    assert "has the highest" not in capped and "the lowest is" not in capped
 
 
 def test_sql_table_is_bounded() -> None:
@@ -142,10 +144,11 @@ def test_nothing_relevant_is_said_plainly() -> None:
     }
     unrelated = [Chunk(source_id="x.md#1", title="Gardening", content="Tomatoes need full sun and regular water.")]
     result = compose_answer_offline("What is the restocking fee?", unrelated, [])
-    assert result.answer == DOCS_NOT_RELEVANT and result.citations == []
+    assert result.answer.startswith(DOCS_NOT_RELEVANT) and result.citations == []
+    assert "“restocking” or “fee”" in result.answer
     assert compose_answer_offline("", unrelated, []).answer == DOCS_NOT_RELEVANT
     empty = [Chunk(source_id="e.md#1", title="", content="")]
-    assert compose_answer_offline("restocking fee", empty, []).answer == DOCS_NOT_RELEVANT
+    assert compose_answer_offline("restocking fee", empty, []).answer.startswith(DOCS_NOT_RELEVANT)
 
 
 def test_answers_are_deterministic(corpus_index: LocalIndex) -> None:

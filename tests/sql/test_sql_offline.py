@@ -100,6 +100,20 @@ CASES: list[tuple[str, str]] = [
     ("Number of business clients who bought something in Q2",
      "SELECT COUNT(DISTINCT o.customer_id) FROM orders o JOIN customers u ON u.customer_id = o.customer_id "
      "WHERE u.segment = 'Business' AND o.order_date BETWEEN '2025-04-01' AND '2025-06-30'"),
+    # Issue 9: a value before a dimension word filters ("business customers"), a trigger before it groups.
+    ("Average order value for business customers",
+     f"SELECT ROUND(SUM(i.quantity * i.unit_price) / COUNT(DISTINCT o.order_id), 2) {SALES} "
+     "WHERE u.segment = 'Business'"),
+    ("Revenue for each business customer in the West",
+     f"SELECT u.name, {REV} {SALES} WHERE u.segment = 'Business' AND g.name = 'West' GROUP BY u.name "
+     "ORDER BY 2 DESC"),
+    ("How many items did online clients buy?",
+     f"SELECT SUM(i.quantity) {SALES} WHERE o.channel = 'Online'"),
+    ("Refund total for returns where the buyer changed their mind",
+     "SELECT ROUND(SUM(refund_amount), 2) FROM returns WHERE reason = 'Changed mind'"),
+    ("Which segment has the higher average order value?",
+     f"SELECT u.segment, ROUND(SUM(i.quantity * i.unit_price) / COUNT(DISTINCT o.order_id), 2) {SALES} "
+     "GROUP BY u.segment ORDER BY 2 DESC LIMIT 1"),
 ]  # fmt: skip
 
 NOT_COVERED = [
@@ -109,6 +123,10 @@ NOT_COVERED = [
     "How many orders did Isabella Davis place?",  # a name without saying it is a customer
     "Revenue for Acme Corp in Q3",  # a name the catalog does not know
     "Tell me a joke",
+    "What is our employee turnover rate?",  # "turnover" is a synonym of revenue, but not here
+    "net revenue by region",  # a measure built on one the catalog holds is still another measure
+    "revenue growth by month",
+    "What was the profit margin on Books?",
     "",
     "   ",
 ]
