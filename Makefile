@@ -52,4 +52,4 @@ bench: $(STAMP)
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) $(TOOLS_VENV) .devhost .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(TOOLS_VENV) .build .devhost .pytest_cache .mypy_cache .ruff_cache
