@@ -524,11 +524,26 @@ def compose_answer_offline(
     chunks: list[Chunk],
     sql_results: list[SqlResult],
     formats: Mapping[str, str] | None = None,
+    step_notes: Sequence[str] = (),
 ) -> AnswerResult:
     """Write an extractive answer with citations from retrieved chunks and SQL results.
 
-    ``formats`` maps result columns to catalog formats (``currency``, ``ratio``, ...).
+    ``formats`` maps result columns to catalog formats (``currency``, ``ratio``, ...). ``step_notes``
+    say which earlier steps did not run and why; the answer states them first, so a gap is never silent.
     """
+    answer = _compose(question, chunks, sql_results, formats)
+    notes = [" ".join(n.split()) for n in step_notes if n and n.strip()]
+    if not notes:
+        return answer
+    return AnswerResult(answer="\n\n".join([*notes, answer.answer]), citations=answer.citations)
+
+
+def _compose(
+    question: str,
+    chunks: list[Chunk],
+    sql_results: list[SqlResult],
+    formats: Mapping[str, str] | None,
+) -> AnswerResult:
     parts: list[str] = []
     citations: list[Citation] = []
 

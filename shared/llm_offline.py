@@ -201,7 +201,9 @@ class OfflineLLM:
                     )
                 )
         formats = {m.name: m.format for m in self._clients.catalog.metrics}
-        answer = compose_answer_offline(str(request.inputs["question"]), chunks, sql_results, formats)
+        notes = request.inputs.get("step_notes")
+        step_notes = [str(n) for n in notes] if isinstance(notes, list) else []
+        answer = compose_answer_offline(str(request.inputs["question"]), chunks, sql_results, formats, step_notes)
         if request.on_delta is not None:
             for piece in re.findall(r"\S+\s*", answer.answer):
                 request.on_delta(piece)

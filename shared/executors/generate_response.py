@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from shared.contracts import AnswerResult, ExecutorInput, ExecutorOutput
 from shared.executors import register
@@ -33,6 +33,17 @@ class Source(BaseModel):
     row_count: int | None = Field(default=None, ge=0)
     truncated: bool = False
     rows_shown: int | None = Field(default=None, ge=0)
+
+
+class StepNotes(BaseModel):
+    """What the orchestrator says about earlier steps that did not run (skipped, rejected by the user)."""
+
+    notes: list[str] = Field(default_factory=list, max_length=12)
+
+    @field_validator("notes")
+    @classmethod
+    def _bounded(cls, notes: list[str]) -> list[str]:
+        return [n[:300] for n in notes]
 
 
 class ResponseTask(BaseModel):
@@ -84,6 +95,7 @@ def generate_response(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
     """Write the answer and keep only citations that point at real sources."""
     task = ResponseTask.model_validate(inp.task)
     sources = [Source.model_validate(s) for s in inp.execution_context.get("sources", [])]
+    step_notes = StepNotes.model_validate({"notes": inp.execution_context.get("step_notes") or []}).notes
     buffer = _partial_output_buffer(inp, clients)
     sink = inp.execution_context.get("stream_sink")
     on_delta = _fan_out([f for f in (buffer, sink) if callable(f)])
@@ -92,7 +104,11 @@ def generate_response(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
             inp,
             clients,
             LLMTask.WRITE_ANSWER,
-            {"question": task.question, "sources": [s.model_dump(mode="json") for s in sources]},
+            {
+                "question": task.question,
+                "sources": [s.model_dump(mode="json") for s in sources],
+                "step_notes": step_notes,
+            },
             AnswerResult,
             on_delta=on_delta,
         )

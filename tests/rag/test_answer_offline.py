@@ -173,3 +173,13 @@ def test_estimate_tokens() -> None:
     assert estimate_tokens("abcd") == 1
     assert estimate_tokens("abcde") == 2
     assert estimate_tokens("x" * 400) == 100
+
+
+def test_step_notes_say_what_did_not_run() -> None:
+    from shared.answer_offline import compose_answer_offline
+
+    note = "The SQL step 'Returns by region' did not run: the user rejected its query."
+    answer = compose_answer_offline("Which region had the most returns?", [], [], step_notes=[note])
+    assert answer.answer.startswith(note)
+    assert answer.citations == []
+    assert compose_answer_offline("Which region had the most returns?", [], []).answer != answer.answer
