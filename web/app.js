@@ -25,6 +25,7 @@ const STEP_LABELS = {
   pending: 'Pending',
   running: 'Running',
   waiting: 'Waiting',
+  retrying: 'Retrying',
   succeeded: 'Succeeded',
   failed: 'Failed',
   skipped: 'Skipped',
@@ -41,6 +42,27 @@ const OPTION_LABELS = {
   approval: { approve: 'Approve', edit: 'Run edited SQL', reject: 'Reject (skip the query)', abort: 'Abort job' },
   error: { retry: 'Retry', skip: 'Skip step', edit: 'Retry with edited input', abort: 'Abort job' },
 };
+// Only these failures can go away on a plain retry (shared/contracts.py RETRYABLE_CODES); for any other code
+// a retry repeats the same failure, so the primary action is to edit the input.
+const RETRYABLE_CODES = new Set(['RATE_LIMITED', 'MODEL_TIMEOUT', 'TRANSIENT', 'UPSTREAM_ERROR']);
+// The fields a user may edit per step kind (the executors' input models); nothing else of a step input is shown.
+const EDIT_FIELDS = {
+  execute_azure_sql: [
+    { name: 'question', label: 'Step question', kind: 'text', required: true },
+    { name: 'sql', label: 'Step SQL', kind: 'sql', hint: 'Clear it to have the SQL written again from the question.' },
+  ],
+  consult_rag: [
+    { name: 'query', label: 'Search query', kind: 'text', required: true },
+    { name: 'top_k', label: 'Passages to fetch', kind: 'int' },
+    { name: 'filter', label: 'Search filter', kind: 'line' },
+  ],
+  generate_response: [{ name: 'question', label: 'Step question', kind: 'text', required: true }],
+};
+const OFFLINE_MODEL = 'offline';
+const OFFLINE_NOTE = 'A deterministic, keyword-matching stand-in, not an LLM.';
+const QUESTION_MAX = 2000;
+const SQL_BREAKS = ['SELECT', 'FROM', 'WHERE', 'GROUP BY', 'HAVING', 'ORDER BY', 'LIMIT', 'OFFSET', 'UNION ALL', 'UNION', 'WITH',
+  'LEFT OUTER JOIN', 'LEFT JOIN', 'RIGHT JOIN', 'INNER JOIN', 'FULL OUTER JOIN', 'CROSS JOIN', 'JOIN'];
 const FIELD_INPUTS = {
   question: 'question',
   'approval.sql': 'approval',
@@ -81,9 +103,107 @@ function fmtNumber(n) {
   return typeof n === 'number' ? n.toLocaleString('en-US') : '—';
 }
 
-function fmtCost(c) {
+/** Costs of one table share one precision: $0 when all are zero, else 4 decimals (6 when any is under a cent). */
+function costDigits(costs) {
+  const nums = costs.filter((c) => typeof c === 'number');
+  if (nums.every((c) => c === 0)) return 0;
+  return nums.some((c) => c > 0 && c < 0.01) ? 6 : 4;
+}
+
+function fmtCost(c, digits = costDigits([c])) {
   if (typeof c !== 'number') return '—';
-  return c === 0 ? '$0' : `$${c.toFixed(c < 0.01 ? 6 : 4)}`;
+  return digits === 0 ? '$0' : `$${c.toFixed(digits)}`;
+}
+
+// ----- numbers and SQL --------------------------------------------------------------------------
+
+const numberFormats = new Map();
+
+/** One Intl.NumberFormat per (decimals, grouping): every number of a column is shown the same way. */
+function numberFormat(decimals, grouping) {
+  const key = `${decimals}:${grouping}`;
+  if (!numberFormats.has(key)) {
+    numberFormats.set(key, new Intl.NumberFormat('en-US', { minimumFractionDigits: decimals, maximumFractionDigits: decimals, useGrouping: grouping }));
+  }
+  return numberFormats.get(key);
+}
+
+const PLAIN_NUMBER = /^[-+]?\d+(\.\d+)?$/;
+// Text a writer already formatted ("$1,234.50", "12.5%", "-3"): right-aligned like numbers, kept as written.
+const NUMERIC_TEXT = /^[-+−]?[$€£¥]?\s?\d[\d,]*(\.\d+)?\s?(%|[kKmMbB])?$/;
+
+function fractionDigits(n) {
+  const text = String(n);
+  if (/e/i.test(text)) return 2;
+  const dot = text.indexOf('.');
+  return dot < 0 ? 0 : text.length - dot - 1;
+}
+
+/** How a column's numbers are shown: one number of decimals for all (2 to 4, or 0), grouped unless an id or a year. */
+function columnFormat(name, values) {
+  const nums = values.map((v) => (typeof v === 'string' && PLAIN_NUMBER.test(v.trim()) ? Number(v) : v)).filter((v) => typeof v === 'number' && Number.isFinite(v));
+  // Whole numbers stay whole; a column with fractions shows at least 2 decimals (317754.1 is 317,754.10).
+  const most = Math.min(4, nums.reduce((m, v) => Math.max(m, fractionDigits(v)), 0));
+  const decimals = most === 0 ? 0 : Math.max(2, most);
+  // Identifiers and years are labels, not quantities: "2,025" or "order 1,042" would misread.
+  const grouping = !/(^|_|\s)(id|year|yr|zip|code)$/i.test(String(name).trim());
+  return numberFormat(decimals, grouping);
+}
+
+/** A SQL statement with each main clause on its own line (only whitespace outside strings and comments changes). */
+function formatSql(sql) {
+  const text = String(sql || '');
+  const out = [];
+  let depth = 0;
+  let i = 0;
+  const keywordAt = (pos) => {
+    for (const kw of SQL_BREAKS) {
+      const re = new RegExp(`^${kw.replace(/ /g, '\\s+')}(?![\\w$])`, 'i');
+      const m = re.exec(text.slice(pos, pos + 40));
+      if (m) return m[0];
+    }
+    return null;
+  };
+  while (i < text.length) {
+    const ch = text[i];
+    const two = text.slice(i, i + 2);
+    let end = -1;
+    if (ch === "'" || ch === '"' || ch === '`' || ch === '[') {
+      const close = ch === '[' ? ']' : ch;
+      end = i + 1;
+      while (end < text.length) {
+        if (text[end] === close) {
+          if (close !== ']' && text[end + 1] === close) end += 2;
+          else break;
+        } else end += 1;
+      }
+      end = Math.min(text.length, end + 1);
+    } else if (two === '--') {
+      end = text.indexOf('\n', i);
+      end = end < 0 ? text.length : end;
+    } else if (two === '/*') {
+      end = text.indexOf('*/', i + 2);
+      end = end < 0 ? text.length : end + 2;
+    }
+    if (end > i) {
+      out.push(text.slice(i, end));
+      i = end;
+      continue;
+    }
+    if (/\s/.test(ch)) {
+      let j = i;
+      while (j < text.length && /\s/.test(text[j])) j += 1;
+      const kw = out.length ? keywordAt(j) : null;
+      out.push(kw ? `\n${'  '.repeat(depth)}` : text.slice(i, j));
+      i = j;
+      continue;
+    }
+    if (ch === '(') depth += 1;
+    if (ch === ')') depth = Math.max(0, depth - 1);
+    out.push(ch);
+    i += 1;
+  }
+  return out.join('');
 }
 
 function parseTime(value) {
@@ -233,12 +353,53 @@ function showBanner(err) {
   showAlert(banner, err);
 }
 
+function isAuthError(err) {
+  return Boolean(err) && (err.status === 401 || err.status === 403);
+}
+
+/** The function key typed into the field (or kept for this tab). */
+function currentKey() {
+  return $('#function-key').value.trim() || getKey();
+}
+
+/**
+ * What the lists say while the API cannot be read for lack of a (right) key or sign-in: a calm, plain state
+ * rather than an error banner, since nothing the user did failed. Returns true when ``err`` was such a refusal.
+ */
 function handleAuth(err) {
-  if (err && err.status === 401) {
-    showBanner(err);
-    return true;
+  if (!isAuthError(err)) return false;
+  if (state.auth.signIn) showLocked('Sign in (top right) to see your jobs.');
+  else if (!currentKey()) {
+    setKeyState('none');
+    showLocked('Enter the function key at the top of the page to see the jobs.');
+  } else {
+    setKeyState('rejected', err.status);
+    setKey(''); // a rejected key is not kept for the tab
+    showLocked(`The function key was rejected (${err.status}): enter the right key at the top of the page.`);
   }
-  return false;
+  return true;
+}
+
+function showLocked(message) {
+  const el = $('#jobs-locked');
+  el.textContent = message;
+  el.hidden = false;
+  $('#job-list').replaceChildren();
+  $('#jobs-empty').hidden = true;
+  $('#more-jobs').hidden = true;
+  state.jobs.items = [];
+  state.jobs.cursor = null;
+  const d = state.detail;
+  if (d && d.locked) {
+    d.locked.textContent = state.auth.signIn ? 'Sign in to open this job.' : message.replace('see the jobs', 'open this job');
+    d.locked.hidden = false;
+  }
+}
+
+function hideLocked() {
+  $('#jobs-locked').hidden = true;
+  const d = state.detail;
+  if (d && d.locked) d.locked.hidden = true;
 }
 
 // ----- sign-in (App Service Authentication) -----------------------------------------------------
@@ -288,25 +449,61 @@ function initSignIn() {
 
 // ----- function key -----------------------------------------------------------------------------
 
+const KEY_STATES = {
+  none: 'Not set',
+  unchecked: 'Not checked yet',
+  checking: 'Checking the key…',
+  accepted: 'Key accepted · kept for this tab',
+  rejected: 'Key rejected',
+  unreachable: 'Not checked: the server could not be reached',
+};
+
+/** Say what is known about the key: a key is "accepted" only after the API took it, never on typing. */
+function setKeyState(name, status) {
+  const el = $('#key-state');
+  state.keyState = name;
+  el.textContent = name === 'rejected' && status ? `${KEY_STATES.rejected} (${status})` : KEY_STATES[name];
+  el.dataset.state = name;
+}
+
+/** Check the key with the smallest API read; keep it for this tab only when the API accepted it. */
+async function verifyKey() {
+  const value = $('#function-key').value.trim();
+  if (!value) {
+    setKey('');
+    setKeyState('none');
+    return false;
+  }
+  setKeyState('checking');
+  try {
+    await api(`${API}?limit=1`);
+  } catch (err) {
+    if ($('#function-key').value.trim() !== value) return false; // typed over meanwhile: that key decides
+    if (isAuthError(err)) {
+      setKey('');
+      handleAuth(err);
+    } else setKeyState('unreachable');
+    return false;
+  }
+  if ($('#function-key').value.trim() !== value) return false;
+  setKey(value);
+  setKeyState('accepted');
+  return true;
+}
+
 function initKey() {
   const input = $('#function-key');
   const toggle = $('#key-toggle');
-  const stateEl = $('#key-state');
   input.value = getKey();
-  const describe = () => {
-    stateEl.textContent = input.value ? 'Kept for this tab' : 'Not set';
-  };
-  describe();
-  input.addEventListener('input', () => {
-    setKey(input.value.trim());
-    describe();
-  });
+  setKeyState(input.value ? 'unchecked' : 'none');
+  input.addEventListener('input', () => setKeyState(input.value.trim() ? 'unchecked' : 'none'));
   let applied = input.value.trim();
-  input.addEventListener('change', () => {
+  input.addEventListener('change', async () => {
     // Browsers fire "change" again on blur; only a new key reloads what the page shows.
     if (input.value.trim() === applied) return;
     applied = input.value.trim();
-    showBanner(null);
+    if (!(await verifyKey())) return;
+    hideLocked();
     loadJobs({ reset: true });
     if (state.detail && state.detail.halted) resumeDetail(state.detail);
   });
@@ -344,10 +541,19 @@ function optionalInt(id) {
   return Number.isFinite(n) ? n : raw;
 }
 
+function updateCounter() {
+  const used = $('#question').value.length;
+  const el = $('#question-count');
+  el.textContent = `${fmtNumber(used)} / ${fmtNumber(QUESTION_MAX)} characters`;
+  el.classList.toggle('near', used >= QUESTION_MAX * 0.9);
+}
+
 function initForm() {
   const form = $('#job-form');
   const errorEl = $('#form-error');
   const button = $('#submit-job');
+  $('#question').addEventListener('input', updateCounter);
+  updateCounter();
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     clearFieldErrors(form);
@@ -374,6 +580,7 @@ function initForm() {
       loadJobs({ reset: true });
     } catch (err) {
       if (err.name === 'AbortError') return;
+      handleAuth(err);
       showAlert(errorEl, err, { title: 'The job was not accepted:' });
       if (err.field) markField(err.field);
     } finally {
@@ -390,6 +597,8 @@ const state = {
   detail: null,
   // signIn: App Service Authentication is on (the console signs in instead of asking for a key).
   auth: { signIn: false, user: null },
+  // What is known about the function key: none, unchecked, checking, accepted, rejected, unreachable.
+  keyState: 'none',
 };
 
 function jobItem(job) {
@@ -426,6 +635,11 @@ async function loadJobs({ reset = false } = {}) {
     const page = await api(`${API}?${params}`);
     if (request !== jobs.request) return;
     clearAlert($('#jobs-error'));
+    hideLocked();
+    if (!state.auth.signIn && currentKey() && state.keyState !== 'accepted') {
+      setKey(currentKey());
+      setKeyState('accepted');
+    }
     jobs.items = reset ? page.jobs : jobs.items.concat(page.jobs.filter((j) => !jobs.items.some((k) => k.id === j.id)));
     jobs.cursor = page.next_cursor || null;
     renderJobs();
@@ -479,7 +693,8 @@ function renderAnswerText(text, citations) {
     while ((m = re.exec(line)) !== null) {
       if (!known.has(m[1])) continue;
       if (m.index > last) out.push(line.slice(last, m.index));
-      out.push(h('span', { class: 'cite-mark', title: `Source ${m[1]}` }, m[1]));
+      const id = m[1];
+      out.push(h('button', { type: 'button', class: 'cite-mark', title: `Show source ${id}`, on: { click: () => openSource(id) } }, id));
       last = m.index + m[0].length;
     }
     if (last < line.length) out.push(line.slice(last));
@@ -522,19 +737,24 @@ function cellText(value) {
 }
 
 function dataTable(columns, rows, { caption, label } = {}) {
-  const shown = rows.slice(0, MAX_TABLE_ROWS);
+  const shown = rows.slice(0, MAX_TABLE_ROWS).map((row) => (Array.isArray(row) ? row : columns.map((c) => row[c])));
+  // One format per column: the same decimals, thousands separators, right-aligned (numbers as text too).
+  const formats = columns.map((c, i) => columnFormat(c, shown.map((r) => r[i])));
+  const numeric = columns.map((c, i) => {
+    const values = shown.map((r) => r[i]).filter((v) => v !== null && v !== undefined && v !== '');
+    return values.length > 0 && values.every((v) => typeof v === 'number' || (typeof v === 'string' && NUMERIC_TEXT.test(v.trim())));
+  });
+  const cell = (v, i) => {
+    if (!numeric[i] || v === null || v === undefined) return h('td', { class: numeric[i] ? 'num' : null }, cellText(v));
+    const n = typeof v === 'number' ? v : PLAIN_NUMBER.test(v.trim()) ? Number(v) : null;
+    return h('td', { class: 'num', title: n === null ? null : String(v) }, n === null || !Number.isFinite(n) ? String(v) : formats[i].format(n));
+  };
   const table = h(
     'table',
     { class: 'data' },
     caption ? h('caption', {}, caption) : null,
-    h('thead', {}, h('tr', {}, columns.map((c) => h('th', { scope: 'col' }, String(c))))),
-    h(
-      'tbody',
-      {},
-      shown.map((row) =>
-        h('tr', {}, (Array.isArray(row) ? row : columns.map((c) => row[c])).map((v) => h('td', { class: typeof v === 'number' ? 'num' : null }, cellText(v)))),
-      ),
-    ),
+    h('thead', {}, h('tr', {}, columns.map((c, i) => h('th', { scope: 'col', class: numeric[i] ? 'num' : null }, String(c))))),
+    h('tbody', {}, shown.map((row) => h('tr', {}, row.map(cell)))),
   );
   return h(
     'div',
@@ -573,9 +793,11 @@ function buildDetail(d) {
   });
   d.liveStatus = h('p', { class: 'visually-hidden', role: 'status', 'aria-live': 'polite' });
   d.connection = h('div', { class: 'alert', role: 'alert', hidden: true });
+  // Calm, not an alert: the job cannot be read until a key is entered (nothing the user did failed).
+  d.locked = h('p', { class: 'card calm', id: 'detail-locked', role: 'status', hidden: true });
   // Errors of the user's own actions (answer, cancel) stay until dismissed: the job may move on at once.
   d.notice = h('div', { class: 'alert notice', id: 'action-error', role: 'alert', hidden: true });
-  root.replaceChildren(d.liveStatus, d.connection, ...nodes);
+  root.replaceChildren(d.liveStatus, d.connection, d.locked, ...nodes);
   d.slots.actions.after(d.notice);
   root.hidden = false;
   $('#detail-empty').hidden = true;
@@ -603,11 +825,35 @@ function showNotice(d, err, opts) {
   d.notice.hidden = false;
 }
 
-function renderHeader(v) {
+/** The question, clamped to three lines with "Show more" when it is longer (the choice survives polling). */
+function clampedQuestion(d, text) {
+  const title = h('h2', { id: 'detail-heading', tabindex: '-1', class: d.questionOpen ? 'question' : 'question clamped' }, text);
+  const more = h('button', { type: 'button', class: 'quiet small', id: 'question-more', 'aria-controls': 'detail-heading', 'aria-expanded': String(Boolean(d.questionOpen)), hidden: true }, d.questionOpen ? 'Show less' : 'Show more');
+  more.addEventListener('click', () => {
+    d.questionOpen = !d.questionOpen;
+    title.classList.toggle('clamped', !d.questionOpen);
+    more.textContent = d.questionOpen ? 'Show less' : 'Show more';
+    more.setAttribute('aria-expanded', String(d.questionOpen));
+  });
+  // Whether it overflows is known once laid out (and changes with the width); a short question gets no button.
+  const measure = () => {
+    more.hidden = !d.questionOpen && title.scrollHeight <= title.clientHeight + 1;
+  };
+  requestAnimationFrame(measure);
+  if (typeof ResizeObserver === 'function') new ResizeObserver(measure).observe(title);
+  return h('div', { class: 'question-box' }, title, more);
+}
+
+function offlineLabel(model) {
+  if (model !== OFFLINE_MODEL) return null;
+  return h('span', { class: 'offline-note', title: OFFLINE_NOTE }, 'keyword-matching stand-in, not an LLM');
+}
+
+function renderHeader(d, v) {
   return h(
     'div',
     { class: 'card job-head' },
-    h('div', { class: 'job-title-row' }, h('h2', { id: 'detail-heading', tabindex: '-1' }, v.question || 'Job'), h('span', { id: 'job-status' }, badge(v.status))),
+    h('div', { class: 'job-title-row' }, clampedQuestion(d, v.question || 'Job'), h('span', { id: 'job-status' }, badge(v.status))),
     h(
       'dl',
       { class: 'meta' },
@@ -656,7 +902,7 @@ async function cancelJob(d, confirmRow) {
     await api(jobUrl(d.id, '/cancel'), { method: 'POST' });
     confirmRow.replaceChildren(h('span', { role: 'status' }, 'Cancelling…'));
   } catch (err) {
-    if (handleAuth(err)) return;
+    handleAuth(err);
     showNotice(d, err, { title: 'The job was not cancelled:' });
     buttons.forEach((b) => { b.disabled = false; });
   }
@@ -684,6 +930,50 @@ function editorRows(text, min = 3, max = 16) {
   return String(Math.min(max, Math.max(min, String(text).split('\n').length + 1)));
 }
 
+/** The editable fields of a step input as labelled inputs (only the kind's own fields; no internal flags). */
+function fieldEditors(kind, input) {
+  const fields = EDIT_FIELDS[kind] || Object.keys(input).filter((k) => typeof input[k] === 'string').map((name) => ({ name, label: `Step ${name}`, kind: 'text' }));
+  return fields.map((f) => {
+    const id = `edit-${f.name}`;
+    const value = input[f.name] === null || input[f.name] === undefined ? '' : f.kind === 'sql' ? formatSql(input[f.name]) : String(input[f.name]);
+    let el;
+    if (f.kind === 'int') el = h('input', { id, type: 'number', min: '1', step: '1', inputmode: 'numeric', value });
+    else if (f.kind === 'line') el = h('input', { id, type: 'text', autocomplete: 'off', value });
+    else el = h('textarea', { id, class: f.kind === 'sql' ? 'code' : null, rows: editorRows(value, f.kind === 'sql' ? 4 : 2), spellcheck: f.kind === 'sql' ? 'false' : null, value });
+    const hintId = f.hint ? `${id}-hint` : null;
+    if (hintId) el.setAttribute('aria-describedby', hintId);
+    return {
+      field: f,
+      el,
+      original: value,
+      node: h('div', { class: 'field edit-field' }, h('label', { for: id }, f.label), el, f.hint ? h('span', { class: 'muted small', id: hintId }, f.hint) : null),
+    };
+  });
+}
+
+/** The edit answer: only the fields the user changed; a cleared optional field is null (e.g. SQL to write again). */
+function editedFields(editors) {
+  const changed = {};
+  for (const { field, el, original } of editors) {
+    const raw = el.value;
+    if (raw === original) continue;
+    const value = raw.trim();
+    if (field.kind === 'int') changed[field.name] = value === '' ? null : Number(value);
+    else if (value === '' && !field.required) changed[field.name] = null;
+    else changed[field.name] = value;
+  }
+  return changed;
+}
+
+/** The option a failed step's user should try first: retry only when a retry can succeed, else edit. */
+function primaryOption(w) {
+  if (w.kind !== 'error') return w.options.find((o) => o !== 'abort') || null;
+  const code = w.details && w.details.error ? w.details.error.code : null;
+  if (RETRYABLE_CODES.has(code) && w.options.includes('retry')) return 'retry';
+  if (w.options.includes('edit')) return 'edit';
+  return w.options.find((o) => o !== 'retry' && o !== 'abort') || null;
+}
+
 function renderWaiting(d, w) {
   const status = h('div', { class: 'answer-status', role: 'status' });
   const alertEl = h('div', { class: 'alert', role: 'alert', hidden: true });
@@ -691,13 +981,18 @@ function renderWaiting(d, w) {
   const details = w.details || {};
   const body = [];
   let editor = null;
+  let editors = [];
+  if (typeof details.refused_edit === 'string') {
+    // The job asks again because the last edit could not be applied: say why, in words.
+    body.push(h('div', { class: 'alert inline', id: 'refused-edit' }, errorBox({ code: 'EDIT_REFUSED', message: details.refused_edit }, { title: 'Your last edit was not applied:' })));
+  }
   if (w.kind === 'approval') {
     const sensitive = details.sensitive_tables || [];
     if (sensitive.length) {
       body.push(h('p', { class: 'warning' }, 'This query reads tables marked sensitive: ', sensitive.join(', ')));
     }
-    const sql = details.sql || '';
-    editor = h('textarea', { id: 'waiting-sql', class: 'code', rows: editorRows(sql.replace(/(.{90})/g, '$1\n'), 4), spellcheck: 'false', value: sql });
+    const sql = formatSql(details.sql || '');
+    editor = h('textarea', { id: 'waiting-sql', class: 'code', rows: editorRows(sql, 4), spellcheck: 'false', value: sql });
     body.push(
       h('label', { for: 'waiting-sql' }, 'SQL to run (edit it, then choose “Run edited SQL”)'),
       editor,
@@ -705,13 +1000,17 @@ function renderWaiting(d, w) {
     );
   } else if (w.kind === 'error') {
     if (details.error) body.push(h('div', { class: 'alert inline' }, errorBox(details.error, { title: 'Step error:' })));
-    if (w.options.includes('edit')) {
-      const json = JSON.stringify(details.input || {}, null, 2);
-      editor = h('textarea', { id: 'waiting-input', class: 'code', rows: editorRows(json), spellcheck: 'false', value: json });
-      body.push(h('label', { for: 'waiting-input' }, 'Step input as JSON (edit it, then choose “Retry with edited input”)'), editor);
+    const step = d.view ? d.view.steps.find((s) => s.id === w.step_id) : null;
+    if (w.options.includes('edit') && step && details.input && typeof details.input === 'object') {
+      editors = fieldEditors(step.kind, details.input);
+      if (editors.length) {
+        body.push(h('fieldset', { class: 'edit-fields' }, h('legend', {}, 'Step input (change a field, then choose “Retry with edited input”)'), editors.map((e) => e.node)));
+      }
     }
-  } else if (Object.keys(details).length) {
-    body.push(h('pre', { class: 'code' }, JSON.stringify(details, null, 2)));
+  } else {
+    // Other details as labelled text; structured values (internal data) are not shown.
+    const shown = Object.entries(details).filter(([k, v]) => k !== 'refused_edit' && ['string', 'number'].includes(typeof v));
+    if (shown.length) body.push(h('dl', { class: 'meta waiting-details' }, shown.map(([k, v]) => h('div', {}, h('dt', {}, k.replace(/_/g, ' ')), h('dd', {}, String(v))))));
   }
   let textBox = null;
   if (w.free_text) {
@@ -729,12 +1028,27 @@ function renderWaiting(d, w) {
       status.textContent = `Answer “${button.textContent}” sent; the job continues.`;
     } catch (err) {
       status.textContent = '';
-      if (!handleAuth(err)) showNotice(d, err, { title: 'The answer was not accepted:' });
+      handleAuth(err);
+      showNotice(d, err, { title: 'The answer was not accepted:' });
       buttons.forEach((b) => { b.disabled = false; });
     }
     pollNow(d);
   };
+  // Abort ends the job: it asks first, in the page (as Cancel does).
+  const confirmRow = h(
+    'div',
+    { class: 'confirm', hidden: true },
+    h('span', {}, 'Abort this job? It stops here; finished steps stay in the view.'),
+    h('button', { type: 'button', class: 'danger', id: 'confirm-abort' }, 'Yes, abort the job'),
+    h('button', { type: 'button', class: 'quiet', id: 'keep-waiting' }, 'Keep the question open'),
+  );
+  const [yes, no] = confirmRow.querySelectorAll('button');
   const choose = (option, button) => {
+    if (option === 'abort') {
+      confirmRow.hidden = false;
+      yes.focus();
+      return undefined;
+    }
     if (option !== 'edit') return send(option, button);
     if (w.kind === 'approval') {
       const sql = editor.value.trim();
@@ -745,31 +1059,36 @@ function renderWaiting(d, w) {
       }
       return send({ action: 'edit', sql }, button);
     }
-    if (editor) {
-      let input;
-      try {
-        input = JSON.parse(editor.value);
-      } catch (err) {
-        showAlert(alertEl, { code: 'INVALID_JSON', message: `The step input is not valid JSON: ${err.message}` });
-        editor.focus();
+    if (editors.length) {
+      const changed = editedFields(editors);
+      if (!Object.keys(changed).length) {
+        showAlert(alertEl, { code: 'NOTHING_CHANGED', message: 'Change a field of the step input first.' });
+        editors[0].el.focus();
         return undefined;
       }
-      if (!input || typeof input !== 'object' || Array.isArray(input)) {
-        showAlert(alertEl, { code: 'INVALID_JSON', message: 'The step input must be a JSON object.' });
-        editor.focus();
-        return undefined;
-      }
-      return send({ action: 'edit', input }, button);
+      return send({ action: 'edit', ...changed }, button);
     }
-    return send(option, button);
+    showAlert(alertEl, { code: 'INVALID_ANSWER', message: 'This step has no input that can be edited here.' });
+    return undefined;
   };
-  for (const option of w.options) {
-    // One primary action: the free-text send button when there is one, else the first option.
-    const cls = option === 'abort' ? 'danger-outline' : !textBox && option === w.options[0] ? 'primary' : '';
+  const primary = textBox ? null : primaryOption(w);
+  // The primary action comes first; Abort always last.
+  const ordered = [...w.options].sort((a, b) => (b === primary) - (a === primary) || (a === 'abort') - (b === 'abort'));
+  for (const option of ordered) {
+    const cls = option === 'abort' ? 'danger-outline' : option === primary ? 'primary' : '';
     const button = h('button', { type: 'button', class: cls, dataset: { option } }, labels[option] || option);
     button.addEventListener('click', () => choose(option, button));
     buttons.push(button);
   }
+  yes.addEventListener('click', () => {
+    confirmRow.hidden = true;
+    send('abort', buttons.find((b) => b.dataset.option === 'abort'));
+  });
+  no.addEventListener('click', () => {
+    confirmRow.hidden = true;
+    const abort = buttons.find((b) => b.dataset.option === 'abort');
+    if (abort) abort.focus();
+  });
   if (textBox) {
     const button = h('button', { type: 'button', class: 'primary', dataset: { option: 'free_text' } }, 'Send answer');
     button.addEventListener('click', () => {
@@ -796,6 +1115,7 @@ function renderWaiting(d, w) {
     body,
     alertEl,
     h('div', { class: 'actions' }, buttons),
+    confirmRow,
     status,
   );
 }
@@ -815,31 +1135,73 @@ function renderAnswer(data) {
       h('div', { class: 'answer-text streaming', id: 'partial-answer' }, data.live.text),
     );
   }
-  return section('Answer', 'answer-title', h('div', { id: 'final-answer' }, renderAnswerText(data.answer.text, data.answer.citations)));
+  const model = data.model;
+  return section(
+    'Answer',
+    'answer-title',
+    model === OFFLINE_MODEL
+      ? h('p', { class: 'answer-model offline', id: 'answer-model' }, 'Written by the offline model: ', h('strong', {}, 'a deterministic, keyword-matching stand-in, not an LLM'), '. It matches words of the question to the data and the documents.')
+      : model
+        ? h('p', { class: 'answer-model muted', id: 'answer-model' }, 'Written by ', h('code', {}, model), '.')
+        : null,
+    h('div', { id: 'final-answer' }, renderAnswerText(data.answer.text, data.answer.citations)),
+  );
+}
+
+/** Scroll to the cited source among the step results and open it (a document passage or a query with its rows). */
+function openSource(sourceId) {
+  const target = [...document.querySelectorAll('#detail .slot-results [data-source-id]')].find((el) => el.dataset.sourceId === sourceId);
+  if (!target) return false;
+  if (target.tagName === 'DETAILS') target.open = true;
+  target.scrollIntoView({ block: 'center' });
+  target.focus({ preventScroll: true });
+  target.classList.remove('flash');
+  // Restart the highlight on a second click.
+  void target.offsetWidth;
+  target.classList.add('flash');
+  return true;
+}
+
+function citationItem(c) {
+  const isSql = c.kind === 'sql';
+  // The query itself is shown once, with its rows, in the step results; the citation leads there. Only when
+  // the results do not hold the source (an older job) does the citation show its own excerpt.
+  let fallback = null;
+  const open = h(
+    'button',
+    { type: 'button', class: 'quiet small cite-open', dataset: { sourceId: c.source_id } },
+    isSql ? 'Show the query and its rows' : 'Show the passage',
+  );
+  open.addEventListener('click', () => {
+    if (openSource(c.source_id) || fallback || !isSql || !c.quote) return;
+    fallback = h('pre', { class: 'code sql citation-fallback', tabindex: '-1' }, formatSql(c.quote));
+    item.append(fallback);
+    fallback.focus();
+  });
+  const item = h(
+    'li',
+    { class: `citation citation-${c.kind}` },
+    h('div', { class: 'citation-head' }, h('span', { class: `badge kind-${c.kind}` }, isSql ? 'SQL' : c.kind === 'document' ? 'Document' : c.kind), ' ', h('code', { class: 'source-id' }, c.source_id), c.title ? h('span', { class: 'citation-title' }, ` — ${c.title}`) : null),
+    !isSql && c.quote ? h('blockquote', {}, c.quote) : null,
+    h('div', { class: 'citation-actions' }, open),
+  );
+  return item;
 }
 
 function renderCitations(citations) {
   if (!citations.length) return null;
-  return section(
-    `Citations (${citations.length})`,
-    'citations-title',
-    h(
-      'ol',
-      { class: 'citations', id: 'citations' },
-      citations.map((c) =>
-        h(
-          'li',
-          { class: `citation citation-${c.kind}` },
-          h('div', { class: 'citation-head' }, h('span', { class: `badge kind-${c.kind}` }, c.kind === 'sql' ? 'SQL' : c.kind === 'document' ? 'Document' : c.kind), ' ', h('code', { class: 'source-id' }, c.source_id), c.title ? h('span', { class: 'citation-title' }, ` — ${c.title}`) : null),
-          c.quote ? (c.kind === 'sql' ? h('pre', { class: 'code' }, c.quote) : h('blockquote', {}, c.quote)) : null,
-        ),
-      ),
-    ),
-  );
+  return section(`Citations (${citations.length})`, 'citations-title', h('ol', { class: 'citations', id: 'citations' }, citations.map(citationItem)));
 }
 
-function renderSteps(steps) {
-  if (!steps.length) return section('Plan', 'steps-title', h('p', { class: 'muted' }, 'Planning…'));
+const NO_PLAN = {
+  failed: 'No plan: the job failed before a plan was made.',
+  cancelled: 'No plan: the job was cancelled before a plan was made.',
+  completed: 'No plan was needed.',
+};
+
+function renderSteps(steps, status) {
+  // "Planning…" only while planning can still happen: a finished job without steps says why there are none.
+  if (!steps.length) return section('Plan', 'steps-title', h('p', { class: 'muted', id: 'plan-state' }, NO_PLAN[status] || 'Planning…'));
   return section(
     'Plan',
     'steps-title',
@@ -861,14 +1223,14 @@ function renderSteps(steps) {
               h(
                 'th',
                 { scope: 'row' },
-                h('span', { class: 'step-title' }, s.title),
+                h('span', { class: 'step-title', title: s.title }, s.title),
                 h('span', { class: 'step-kind' }, h('code', {}, s.kind), ` · ${s.id}`),
                 s.error ? h('span', { class: 'step-error' }, errorBox(s.error)) : null,
               ),
               h('td', {}, badge(s.state, STEP_LABELS, 'step')),
               h('td', { class: 'num' }, String(s.attempts ?? 0)),
               h('td', { class: 'num', title: s.usage ? `${fmtNumber(s.usage.tokens_input)} in, ${fmtNumber(s.usage.tokens_output)} out` : null }, s.usage ? fmtNumber(s.usage.total_tokens) : '—'),
-              h('td', {}, s.model || '—'),
+              h('td', {}, s.model || '—', s.model === OFFLINE_MODEL ? [' ', offlineLabel(s.model)] : null),
               h('td', {}, timeEl(s.started_at, { short: true })),
               h('td', { class: 'num' }, s.ended_at ? fmtDuration(s.started_at, s.ended_at) : s.state === 'running' ? 'running' : '—'),
             ),
@@ -882,9 +1244,10 @@ function renderSteps(steps) {
 function sqlResult(step, out) {
   return h(
     'article',
-    { class: 'result result-sql', dataset: { stepId: step.id } },
+    { class: 'result result-sql', tabindex: '-1', dataset: { stepId: step.id, sourceId: out.source_id || `sql:${step.id}` } },
     h('h4', {}, `${step.id} · ${step.title}`),
-    h('pre', { class: 'code sql' }, out.sql),
+    h('pre', { class: 'code sql' }, formatSql(out.sql)),
+    out.tables && out.tables.length ? h('p', { class: 'muted' }, 'Tables: ', out.tables.join(', ')) : null,
     out.columns
       ? dataTable(out.columns, out.rows || [], {
           caption: `${out.row_count ?? (out.rows || []).length} row${(out.row_count ?? (out.rows || []).length) === 1 ? '' : 's'}${out.truncated ? ' (truncated by the row cap)' : ''}`,
@@ -911,7 +1274,7 @@ function docResult(step, out) {
               {},
               h(
                 'details',
-                {},
+                { class: 'chunk', tabindex: '-1', dataset: { sourceId: c.source_id } },
                 h('summary', {}, h('code', { class: 'source-id' }, c.source_id), c.title ? ` ${c.title}` : '', typeof c.score === 'number' ? h('span', { class: 'muted' }, ` · score ${c.score.toFixed(2)}`) : null),
                 h('p', { class: 'chunk-content' }, c.content || ''),
               ),
@@ -931,7 +1294,7 @@ function renderResults(steps) {
       items.push(h('article', { class: 'result' }, h('h4', {}, `${step.id} · ${step.title}`), h('pre', { class: 'code' }, JSON.stringify(step.output, null, 2))));
     }
     if (step.draft && !step.output && step.state !== 'waiting') {
-      items.push(h('article', { class: 'result result-draft' }, h('h4', {}, `${step.id} · drafted SQL (not run)`), h('pre', { class: 'code sql' }, step.draft.sql || '')));
+      items.push(h('article', { class: 'result result-draft' }, h('h4', {}, `${step.id} · drafted SQL (not run)`), h('pre', { class: 'code sql' }, formatSql(step.draft.sql || ''))));
     }
   }
   if (!items.length) return null;
@@ -949,9 +1312,10 @@ function renderUsage(data) {
       h('td', { class: 'num' }, fmtNumber(u && u.tokens_input)),
       h('td', { class: 'num' }, fmtNumber(u && u.tokens_output)),
       h('td', { class: 'num' }, fmtNumber(u && u.total_tokens)),
-      h('td', { class: 'num' }, fmtCost(u && u.estimated_cost)),
+      h('td', { class: 'num' }, fmtCost(u && u.estimated_cost, digits)),
     );
   const byStep = usage.by_step || {};
+  const digits = costDigits([usage.planning, usage.total, ...steps.map((s) => byStep[s.id])].map((u) => u && u.estimated_cost));
   return section(
     'Usage',
     'usage-title',
@@ -991,15 +1355,16 @@ function render(d, v) {
     d.lastStatus = v.status;
     updateListedStatus(v.id, v.status);
   }
-  renderSlot(d, 'header', { q: v.question, s: v.status, id: v.id, c: v.created_at, u: v.updated_at, m: v.mode }, () => renderHeader(v));
+  renderSlot(d, 'header', { q: v.question, s: v.status, id: v.id, c: v.created_at, u: v.updated_at, m: v.mode }, () => renderHeader(d, v));
   renderSlot(d, 'actions', { terminal }, ({ terminal: t }) => renderActions(d, t));
   renderSlot(d, 'failure', v.status === 'failed' && v.error ? { e: v.error, steps: v.steps.map((s) => [s.id, s.title]) } : null, () => renderFailure(v));
   // Keyed by the question only: polling must not wipe what the user is typing.
   renderSlot(d, 'waiting', v.waiting && !terminal ? { q: v.waiting.question_id } : null, () => renderWaiting(d, v.waiting));
   const live = !v.answer ? liveAnswer(v) : null;
-  renderSlot(d, 'answer', v.answer ? { answer: v.answer } : live ? { live } : null, renderAnswer);
+  const writer = v.steps.find((s) => s.kind === 'generate_response' && s.state === 'succeeded');
+  renderSlot(d, 'answer', v.answer ? { answer: v.answer, model: writer ? writer.model || null : null } : live ? { live } : null, renderAnswer);
   renderSlot(d, 'citations', v.answer ? v.answer.citations || [] : null, renderCitations);
-  renderSlot(d, 'steps', v.steps.map(({ output, draft, partial_output: p, ...rest }) => rest), () => renderSteps(v.steps));
+  renderSlot(d, 'steps', { s: v.steps.map(({ output, draft, partial_output: p, ...rest }) => rest), t: v.steps.length ? null : v.status }, () => renderSteps(v.steps, v.status));
   renderSlot(d, 'results', v.steps.map((s) => [s.id, s.state, s.output || null, s.draft || null]), () => renderResults(v.steps));
   renderSlot(d, 'usage', { usage: v.usage, steps: v.steps.map((s) => ({ id: s.id, kind: s.kind })) }, renderUsage);
   appendLog(d, v.log);

@@ -27,7 +27,8 @@ def test_mixed_question_shows_answer_citations_sql_table_usage_and_log(
     expect(citations).to_have_count(len(view["answer"]["citations"]))
     for cited in view["answer"]["citations"]:
         expect(page.locator("#citations .source-id", has_text=cited["source_id"])).to_have_count(1)
-    expect(page.locator("#citations .citation-sql pre")).to_contain_text("SELECT")
+    # The SQL is shown once (in the step results); its citation leads there instead of repeating it.
+    expect(page.locator("#citations .citation-sql")).not_to_contain_text("SELECT")
 
     # The plan table: one row per step, all succeeded, with tokens and model.
     rows = page.locator("#steps-table tbody tr")
@@ -47,7 +48,7 @@ def test_mixed_question_shows_answer_citations_sql_table_usage_and_log(
     body_rows = table.locator("tbody tr")
     expect(body_rows).to_have_count(len(sql_step["output"]["rows"]))
     for i, row_values in enumerate(sql_step["output"]["rows"]):
-        expect(body_rows.nth(i).locator("td")).to_have_text([str(v) for v in row_values])
+        expect(body_rows.nth(i).locator("td")).to_have_text([shown_number(v) for v in row_values])
     expect(page.locator(f".result-sql[data-step-id='{sql_step['id']}'] pre")).to_have_text(sql_step["output"]["sql"])
 
     # Usage: the total row equals the job total.
@@ -64,6 +65,16 @@ def test_mixed_question_shows_answer_citations_sql_table_usage_and_log(
     page.screenshot(path=str(shots / "mixed-completed.png"), full_page=True)
 
 
+def shown_number(value: object) -> str:
+    """A cell as the console shows it (integers grouped; these tests' columns have no decimals)."""
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def same_sql(shown: str, sql: str) -> bool:
+    """The console lays SQL out on several lines; only whitespace may differ."""
+    return shown.split() == sql.split()
+
+
 def wait_for_question(page: Page, heading: str = "Approval needed") -> None:
     expect(status_badge(page)).to_have_text("Waiting for you")
     expect(page.get_by_role("heading", name=heading)).to_be_visible()
@@ -77,7 +88,8 @@ def test_approval_shows_the_sql_and_approve_runs_it(
     wait_for_question(page)
     waiting = jobs.view(job_id)["waiting"]
     editor = page.get_by_label("SQL to run", exact=False)
-    expect(editor).to_have_value(waiting["details"]["sql"])
+    expect(editor).not_to_have_value("")
+    assert same_sql(editor.input_value(), waiting["details"]["sql"])
     expect(page.locator("#waiting .waiting-question")).to_have_text(waiting["question"])
     options = page.locator("#waiting .actions button")
     expect(options).to_have_text(["Approve", "Run edited SQL", "Reject (skip the query)", "Abort job"])
@@ -109,7 +121,8 @@ def test_edited_sql_is_what_runs(page: Page, host: DevHostProcess, jobs: JobClie
         again = jobs.view(job_id).get("waiting") or {}
     shown = again["details"]["sql"]
     assert "group by reason" in shown.lower()
-    expect(page.get_by_label("SQL to run", exact=False)).to_have_value(shown)
+    expect(page.locator("#waiting")).to_contain_text(f"Question {again['question_id']}")
+    assert same_sql(page.get_by_label("SQL to run", exact=False).input_value(), shown)
     page.get_by_role("button", name="Approve", exact=True).click()
     expect(status_badge(page)).to_have_text("Completed")
     output = jobs.view(job_id)["steps"][0]["output"]
@@ -295,20 +308,29 @@ def test_a_missing_or_wrong_key_is_explained(page: Page, host: DevHostProcess, j
     jobs.submit(DOCS_Q)
     page.emulate_media(color_scheme="dark")
     page.goto("/api/ui/")
-    banner = page.locator("#banner")
-    expect(banner).to_contain_text("UNAUTHORIZED")
-    expect(banner).to_contain_text("function key")
+    page.wait_for_selector("html[data-ready='true']", state="attached")
+    # Before the user has done anything: a calm "enter the key" state, no error banner.
+    locked = page.locator("#jobs-locked")
+    expect(locked).to_have_text("Enter the function key at the top of the page to see the jobs.")
     expect(page.locator("#key-state")).to_have_text("Not set")
+    expect(page.locator("#banner")).to_be_hidden()
+    expect(page.locator("#jobs-error")).to_be_hidden()
+    expect(page.get_by_role("alert")).to_have_count(0)
     page.screenshot(path=str(shots / "no-key-dark.png"))
+    # A wrong key is checked and said to be rejected, never "accepted" or kept.
     key = page.get_by_label("Function key", exact=True)
     key.fill("wrong-key")
+    expect(page.locator("#key-state")).to_have_text("Not checked yet")
     key.dispatch_event("change")
-    expect(banner).to_be_visible()
+    expect(page.locator("#key-state")).to_have_text("Key rejected (401)")
+    expect(locked).to_contain_text("rejected (401)")
+    assert page.evaluate("sessionStorage.getItem('durable-ai-jobs.function-key')") is None
+    page.screenshot(path=str(shots / "wrong-key-dark.png"))
     assert host.keys is not None
     key.fill(host.keys.function)
     key.dispatch_event("change")
-    expect(banner).to_be_hidden()
-    expect(page.locator("#key-state")).to_have_text("Kept for this tab")
+    expect(page.locator("#key-state")).to_have_text("Key accepted · kept for this tab")
+    expect(locked).to_be_hidden()
     expect(page.locator("#job-list .job-item").first).to_be_visible()
     expect(page.locator("#jobs-error")).to_be_hidden()
     assert page.evaluate("sessionStorage.getItem('durable-ai-jobs.function-key')") == host.keys.function
@@ -316,6 +338,23 @@ def test_a_missing_or_wrong_key_is_explained(page: Page, host: DevHostProcess, j
     page.get_by_role("button", name="Show").click()
     expect(key).to_have_attribute("type", "text")
     expect(page.get_by_role("button", name="Hide")).to_have_attribute("aria-pressed", "true")
+
+
+def test_a_shared_job_link_without_a_key_asks_for_it_calmly(page: Page, host: DevHostProcess, jobs: JobClient) -> None:
+    job_id = jobs.submit(DOCS_Q)
+    jobs.wait(job_id)
+    page.goto(f"/api/ui/#job={job_id}")
+    page.wait_for_selector("html[data-ready='true']", state="attached")
+    expect(page.locator("#detail-locked")).to_have_text(
+        "Enter the function key at the top of the page to open this job."
+    )
+    expect(page.get_by_role("alert")).to_have_count(0)
+    assert host.keys is not None
+    key = page.get_by_label("Function key", exact=True)
+    key.fill(host.keys.function)
+    key.dispatch_event("change")
+    expect(status_badge(page)).to_have_text("Completed")
+    expect(page.locator("#detail-locked")).to_be_hidden()
 
 
 LABEL_AUDIT = """() => {

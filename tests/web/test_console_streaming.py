@@ -90,3 +90,9 @@ def test_the_answer_grows_on_the_page_while_it_streams(
     assert fake_llm.failures == []
     # Cost from MODEL_PRICES shows in the usage table.
     expect(page.locator("#usage-table tfoot td").nth(3)).not_to_have_text("$0")
+    # One precision for the whole cost column (a $0 step reads $0.000000 beside a priced one), right-aligned.
+    costs = page.locator("#usage-table tbody td:nth-child(5), #usage-table tfoot td:nth-child(5)").all_inner_texts()
+    assert len({len(c.split(".")[1]) if "." in c else 0 for c in costs}) == 1, costs
+    # A real model is named as such: no stand-in label.
+    expect(page.locator("#answer-model")).to_contain_text(MODEL)
+    expect(page.locator(".offline-note")).to_have_count(0)
