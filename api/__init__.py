@@ -1,12 +1,14 @@
-"""HTTP triggers of the app (the job API). Never name this package ``http``."""
+"""HTTP triggers of the app (the job API) and its retention timer. Never name this package ``http``."""
 
 import azure.durable_functions as df
 
 from api.health import register as register_health
 from api.jobs import register as register_jobs
+from api.maintenance import register as register_maintenance
 from api.ui import register as register_ui
 
 blueprint = df.Blueprint()
 register_health(blueprint)
 register_jobs(blueprint)
 register_ui(blueprint)
+register_maintenance(blueprint)

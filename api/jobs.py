@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
-import uuid
+import secrets
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import azure.durable_functions as df
 import azure.functions as func
 import httpx
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from api.auth import Caller, caller_of
 from api.errors import ApiError, from_validation_error, guarded, json_response
@@ -162,7 +167,7 @@ async def submit(req: func.HttpRequest, client: df.DurableOrchestrationClient) -
     owner = JobOwner(id=who.id, name=who.name, idp=who.idp) if who else None
     from shared import telemetry
 
-    job_id = uuid.uuid4().hex
+    job_id = new_job_id()
     # The job's trace starts here; its W3C context rides in the input to every activity.
     with telemetry.job_span(job_id=job_id):
         job = JobInput(
@@ -187,7 +192,11 @@ async def view(req: func.HttpRequest, client: df.DurableOrchestrationClient, job
     cursor = _int_param(req, "log_cursor", 0, 0, 10_000_000)
     limit = _int_param(req, "log_limit", 100, 1, 1000)
     status = await _status(client, job_id, caller, history=True)
-    return json_response(build_view(status, job_links(req, job_id), log_cursor=cursor, log_limit=limit))
+    from shared.settings import get_settings
+
+    retention = get_settings().job_history_retention_days
+    view_body = build_view(status, job_links(req, job_id), log_cursor=cursor, log_limit=limit, retention_days=retention)
+    return json_response(view_body)
 
 
 async def feedback(req: func.HttpRequest, client: df.DurableOrchestrationClient, job_id: str) -> func.HttpResponse:
@@ -201,16 +210,34 @@ async def feedback(req: func.HttpRequest, client: df.DurableOrchestrationClient,
     if status.get("runtimeStatus") in TERMINAL_RUNTIME or waiting is None:
         current = job_status(status.get("runtimeStatus"), state, decode(status.get("output")))
         raise ApiError(409, "JOB_NOT_WAITING", f"job {job_id} is {current}, not waiting for an answer")
-    if answer.question_id is not None and answer.question_id != waiting.question_id:
+    # An answer resumes exactly the question the user saw: one without a question id could answer a later one.
+    if answer.question_id is None:
         raise ApiError(
             409,
             "STALE_QUESTION",
-            f"question {answer.question_id} was already answered; the job now asks {waiting.question_id}",
+            f"feedback must name the question it answers; the job is waiting on question {waiting.question_id}",
+            field="question_id",
+        )
+    if answer.question_id != waiting.question_id:
+        raise ApiError(
+            409,
+            "STALE_QUESTION",
+            f"question {answer.question_id} is not the one waiting; the job is waiting on question "
+            f"{waiting.question_id}",
+            field="question_id",
         )
     if not waiting.free_text and answer.action() not in waiting.options:
         raise ApiError(400, "INVALID_ANSWER", f"answer must be one of {waiting.options}", field="answer")
     if answer.action() == "edit" and waiting.kind in ("error", "approval"):
         _check_edit(answer, waiting.step_id, state)
+    # Only a valid answer claims the question: an invalid one leaves it open for a corrected answer.
+    from shared.answer_claims import get_claims
+    from shared.settings import get_settings
+
+    if not get_claims(get_settings()).claim(job_id, waiting.question_id):
+        raise ApiError(
+            409, "ALREADY_ANSWERED", f"question {waiting.question_id} was already answered", field="question_id"
+        )
     payload = {"answer": answer.answer, "question_id": waiting.question_id}
     await client.raise_event(job_id, f"answer:{waiting.question_id}", payload)
     return json_response({"id": job_id, "question_id": waiting.question_id, "accepted": True}, 202)
@@ -224,11 +251,33 @@ def _check_edit(answer: UserAnswer, step_id: str | None, state: JobState | None)
     nested = isinstance(answer.answer, dict) and isinstance(answer.answer.get("input"), dict)
     prefix = "answer.input" if nested else "answer"
     try:
-        check_edits(kind or "", answer.edits())
+        checked = check_edits(kind or "", answer.edits())
     except StepInputError as exc:
         hint = ' e.g. {"action": "edit", "sql": "SELECT ..."}' if exc.field is None else ""
         field = f"{prefix}.{exc.field}" if exc.field else prefix
         raise ApiError(400, "INVALID_ANSWER", f"invalid edit: {exc.message}{hint}", field=field) from exc
+    # sql: null with a new question asks for a fresh draft; otherwise an SQL edit must be a statement that passes.
+    if kind == "execute_azure_sql" and "sql" in checked and (checked["sql"] is not None or "question" not in checked):
+        _check_sql_edit(checked["sql"], f"{prefix}.sql")
+
+
+def _check_sql_edit(sql: Any, field: str) -> None:
+    """400 INVALID_ANSWER with the guard's reason when an edited statement would be rejected when it runs."""
+    from shared.clients import get_clients
+    from shared.sqlguard import guard_sql
+
+    if not isinstance(sql, str) or not sql.strip():
+        raise ApiError(400, "INVALID_ANSWER", "invalid edit: sql must be a non-empty SQL statement", field=field)
+    clients = get_clients()
+    settings = clients.settings
+    # The executor's allow-list, sensitive tables included: a human sees such a statement again for approval.
+    allowed = set(settings.allowed_tables or clients.catalog.allowed_tables(include_sensitive=True))
+    dialect = "tsql" if settings.sql_provider == "azure_sql" else "sqlite"
+    verdict = guard_sql(sql, dialect=dialect, allowed_tables=allowed, max_rows=settings.sql_max_rows)
+    if not verdict.accepted:
+        raise ApiError(
+            400, "INVALID_ANSWER", f"invalid edit: SQL rejected ({verdict.reason_code}): {verdict.message}", field=field
+        )
 
 
 async def cancel(req: func.HttpRequest, client: df.DurableOrchestrationClient, job_id: str) -> func.HttpResponse:
@@ -240,48 +289,245 @@ async def cancel(req: func.HttpRequest, client: df.DurableOrchestrationClient, j
     return json_response({"id": job_id, "status": "cancelling"}, 202)
 
 
-def _encode_cursor(created: str, job_id: str) -> str:
-    return base64.urlsafe_b64encode(f"{created}|{job_id}".encode()).decode()
+class ListWindows(BaseModel):
+    """How ``GET /api/jobs`` walks back in time: windows of created time, newest first."""
+
+    # Width of the first window (seconds); a sparse window doubles the next one.
+    first_s: int = Field(default=2, ge=1)
+    # Windows per request at most; then the page ends early with a cursor at the boundary reached.
+    max_windows: int = Field(default=30, ge=1)
+    # Instances per Durable list request (the API's ``top``); continuation tokens fetch the rest.
+    page_size: int = Field(default=500, ge=1, le=1000)
 
 
-def _decode_cursor(cursor: str) -> tuple[str, str]:
-    try:
-        created, job_id = base64.urlsafe_b64decode(cursor.encode()).decode().split("|", 1)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ApiError(400, "INVALID_PARAMETER", "cursor is not valid", field="cursor") from exc
-    return created, job_id
-
-
-# Newest-first needs every matching instance (Durable lists are not sorted by time); bound the scan.
-MAX_LISTED_INSTANCES = 10_000
+LIST_WINDOWS = ListWindows()
+# Widest window a cursor may ask for (about 10 years): bounds what one request can make the store read.
+MAX_WINDOW_S = 10 * 366 * 86_400
+# Probe pages followed at most (Azure Table queries may answer empty pages with a continuation token).
+MAX_PROBE_PAGES = 50
 LIST_PAGE = 500
 
 
-async def durable_instances(
-    binding_json: str, runtime_statuses: list[str] | None, *, page_size: int = LIST_PAGE
-) -> list[dict[str, Any]]:
-    """All instances the Durable HTTP API lists, following continuation tokens (the SDK reads one page)."""
-    binding = json.loads(binding_json)
-    base = str(binding["rpcBaseUrl"])
-    params = {"top": str(page_size), "showInput": "true"}
+class ListCursor(BaseModel):
+    """Where the next page starts: jobs whose (created second, id) sorts before (t, id)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    t: int = Field(ge=0, le=253_402_200_000)  # epoch second of the last job shown (or the boundary reached)
+    id: str = Field(max_length=256)  # the last job's id; "" = every job created before second t
+    w: int = Field(ge=1, le=MAX_WINDOW_S)  # window width (s) to start with
+
+
+def _encode_cursor(cursor: ListCursor) -> str:
+    return base64.urlsafe_b64encode(cursor.model_dump_json().encode()).decode()
+
+
+def _decode_cursor(text: str) -> ListCursor:
+    try:
+        return ListCursor.model_validate_json(base64.urlsafe_b64decode(text.encode()))
+    except (ValueError, UnicodeError) as exc:  # binascii.Error and ValidationError are ValueErrors
+        raise ApiError(400, "INVALID_PARAMETER", "cursor is not valid", field="cursor") from exc
+
+
+_id_lock = threading.Lock()
+_last_id_ms = 0
+_last_id_seq = 0
+
+
+def new_job_id() -> str:
+    """A UUIDv7 as 32 hex chars: ids sort by creation time, to the millisecond, then by a counter.
+
+    Durable reports created times to the second only; the listing breaks ties by id, so jobs created in
+    the same second list newest first. 62 random bits keep ids unguessable (and another user's job is
+    a 404 anyway).
+    """
+    global _last_id_ms, _last_id_seq
+    with _id_lock:
+        ms = time.time_ns() // 1_000_000
+        if ms > _last_id_ms:
+            _last_id_ms, _last_id_seq = ms, secrets.randbelow(1 << 11)
+        else:  # same millisecond (or the clock stepped back): keep counting up from the last id
+            _last_id_seq += 1
+            if _last_id_seq >= 1 << 12:
+                _last_id_ms, _last_id_seq = _last_id_ms + 1, 0
+        ms, seq = _last_id_ms, _last_id_seq
+    value = (ms & ((1 << 48) - 1)) << 80 | 0x7 << 76 | seq << 64 | 0b10 << 62 | secrets.randbits(62)
+    return f"{value:032x}"
+
+
+def _durable_time(epoch_s: int) -> str:
+    return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _created_second(data: dict[str, Any]) -> int | None:
+    text = data.get("createdTime")
+    if not isinstance(text, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return int((moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp())
+
+
+async def _durable_pages(
+    http: httpx.AsyncClient, base: str, params: dict[str, str], *, max_pages: int | None = None
+) -> AsyncIterator[list[dict[str, Any]]]:
+    """Pages of the Durable list API (``GET instances/``), following continuation tokens."""
+    token: str | None = None
+    pages = 0
+    while True:
+        headers = {"x-ms-continuation-token": token} if token else {}
+        resp = await http.get(f"{base}instances/", params=params, headers=headers)
+        if resp.status_code != 200:
+            raise RuntimeError(f"the Durable list API answered {resp.status_code}")
+        body = resp.json()
+        yield body if isinstance(body, list) else []
+        pages += 1
+        token = resp.headers.get("x-ms-continuation-token")
+        if not token or token == "null" or (max_pages is not None and pages >= max_pages):
+            return
+
+
+def _list_params(runtime_statuses: list[str] | None, top: int, *, show_input: bool) -> dict[str, str]:
+    params = {"top": str(top), "showInput": "true" if show_input else "false"}
     if runtime_statuses:
         params["runtimeStatus"] = ",".join(runtime_statuses)
+    return params
+
+
+async def durable_instances(
+    binding_json: str,
+    runtime_statuses: list[str] | None,
+    *,
+    page_size: int = LIST_PAGE,
+    created_from: int | None = None,
+    created_to: int | None = None,
+    http: httpx.AsyncClient | None = None,
+) -> list[dict[str, Any]]:
+    """Every instance the Durable HTTP API lists in a created-time range (epoch seconds, both inclusive)."""
+    base = str(json.loads(binding_json)["rpcBaseUrl"])
+    params = _list_params(runtime_statuses, page_size, show_input=True)
+    if created_from is not None:
+        params["createdTimeFrom"] = _durable_time(created_from)
+    if created_to is not None:
+        params["createdTimeTo"] = _durable_time(created_to)
     found: list[dict[str, Any]] = []
-    token: str | None = None
-    async with httpx.AsyncClient(timeout=30.0) as http:
-        while len(found) < MAX_LISTED_INSTANCES:
-            headers = {"x-ms-continuation-token": token} if token else {}
-            resp = await http.get(f"{base}instances/", params=params, headers=headers)
-            if resp.status_code != 200:
-                raise RuntimeError(f"the Durable list API answered {resp.status_code}")
-            found.extend(resp.json())
-            token = resp.headers.get("x-ms-continuation-token")
-            if not token or token == "null":
-                break
+    async with contextlib.AsyncExitStack() as stack:
+        client = http if http is not None else await stack.enter_async_context(httpx.AsyncClient(timeout=30.0))
+        async for page in _durable_pages(client, base, params):
+            found.extend(page)
     return found
 
 
-async def list_jobs(req: func.HttpRequest, binding_json: str) -> func.HttpResponse:
+async def _exists_before(http: httpx.AsyncClient, base: str, runtime_statuses: list[str] | None, second: int) -> bool:
+    """Whether any instance was created at or before ``second`` (one small query, not a scan of results)."""
+    params = _list_params(runtime_statuses, 1, show_input=False)
+    params["createdTimeTo"] = _durable_time(second)
+    async for page in _durable_pages(http, base, params, max_pages=MAX_PROBE_PAGES):
+        if page:
+            return True
+    return False
+
+
+Key = tuple[int, str]
+
+
+async def newest_first(
+    binding_json: str,
+    runtime_statuses: list[str] | None,
+    accept: Callable[[dict[str, Any]], dict[str, Any] | None],
+    *,
+    limit: int,
+    after: ListCursor | None,
+    now: float,
+    windows: ListWindows = LIST_WINDOWS,
+    http: httpx.AsyncClient | None = None,
+) -> tuple[list[dict[str, Any]], ListCursor | None]:
+    """One page of accepted instances, newest first, reading windows of created time backwards.
+
+    The Durable list API is not ordered by time (Azure Storage lists by partition key, devhost by
+    created time), so no page is read whole: a window [from, to] of whole seconds is read completely,
+    then the next older one, doubling its width while the results are sparse, until the page is full
+    (plus one, to know there is more) or nothing older exists. Every job in a window created at or
+    after its start second sorts before every job in older windows, so the page is exact; the cost
+    follows the jobs per window, not the size of the store.
+    """
+    base = str(json.loads(binding_json)["rpcBaseUrl"])
+    upper: Key | None = (after.t, after.id) if after else None
+    # Jobs of the cursor's second are at most t + 1 (the API's times have whole seconds).
+    to_s: int | None = after.t + 1 if after else None
+    edge = to_s if to_s is not None else int(now) + 1
+    width = after.w if after else windows.first_s
+    found: dict[str, tuple[Key, dict[str, Any]]] = {}
+    async with contextlib.AsyncExitStack() as stack:
+        client = http if http is not None else await stack.enter_async_context(httpx.AsyncClient(timeout=30.0))
+        for _ in range(windows.max_windows):
+            start = max(0, edge - width)
+            params = _list_params(runtime_statuses, windows.page_size, show_input=True)
+            params["createdTimeFrom"] = _durable_time(start)
+            if to_s is not None:
+                params["createdTimeTo"] = _durable_time(to_s)
+            read = 0
+            async for page in _durable_pages(client, base, params):
+                read += len(page)
+                for data in page:
+                    second, job_id = _created_second(data), data.get("instanceId")
+                    if second is None or not isinstance(job_id, str) or job_id in found:
+                        continue
+                    key = (second, job_id)
+                    if upper is not None and key >= upper:
+                        continue
+                    item = accept(data)
+                    if item is not None:
+                        found[job_id] = (key, item)
+            if len(found) > limit:
+                ranked = sorted(found.values(), key=lambda kv: kv[0], reverse=True)[:limit]
+                # A window that read far more than a page: start the next page with a narrower one.
+                next_width = max(1, width // 2) if read > 4 * (limit + 1) and width > 1 else width
+                last = ranked[-1][0]
+                return [item for _, item in ranked], ListCursor(t=last[0], id=last[1], w=next_width)
+            if start == 0 or not await _exists_before(client, base, runtime_statuses, start):
+                break
+            to_s = edge = start
+            width = min(width * 2, MAX_WINDOW_S)
+        else:
+            # Out of windows for this request: everything at or after ``edge`` is on this page.
+            ranked = sorted(found.values(), key=lambda kv: kv[0], reverse=True)
+            return [item for _, item in ranked], ListCursor(t=edge, id="", w=width)
+    ranked = sorted(found.values(), key=lambda kv: kv[0], reverse=True)
+    return [item for _, item in ranked], None
+
+
+def _list_item(data: dict[str, Any], caller: Caller, wanted: str | None) -> dict[str, Any] | None:
+    """The list entry of one Durable instance, or None when it is not a job this caller may see."""
+    job_input = decode(data.get("input"))
+    if data.get("name") != ORCHESTRATOR_NAME or not caller.sees(job_input):
+        return None
+    custom = data.get("customStatus")
+    try:
+        state = JobState.model_validate(custom) if isinstance(custom, dict) else None
+    except ValidationError:
+        state = None
+    current = job_status(data.get("runtimeStatus"), state, decode(data.get("output")))
+    if wanted and current != wanted:
+        return None
+    question = job_input.get("request", {}).get("question") if isinstance(job_input, dict) else None
+    owner = job_input.get("owner") if isinstance(job_input, dict) else None
+    return {
+        "id": data.get("instanceId"),
+        "status": current,
+        "question": question,
+        # Display name of who started it (None without Easy Auth): admins see everyone's jobs.
+        "owner": owner.get("name") if isinstance(owner, dict) else None,
+        "created_at": data.get("createdTime"),
+        "updated_at": data.get("lastUpdatedTime"),
+    }
+
+
+async def list_jobs(
+    req: func.HttpRequest, binding_json: str, *, windows: ListWindows = LIST_WINDOWS
+) -> func.HttpResponse:
     """The caller's jobs (all jobs for admins and without Easy Auth), newest first, paged with a cursor."""
     caller = request_caller(req)
     wanted = req.params.get("status")
@@ -290,35 +536,16 @@ async def list_jobs(req: func.HttpRequest, binding_json: str) -> func.HttpRespon
     limit = _int_param(req, "limit", 20, 1, 100)
     after = _decode_cursor(req.params["cursor"]) if req.params.get("cursor") else None
     runtime = [s.value for s in RUNTIME_FOR[wanted]] if wanted else None
-    items: list[dict[str, Any]] = []
-    for data in await durable_instances(binding_json, runtime):
-        job_input = decode(data.get("input"))
-        if data.get("name") != ORCHESTRATOR_NAME or not caller.sees(job_input):
-            continue
-        custom = data.get("customStatus")
-        state = JobState.model_validate(custom) if isinstance(custom, dict) else None
-        current = job_status(data.get("runtimeStatus"), state, decode(data.get("output")))
-        if wanted and current != wanted:
-            continue
-        question = job_input.get("request", {}).get("question") if isinstance(job_input, dict) else None
-        owner = job_input.get("owner") if isinstance(job_input, dict) else None
-        items.append(
-            {
-                "id": data.get("instanceId"),
-                "status": current,
-                "question": question,
-                # Display name of who started it (None without Easy Auth): admins see everyone's jobs.
-                "owner": owner.get("name") if isinstance(owner, dict) else None,
-                "created_at": data.get("createdTime"),
-                "updated_at": data.get("lastUpdatedTime"),
-            }
-        )
-    items.sort(key=lambda j: (str(j["created_at"]), str(j["id"])), reverse=True)
-    if after is not None:
-        items = [j for j in items if (str(j["created_at"]), str(j["id"])) < after]
-    page = items[:limit]
-    next_cursor = _encode_cursor(str(page[-1]["created_at"]), str(page[-1]["id"])) if len(items) > limit else None
-    return json_response({"jobs": page, "next_cursor": next_cursor})
+    page, cursor = await newest_first(
+        binding_json,
+        runtime,
+        lambda data: _list_item(data, caller, wanted),
+        limit=limit,
+        after=after,
+        now=time.time(),
+        windows=windows,
+    )
+    return json_response({"jobs": page, "next_cursor": _encode_cursor(cursor) if cursor else None})
 
 
 def register(bp: df.Blueprint) -> None:

@@ -107,7 +107,7 @@ def _line(event: dict[str, Any]) -> str | None:
     if kind == "EventRaised":
         return f"user answered {str(event.get('Name', '')).removeprefix('answer:')}"
     if kind == "ExecutionCompleted":
-        return f"job ended ({event.get('OrchestrationStatus')})"
+        return _ended_line(event)
     if kind == "ExecutionTerminated":
         return f"job cancelled: {decode(event.get('Input')) or ''}"
     if kind == "ExecutionSuspended":
@@ -115,6 +115,57 @@ def _line(event: dict[str, Any]) -> str | None:
     if kind == "ExecutionResumed":
         return "job resumed"
     return None
+
+
+def _ended_line(event: dict[str, Any]) -> str:
+    """The last line: says how the job ended, never "Completed" for a job that failed or was cancelled."""
+    runtime = event.get("OrchestrationStatus")
+    result = decode(event.get("Result"))
+    if runtime in ("Terminated", "Canceled"):
+        return "job cancelled"
+    if runtime == "Failed" or (isinstance(result, dict) and result.get("status") == "failed"):
+        err = (result.get("error") if isinstance(result, dict) else None) or {}
+        where = f" at {err['step_id']}" if err.get("step_id") else ""
+        reason = f": {err.get('code')}: {str(err.get('message', ''))[:300]}" if err.get("code") else ""
+        return f"job failed{where}{reason}"
+    return "job completed"
+
+
+def _ms_between(start: str | None, end: str | None) -> int | None:
+    from datetime import datetime
+
+    if not start or not end:
+        return None
+    try:
+        delta = datetime.fromisoformat(end.replace("Z", "+00:00")) - datetime.fromisoformat(
+            start.replace("Z", "+00:00")
+        )
+    except (ValueError, TypeError):
+        return None
+    return max(0, int(delta.total_seconds() * 1000))
+
+
+def retry_message(retry_at: str | None, next_attempt: int | None, max_attempts: int | None) -> str:
+    """'retrying at HH:MM:SS (attempt 2 of 3)' for a step waiting out a backoff."""
+    from datetime import datetime
+
+    when = retry_at or ""
+    try:
+        when = datetime.fromisoformat(when.replace("Z", "+00:00")).strftime("%H:%M:%S")
+    except ValueError:
+        pass
+    attempt = f" (attempt {next_attempt} of {max_attempts})" if next_attempt and max_attempts else ""
+    return f"retrying at {when}{attempt}" if when else f"retrying{attempt}"
+
+
+def plan_status(runtime: str | None, state: JobState | None) -> str:
+    """How planning stands: planning, planned, failed or cancelled (never "planning" for a finished job)."""
+    current = state.plan_status if state else "planning"
+    if current == "planning" and runtime in ("Terminated", "Canceled"):
+        return "cancelled"
+    if current == "planning" and runtime in ("Failed", "Completed"):
+        return "failed"
+    return current
 
 
 def build_log(history: list[dict[str, Any]], cursor: int, limit: int) -> dict[str, Any]:
@@ -205,6 +256,7 @@ def build_view(
     log_cursor: int = 0,
     log_limit: int = 100,
     partials: PartialReader | None = None,
+    retention_days: float | None = None,
 ) -> dict[str, Any]:
     """The job view a UI polls (``partials`` reads streamed text; default: the configured store)."""
     custom = status.get("customStatus")
@@ -219,8 +271,16 @@ def build_view(
     steps: list[dict[str, Any]] = []
     for step in state.steps if state else []:
         entry = step.model_dump(mode="json", exclude_none=True)
-        if runtime in ("Terminated", "Canceled") and step.state in ("running", "waiting"):
+        if runtime in ("Terminated", "Canceled") and step.state in ("running", "retrying", "waiting"):
             entry["state"] = "cancelled"
+        if entry["state"] == "retrying":
+            entry["message"] = retry_message(step.retry_at, step.next_attempt, step.max_attempts)
+        elif entry["state"] == "skipped" and step.note:
+            entry["message"] = f"did not run: {step.note}"
+        # A human wait is shown as waited_ms and is not part of the step's duration.
+        run_ms = _ms_between(step.started_at, step.ended_at)
+        if run_ms is not None:
+            entry["duration_ms"] = max(0, run_ms - step.waited_ms)
         if step.id in outputs:
             entry["output"] = outputs[step.id]
         if step.id in drafts:
@@ -254,6 +314,7 @@ def build_view(
         "created_at": status.get("createdTime"),
         "updated_at": status.get("lastUpdatedTime"),
         "current_step_index": state.step_index if state else -1,
+        "plan": {"status": plan_status(runtime, state)},
         "steps": steps,
         "waiting": state.waiting.model_dump(mode="json")
         if state and state.waiting and runtime not in TERMINAL_RUNTIME
@@ -261,10 +322,28 @@ def build_view(
         "usage": {
             "total": (state.usage.model_dump(mode="json") if state else None),
             "planning": (state.plan_usage.model_dump(mode="json") if state else None),
+            "supervisor": (state.supervisor_usage.model_dump(mode="json") if state else None),
             "by_step": {s.id: s.usage.model_dump(mode="json") for s in state.steps} if state else {},
         },
         "answer": answer,
         "error": error,
         "log": build_log(history, log_cursor, log_limit) | {"live": live},
         "links": links,
+        "history_purged_after": history_purged_after(status.get("createdTime"), runtime, retention_days),
     }
+
+
+def history_purged_after(created: Any, runtime: Any, retention_days: float | None) -> str | None:
+    """When the retention timer may purge a finished job (api/maintenance.py); None while it runs."""
+    if retention_days is None or runtime not in TERMINAL_RUNTIME or not isinstance(created, str):
+        return None
+    from datetime import UTC, datetime
+
+    from api.maintenance import purge_after
+
+    try:
+        moment = datetime.fromisoformat(created.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return purge_after(moment, retention_days).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -135,6 +135,10 @@ param easyAuthTenantId string = tenant().tenantId
 @description('App role (of the Easy Auth app registration) whose members see, answer and cancel every job.')
 param jobsAdminRole string = 'Jobs.Admin'
 
+@minValue(1)
+@description('Days a finished job (completed, failed, cancelled) stays in the Durable store before the app purges its history.')
+param jobHistoryRetentionDays int = 30
+
 var abbrs = loadJsonContent('abbreviations.json')
 var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
 var tags = {
@@ -282,6 +286,7 @@ module functionApp 'modules/functionapp.bicep' = {
     easyAuthClientId: easyAuthClientId
     easyAuthTenantId: easyAuthTenantId
     jobsAdminRole: jobsAdminRole
+    jobHistoryRetentionDays: jobHistoryRetentionDays
   }
 }
 

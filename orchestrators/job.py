@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Generator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -31,6 +31,7 @@ from shared.jobs import (
     JobResult,
     JobState,
     StepState,
+    StepStateName,
     UserAnswer,
     Waiting,
 )
@@ -89,6 +90,8 @@ class JobRun:
         self.outputs: dict[str, dict[str, Any]] = {}
         self.clarifications: dict[str, str] = {}
         self.last_status: str | None = None
+        # Why the step being run was skipped (set where it is skipped, read when the step ends).
+        self.skip_reason: str | None = None
 
     # --- plumbing ----------------------------------------------------------------------------
 
@@ -115,11 +118,13 @@ class JobRun:
                 )
             self.last_status = self.state.status
 
-    def add_usage(self, step: StepState | None, usage: Usage) -> None:
-        """Count a step's usage into the step and the job."""
+    def add_usage(self, step: StepState | None, usage: Usage, executor_type: str = "plan") -> None:
+        """Count a call's usage into the job and its step, or planning, or the Supervisor (hybrid mode)."""
         self.state.usage = self.state.usage + usage
         if step is not None:
             step.usage = step.usage + usage
+        elif executor_type == "supervise":
+            self.state.supervisor_usage = self.state.supervisor_usage + usage
         else:
             self.state.plan_usage = self.state.plan_usage + usage
 
@@ -131,6 +136,7 @@ class JobRun:
         self.publish()
         try:
             plan = yield from self.make_plan(self.job.request.question)
+            self.state.plan_status = "planned"
             self.state.steps = [StepState(id=s.id, kind=s.kind, title=s.title) for s in plan.steps]
             self.state.status = "running"
             self.publish()
@@ -153,11 +159,15 @@ class JobRun:
         self.state.status = "failed"
         self.state.error = info
         self.state.waiting = None
+        if self.state.plan_status == "planning":
+            self.state.plan_status = "failed"  # the plan never came: the view must not say "Planning…"
         for step in self.state.steps:
-            if step.id == info.step_id and step.state in ("running", "waiting", "pending"):
+            if step.id == info.step_id and step.state in ("running", "retrying", "waiting", "pending"):
+                self.end_wait(step)
                 step.state = "failed"
                 step.ended_at = self.now_iso()
                 step.error = info
+                _clear_retry(step)
         self.publish()
         self.log("failed at %s: %s %s", info.step_id, info.code, info.message)
         return JobResult(status="failed", usage=self.state.usage, error=info).model_dump(mode="json")
@@ -184,11 +194,13 @@ class JobRun:
             step = self.state.steps[index]
             self.state.step_index = index
             step.started_at = self.now_iso()
+            self.skip_reason = None
             result = yield from self.run_step(spec, step)
             step.ended_at = self.now_iso()
             if result is None:
                 step.state = "skipped"
-                self.log("step %s skipped", spec.id)
+                step.note = self.skip_reason or "it was skipped"
+                self.log("step %s skipped: %s", spec.id, step.note)
             else:
                 step.state = "succeeded"
                 self.outputs[spec.id] = result
@@ -234,6 +246,7 @@ class JobRun:
         extra: dict[str, Any] = {}
         if spec.kind == "generate_response":
             extra["sources"] = self.sources_for(spec)
+            extra["step_notes"] = self.notes_for(spec)
         out = yield from self.execute(step, spec.kind, task, extra)
         return None if out is None else (out.result or {})
 
@@ -265,6 +278,15 @@ class JobRun:
             key = "query" if spec.kind == "consult_rag" else "question"
             task[key] = f"{task.get(key, '')} ({'; '.join(notes)})".strip()[:2000]
         return task
+
+    def notes_for(self, spec: PlanStep) -> list[str]:
+        """What the answer must say about the steps it depends on that did not run, and why."""
+        wanted = set(spec.depends_on) if spec.depends_on else None
+        return [
+            f"The step '{s.title}' did not run: {s.note or 'it was skipped'}."
+            for s in self.state.steps
+            if s.state == "skipped" and s.id != spec.id and (wanted is None or s.id in wanted)
+        ][:12]
 
     def sources_for(self, spec: PlanStep) -> list[dict[str, Any]]:
         """Compact sources for the answer: chunks and SQL rows of the steps it depends on."""
@@ -329,6 +351,7 @@ class JobRun:
             if step is not None:
                 step.attempts = attempt
                 step.state = "running"
+                _clear_retry(step)
                 step.model = models[model_index]
                 self.publish()
             inp = ExecutorInput(
@@ -348,7 +371,7 @@ class JobRun:
             )
             raw = yield self.ctx.call_activity(executor_type, inp.model_dump(mode="json"))
             out = ExecutorOutput.model_validate(_as_dict(raw))
-            self.add_usage(step, out.usage)
+            self.add_usage(step, out.usage, executor_type)
             if step is not None and out.model_used:
                 step.model = out.model_used
             if out.status != "failed" or out.error is None:
@@ -367,8 +390,15 @@ class JobRun:
                     policy.max_retry_ms,
                     max(error.retry_after_ms or 0, policy.first_retry_ms * 2 ** (tries_on_model - 1)),
                 )
+                retry_at = self.ctx.current_utc_datetime + timedelta(milliseconds=delay_ms)
+                if step is not None:
+                    # Waiting out a backoff is not running: the view says when, and which try comes next.
+                    step.state = "retrying"
+                    step.retry_at = retry_at.isoformat()
+                    step.next_attempt = tries_on_model + 1
+                    step.max_attempts = policy.max_attempts_per_model
                 self.publish()
-                yield self.ctx.create_timer(self.ctx.current_utc_datetime + timedelta(milliseconds=delay_ms))
+                yield self.ctx.create_timer(retry_at)
                 continue
             if (error.retryable or error.code in MODEL_SPECIFIC) and uses_llm and model_index + 1 < len(models):
                 model_index += 1
@@ -392,6 +422,11 @@ class JobRun:
             if action == "retry":
                 model_index, tries_on_model = 0, 0
             elif action == "skip":
+                self.skip_reason = (
+                    f"no one answered in time after it failed ({error.code}), so it was skipped"
+                    if isinstance(reply, ExpiredAnswer)
+                    else f"the user chose to skip it after it failed ({error.code})"
+                )
                 return None
             elif action == "edit":
                 # ask() only returns an edit that passed the same check as the HTTP edge.
@@ -444,9 +479,15 @@ class JobRun:
         """
         policy = self.job.request.approval
         while True:
-            draft = yield from self.execute(step, SQL_KIND, task, SqlAccess(sql_mode="draft").model_dump())
+            draft = yield from self.execute(
+                step, SQL_KIND, task, SqlAccess(sql_mode="draft").model_dump(), reapprove_edits=True
+            )
             if draft is None:
                 return None
+            if isinstance(draft, EditedTask):
+                # The user edited the step after a failed draft: the edit replaces the task this loop drafts.
+                task = draft.task
+                continue
             try:
                 result = SqlDraftResult.model_validate(draft.result or {})
             except ValidationError as exc:
@@ -490,6 +531,11 @@ class JobRun:
                 task = _redraft(run_task, apply_edits(SQL_KIND, run_task, reply.edits()))
                 continue
             if action == "reject":
+                self.skip_reason = (
+                    "its SQL query was not approved in time, so it was not run"
+                    if isinstance(reply, ExpiredAnswer)
+                    else "the user rejected its SQL query"
+                )
                 return None
             raise JobStop("REJECTED_BY_USER", "the user aborted the job at the SQL approval", spec.id)
 
@@ -531,8 +577,15 @@ class JobRun:
             expires_at=expires.isoformat(),
         )
         self.state.status = "waiting_for_user"
+        resume_state: StepStateName = "running"
         if step is not None:
+            # A step that already ended (a Supervisor question after it) keeps its state once answered.
+            ended = step.state in ("succeeded", "skipped", "failed")
+            resume_state = step.state if ended else "running"
             step.state = "waiting"
+            # Only a wait inside the step's run is taken out of its duration.
+            step.waiting_since = None if ended else now.isoformat()
+            _clear_retry(step)
         self.publish()
         self.log("waiting for the user (%s): %s", question_id, question[:80])
         event = self.ctx.wait_for_external_event(f"answer:{question_id}")
@@ -541,7 +594,8 @@ class JobRun:
         self.state.waiting = None
         self.state.status = "running"
         if step is not None:
-            step.state = "running"
+            self.end_wait(step)
+            step.state = resume_state
         if winner is event:
             if not timer.is_completed:
                 timer.cancel()
@@ -577,6 +631,15 @@ class JobRun:
             return ExpiredAnswer(answer=default)
         message = expiry_message or f"no answer to '{question[:200]}' within {seconds} s"
         raise JobStop("WAIT_EXPIRED", message, step.id if step else None)
+
+    def end_wait(self, step: StepState) -> None:
+        """Add a finished human wait to the step's waited time (a wait is neither an attempt nor run time)."""
+        if step.waiting_since is None:
+            return
+        started = datetime.fromisoformat(step.waiting_since)
+        waited = self.ctx.current_utc_datetime - started
+        step.waited_ms += max(0, int(waited.total_seconds() * 1000))
+        step.waiting_since = None
 
     def supervise(self, spec: PlanStep, step: StepState, steps: list[PlanStep], index: int) -> Gen:
         """Hybrid mode: let the Supervisor decide after a step; deterministic code bounds what it may do."""
@@ -652,6 +715,10 @@ def tool_kinds() -> set[str]:
     from shared.executors import step_kinds
 
     return set(step_kinds()) - {"generate_response"}
+
+
+def _clear_retry(step: StepState) -> None:
+    step.retry_at = step.next_attempt = step.max_attempts = None
 
 
 def _redraft(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:

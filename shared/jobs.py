@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from shared.contracts import Constraints, Usage
 
 JobStatus = Literal["pending", "planning", "running", "waiting_for_user", "completed", "failed", "cancelled"]
-StepStateName = Literal["pending", "running", "waiting", "succeeded", "failed", "skipped", "cancelled"]
+StepStateName = Literal["pending", "running", "retrying", "waiting", "succeeded", "failed", "skipped", "cancelled"]
 ORCHESTRATOR_NAME = "job_orchestrator"
 
 
@@ -122,6 +122,15 @@ class StepState(BaseModel):
     model: str | None = None
     usage: Usage = Field(default_factory=Usage)
     error: ErrorInfo | None = None
+    # While state is "retrying": when the next attempt starts, which one, and of how many on this model.
+    retry_at: str | None = None
+    next_attempt: int | None = None
+    max_attempts: int | None = None
+    # Time spent waiting for a human (not an attempt; excluded from the step's duration).
+    waited_ms: int = 0
+    waiting_since: str | None = None
+    # Why a skipped step did not run (rejected by the user, skipped after a failure, ...).
+    note: str | None = Field(default=None, max_length=300)
 
 
 class Waiting(BaseModel):
@@ -147,6 +156,10 @@ class JobState(BaseModel):
     waiting: Waiting | None = None
     usage: Usage = Field(default_factory=Usage)
     plan_usage: Usage = Field(default_factory=Usage)
+    # Hybrid mode: the Supervisor's calls, counted apart from planning.
+    supervisor_usage: Usage = Field(default_factory=Usage)
+    # How planning ended: "failed" when the job stopped before it had a plan (the view never says "Planning…").
+    plan_status: Literal["planning", "planned", "failed"] = "planning"
     error: ErrorInfo | None = None
     questions_asked: int = 0
     replans: int = 0

@@ -24,6 +24,10 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = REPO_ROOT / "data"
 
 
+# Six NCRONTAB fields (seconds first), each digits, names, '*', ',', '-' or '/' (the host checks the rest).
+NCRONTAB_PATTERN = r"^\s*[0-9A-Za-z*,/?-]+(\s+[0-9A-Za-z*,/?-]+){5}\s*$"
+
+
 class ModelPrice(BaseModel):
     """Price of one model in US dollars per million tokens."""
 
@@ -108,6 +112,11 @@ class Settings(BaseSettings):
     partial_output_path: Path = REPO_ROOT / ".devhost" / "partial_output.sqlite3"
     partial_output_container: str = Field(default="job-partial-output", pattern=r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
     partial_output_flush_ms: int = Field(default=250, ge=10, le=10_000)
+    # Finished jobs (completed, failed, cancelled) are purged from the Durable store this many days
+    # after they were created (fractions allowed, e.g. for tests); api/maintenance.py runs the purge.
+    job_history_retention_days: float = Field(default=30.0, gt=0, le=36_500)
+    # When the purge runs: an NCRONTAB expression with seconds ("sec min hour day month day-of-week", UTC).
+    job_history_purge_schedule: str = Field(default="0 30 3 * * *", pattern=NCRONTAB_PATTERN)
 
     # --- Who sees which job (api/auth.py) -----------------------------------------------------
     # Set by App Service itself when App Service Authentication (Easy Auth) is on: only then are the

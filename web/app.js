@@ -225,7 +225,11 @@ function fmtDuration(start, end) {
   const a = parseTime(start);
   const b = parseTime(end);
   if (!a || !b) return '—';
-  const ms = Math.max(0, b - a);
+  return fmtMs(b - a);
+}
+
+function fmtMs(value) {
+  const ms = Math.max(0, Math.round(value));
   if (ms < 1000) return `${ms} ms`;
   if (ms < 60000) return `${(ms / 1000).toFixed(1)} s`;
   return `${Math.floor(ms / 60000)} min ${Math.round((ms % 60000) / 1000)} s`;
@@ -1227,12 +1231,19 @@ function renderSteps(steps, status) {
                 h('span', { class: 'step-kind' }, h('code', {}, s.kind), ` · ${s.id}`),
                 s.error ? h('span', { class: 'step-error' }, errorBox(s.error)) : null,
               ),
-              h('td', {}, badge(s.state, STEP_LABELS, 'step')),
+              // A step waiting out a backoff says when it retries and which attempt comes next.
+              h('td', {}, badge(s.state, STEP_LABELS, 'step'), s.state === 'retrying' && s.message ? h('span', { class: 'muted step-retry' }, ` ${s.message}`) : null),
               h('td', { class: 'num' }, String(s.attempts ?? 0)),
               h('td', { class: 'num', title: s.usage ? `${fmtNumber(s.usage.tokens_input)} in, ${fmtNumber(s.usage.tokens_output)} out` : null }, s.usage ? fmtNumber(s.usage.total_tokens) : '—'),
               h('td', {}, s.model || '—', s.model === OFFLINE_MODEL ? [' ', offlineLabel(s.model)] : null),
               h('td', {}, timeEl(s.started_at, { short: true })),
-              h('td', { class: 'num' }, s.ended_at ? fmtDuration(s.started_at, s.ended_at) : s.state === 'running' ? 'running' : '—'),
+              // The time a human took to answer is shown apart; it is not part of the step's duration.
+              h(
+                'td',
+                { class: 'num', title: s.waited_ms ? `plus ${fmtMs(s.waited_ms)} waiting for an answer` : null },
+                s.duration_ms != null ? fmtMs(s.duration_ms) : s.ended_at ? fmtDuration(s.started_at, s.ended_at) : s.state === 'running' ? 'running' : '—',
+                s.waited_ms ? h('span', { class: 'muted step-waited' }, ` (+${fmtMs(s.waited_ms)} waiting)`) : null,
+              ),
             ),
           ),
         ),
@@ -1326,7 +1337,7 @@ function renderUsage(data) {
         'table',
         { class: 'usage', id: 'usage-table' },
         h('thead', {}, h('tr', {}, ['', 'Input tokens', 'Output tokens', 'Total tokens', 'Est. cost'].map((t, i) => h('th', { scope: 'col', class: i ? 'num' : null }, t)))),
-        h('tbody', {}, row('Planning', usage.planning), steps.map((s) => row(`${s.id} · ${KIND_LABELS[s.kind] || s.kind}`, byStep[s.id]))),
+        h('tbody', {}, row('Planning', usage.planning), usage.supervisor && usage.supervisor.total_tokens ? row('Supervisor', usage.supervisor) : null, steps.map((s) => row(`${s.id} · ${KIND_LABELS[s.kind] || s.kind}`, byStep[s.id]))),
         h('tfoot', {}, row('Total', usage.total, 'total')),
       ),
     ),

@@ -38,6 +38,9 @@ param easyAuthClientId string = ''
 param easyAuthTenantId string = tenant().tenantId
 @description('App role whose members see every job (read by api/auth.py as JOBS_ADMIN_ROLE).')
 param jobsAdminRole string = 'Jobs.Admin'
+@minValue(1)
+@description('Days before a finished job\'s history is purged (read by api/maintenance.py as JOB_HISTORY_RETENTION_DAYS).')
+param jobHistoryRetentionDays int = 30
 
 @description('Python version of the Flex runtime; keep it equal to CI and the devcontainer.')
 param pythonVersion string = '3.12'
@@ -68,6 +71,7 @@ var appCodeSettings = {
   AZURE_SQL_DATABASE: sqlDatabaseName
   APPLICATIONINSIGHTS_CONNECTION_STRING: applicationInsights.properties.ConnectionString
   JOBS_ADMIN_ROLE: jobsAdminRole
+  JOB_HISTORY_RETENTION_DAYS: string(jobHistoryRetentionDays)
 }
 
 // Read by the Functions host and its extensions (documented in docs/settings.md).

@@ -140,7 +140,11 @@ class User:
         return {j["id"] for j in resp.json()["jobs"]}
 
     def answer(self, job_id: str, answer: Any) -> httpx.Response:
-        return self.http.post(f"/api/jobs/{job_id}/feedback", json={"answer": answer})
+        view = self.http.get(f"/api/jobs/{job_id}")
+        waiting = view.json().get("waiting") if view.status_code == 200 else None
+        # The owner names the question shown; others cannot see it, so they send none (and get 404 first).
+        extra = {"question_id": waiting["question_id"]} if waiting else {}
+        return self.http.post(f"/api/jobs/{job_id}/feedback", json={"answer": answer, **extra})
 
     def cancel(self, job_id: str) -> httpx.Response:
         return self.http.post(f"/api/jobs/{job_id}/cancel")

@@ -182,6 +182,8 @@ class FakeBlobServer:
         if method == "PUT" and comp is None:
             if headers.get("x-ms-blob-type") != "AppendBlob":
                 return self._error(400, "InvalidHeaderValue", "the fake only creates append blobs")
+            if blob is not None and headers.get("if-none-match") == "*":
+                return self._error(409, "BlobAlreadyExists", "The specified blob already exists.")
             blobs[name] = FakeBlob(metadata=_metadata(headers))
             return Response(b"", 201, headers=self._blob_headers(blobs[name]))
         if blob is None:

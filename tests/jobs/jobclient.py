@@ -48,7 +48,16 @@ class JobClient:
         raise AssertionError(f"job {job_id} did not reach {wanted}; last view: {view}")
 
     def answer(self, job_id: str, answer: Any, **extra: Any) -> httpx.Response:
-        return self.http.post(f"/api/jobs/{job_id}/feedback", json={"answer": answer, **extra})
+        """Answer the question the job shows now (as a UI would), unless ``question_id`` is given."""
+        if "question_id" not in extra:
+            waiting = self.view(job_id).get("waiting")
+            if waiting:
+                extra["question_id"] = waiting["question_id"]
+        return self.post_feedback(job_id, {"answer": answer, **extra})
+
+    def post_feedback(self, job_id: str, body: Any) -> httpx.Response:
+        """POST exactly ``body`` as feedback (no question id added)."""
+        return self.http.post(f"/api/jobs/{job_id}/feedback", json=body)
 
     def cancel(self, job_id: str) -> httpx.Response:
         return self.http.post(f"/api/jobs/{job_id}/cancel")

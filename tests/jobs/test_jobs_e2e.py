@@ -182,7 +182,7 @@ def test_feedback_errors_and_exactly_once(jobs: JobClient) -> None:
     first = jobs.answer(job_id, "approve", question_id=waiting["question_id"])
     assert first.status_code == 202
     second = jobs.answer(job_id, "approve", question_id=waiting["question_id"])
-    assert second.status_code in (202, 409)
+    assert second.status_code == 409 and second.json()["error"]["code"] in ("ALREADY_ANSWERED", "JOB_NOT_WAITING")
     view = jobs.wait(job_id)
     assert view["status"] == "completed"
     runs = [e for e in view["log"]["entries"] if "execute_azure_sql" in e["message"] and "rows" in e["message"]]

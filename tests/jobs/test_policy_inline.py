@@ -6,6 +6,8 @@ decisions: retries, model fallback, budget stops and the questions the job asks.
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -237,3 +239,156 @@ def test_hybrid_supervisor_replans_the_remaining_steps() -> None:
     assert result["status"] == "completed"
     assert [s["id"] for s in ctx.custom_status["steps"]] == ["s1", "s1r1", "s2r1"]
     assert ctx.custom_status["replans"] == 1
+
+
+# ----- issue 9: states that never contradict, edits that replace what they edit -------------------
+
+SQL_PLAN = {
+    "steps": [
+        {
+            "id": "s1",
+            "kind": "execute_azure_sql",
+            "title": "data",
+            "input": {"question": "returns by region", "sql": "DELETE FROM returns"},
+        },
+        {"id": "s2", "kind": "generate_response", "title": "answer", "input": {"question": "q"}},
+    ]
+}
+SQL_ROWS = {"sql": "SELECT 1", "columns": ["x"], "rows": [[1]], "row_count": 1, "dialect": "sqlite"}
+
+
+class Recording(InlineContext):
+    """An inline context that keeps every custom status it was given (a copy per publish)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.statuses: list[dict[str, Any]] = []
+
+    def set_custom_status(self, status: Any) -> None:
+        super().set_custom_status(status)
+        self.statuses.append(json.loads(json.dumps(status)))
+
+
+def run_recorded(script: Script, answer: Callable[[str], Any] | None = None, **request: Any) -> tuple[dict, Recording]:
+    ctx = Recording(job_input(**request), script, answer)
+    return run_inline(job_orchestrator_body, ctx), ctx
+
+
+def test_a_step_waiting_out_a_backoff_is_retrying_with_when_and_which_attempt() -> None:
+    script = Script(plan=[ok(PLAN)], consult_rag=[ok(RAG_OK)], generate_response=[fail("RATE_LIMITED"), ok(ANSWER_OK)])
+    result, ctx = run_recorded(script)
+    assert result["status"] == "completed"
+    retrying = [s["steps"][1] for s in ctx.statuses if s.get("steps") and s["steps"][1]["state"] == "retrying"]
+    assert retrying, "the backoff was never published as retrying"
+    assert retrying[0]["next_attempt"] == 2 and retrying[0]["max_attempts"] == 3 and retrying[0]["retry_at"]
+    # Once the next attempt runs, the retry fields are gone and the step says running, then succeeded.
+    final = ctx.custom_status["steps"][1]
+    assert final["state"] == "succeeded" and "retry_at" not in final and "next_attempt" not in final
+
+
+def test_waiting_for_a_human_is_counted_apart_and_is_not_an_attempt() -> None:
+    script = Script(plan=[ok(PLAN)], consult_rag=[fail("SEARCH_ERROR"), ok(RAG_OK)], generate_response=[ok(ANSWER_OK)])
+
+    def slow_retry(event: str) -> Any:
+        time.sleep(0.05)  # a human takes a while; not a timing assertion, a lower bound on the recorded wait
+        return {"answer": "retry"}
+
+    result, ctx = run_recorded(script, slow_retry)
+    assert result["status"] == "completed"
+    step = ctx.custom_status["steps"][0]
+    assert step["attempts"] == 2  # two executor calls; the wait between them is no attempt
+    assert step["waited_ms"] >= 50 and "waiting_since" not in step
+    waiting = [s["steps"][0] for s in ctx.statuses if s.get("steps") and s["steps"][0]["state"] == "waiting"]
+    assert waiting and waiting[0]["waiting_since"]
+
+
+def test_planning_failure_marks_the_plan_failed() -> None:
+    script = Script(plan=[fail("AUTH_FAILED", "bad key")])
+    result, ctx = run(script)
+    assert result["status"] == "failed"
+    assert ctx.custom_status["plan_status"] == "failed"
+    script = Script(plan=[ok(PLAN)], consult_rag=[ok(RAG_OK)], generate_response=[ok(ANSWER_OK)])
+    assert run(script)[1].custom_status["plan_status"] == "planned"
+
+
+def test_hybrid_counts_the_supervisor_apart_from_planning() -> None:
+    script = Script(
+        plan=[ok(PLAN, tokens=7)],
+        consult_rag=[ok(RAG_OK, 0)],
+        supervise=[ok({"action": "continue", "reason": "fine"}, tokens=11)],
+        generate_response=[ok(ANSWER_OK, 5)],
+    )
+    result, ctx = run(script, mode="hybrid")
+    assert result["status"] == "completed"
+    state = ctx.custom_status
+    assert state["plan_usage"]["total_tokens"] == 14
+    assert state["supervisor_usage"]["total_tokens"] == 22
+    assert state["usage"]["total_tokens"] == 14 + 22 + 10
+
+
+def test_a_question_edit_after_a_rejected_draft_drops_the_rejected_sql() -> None:
+    rejected = fail("SQL_REJECTED", "SQL rejected (not_select): only SELECT")
+    draft = ok({"sql": "SELECT 1", "tables": ["returns"], "sensitive_tables": [], "draft": True})
+    script = Script(
+        plan=[ok(SQL_PLAN)], execute_azure_sql=[rejected, draft, ok(SQL_ROWS)], generate_response=[ok(ANSWER_OK)]
+    )
+    answers = {"answer:s1-q1": {"action": "edit", "question": "returns by region in Q3"}, "answer:s1-q2": "approve"}
+    result, _ = run(script, lambda e: {"answer": answers[e]}, approval={"sql": "always"})
+    assert result["status"] == "completed"
+    tasks = [p["task"] for n, p in script.calls if n == "execute_azure_sql"]
+    assert tasks[0] == {"question": "returns by region", "sql": "DELETE FROM returns"}
+    # The edit replaced the question, and the SQL the guard rejected did not stick to the step.
+    assert tasks[1] == {"question": "returns by region in Q3"}
+    assert tasks[2] == {"question": "returns by region in Q3", "sql": "SELECT 1"}
+
+
+def test_a_question_edit_after_a_rejected_run_drops_the_rejected_sql() -> None:
+    rejected = fail("SQL_REJECTED", "SQL rejected (not_select): only SELECT")
+    script = Script(plan=[ok(SQL_PLAN)], execute_azure_sql=[rejected, ok(SQL_ROWS)], generate_response=[ok(ANSWER_OK)])
+    result, _ = run(script, lambda e: {"answer": {"action": "edit", "question": "returns in Q3"}})
+    assert result["status"] == "completed"
+    tasks = [p["task"] for n, p in script.calls if n == "execute_azure_sql"]
+    assert tasks == [{"question": "returns by region", "sql": "DELETE FROM returns"}, {"question": "returns in Q3"}]
+
+
+def test_a_supervisor_question_after_a_step_leaves_it_succeeded() -> None:
+    ask = ok({"action": "ask_user", "reason": "which one", "question": "Online or in store?", "options": ["online"]})
+    script = Script(
+        plan=[ok(PLAN)],
+        consult_rag=[ok(RAG_OK)],
+        supervise=[ask],
+        generate_response=[ok(ANSWER_OK)],
+    )
+    result, ctx = run_recorded(script, lambda e: {"answer": "online"}, mode="hybrid")
+    assert result["status"] == "completed"
+    after = [s["steps"][0]["state"] for s in ctx.statuses if s.get("steps")]
+    # While asked it shows waiting; once answered it is succeeded again, never "running".
+    assert "waiting" in after and after[after.index("waiting") + 1 :][:1] == ["succeeded"]
+    assert ctx.custom_status["steps"][0]["state"] == "succeeded" and ctx.custom_status["steps"][0]["waited_ms"] == 0
+
+
+def test_the_answer_is_told_which_steps_did_not_run_and_why() -> None:
+    draft = ok({"sql": "SELECT 1", "tables": ["returns"], "sensitive_tables": [], "draft": True})
+    script = Script(plan=[ok(SQL_PLAN)], execute_azure_sql=[draft], generate_response=[ok(ANSWER_OK)])
+    result, ctx = run(script, lambda e: {"answer": "reject"}, approval={"sql": "always"})
+    assert result["status"] == "completed"
+    step = ctx.custom_status["steps"][0]
+    assert (step["state"], step["note"]) == ("skipped", "the user rejected its SQL query")
+    answer_call = [p for n, p in script.calls if n == "generate_response"][0]
+    assert answer_call["execution_context"]["step_notes"] == [
+        "The step 'data' did not run: the user rejected its SQL query."
+    ]
+
+    script = Script(plan=[ok(PLAN)], consult_rag=[fail("SEARCH_ERROR")], generate_response=[ok(ANSWER_OK)])
+    result, ctx = run(script, lambda e: {"answer": "skip"})
+    answer_call = [p for n, p in script.calls if n == "generate_response"][0]
+    assert answer_call["execution_context"]["step_notes"] == [
+        "The step 'docs' did not run: the user chose to skip it after it failed (SEARCH_ERROR)."
+    ]
+
+
+def test_no_notes_when_every_step_ran() -> None:
+    script = Script(plan=[ok(PLAN)], consult_rag=[ok(RAG_OK)], generate_response=[ok(ANSWER_OK)])
+    run(script)
+    answer_call = [p for n, p in script.calls if n == "generate_response"][0]
+    assert answer_call["execution_context"]["step_notes"] == []
