@@ -2,7 +2,9 @@
 
 Uses a running host when one answers at ``--url``; otherwise starts one in this process on a free
 port (with the app and data directories given). Exit codes: 0 completed, 1 failed, 2 usage or
-connection error, 3 cancelled, 4 waiting for input with ``--no-input``.
+connection error, 3 cancelled, 4 waiting for input with ``--no-input``, 130 interrupted (Ctrl+C; the job
+keeps running and ``python -m devhost jobs attach`` follows it again). With ``--json`` stdout carries only
+the final job view as JSON; the live view goes to stderr.
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 EXIT_COMPLETED, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED, EXIT_WAITING = 0, 1, 2, 3, 4
+EXIT_INTERRUPTED = 130
+OFFLINE_NOTE = (
+    "answered by the offline model: a deterministic, keyword-matching stand-in, not an LLM "
+    "(set LLM_PROVIDER to use a real model)"
+)
 STATE_STYLE = {
     "pending": "dim",
     "running": "bold yellow",
@@ -149,16 +156,47 @@ def render_result(view: dict[str, Any]) -> Group:
             parts.append(rows)
     error = view.get("error")
     if error:
-        parts.append(
-            Panel(
-                f"[bold]{error.get('code')}[/] at step {error.get('step_id')}: {error.get('message')}",
-                title="failed",
-                border_style="red",
-            )
-        )
+        parts.append(Panel(describe_error(error), title="failed", border_style="red"))
+    if ran_offline(view):
+        parts.append(f"[dim]{OFFLINE_NOTE}[/]")
     usage = (view.get("usage") or {}).get("total") or {}
     parts.append(f"usage: {usage.get('total_tokens', 0)} tokens, ~${usage.get('estimated_cost', 0):.4f}")
     return Group(*parts)
+
+
+def describe_error(error: dict[str, Any]) -> str:
+    """A job error as one sentence: what failed, where (when a step is known) and why."""
+    code = error.get("code") or "ERROR"
+    where = f" at step {error['step_id']}" if error.get("step_id") else ""
+    message = str(error.get("message") or "no reason was given").rstrip(".")
+    return f"The job failed{where} ({code}): {message}."
+
+
+def ran_offline(view: dict[str, Any]) -> bool:
+    """Whether any step of the job ran on the embedded offline model."""
+    return any(step.get("model") == "offline" for step in view.get("steps") or [])
+
+
+def http_problem(response: httpx.Response, url: str) -> str:
+    """An error response of the jobs API as a sentence (never raw JSON)."""
+    if response.status_code == 401:
+        return f"the host at {url} refused the request (401): the function key is missing or wrong (use --key)"
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict) and error.get("message"):
+        field = f" (field {error['field']})" if error.get("field") else ""
+        return f"{error['message']}{field} [{error.get('code', response.status_code)}]"
+    if response.status_code == 404:
+        return f"not found at {url}{response.request.url.path} (404)"
+    return f"the host answered {response.status_code} {response.reason_phrase}"
+
+
+def attach_hint(job_id: str, url: str) -> str:
+    """The command that follows a job again."""
+    return f"python -m devhost jobs attach {job_id} --url {url}"
 
 
 def ask_user(console: Console, waiting: dict[str, Any]) -> dict[str, Any]:
@@ -186,16 +224,33 @@ def ask_user(console: Console, waiting: dict[str, Any]) -> dict[str, Any]:
 
 def run_job(client: httpx.Client, body: dict[str, Any], console: Console, *, interactive: bool) -> tuple[int, Any]:
     """Submit, follow and finish one job; returns the exit code and the final view."""
+    url = str(client.base_url).rstrip("/")
     response = client.post("/api/jobs", json=body)
     if response.status_code != 202:
-        console.print(f"[red]the job was not accepted ({response.status_code}):[/] {response.text}")
+        console.print(f"[red]the job was not accepted:[/] {http_problem(response, url)}")
         return EXIT_USAGE, None
     job_id = response.json()["id"]
+    try:
+        return follow_job(client, job_id, console, interactive=interactive)
+    except KeyboardInterrupt:
+        console.print(f"\n[yellow]stopped following job {job_id}[/] (it keeps running); attach again with:")
+        console.print(attach_hint(job_id, url), markup=False, highlight=False, soft_wrap=True)
+        return EXIT_INTERRUPTED, None
+
+
+def follow_job(client: httpx.Client, job_id: str, console: Console, *, interactive: bool) -> tuple[int, Any]:
+    """Follow a job live until it ends (answering its questions when interactive); returns code and view."""
     answered: set[str] = set()
     view: dict[str, Any] = {}
+    url = str(client.base_url).rstrip("/")
     with Live(console=console, refresh_per_second=8, transient=False) as live:
         while True:
-            view = client.get(f"/api/jobs/{job_id}", params={"log_limit": 1}).json()
+            got = client.get(f"/api/jobs/{job_id}", params={"log_limit": 1})
+            if got.status_code != 200:
+                live.stop()
+                console.print(f"[red]cannot read job {job_id}:[/] {http_problem(got, url)}")
+                return EXIT_USAGE, None
+            view = got.json()
             live.update(render_live(view))
             status = view.get("status")
             if status in ("completed", "failed", "cancelled"):
@@ -213,7 +268,7 @@ def run_job(client: httpx.Client, body: dict[str, Any], console: Console, *, int
                 reply = ask_user(console, waiting)
                 posted = client.post(f"/api/jobs/{job_id}/feedback", json=reply)
                 if posted.status_code >= 400:
-                    console.print(f"[red]{posted.json().get('error', {}).get('message', posted.text)}[/]")
+                    console.print(f"[red]{http_problem(posted, url)}[/]")
                 else:
                     answered.add(waiting["question_id"])
                 live.start()
@@ -232,7 +287,8 @@ def _host_is_up(url: str) -> bool:
         return False
 
 
-def _key_for(args: argparse.Namespace, data_dir: Path) -> str | None:
+def key_for(args: argparse.Namespace, data_dir: Path) -> str | None:
+    """The function key: --key, DEVHOST_FUNCTION_KEY, then <data>/keys.json."""
     if args.key:
         return str(args.key)
     if os.environ.get("DEVHOST_FUNCTION_KEY"):
@@ -248,7 +304,8 @@ def main(args: argparse.Namespace) -> int:
     """Run ``ask``; returns the exit code."""
     from devhost.embedded import start_embedded_host
 
-    console = Console()
+    # With --json stdout is the job view alone (for jq); everything for people goes to stderr.
+    console = Console(stderr=bool(args.json))
     app_dir = Path(args.app).resolve()
     data_dir = Path(args.data).resolve() if args.data else app_dir / ".devhost"
     url = args.url.rstrip("/")
@@ -261,7 +318,7 @@ def main(args: argparse.Namespace) -> int:
             console.print(f"[red]could not start a host:[/] {exc}")
             return EXIT_USAGE
         url = embedded.url
-    key = _key_for(args, data_dir) if embedded is None else embedded.function_key
+    key = key_for(args, data_dir) if embedded is None else embedded.function_key
     headers = {"x-functions-key": key} if key else {}
     try:
         with httpx.Client(base_url=url, headers=headers, timeout=30.0) as client:
@@ -274,11 +331,18 @@ def main(args: argparse.Namespace) -> int:
                 console.print(
                     f"[green]host running at {url}[/] (function key {key}); web console: {url}/api/ui/ ; Ctrl+C to stop"
                 )
-                embedded.wait()
+                try:
+                    embedded.wait()
+                except KeyboardInterrupt:
+                    console.print()  # Ctrl+C is how a kept host stops: not an error, the job's code stands
     except httpx.HTTPError as exc:
         console.print(f"[red]cannot reach the host at {url}:[/] {exc}")
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        console.print("\n[yellow]interrupted[/]")
+        return EXIT_INTERRUPTED
     finally:
         if embedded is not None:
             embedded.stop()
+            console.print("Host stopped.")
     return code

@@ -65,6 +65,7 @@ class ServeOptions:
     cors: CorsPolicy | None = None
     sync: str = "normal"
     easy_auth: EasyAuthSimulation | None = None
+    reset_store: bool = False
 
 
 class EngineStartError(Exception):
@@ -131,10 +132,18 @@ def build_parser() -> argparse.ArgumentParser:
             "(without it: --principal, else signed out). Anyone reaching the host can claim any user"
         ),
     )
+    serve.add_argument(
+        "--reset-store",
+        action="store_true",
+        help="start with a new, empty durable store when the existing one is empty or missing (its jobs are lost)",
+    )
     serve.add_argument("--verbose", action="store_true", help="debug logging")
     from devhost.ask import add_parser as add_ask_parser  # noqa: PLC0415
 
     add_ask_parser(sub)
+    from devhost.jobs_cli import add_parser as add_jobs_parser  # noqa: PLC0415
+
+    add_jobs_parser(sub)
     return parser
 
 
@@ -145,6 +154,10 @@ def main(argv: list[str] | None = None, *, engine_factory: EngineFactory | None 
         from devhost.ask import main as ask_main  # noqa: PLC0415
 
         return ask_main(args)
+    if args.command == "jobs":
+        from devhost.jobs_cli import main as jobs_main  # noqa: PLC0415
+
+        return jobs_main(args)
     if args.command != "serve":  # pragma: no cover - argparse enforces the choice
         return EXIT_USAGE
     app_dir = Path(args.app).resolve()
@@ -174,14 +187,34 @@ def main(argv: list[str] | None = None, *, engine_factory: EngineFactory | None 
         grace_s=args.grace,
         verbose=args.verbose,
         sync=args.sync,
+        reset_store=args.reset_store,
         easy_auth=easy_auth,
         cors=CorsPolicy.parse(
             args.cors if args.cors is not None else _text(host_settings.get("CORS")),
             args.cors_credentials or host_settings.get("CORSCredentials") is True,
         ),
     )
+    problem = data_dir_problem(options.data_dir)
+    if problem is not None:
+        print(f"error: --data {options.data_dir}: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     _configure_logging(options.verbose)
     return serve(options, engine_factory=engine_factory)
+
+
+def data_dir_problem(path: Path) -> str | None:
+    """Why the host cannot keep its state in ``path`` (None when it can), checked before anything starts."""
+    if path.exists() and not path.is_dir():
+        return "is not a directory"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        # A write probe, not os.access: root passes os.access on read-only mounts.
+        probe = path / f".write-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        return f"cannot be used for the host's state ({exc.strerror or exc})"
+    return None
 
 
 def read_host_settings(app_dir: Path) -> dict[str, Any]:
@@ -300,13 +333,21 @@ async def _run(
     if engine_factory is None:
         from devhost.engine import Engine as SqliteEngine  # noqa: PLC0415
 
-        engine: HostEngine = SqliteEngine(app, options.data_dir, synchronous=options.sync.upper())
+        engine: HostEngine = SqliteEngine(
+            app, options.data_dir, synchronous=options.sync.upper(), reset_store=options.reset_store
+        )
     else:
         engine = engine_factory(app, options.data_dir)
     origin = f"http://{_display_host(options.host)}:{port}"
     host = DevHost(
         app, engine, keys=keys, public_origin=origin, rpc_port=rpc_port, cors=options.cors, easy_auth=options.easy_auth
     )
+    from devhost.timers import ScheduleError, TimerTriggers  # noqa: PLC0415
+
+    try:
+        timers = TimerTriggers(host)
+    except ScheduleError as exc:
+        raise AppLoadError(str(exc)) from None
     try:
         await engine.start()
     except Exception as exc:
@@ -318,6 +359,7 @@ async def _run(
     if install_signals:
         _install_signal_handlers(public_server)
     rpc_task = asyncio.create_task(rpc_server.serve(sockets=[rpc]))
+    timers.start()  # after the RPC listener: timer functions may use the durable client
     level = getattr(engine, "synchronous_level", None)
     _print_banner(options, host, keys, port, rpc_port, level() if callable(level) else options.sync.upper())
     if on_started is not None:
@@ -325,6 +367,7 @@ async def _run(
     try:
         await public_server.serve(sockets=[public])
     finally:
+        await timers.stop()
         rpc_server.should_exit = True
         await rpc_task
         log.info("Stopping the host (grace %.1fs)", options.grace_s)

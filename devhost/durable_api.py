@@ -48,6 +48,7 @@ _EXCEPTION_TYPES: dict[str, str] = {
     "InvalidRequest": "System.ArgumentException",
     "PreconditionFailed": "System.InvalidOperationException",
     "NotSupported": "System.NotSupportedException",
+    "StoreUnavailable": "System.InvalidOperationException",
 }
 _MESSAGES: dict[int, str] = {
     400: "One or more of the arguments submitted is incorrect",
@@ -56,6 +57,7 @@ _MESSAGES: dict[int, str] = {
     410: "The orchestration instance is no longer running",
     412: "The operation is not valid for the instance's current state",
     501: "This operation is not implemented by the devhost",
+    503: "The durable store cannot write right now; retry later",
 }
 
 
@@ -135,15 +137,16 @@ def error_response(exc: BaseException) -> Response:
     if isinstance(exc, EngineError):
         status = exc.status_code
         kind = type(exc).__name__
-        return json_response(
-            {
-                "Message": _MESSAGES.get(status, "An error has occurred."),
-                "ExceptionMessage": str(exc) or kind,
-                "ExceptionType": _EXCEPTION_TYPES.get(kind, "System.Exception"),
-                "StackTrace": "",
-            },
-            status,
-        )
+        body = {
+            "Message": _MESSAGES.get(status, "An error has occurred."),
+            "ExceptionMessage": str(exc) or kind,
+            "ExceptionType": _EXCEPTION_TYPES.get(kind, "System.Exception"),
+            "StackTrace": "",
+        }
+        code = getattr(exc, "code", None)
+        if isinstance(code, str):
+            body["ErrorCode"] = code  # e.g. STORE_UNAVAILABLE: a stable code clients can match
+        return json_response(body, status, headers={"Retry-After": "5"} if status == 503 else None)
     log.error("Durable HTTP API request failed", exc_info=exc)
     return json_response(
         {

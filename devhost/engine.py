@@ -40,17 +40,19 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import contextvars
 import functools
 import json
 import queue
 import re
+import sqlite3
 import threading
 import time
 import traceback
 import uuid
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -62,6 +64,7 @@ from devhost.accel import install_sdk_accelerations
 from devhost.httpmap import InvocationContext
 from devhost.logs import current_invocation, held_output, host_logger, install_log_context
 from devhost.model import (
+    EngineError,
     FunctionInfo,
     InstanceAlreadyExists,
     InstanceGone,
@@ -70,7 +73,7 @@ from devhost.model import (
     LoadedApp,
     PreconditionFailed,
 )
-from devhost.store import InstanceRow, Store
+from devhost.store import InstanceRow, Store, StoreFault
 from devhost.timeutil import (
     datetime_to_epoch,
     epoch_to_history,
@@ -90,7 +93,15 @@ SLICE_BUDGET_S = 0.01
 COALESCE_MIN_COST_S = 0.02
 COALESCE_MAX_DELAY_S = 0.5
 DEFAULT_PAGE_SIZE = 100
+# Instances deleted per purge transaction, and free pages returned to the file system per step.
+PURGE_BATCH = 200
+RECLAIM_PAGES = 2048
 CUSTOM_STATUS_LIMIT_KB = 16
+# While the store cannot write, the dispatcher probes it after this delay, doubling up to the maximum.
+HEAL_FIRST_S = 0.05
+HEAL_MAX_S = 2.0
+# What a store failure looks like: SQLite's own errors, or a commit the store reports as lost.
+STORE_ERRORS: tuple[type[Exception], ...] = (sqlite3.Error, StoreFault)
 OUT_OF_PROC_MARKER = "\n\n$OutOfProcData$:"
 _BAD_ID_CHARS = re.compile(r"[/\\#?\x00-\x1f\x7f-\x9f]")
 _ACTION_NAMES = {
@@ -113,6 +124,13 @@ _SEQ_FIELD = {
     h.SUB_ORCHESTRATION_FAILED: "TaskScheduledId",
     h.TIMER_FIRED: "TimerId",
 }
+
+
+class StoreUnavailable(EngineError):
+    """The durable store cannot persist right now (disk full, I/O error); retry later."""
+
+    status_code = 503
+    code = "STORE_UNAVAILABLE"
 
 
 class DaemonThreadPool:
@@ -411,8 +429,14 @@ def _parse_json_text(text: str | None) -> Any:
 class Engine:
     """The durable orchestration engine for one loaded app and task hub."""
 
-    def __init__(self, app: LoadedApp, data_dir: Path, *, synchronous: str = "NORMAL") -> None:
+    def __init__(
+        self, app: LoadedApp, data_dir: Path, *, synchronous: str = "NORMAL", reset_store: bool = False
+    ) -> None:
         self.app = app
+        self._reset_store = reset_store
+        # Why the store cannot write, while it cannot (None when healthy); set by _store_failed only.
+        self._fault: str | None = None
+        self.store_faults = 0
         self.hub_name = app.host.hub_name
         safe_hub = re.sub(r"[^A-Za-z0-9_-]", "_", self.hub_name)
         self.db_path = Path(data_dir) / f"durable-{safe_hub}.sqlite3"
@@ -450,7 +474,9 @@ class Engine:
         self._work_queue = asyncio.Queue()
         workers = self.app.host.max_concurrent_activities
         self._pool = DaemonThreadPool("devhost-activity")
-        self._store.open(self.hub_name)
+        self._store.open(self.hub_name, reset=self._reset_store)
+        self._reset_store = False  # a reset applies to this start only
+        self._fault = None
         self._recover()
         self._stopping = False
         self._started = True
@@ -489,7 +515,7 @@ class Engine:
         # Persist results that already arrived so finished activities need not re-run. New work
         # those episodes schedule is only written to the store (it runs after the next start).
         try:
-            for _ in range(1000):
+            for _ in range(1000 if self._fault is None else 0):
                 for inst in self._instances.values():
                     if inst.inbox and not inst.queued and inst.status not in TERMINAL_STATES | {"Suspended"}:
                         inst.queued = True
@@ -607,20 +633,74 @@ class Engine:
         inst.inbox.append(message)
         self._schedule(inst)
 
+    @property
+    def store_fault(self) -> str | None:
+        """Why the durable store cannot write right now, or None when it works."""
+        return self._fault
+
     async def _dispatch_loop(self) -> None:
         event = self._ready_event
         assert event is not None
+        backoff = HEAL_FIRST_S
         while True:
+            if self._fault is not None:
+                await asyncio.sleep(backoff)
+                backoff = HEAL_FIRST_S if self._heal() else min(backoff * 2, HEAL_MAX_S)
+                continue
             if not self._ready:
                 event.clear()
                 await event.wait()
                 continue
             try:
                 self._run_slice(dispatch=True)
+            except STORE_ERRORS as exc:
+                self._store_failed(exc)
             except Exception:
-                log.critical("The durable store failed; stopping orchestration dispatch.", exc_info=True)
+                log.critical("The durable engine failed; stopping orchestration dispatch.", exc_info=True)
                 raise
             await asyncio.sleep(0)
+
+    def _store_failed(self, exc: BaseException) -> None:
+        """Enter the fault state: nothing of the failed transaction counts; the dispatcher heals."""
+        self._store.rollback()
+        self._after.clear()
+        if self._fault is None:
+            self.store_faults += 1
+            log.error("The durable store cannot write (%s); new work is refused with 503 until it recovers.", exc)
+        self._fault = f"{type(exc).__name__}: {exc}"
+        if self._ready_event is not None:
+            self._ready_event.set()
+
+    def _heal(self) -> bool:
+        """Probe the store; when it writes again, reload the in-memory state from it as a start does."""
+        try:
+            self._store.probe_write()
+        except STORE_ERRORS as exc:
+            self._fault = f"{type(exc).__name__}: {exc}"
+            return False
+        # Memory may hold changes of transactions that were rolled back: drop it all and reload.
+        for inst in self._instances.values():
+            for handle in inst.timer_handles.values():
+                handle.cancel()
+            inst.timer_handles.clear()
+            if inst.wake_handle is not None:
+                inst.wake_handle.cancel()
+                inst.wake_handle = None
+        self._instances.clear()
+        self._ready.clear()
+        self._delayed = 0
+        queue = self._work_queue
+        while queue is not None and not queue.empty():
+            queue.get_nowait()  # recovery queues every pending activity again from the store
+        try:
+            self._recover()
+        except STORE_ERRORS as exc:
+            self._store.rollback()
+            self._fault = f"{type(exc).__name__}: {exc}"
+            return False
+        self._fault = None
+        log.warning("The durable store writes again; %d instances in flight resumed.", len(self._instances))
+        return True
 
     def _run_slice(self, *, dispatch: bool) -> None:
         """Run ready episodes for up to SLICE_BUDGET_S, commit them together, then dispatch their work.
@@ -642,6 +722,8 @@ class Engine:
                 inst.queued = False
                 try:
                     self._episode(inst)
+                except STORE_ERRORS:
+                    raise  # the whole slice is rolled back; the dispatcher heals
                 except Exception as exc:  # an engine bug must not take other instances down
                     log.exception("Internal error while running an episode of instance %s", inst.id)
                     self._fail_now(inst, f"devhost internal error: {type(exc).__name__}: {exc}")
@@ -656,9 +738,28 @@ class Engine:
             for callback in after:
                 callback()
 
-    def _commit(self) -> None:
-        """Commit an API-initiated transaction and run what waited for it."""
-        self._store.commit()
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One management operation as one transaction: 503 while the store is faulty, all or nothing.
+
+        On a store error the transaction is rolled back and the engine enters the fault state; the
+        dispatcher then reloads memory from the store, which undoes any in-memory change made here.
+        Callers must not await inside the block.
+        """
+        if self._fault is not None:
+            raise StoreUnavailable(f"The durable store cannot write right now ({self._fault}); retry later.")
+        store = self._store
+        try:
+            store.begin()
+            yield
+            store.commit()
+        except STORE_ERRORS as exc:
+            self._store_failed(exc)
+            raise StoreUnavailable(f"The durable store cannot write right now ({exc}); retry later.") from exc
+        except BaseException:
+            store.rollback()
+            self._after.clear()
+            raise
         after, self._after = self._after, []
         for callback in after:
             callback()
@@ -1327,6 +1428,8 @@ class Engine:
                 self._active_activities -= 1
 
     async def _run_activity(self, work: Work) -> None:
+        if self._fault is not None:
+            return  # still in the store: the reload after the fault queues it again
         inst = self._instances.get(work.instance_id)
         if inst is None or inst.execution_id != work.execution_id or inst.open.get(work.seq) != "a":
             return
@@ -1444,12 +1547,12 @@ class Engine:
             )
         inst = Instance(instance_id, name, version or self.app.host.default_version, input_json, time.time())
         store = self._store
-        store.begin()
-        if store.get_instance(instance_id) is not None:
-            store.delete_instance(instance_id)  # a terminal instance with this id is replaced
-        store.insert_instance(inst.row())
+        with self._transaction():
+            if store.get_instance(instance_id) is not None:
+                store.delete_instance(instance_id)  # a terminal instance with this id is replaced
+            store.insert_instance(inst.row())
+        # In memory only once the start is committed: a failed commit leaves no instance behind.
         self._instances[instance_id] = inst
-        self._commit()
         log.info("%s: orchestration '%s' scheduled.", instance_id, name)
         self._schedule(inst)
         return instance_id
@@ -1547,29 +1650,33 @@ class Engine:
         continuation: str | None = None,
         show_input: bool = True,
     ) -> tuple[list[dict[str, Any]], str | None]:
-        """Instances matching the filters, in creation (insertion) order, one page at a time."""
+        """Instances matching the filters, in created-time order, one page at a time."""
         self._require_started()
         wanted = self._check_statuses(statuses)
         page = top if top and top > 0 else DEFAULT_PAGE_SIZE
-        after = 0
+        after: tuple[float, int] | None = None
         if continuation:
             try:
-                after = int(base64.urlsafe_b64decode(continuation.encode("ascii")).decode("ascii"))
+                created_text, ord_text = (
+                    base64.urlsafe_b64decode(continuation.encode("ascii")).decode("ascii").split(":")
+                )
+                after = (float(created_text), int(ord_text))
             except (ValueError, binascii.Error, UnicodeError) as exc:
                 raise InvalidRequest("The continuation token is not valid.") from exc
-        rows = self._store.query_instances(
+        rows = self._store.query_by_created(
             created_from=datetime_to_epoch(created_from) if created_from else None,
             created_to=datetime_to_epoch(created_to) if created_to else None,
             statuses=wanted,
             prefix=prefix or None,
-            after_ord=after,
+            after=after,
             limit=page + 1,
         )
         token = None
         if len(rows) > page:
             rows = rows[:page]
-            token = base64.urlsafe_b64encode(str(rows[-1][0]).encode("ascii")).decode("ascii")
-        return [self._status_dict(row, show_input) for _, row in rows], token
+            # repr() of a float reads back exactly: the next page starts right after this row.
+            token = base64.urlsafe_b64encode(f"{rows[-1][0]!r}:{rows[-1][1]}".encode("ascii")).decode("ascii")
+        return [self._status_dict(row, show_input) for _, _, row in rows], token
 
     def _live_or_error(self, instance_id: str, *, gone: type[Exception] = InstanceGone) -> Instance:
         inst = self._instances.get(instance_id)
@@ -1586,9 +1693,8 @@ class Engine:
         inst = self._live_or_error(instance_id)
         ev = h.event(h.EVENT_RAISED, epoch_to_history(time.time()), Name=event_name, Input=input_json)
         store = self._store
-        store.begin()
-        inbox_id = store.insert_inbox(instance_id, None, h.render(ev))
-        self._commit()
+        with self._transaction():
+            inbox_id = store.insert_inbox(instance_id, None, h.render(ev))
         inst.inbox.append(Message(ev, None, inbox_id=inbox_id))
         self._schedule(inst)
 
@@ -1612,9 +1718,8 @@ class Engine:
                 Result=result_text,
             ),
         ]
-        self._store.begin()
-        self._finish(inst, new_events, [], "Terminated", output, ts, terminal_events=terminal)
-        self._commit()
+        with self._transaction():
+            self._finish(inst, new_events, [], "Terminated", output, ts, terminal_events=terminal)
 
     async def suspend(self, instance_id: str, reason: str | None) -> None:
         """Suspend a running instance: no episodes until resumed; messages are held."""
@@ -1624,12 +1729,11 @@ class Engine:
             raise PreconditionFailed(f"The instance '{instance_id}' is already suspended.")
         ev = h.event(h.EXECUTION_SUSPENDED, epoch_to_history(time.time()), Reason=reason)
         store = self._store
-        store.begin()
-        inbox_id = store.insert_inbox(instance_id, None, h.render(ev))
-        inst.status = "Suspended"
-        inst.updated = time.time()
-        self._save(inst)
-        self._commit()
+        with self._transaction():
+            inbox_id = store.insert_inbox(instance_id, None, h.render(ev))
+            inst.status = "Suspended"
+            inst.updated = time.time()
+            self._save(inst)
         inst.inbox.append(Message(ev, None, inbox_id=inbox_id))
         log.info("%s: orchestration '%s' suspended.", instance_id, inst.name)
 
@@ -1641,12 +1745,11 @@ class Engine:
             raise PreconditionFailed(f"The instance '{instance_id}' is not suspended (it is {inst.status}).")
         ev = h.event(h.EXECUTION_RESUMED, epoch_to_history(time.time()), Reason=reason)
         store = self._store
-        store.begin()
-        inbox_id = store.insert_inbox(instance_id, None, h.render(ev))
-        inst.status = "Running" if inst.texts else "Pending"
-        inst.updated = time.time()
-        self._save(inst)
-        self._commit()
+        with self._transaction():
+            inbox_id = store.insert_inbox(instance_id, None, h.render(ev))
+            inst.status = "Running" if inst.texts else "Pending"
+            inst.updated = time.time()
+            self._save(inst)
         message = Message(ev, None, inbox_id=inbox_id)
         # ExecutionResumed goes right after the last ExecutionSuspended marker, before the held events.
         position = len(inst.inbox)
@@ -1668,15 +1771,8 @@ class Engine:
             raise InstanceNotFound(f"No instance with ID '{instance_id}' was found.")
         if row.status != "Failed":
             raise PreconditionFailed(f"Only failed instances can be rewound; '{instance_id}' is {row.status}.")
-        store = self._store
-        store.begin()
-        try:
+        with self._transaction():
             self._rewind_locked(row, reason)
-        except BaseException:
-            store.rollback()
-            self._after.clear()
-            raise
-        self._commit()
 
     def _rewind_locked(self, row: InstanceRow, reason: str | None) -> None:
         store = self._store
@@ -1775,9 +1871,8 @@ class Engine:
         if row is None:
             raise InstanceNotFound(f"No instance with ID '{instance_id}' was found.")
         store = self._store
-        store.begin()
-        count = store.delete_instance(instance_id)
-        self._commit()
+        with self._transaction():
+            count = store.delete_instance(instance_id)
         return count
 
     async def purge_by(self, created_from: datetime, created_to: datetime | None, statuses: list[str] | None) -> int:
@@ -1788,9 +1883,26 @@ class Engine:
         if not terminal:
             return 0
         store = self._store
-        store.begin()
-        ids = store.purge_terminal(
-            datetime_to_epoch(created_from), datetime_to_epoch(created_to) if created_to else None, terminal
-        )
-        self._commit()
-        return len(ids)
+        low, high = datetime_to_epoch(created_from), datetime_to_epoch(created_to) if created_to else None
+        deleted = 0
+        # Batches of one transaction each, yielding in between: a purge of thousands of instances must
+        # not hold the event loop (and every running job) for seconds.
+        while True:
+            with self._transaction():
+                count = store.purge_batch(low, high, terminal, PURGE_BATCH)
+            deleted += count
+            if count < PURGE_BATCH:
+                break
+            await asyncio.sleep(0)
+        # Hand the freed pages back to the file system, a slice at a time (no transaction is open here).
+        try:
+            left = store.reclaim_space(RECLAIM_PAGES) if deleted else 0
+            while left:
+                await asyncio.sleep(0)
+                before, left = left, store.reclaim_space(RECLAIM_PAGES)
+                if left >= before:  # nothing more to hand back (e.g. pages a reader still holds)
+                    break
+        except STORE_ERRORS as exc:  # the purge is committed; handing pages back can wait for the next one
+            store.rollback()
+            log.warning("Reclaiming the purged space failed: %s", exc)
+        return deleted

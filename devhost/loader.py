@@ -30,6 +30,7 @@ _TRIGGER_KINDS: dict[str, FunctionKind] = {
     "orchestrationtrigger": "orchestrator",
     "activitytrigger": "activity",
     "entitytrigger": "entity",
+    "timertrigger": "timer",  # run by devhost.timers
 }
 # Trigger dict key that overrides the durable name, per trigger kind.
 _DURABLE_NAME_KEYS: dict[FunctionKind, str] = {

@@ -293,18 +293,56 @@ class DevHost:
             return self.easy_auth.handle(request, path)
         found = self.routes.resolve(request.method, path)
         if found is None:
+            if path == "/" and request.method in ("GET", "HEAD"):
+                return self._landing()  # only reached when no function owns "/"
             return Response(status_code=404)
         route, values = found
         fn: FunctionInfo = route.target
         if not self._authorized(fn, request):
             return Response(status_code=401)
-        return await self.invoke_http(fn, request, values)
+        if self.store_fault() is not None:
+            return self._store_unavailable()  # accept no work the store cannot persist
+        response = await self.invoke_http(fn, request, values)
+        if response.status_code >= 500 and self.store_fault() is not None:
+            # The function failed because the store did (its durable call got 503): say so, retryably.
+            return self._store_unavailable()
+        return response
+
+    def _landing(self) -> Response:
+        """``GET /`` of the local host: where the web console (when the app serves one) and the API are."""
+        prefix = "/" + self.app.host.route_prefix if self.app.host.route_prefix else ""
+        console = f"{prefix}/ui/"
+        body: dict[str, Any] = {
+            "host": "devhost",
+            "console": console if self.routes.resolve("GET", console) is not None else None,
+            "api": f"{prefix}/",
+            "functions": sorted({self.routes.url_path(r) for r in self.routes.routes}),
+        }
+        return json_response(body, 200)
+
+    def store_fault(self) -> str | None:
+        """Why the engine's durable store cannot write right now, or None (engines without the notion: None)."""
+        fault = getattr(self.engine, "store_fault", None)
+        return fault if isinstance(fault, str) else None
+
+    @staticmethod
+    def _store_unavailable() -> Response:
+        body = {
+            "error": {
+                "code": "STORE_UNAVAILABLE",
+                "message": "The durable store cannot write right now (disk full or I/O error); retry later.",
+            }
+        }
+        return json_response(body, 503, headers={"Retry-After": "5"})
 
     def _host_status(self) -> Response:
+        fault = self.store_fault()
+        extra = {} if fault is None else {"errors": [f"The durable store cannot write: {fault}"]}
         return json_response(
             {
+                **extra,
                 "id": self.host_id,
-                "state": "Running",
+                "state": "Running" if fault is None else "Error",
                 "version": DEVHOST_VERSION,
                 "versionDetails": f"devhost {DEVHOST_VERSION}",
                 "processUptime": int((time.monotonic() - self.started_at) * 1000),

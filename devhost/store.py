@@ -43,7 +43,21 @@ BACKSTOP_CHECKPOINT_PAGES = 4000
 # After the WAL is rewound, SQLite truncates the file to this size if it grew larger.
 WAL_SIZE_LIMIT_BYTES = 32 * 1024 * 1024
 
+# The write probe (probe_write) needs this many bytes of new pages, so it fails while the disk is full.
+PROBE_BYTES = 64 * 1024
+# The file a devhost data folder holds once a store was created in it (see check_data_folder).
+USED_MARKER = ".devhost-store-used"
+
 log = logging.getLogger("devhost.durable")
+
+
+class StoreFault(RuntimeError):
+    """The durable store cannot persist (disk full, I/O error); the transaction was rolled back."""
+
+
+class StoreDamaged(RuntimeError):
+    """The durable store file is damaged or unexpectedly empty; devhost refuses to start on it."""
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -67,6 +81,7 @@ CREATE TABLE IF NOT EXISTS instances (
 );
 CREATE INDEX IF NOT EXISTS instances_status ON instances(status);
 CREATE INDEX IF NOT EXISTS instances_created ON instances(created);
+CREATE INDEX IF NOT EXISTS instances_status_created ON instances(status, created);
 CREATE TABLE IF NOT EXISTS history (
     instance_id TEXT NOT NULL,
     idx INTEGER NOT NULL,
@@ -214,7 +229,7 @@ class Store:
         self._synchronous = synchronous.upper()
         self._db: sqlite3.Connection | None = None
         self._lock_fd: int | None = None
-        self.in_tx = False
+        self._tx_wanted = False
         self.checkpointer = Checkpointer(path, self._synchronous)
 
     @property
@@ -224,11 +239,70 @@ class Store:
             raise RuntimeError("The durable store is not open.")
         return self._db
 
-    def open(self, hub_name: str) -> None:
-        """Open (creating if needed) the database and its schema; one engine per file at a time."""
+    @property
+    def used_marker(self) -> Path:
+        """The file that records that this store was created (an empty store after it is refused)."""
+        return self.path.with_name(self.path.name + ".used")
+
+    def open(self, hub_name: str, *, reset: bool = False) -> None:
+        """Open (creating if needed) the database and its schema; one engine per file at a time.
+
+        Raises StoreDamaged when the file fails ``PRAGMA quick_check`` or when a store that existed
+        (its marker file says so) is now empty or missing, unless ``reset`` starts a new, empty store.
+        """
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._acquire_lock()
-        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            self._open_checked(hub_name, reset=reset)
+        except BaseException:
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+            raise
+        self.checkpointer.start()
+
+    def _open_checked(self, hub_name: str, *, reset: bool) -> None:
+        if reset:
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(f"{self.path}{suffix}")
+            log.warning("Starting a new, empty durable store %s (--reset-store).", self.path)
+        elif self.used_marker.exists():
+            size = self.path.stat().st_size if self.path.exists() else None
+            if not size:
+                state = "is missing" if size is None else "is empty (0 bytes)"
+                raise StoreDamaged(
+                    f"The durable store {self.path} {state}, but this data folder held a store before: "
+                    "its jobs would be silently gone. Restore the file, or start over with `serve --reset-store`."
+                )
+        try:
+            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise StoreDamaged(f"The durable store {self.path} cannot be opened: {exc}.") from exc
+        try:
+            self._prepare(db, hub_name)
+        except BaseException:
+            db.close()
+            raise
+        self._db = db
+        # Written once the schema is committed: from now on an empty file here means lost jobs.
+        self.used_marker.write_text("devhost durable store created here; see devhost/README.md\n")
+
+    def _prepare(self, db: sqlite3.Connection, hub_name: str) -> None:
+        try:
+            problems = [str(r[0]) for r in db.execute("PRAGMA quick_check(5)").fetchall()]
+        except sqlite3.DatabaseError as exc:
+            raise StoreDamaged(
+                f"The durable store {self.path} is damaged ({exc}); restore it from a backup, "
+                "or start over with `serve --reset-store`."
+            ) from exc
+        if problems != ["ok"]:
+            raise StoreDamaged(
+                f"The durable store {self.path} is damaged ({'; '.join(problems)}); restore it from a backup, "
+                "or start over with `serve --reset-store`."
+            )
+        # Takes effect only in a new (empty) file: then purged history can be handed back (reclaim_space).
+        db.execute("PRAGMA auto_vacuum=INCREMENTAL")
         db.execute("PRAGMA journal_mode=WAL")
         db.execute(f"PRAGMA synchronous={self._synchronous}")
         db.execute("PRAGMA temp_store=MEMORY")
@@ -238,16 +312,12 @@ class Store:
         db.executescript(_SCHEMA)
         db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('hub_name', ?)", (hub_name,))
-        self._db = db
-        self.checkpointer.start()
 
     def close(self) -> None:
         """Close the connection (rolls back an unfinished transaction) and release the file lock."""
         self.checkpointer.stop()
         if self._db is not None:
-            if self.in_tx:
-                self._db.execute("ROLLBACK")
-                self.in_tx = False
+            self.rollback()
             self._db.close()
             self._db = None
         if self._lock_fd is not None:
@@ -277,24 +347,57 @@ class Store:
         self._lock_fd = fd
 
     # -- transactions -------------------------------------------------------------------------
+    @property
+    def in_tx(self) -> bool:
+        """Whether SQLite has a transaction open (it may roll one back by itself, e.g. on SQLITE_FULL)."""
+        return self._db is not None and self._db.in_transaction
+
     def begin(self) -> None:
         """Start a write transaction unless one is open."""
-        if not self.in_tx:
+        if not self.db.in_transaction:
             self.db.execute("BEGIN IMMEDIATE")
-            self.in_tx = True
+        self._tx_wanted = True
 
     def commit(self) -> None:
-        """Commit the open transaction, if any."""
-        if self.in_tx:
-            self.db.execute("COMMIT")
-            self.in_tx = False
-            self.checkpointer.committed()
+        """Commit the transaction ``begin()`` opened; raises StoreFault (after rolling back) when it fails.
+
+        A transaction SQLite already rolled back by itself (disk full, I/O error) counts as failed:
+        statements after it ran one by one, so nothing of it may be taken as committed.
+        """
+        wanted, self._tx_wanted = self._tx_wanted, False
+        db = self.db
+        if not db.in_transaction:
+            if wanted:
+                raise StoreFault("the durable store rolled the transaction back (disk full or I/O error)")
+            return
+        try:
+            db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self.rollback()
+            raise StoreFault(f"committing to the durable store failed: {exc}") from exc
+        self.checkpointer.committed()
 
     def rollback(self) -> None:
-        """Roll back the open transaction, if any."""
-        if self.in_tx:
-            self.db.execute("ROLLBACK")
-            self.in_tx = False
+        """Roll back the open transaction, if any (errors while rolling back are logged, not raised)."""
+        self._tx_wanted = False
+        if self._db is not None and self._db.in_transaction:
+            try:
+                self._db.execute("ROLLBACK")
+            except sqlite3.Error as exc:
+                log.warning("Rolling back the durable store's transaction failed: %s", exc)
+
+    def probe_write(self) -> None:
+        """Write and delete a few pages in one transaction: raises StoreFault while the store cannot grow."""
+        try:
+            self.begin()
+            self.db.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES ('write_probe', zeroblob(?))", (PROBE_BYTES,)
+            )
+            self.db.execute("DELETE FROM meta WHERE key='write_probe'")
+        except sqlite3.Error as exc:
+            self.rollback()
+            raise StoreFault(f"the durable store cannot write: {exc}") from exc
+        self.commit()
 
     # -- instances ----------------------------------------------------------------------------
     def insert_instance(self, row: InstanceRow) -> None:
@@ -496,3 +599,83 @@ class Store:
         for instance_id in ids:
             self.delete_instance(instance_id)
         return ids
+
+    # -- listing by created time and purging (GET/DELETE instances/) ---------------------------
+    def query_by_created(
+        self,
+        *,
+        created_from: float | None,
+        created_to: float | None,
+        statuses: Sequence[str] | None,
+        prefix: str | None,
+        after: tuple[float, int] | None,
+        limit: int,
+    ) -> list[tuple[float, int, InstanceRow]]:
+        """Instance rows matching the filters in created-time order, after the ``(created, ord)`` cursor.
+
+        The ``instances_created`` index holds (created, ord) and ``instances_status_created`` (status,
+        created, ord), so a created-time window costs its own rows plus a seek, however many instances
+        the store holds (with several statuses, the window's rows are sorted).
+        """
+        where: list[str] = []
+        args: list[Any] = []
+        if after is not None:
+            where.append("(created > ? OR (created = ? AND ord > ?))")
+            args.extend([after[0], after[0], after[1]])
+        if created_from is not None:
+            where.append("created >= ?")
+            args.append(created_from)
+        if created_to is not None:
+            where.append("created <= ?")
+            args.append(created_to)
+        if statuses:
+            where.append(f"status IN ({','.join('?' * len(statuses))})")
+            args.extend(statuses)
+        if prefix:
+            # Range scan instead of LIKE so '%'/'_' in ids match literally.
+            where.append("instance_id >= ? AND instance_id < ?")
+            args.extend([prefix, prefix + "\U0010ffff"])
+        args.append(limit)
+        # (status, created) serves a one-status filter in order (an index entry ends with ord); else (created).
+        index = "instances_status_created" if statuses else "instances_created"
+        cur = self.db.execute(
+            f"SELECT created, ord, {INSTANCE_COLUMNS} FROM instances INDEXED BY {index} "
+            f"WHERE {' AND '.join(where) or '1'} ORDER BY created, ord LIMIT ?",
+            args,
+        )
+        return [(r[0], r[1], InstanceRow(*r[2:])) for r in cur.fetchall()]
+
+    def purge_batch(self, created_from: float, created_to: float | None, statuses: Sequence[str], limit: int) -> int:
+        """Delete up to ``limit`` instances in the given (terminal) statuses created in the range; returns how many."""
+        args: list[Any] = [created_from]
+        where = "created >= ?"
+        if created_to is not None:
+            where += " AND created <= ?"
+            args.append(created_to)
+        where += f" AND status IN ({','.join('?' * len(statuses))})"
+        args.extend(statuses)
+        args.append(limit)
+        ids = [r[0] for r in self.db.execute(f"SELECT instance_id FROM instances WHERE {where} LIMIT ?", args)]
+        for instance_id in ids:
+            self.delete_instance(instance_id)
+        return len(ids)
+
+    def reclaim_space(self, max_pages: int) -> int:
+        """Return up to ``max_pages`` free pages to the file system (incremental vacuum); returns how many are left.
+
+        Only stores created with ``auto_vacuum=INCREMENTAL`` shrink; in others SQLite reuses the free
+        pages for new instances, so the file stops growing once retention purges as much as is added.
+        """
+        db = self.db
+        if int(db.execute("PRAGMA auto_vacuum").fetchone()[0]) != 2:
+            return 0
+        db.execute(f"PRAGMA incremental_vacuum({int(max_pages)})").fetchall()
+        return int(db.execute("PRAGMA freelist_count").fetchone()[0])
+
+    def file_bytes(self) -> int:
+        """Bytes the store occupies on disk (database and WAL)."""
+        total = 0
+        for suffix in ("", "-wal"):
+            with contextlib.suppress(OSError):
+                total += os.path.getsize(f"{self.path}{suffix}")
+        return total

@@ -77,13 +77,18 @@ def test_routes_constraints_and_precedence(host: DevHostProcess, path: str, expe
         ("/api/defaultroute", 200, "default route is the function name"),
         ("/api/no/such/route", 404, ""),
         ("/health", 404, ""),
-        ("/", 404, ""),
     ],
 )
 def test_route_table(host: DevHostProcess, path: str, status: int, text: str) -> None:
     resp = host.client.get(path)
     assert resp.status_code == status
     assert resp.text == text
+
+
+def test_root_is_a_landing_page_when_no_function_owns_it(host: DevHostProcess) -> None:
+    # Like the Functions host's home page, but JSON: where the API is (this app serves no console).
+    body = host.client.get("/").json()
+    assert body["host"] == "devhost" and body["api"] == "/api/" and body["console"] is None
 
 
 def test_wrong_method_is_404_like_the_functions_host(host: DevHostProcess) -> None:

@@ -1,0 +1,205 @@
+"""``python -m devhost jobs list|show|attach|answer|cancel``: manage the jobs of a running host.
+
+Talks to the jobs API at ``--url`` with the function key found the way ``ask`` finds it (``--key``,
+``DEVHOST_FUNCTION_KEY``, then ``<data>/keys.json``). Exit codes: 0 ok, 1 the job failed (show/attach),
+2 usage, connection or API error, 3 cancelled, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+
+from devhost.ask import (
+    EXIT_CANCELLED,
+    EXIT_COMPLETED,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    attach_hint,
+    follow_job,
+    http_problem,
+    key_for,
+    render_progress,
+    render_result,
+)
+
+STATUSES = ["pending", "running", "waiting_for_user", "completed", "failed", "cancelled"]
+EXIT_FOR_STATUS = {"completed": EXIT_COMPLETED, "failed": EXIT_FAILED, "cancelled": EXIT_CANCELLED}
+
+
+class CliError(Exception):
+    """A problem to print as one sentence (exit 2)."""
+
+
+def add_parser(sub: Any) -> None:
+    """Add the ``jobs`` subcommand group to the devhost CLI."""
+    jobs = sub.add_parser("jobs", help="list, show, follow, answer or cancel the jobs of a running host")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--url",
+        default=os.environ.get("DEVHOST_URL", "http://127.0.0.1:7071"),
+        help="the running host (default: %(default)s)",
+    )
+    common.add_argument("--key", default=None, help="function key (default: DEVHOST_FUNCTION_KEY or <data>/keys.json)")
+    common.add_argument("--app", default=".", help="app directory, to find <app>/.devhost/keys.json (default: cwd)")
+    common.add_argument("--data", default=None, help="the host's state directory (default <app>/.devhost)")
+    common.add_argument("--json", action="store_true", help="print the API's JSON instead of the human view")
+    actions = jobs.add_subparsers(dest="jobs_command", required=True)
+    listing = actions.add_parser("list", parents=[common], help="the jobs, newest first")
+    listing.add_argument("--status", choices=STATUSES, default=None, help="only jobs in this status")
+    listing.add_argument("--limit", type=int, default=20, help="how many jobs (1-100, default %(default)s)")
+    for name, text in (
+        ("show", "one job: status, steps, waiting question, answer, error"),
+        ("attach", "follow a job live, answering its questions"),
+        ("cancel", "cancel a running job"),
+    ):
+        action = actions.add_parser(name, parents=[common], help=text)
+        action.add_argument("job_id")
+    answer = actions.add_parser("answer", parents=[common], help="answer the question a job waits on")
+    answer.add_argument("job_id")
+    answer.add_argument("answer", help="the answer: one of the offered options, or free text")
+    answer.add_argument(
+        "--question-id", default=None, help="the question answered (default: the one the job waits on now)"
+    )
+
+
+def _client(args: argparse.Namespace) -> tuple[httpx.Client, str]:
+    url = str(args.url).rstrip("/")
+    app_dir = Path(args.app).resolve()
+    data_dir = Path(args.data).resolve() if args.data else app_dir / ".devhost"
+    key = key_for(args, data_dir)
+    headers = {"x-functions-key": key} if key else {}
+    return httpx.Client(base_url=url, headers=headers, timeout=30.0), url
+
+
+def _get(client: httpx.Client, url: str, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    response = client.get(path, params=params)
+    if response.status_code != 200:
+        raise CliError(http_problem(response, url))
+    body = response.json()
+    if not isinstance(body, dict):
+        raise CliError(f"the host at {url} answered something that is not a job view")
+    return body
+
+
+def render_list(jobs: list[dict[str, Any]]) -> Table:
+    """The compact table of ``jobs list``."""
+    table = Table(title=f"{len(jobs)} job(s), newest first", expand=False)
+    for column in ("id", "status", "created", "question"):
+        table.add_column(column, no_wrap=column != "question")
+    for job in jobs:
+        created = str(job.get("created_at") or "")[:19].replace("T", " ")
+        table.add_row(str(job.get("id")), str(job.get("status")), created, str(job.get("question") or "")[:70])
+    return table
+
+
+def render_show(view: dict[str, Any], console: Console) -> None:
+    """The job view of ``jobs show``."""
+    console.print(f"question: {view.get('question')}", markup=False, highlight=False)
+    console.print(render_progress(view))
+    waiting = view.get("waiting")
+    if waiting:
+        options = ", ".join(waiting.get("options") or []) or "free text"
+        console.print(
+            Panel(
+                f"{waiting.get('question')}\noptions: {options}\nquestion_id: {waiting.get('question_id')}",
+                title=f"the job asks ({waiting.get('kind')})",
+                border_style="magenta",
+            )
+        )
+        console.print(
+            f"answer with: python -m devhost jobs answer {view.get('id')} <answer> "
+            f"--question-id {waiting.get('question_id')}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    if view.get("status") in EXIT_FOR_STATUS:
+        console.print(render_result(view))
+
+
+def _run(args: argparse.Namespace, client: httpx.Client, url: str, console: Console) -> int:
+    command = args.jobs_command
+    if command == "list":
+        params: dict[str, Any] = {"limit": args.limit}
+        if args.status:
+            params["status"] = args.status
+        body = _get(client, url, "/api/jobs", params)
+        if args.json:
+            print(json.dumps(body, indent=2))
+        else:
+            console.print(render_list(body.get("jobs") or []))
+        return 0
+    path = f"/api/jobs/{args.job_id}"
+    if command == "show":
+        view = _get(client, url, path, {"log_limit": 1})
+        if args.json:
+            print(json.dumps(view, indent=2))
+        else:
+            render_show(view, console)
+        return EXIT_FOR_STATUS.get(str(view.get("status")), 0)
+    if command == "attach":
+        _get(client, url, path, {"log_limit": 1})  # a sentence for an unknown job before the live view starts
+        try:
+            code, view = follow_job(client, args.job_id, console, interactive=sys.stdin.isatty())
+        except KeyboardInterrupt:
+            console.print(f"\n[yellow]stopped following job {args.job_id}[/] (it keeps running); attach again with:")
+            console.print(attach_hint(args.job_id, url), markup=False, highlight=False, soft_wrap=True)
+            return EXIT_INTERRUPTED
+        if view is not None:
+            console.print()
+            console.print(render_result(view))
+        if args.json and view is not None:
+            print(json.dumps(view, indent=2))
+        return code
+    if command == "answer":
+        question_id = args.question_id
+        if question_id is None:
+            waiting = _get(client, url, path, {"log_limit": 1}).get("waiting")
+            if not waiting:
+                raise CliError(f"job {args.job_id} is not waiting for an answer")
+            question_id = waiting.get("question_id")
+        posted = client.post(f"{path}/feedback", json={"answer": args.answer, "question_id": question_id})
+        if posted.status_code >= 400:
+            raise CliError(http_problem(posted, url))
+        console.print(f"answered question {question_id} of job {args.job_id}", markup=False, highlight=False)
+        return 0
+    posted = client.post(f"{path}/cancel")
+    if posted.status_code >= 400:
+        raise CliError(http_problem(posted, url))
+    console.print(f"job {args.job_id} is cancelling", markup=False, highlight=False)
+    return 0
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run one ``jobs`` action; returns the exit code."""
+    console = Console(stderr=bool(args.json))
+    client, url = _client(args)
+    try:
+        with client:
+            return _run(args, client, url, console)
+    except CliError as exc:
+        console.print(f"[red]error:[/] {exc}", highlight=False)
+        return EXIT_USAGE
+    except httpx.ConnectError:
+        console.print(
+            f"[red]error:[/] no host is running at {url} (start one with `python -m devhost serve`, or pass --url)",
+            highlight=False,
+        )
+        return EXIT_USAGE
+    except httpx.HTTPError as exc:
+        console.print(f"[red]error:[/] cannot reach the host at {url}: {exc}", highlight=False)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        console.print("\n[yellow]interrupted[/]")
+        return EXIT_INTERRUPTED
