@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from shared.contracts import ErrorCode, ProviderError
+from shared.localstore import BLOB_TIMEOUT_S as TIMEOUT_S
+from shared.localstore import ContainerOnce, SqliteFile
 
 if TYPE_CHECKING:
     from shared.settings import Settings
@@ -28,7 +30,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 CLAIMS_FILE = "answer_claims.sqlite3"
 CLAIMS_CONTAINER = "job-answer-claims"
-TIMEOUT_S = 10
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS answer_claims (
@@ -53,25 +54,10 @@ class SqliteAnswerClaims:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self._ready = False
-        self._lock = threading.Lock()
+        self._file = SqliteFile(self.path, _SCHEMA)
 
     def _connect(self) -> sqlite3.Connection:
-        if not self._ready:
-            with self._lock:
-                if not self._ready:
-                    self.path.parent.mkdir(parents=True, exist_ok=True)
-                    conn = sqlite3.connect(self.path, timeout=10)
-                    try:
-                        conn.execute("PRAGMA journal_mode=WAL")
-                        conn.execute(_SCHEMA)
-                        conn.commit()
-                    finally:
-                        conn.close()
-                    self._ready = True
-        conn = sqlite3.connect(self.path, timeout=10, isolation_level=None)
-        conn.execute("PRAGMA busy_timeout=10000")
-        return conn
+        return self._file.connect()
 
     def claim(self, job_id: str, question_id: str) -> bool:
         """Insert the claim unless it exists; the primary key makes exactly one insert succeed."""
@@ -91,18 +77,10 @@ class BlobAnswerClaims:
 
     def __init__(self, container: Any) -> None:
         self.container = container
-        self._container_ready = False
+        self._container = ContainerOnce(container)
 
     def _ensure_container(self) -> None:
-        from azure.core.exceptions import ResourceExistsError
-
-        if self._container_ready:
-            return
-        try:
-            self.container.create_container(timeout=TIMEOUT_S)
-        except ResourceExistsError:
-            pass
-        self._container_ready = True
+        self._container.ensure()
 
     def claim(self, job_id: str, question_id: str) -> bool:
         """Create the claim blob; a blob that already exists means another answer came first."""

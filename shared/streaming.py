@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from shared.contracts import ErrorCode, ProviderError
+from shared.localstore import SqliteFile
 
 if TYPE_CHECKING:
     from shared.settings import Settings
@@ -103,26 +104,10 @@ class SqlitePartialOutputStore:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self._ready = False
-        self._lock = threading.Lock()
+        self._file = SqliteFile(self.path, _SCHEMA, synchronous="NORMAL")
 
     def _connect(self) -> sqlite3.Connection:
-        if not self._ready:
-            with self._lock:
-                if not self._ready:
-                    self.path.parent.mkdir(parents=True, exist_ok=True)
-                    conn = sqlite3.connect(self.path, timeout=10)
-                    try:
-                        conn.execute("PRAGMA journal_mode=WAL")
-                        conn.execute(_SCHEMA)
-                        conn.commit()
-                    finally:
-                        conn.close()
-                    self._ready = True
-        conn = sqlite3.connect(self.path, timeout=10, isolation_level=None)
-        conn.execute("PRAGMA busy_timeout=10000")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        return conn
+        return self._file.connect()
 
     def append(self, job_id: str, step_id: str, attempt: int, text: str, *, complete: bool = False) -> None:
         """Append in one upsert: concatenate for the same attempt, replace for another."""

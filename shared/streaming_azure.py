@@ -17,6 +17,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from shared.contracts import ErrorCode, ProviderError
+from shared.localstore import BLOB_TIMEOUT_S as TIMEOUT_S
+from shared.localstore import ContainerOnce
 from shared.streaming import DONE_TTL_S, MAX_AGE_S, PartialOutput
 
 if TYPE_CHECKING:
@@ -25,7 +27,6 @@ if TYPE_CHECKING:
     from shared.settings import Settings
 
 logger = logging.getLogger(__name__)
-TIMEOUT_S = 10
 
 
 class BlobPartialOutputStore:
@@ -34,7 +35,7 @@ class BlobPartialOutputStore:
     def __init__(self, container: Any) -> None:
         self.container = container
         self._created: dict[tuple[str, str], int] = {}
-        self._container_ready = False
+        self._container = ContainerOnce(container)
         self._lock = threading.Lock()
 
     @staticmethod
@@ -43,15 +44,7 @@ class BlobPartialOutputStore:
         return f"{job_id}/{step_id}"
 
     def _ensure_container(self) -> None:
-        from azure.core.exceptions import ResourceExistsError
-
-        if self._container_ready:
-            return
-        try:
-            self.container.create_container(timeout=TIMEOUT_S)
-        except ResourceExistsError:
-            pass
-        self._container_ready = True
+        self._container.ensure()
 
     def append(self, job_id: str, step_id: str, attempt: int, text: str, *, complete: bool = False) -> None:
         """Append a block (creating the blob for a new attempt); mark it complete in its metadata."""

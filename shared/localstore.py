@@ -1,0 +1,65 @@
+"""Plumbing shared by the small stores beside a job (partial output, answer claims): local SQLite and Azure Blob."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+# Blob calls give up after this many seconds (a store must never hold an activity or a request for long).
+BLOB_TIMEOUT_S = 10
+
+
+class SqliteFile:
+    """One SQLite file with a schema made on first use; a short-lived connection per call.
+
+    Threads and processes never share a connection, so the file is safe for both on one machine.
+    """
+
+    def __init__(self, path: Path, schema: str, *, synchronous: str | None = None) -> None:
+        self.path = Path(path)
+        self._schema = schema
+        self._synchronous = synchronous
+        self._ready = False
+        self._lock = threading.Lock()
+
+    def connect(self) -> sqlite3.Connection:
+        """A new autocommit connection, after creating the file and its schema once per process."""
+        if not self._ready:
+            with self._lock:
+                if not self._ready:
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                    conn = sqlite3.connect(self.path, timeout=10)
+                    try:
+                        conn.execute("PRAGMA journal_mode=WAL")
+                        conn.executescript(self._schema)
+                        conn.commit()
+                    finally:
+                        conn.close()
+                    self._ready = True
+        conn = sqlite3.connect(self.path, timeout=10, isolation_level=None)
+        conn.execute("PRAGMA busy_timeout=10000")
+        if self._synchronous:
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
+        return conn
+
+
+class ContainerOnce:
+    """Creates a blob container the first time it is needed (an existing one is fine)."""
+
+    def __init__(self, container: Any) -> None:
+        self.container = container
+        self._ready = False
+
+    def ensure(self) -> None:
+        """Create the container unless this process already did or found it."""
+        from azure.core.exceptions import ResourceExistsError
+
+        if self._ready:
+            return
+        try:
+            self.container.create_container(timeout=BLOB_TIMEOUT_S)
+        except ResourceExistsError:
+            pass
+        self._ready = True
