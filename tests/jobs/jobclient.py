@@ -47,6 +47,16 @@ class JobClient:
             time.sleep(0.05)
         raise AssertionError(f"job {job_id} did not reach {wanted}; last view: {view}")
 
+    def next_question(self, job_id: str, answered: str, timeout_s: float = 30) -> dict[str, Any]:
+        """The question the job asks after ``answered`` (polls until it is asked)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            waiting = self.wait(job_id, {"waiting_for_user"})["waiting"]
+            if waiting["question_id"] != answered:
+                return dict(waiting)
+            time.sleep(0.05)
+        raise AssertionError(f"job {job_id} asked nothing after {answered}")
+
     def answer(self, job_id: str, answer: Any, **extra: Any) -> httpx.Response:
         """Answer the question the job shows now (as a UI would), unless ``question_id`` is given."""
         if "question_id" not in extra:

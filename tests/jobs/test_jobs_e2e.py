@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,17 +31,6 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevHostProcess]:
 @pytest.fixture(scope="module")
 def jobs(host: DevHostProcess) -> JobClient:
     return JobClient(host)
-
-
-def next_question(jobs: JobClient, job_id: str, answered: str, timeout_s: float = 30) -> dict:
-    """The question the job asks after ``answered`` (polls until it is asked)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        waiting = jobs.wait(job_id, {"waiting_for_user"})["waiting"]
-        if waiting["question_id"] != answered:
-            return dict(waiting)
-        time.sleep(0.05)
-    raise AssertionError(f"job {job_id} asked nothing after {answered}")
 
 
 def kinds(view: dict) -> list[str]:
@@ -103,7 +91,7 @@ def test_approval_edited_runs_the_edited_sql_through_the_guard(jobs: JobClient) 
     resp = jobs.answer(job_id, {"action": "edit", "sql": edited})
     assert resp.status_code == 202, resp.text
     # A human approves the exact statement that runs: the guarded edit is shown for approval again.
-    again = next_question(jobs, job_id, "s1-q1")
+    again = jobs.next_question(job_id, "s1-q1")
     shown = again["details"]["sql"]
     assert again["kind"] == "approval" and "group by reason" in shown.lower() and "limit" in shown.lower()
     assert jobs.answer(job_id, "approve", question_id=again["question_id"]).status_code == 202
@@ -118,7 +106,7 @@ def test_sensitive_tables_need_a_human_yes(jobs: JobClient) -> None:
     job_id = jobs.submit(SQL_Q, approval={"sql": "always"})
     first = jobs.wait(job_id, {"waiting_for_user"})["waiting"]
     assert jobs.answer(job_id, {"action": "edit", "sql": contacts}).status_code == 202
-    again = next_question(jobs, job_id, first["question_id"])
+    again = jobs.next_question(job_id, first["question_id"])
     assert again["details"]["sensitive_tables"] == ["customer_contacts"]
     assert jobs.answer(job_id, "approve", question_id=again["question_id"]).status_code == 202
     view = jobs.wait(job_id)

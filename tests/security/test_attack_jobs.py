@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -98,17 +97,6 @@ def obey(llm: FakeOpenAI, plan: dict[str, Any]) -> None:
     )
 
 
-def next_question(jobs: JobClient, job_id: str, answered: str, timeout_s: float = 30) -> dict[str, Any]:
-    """The question the job asks after ``answered``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        waiting = jobs.wait(job_id, {"waiting_for_user"})["waiting"]
-        if waiting["question_id"] != answered:
-            return dict(waiting)
-        time.sleep(0.05)
-    raise AssertionError(f"job {job_id} asked nothing after {answered}")
-
-
 def leaked(host: DevHostProcess, jobs: JobClient, llm: FakeOpenAI, job_id: str) -> set[str]:
     """Contact e-mails found in the job's view, its Durable history, the host log or any request to the model."""
     assert host.keys is not None
@@ -161,7 +149,7 @@ def test_plan_sql_without_approval_is_rejected_and_edits_cannot_widen_it(
         assert error["code"] == "INVALID_ANSWER" and error["field"] == field
     # A well-formed edit of the SQL is allowed, and rejected by the same rule as the plan's SQL.
     assert jobs.answer(job_id, {"action": "edit", "sql": "SELECT email FROM customer_contacts"}).status_code == 202
-    again = next_question(jobs, job_id, waiting["waiting"]["question_id"])
+    again = jobs.next_question(job_id, waiting["waiting"]["question_id"])
     assert again["kind"] == "error" and "customer_contacts" in again["question"]
     assert jobs.answer(job_id, "skip", question_id=again["question_id"]).status_code == 202
     view = jobs.wait(job_id)
