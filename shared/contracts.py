@@ -98,6 +98,8 @@ class Usage(BaseModel):
     tokens_output: int = Field(default=0, ge=0)
     total_tokens: int = Field(default=0, ge=0)
     estimated_cost: float = Field(default=0.0, ge=0.0)
+    # True when some of the tokens were estimated because the server reported no usage (llama.cpp streams).
+    estimated: bool = False
 
     @model_validator(mode="after")
     def _fill_total(self) -> Usage:
@@ -112,6 +114,7 @@ class Usage(BaseModel):
             tokens_output=self.tokens_output + other.tokens_output,
             total_tokens=self.total_tokens + other.total_tokens,
             estimated_cost=round(self.estimated_cost + other.estimated_cost, 8),
+            estimated=self.estimated or other.estimated,
         )
 
 
@@ -167,11 +170,22 @@ class ExecutorOutput(BaseModel):
 class ProviderError(Exception):
     """A classified fault from a provider (LLM, search, SQL). Executors turn it into a failed output."""
 
-    def __init__(self, code: ErrorCode, message: str, *, retry_after_ms: int | None = None) -> None:
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str,
+        *,
+        retry_after_ms: int | None = None,
+        usage: Usage | None = None,
+        model_used: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.retry_after_ms = retry_after_ms
+        # Tokens spent before the failure (a cut or invalid output was still generated and billed).
+        self.usage = usage
+        self.model_used = model_used
 
 
 # Typed results carried in ExecutorOutput.result. Keep them small: they are stored in Durable history.

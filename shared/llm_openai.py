@@ -11,33 +11,41 @@ Decisions (documented here because callers depend on them):
   stateless, so the two are interchangeable).
 - Structured output (``LLM_OUTPUT_MODE``): ``auto`` (default) asks for a JSON schema
   (``response_format``/``text.format`` of type ``json_schema``, ``strict`` when the pydantic schema can
-  be made strict, see ``output_schema``), and when the endpoint answers 400 saying json_schema is not
-  supported, it switches to validated JSON mode (``json_object`` plus the schema in the system
-  message) for that call and every later one of this provider. ``json_schema`` and ``json_mode``
+  be made strict, see ``output_schema``); when the endpoint refuses it (judged by the error's content,
+  any 4xx/5xx: llama.cpp answers a 500), it falls back, remembered per model of this provider (one
+  provider per endpoint): on OpenAI-compatible servers to llama.cpp's grammar-constrained
+  ``{"type": "json_object", "schema": ...}``, then to validated JSON mode (``json_object`` plus the
+  schema in the system message). ``json_schema`` and ``json_mode``
   force one; ``tool_call`` forces a function call whose parameters are the schema (for servers that
   do tools but not response formats). Whatever the mode, a reply carrying a call to that function
   instead of content is accepted; a call to any other tool is a BAD_REQUEST.
 - Output that is not valid JSON or does not validate against ``request.output_type`` is a
   ``ProviderError(BAD_REQUEST)``: not retryable, because the same prompt at the same temperature
   mostly repeats the same output; the orchestrator may fall back to another model. Output cut at
-  ``max_tokens`` is BAD_REQUEST too, saying so. A refusal or ``finish_reason=content_filter`` is
-  CONTENT_FILTERED.
+  ``max_tokens`` is BAD_REQUEST too, saying so, also when the server hides it behind another
+  ``finish_reason`` (llama.cpp says "tool_calls"): unparseable output at the token limit is a cut.
+  A failed call's usage rides on the ``ProviderError`` (``usage``, ``model_used``): it was spent.
+  A refusal or ``finish_reason=content_filter`` is CONTENT_FILTERED.
 - Errors: 429 → RATE_LIMITED (``retry_after_ms`` from ``retry-after-ms``, else ``retry-after``
   seconds or HTTP date); timeouts (the SDK's, a 408, or the call's overall deadline while
   streaming) → MODEL_TIMEOUT; Azure's 400 ``content_filter`` → CONTENT_FILTERED; 401/403 and
-  credential failures → AUTH_FAILED; other 4xx → BAD_REQUEST; 5xx, connection errors, failed
-  Responses and errors inside a stream → UPSTREAM_ERROR. The SDK's own retries are off
-  (``max_retries=0``): the orchestrator owns retries.
+  credential failures → AUTH_FAILED; a 404 on the Responses API → CONFIG_ERROR naming the path and
+  ``LLM_API=chat``; other 4xx → BAD_REQUEST; 5xx, connection errors (naming the URL and the cause, and
+  whether the stream had started), failed Responses and errors inside a stream → UPSTREAM_ERROR.
+  The SDK's own retries are off (``max_retries=0``): the orchestrator owns retries.
 - ``model_used``: on Azure, the deployment name that was called (Azure reports the underlying model
   name in ``model``, which is not what a user configures or allow-lists); elsewhere the ``model``
   the response reports (for OpenAI a dated snapshot, priced by its prefix), else the requested one.
-- Streaming (``request.on_delta`` set): the output is streamed (SSE) and buffered once; the JSON is
-  parsed once, at the end. ``on_delta`` gets prose, like the offline provider's: the decoded text of
+- Streaming: every call streams (SSE), so giving up (deadline, timeout) closes the connection and a
+  single-slot local server stops generating instead of queueing the retry; the output is buffered
+  and the JSON parsed once, at the end. When the stream reports no usage (llama.cpp ignores
+  ``include_usage``), tokens are estimated from the text and the response says so (``usage_estimated``).
+  With ``request.on_delta`` set, ``on_delta`` gets prose, like the offline provider's: the decoded text of
   the output type's first ``str`` field (``AnswerResult.answer``) as it arrives, picked out of the
   JSON deltas by an incremental scanner (``JsonTextFieldStream``); output types without a ``str``
   field get the raw JSON deltas. Chat streams ask for usage with ``stream_options.include_usage``.
-- Capability fallbacks (each once per provider, remembered): json_schema rejected → JSON mode (in
-  "auto" mode); ``temperature`` rejected (reasoning models take only the default) → sent no more for
+- Capability fallbacks (each once per provider and model, remembered): refused output modes (in
+  "auto" mode, above); ``temperature`` rejected (reasoning models take only the default) → sent no more for
   that model. Both re-send within the same call's deadline; any other 400 is final.
 - Token limit parameter: ``max_completion_tokens`` for Azure OpenAI and OpenAI, ``max_tokens`` for
   other OpenAI-compatible servers (Ollama, LM Studio, vLLM, llama.cpp), which know that one best.
@@ -52,15 +60,17 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
+import httpx
 import openai
 from azure.core.exceptions import ClientAuthenticationError
 from pydantic import BaseModel, ValidationError
 
-from shared.contracts import ErrorCode, ProviderError
+from shared.answer_offline import estimate_tokens
+from shared.contracts import ErrorCode, ProviderError, Usage
 from shared.prompts import PromptError, RenderedPrompt, render_prompt
 from shared.providers import LLMRequest, LLMResponse, T
 
@@ -76,6 +86,14 @@ OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 ApiKind = Literal["chat", "responses"]
 OutputMode = Literal["auto", "json_schema", "json_mode", "tool_call"]
+# What is actually sent: the settings' modes plus llama.cpp's shape of a schema, a ``json_object`` response
+# format carrying ``schema`` (grammar-constrained output), tried in "auto" mode on OpenAI-compatible servers.
+WireMode = Literal["json_schema", "json_object_schema", "json_mode", "tool_call"]
+_AUTO_CHAIN: dict[str, tuple[WireMode, ...]] = {
+    "azure_openai": ("json_schema", "json_mode"),
+    "openai": ("json_schema", "json_mode"),
+    "openai_compatible": ("json_schema", "json_object_schema", "json_mode"),
+}
 EndpointKind = Literal["azure_openai", "openai", "openai_compatible"]
 
 # Keywords that strict structured output does not accept everywhere (Azure lags OpenAI here);
@@ -180,6 +198,27 @@ def output_schema(output_type: type[BaseModel]) -> OutputSchema:
     return result
 
 
+def _grammar_safe(node: Any) -> Any:
+    """The schema without length, count and pattern bounds, for servers that compile it to a grammar.
+
+    llama.cpp expands ``maxLength: 20000`` into 20,000 nested rules and dies on it; pydantic checks the
+    bounds after the call anyway.
+    """
+    if isinstance(node, list):
+        return [_grammar_safe(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _STRICT_DROP or key == "description":
+            continue
+        if key in ("properties", "$defs"):
+            out[key] = {name: _grammar_safe(sub) for name, sub in value.items()}
+        else:
+            out[key] = _grammar_safe(value)
+    return out
+
+
 def _json_mode_instructions(schema: OutputSchema) -> str:
     return (
         "\n\nYour whole reply must be one JSON object, with no text around it, that conforms to this "
@@ -230,38 +269,90 @@ def _is_content_filter(code: str | None, message: str, body: object) -> bool:
     return "content management policy" in message.lower()
 
 
-def _rejects_json_schema(exc: openai.BadRequestError) -> bool:
-    """Whether a 400 says the endpoint cannot do ``json_schema`` response formats."""
+def _refuses_output_mode(exc: openai.APIStatusError, mode: WireMode) -> bool:
+    """Whether an error (any 4xx/5xx: llama.cpp answers a 500) says the server cannot do this output mode.
+
+    Judged by content, not status: the message, the body or ``param`` names the response format (or,
+    for tool calls, the tools) the request used.
+    """
+    if exc.status_code in (401, 403, 408, 429):
+        return False
     code, message = _error_detail(exc)
     if _is_content_filter(code, message, exc.body):
         return False
-    text = message.lower()
+    text = (message + " " + json.dumps(exc.body, default=str)).lower()
     param = (exc.param or "").lower()
-    mentions_format = "json_schema" in text or "response_format" in text or "text.format" in text
+    if mode == "tool_call":
+        return "tool" in text or param.startswith("tool")
+    mentions_format = any(word in text for word in ("json_schema", "response_format", "text.format", "schema"))
     return mentions_format or param in ("response_format", "text.format", "text")
 
 
-def _rejects_temperature(exc: openai.BadRequestError) -> bool:
+def _rejects_temperature(exc: openai.APIStatusError) -> bool:
     """Whether a 400 says this model takes no ``temperature`` (reasoning models)."""
     return (exc.param or "").lower() == "temperature" or (
         "temperature" in exc.message.lower() and "unsupported" in exc.message.lower()
     )
 
 
-def map_openai_error(exc: BaseException, *, model: str, timeout_s: float) -> ProviderError:
-    """Classify an exception from the openai SDK (or the credential) as a ``ProviderError``."""
+def _request_url(exc: BaseException) -> str | None:
+    """The URL of the request an SDK or httpx error belongs to (None when it has none)."""
+    try:
+        request = getattr(exc, "request", None)
+    except RuntimeError:  # httpx raises when an error was built without its request
+        return None
+    url = getattr(request, "url", None)
+    return str(url) if url is not None else None
+
+
+def _root_cause(exc: BaseException) -> str:
+    """The innermost cause of a connection failure, e.g. ``ConnectError: [Errno 111] Connection refused``."""
+    inner: BaseException = exc
+    while inner.__cause__ is not None and inner.__cause__ is not inner:
+        inner = inner.__cause__
+    text = str(inner) or type(inner).__name__
+    return f"{type(inner).__name__}: {text}"
+
+
+def map_openai_error(
+    exc: BaseException, *, model: str, timeout_s: float, api: ApiKind = "chat", started: bool = False
+) -> ProviderError:
+    """Classify an exception from the openai SDK, httpx (mid-stream) or the credential as a ``ProviderError``.
+
+    ``started``: the response had begun (a stream was open), so a broken connection is the server
+    dying or dropping it mid-answer, not an endpoint that cannot be reached.
+    """
     if isinstance(exc, ProviderError):
         return exc
     if isinstance(exc, ClientAuthenticationError):
         return ProviderError(ErrorCode.AUTH_FAILED, f"could not get a token for Azure OpenAI: {exc.message}")
-    if isinstance(exc, openai.APITimeoutError):
+    if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
         return ProviderError(ErrorCode.MODEL_TIMEOUT, f"model {model!r} did not answer within {timeout_s:g}s")
-    if isinstance(exc, openai.APIConnectionError):
-        return ProviderError(ErrorCode.UPSTREAM_ERROR, f"could not reach the LLM endpoint: {exc.message}")
+    if isinstance(exc, openai.APIConnectionError | httpx.TransportError):
+        url = _request_url(exc) or "the LLM endpoint"
+        if started:
+            message = f"the connection to {url} broke mid-stream ({_root_cause(exc)}); the server may have died"
+        else:
+            message = f"could not reach the LLM endpoint {url}: {_root_cause(exc)}"
+        return ProviderError(ErrorCode.UPSTREAM_ERROR, message[:1500])
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         code, message = _error_detail(exc)
         detail = f"{status} from the LLM endpoint for {model!r}: {message}"[:1500]
+        if status == 404:
+            url = _request_url(exc) or "the endpoint"
+            about_model = any(word in f"{code} {message}".lower() for word in ("deployment", "model"))
+            if api == "responses" and not about_model:
+                return ProviderError(
+                    ErrorCode.CONFIG_ERROR,
+                    f"the LLM endpoint has no Responses API (404 at POST {url}); set LLM_API=chat for servers "
+                    "that only speak Chat Completions (llama.cpp, Ollama, LM Studio)",
+                )
+            return ProviderError(
+                ErrorCode.BAD_REQUEST,
+                f"404 at POST {url} for {model!r}: {message}; check the model name and that OPENAI_BASE_URL "
+                "ends with the API root (usually /v1)"[:1500],
+            )
         if status == 429:
             return ProviderError(ErrorCode.RATE_LIMITED, detail, retry_after_ms=_retry_after_ms(exc.response.headers))
         if status in (401, 403):
@@ -281,6 +372,8 @@ def map_openai_error(exc: BaseException, *, model: str, timeout_s: float) -> Pro
         if code and "rate_limit" in code:
             return ProviderError(ErrorCode.RATE_LIMITED, f"rate limited mid-stream: {message}"[:1500])
         return ProviderError(ErrorCode.UPSTREAM_ERROR, f"the LLM stream failed: {message}"[:1500])
+    if isinstance(exc, httpx.HTTPError):
+        return ProviderError(ErrorCode.UPSTREAM_ERROR, f"the LLM call failed: {_root_cause(exc)}"[:1500])
     return ProviderError(ErrorCode.UPSTREAM_ERROR, f"LLM call failed: {type(exc).__name__}: {exc}"[:1500])
 
 
@@ -423,6 +516,23 @@ class _RawOutput:
     tokens_out: int = 0
     model: str | None = None
     usage_seen: bool = False
+    usage_estimated: bool = False
+    # Set as the call goes, so a failure mid-call can still count what was spent.
+    prompt_text: str = ""
+    opened: bool = False
+    received: list[str] = field(default_factory=list)
+
+    def estimate_usage(self) -> None:
+        """Count tokens from the text when the server reported none (it ignored ``include_usage``)."""
+        if self.usage_seen:
+            return
+        self.tokens_in = estimate_tokens(self.prompt_text)
+        self.tokens_out = estimate_tokens(self.text or "".join(self.received))
+        self.usage_estimated = True
+
+    def usage(self) -> Usage:
+        """What this call spent, as far as is known."""
+        return Usage(tokens_input=self.tokens_in, tokens_output=self.tokens_out, estimated=self.usage_estimated)
 
 
 def _strip_fences(text: str) -> str:
@@ -458,10 +568,16 @@ class OpenAIChatProvider:
         self.api = api
         self.output_mode = output_mode
         self.token_param = "max_tokens" if endpoint_kind == "openai_compatible" else "max_completion_tokens"
-        # Set after the endpoint rejects json_schema once ("auto" mode); later calls use JSON mode.
-        self.json_schema_unsupported = False
+        # Output modes this endpoint refused, per model ("auto" mode); later calls skip them. The provider
+        # is built per endpoint, so the key is (endpoint, model).
+        self.refused_modes: dict[str, set[WireMode]] = {}
         # Reasoning models (o-series, gpt-5) reject any temperature but the default.
         self.no_temperature_models: set[str] = set()
+
+    @property
+    def json_schema_unsupported(self) -> bool:
+        """Whether the endpoint refused ``json_schema`` for any model."""
+        return any("json_schema" in modes for modes in self.refused_modes.values())
 
     def generate(self, request: LLMRequest[T]) -> LLMResponse[T]:
         """Render the task's prompt, call the model, and validate its output."""
@@ -472,42 +588,68 @@ class OpenAIChatProvider:
             raise ProviderError(ErrorCode.INVALID_INPUT, f"cannot build the {request.task} prompt: {exc}") from exc
         schema = output_schema(request.output_type)
         deadline = time.monotonic() + request.timeout_s
-        mode = self._mode()
         raw: _RawOutput | None = None
-        # At most one adjustment per capability (json_schema, temperature), then the error stands.
-        for _ in range(3):
+        # At most one adjustment per capability (each refused output mode, temperature), then the error stands.
+        for _ in range(5):
+            mode = self._mode(model)
+            holder = _RawOutput(text="")
             try:
-                raw = self._call(request, rendered, schema, mode, model, deadline)
+                raw = self._call(request, rendered, schema, mode, model, deadline, holder)
                 break
-            except openai.BadRequestError as exc:
-                if self.output_mode == "auto" and mode == "json_schema" and _rejects_json_schema(exc):
+            except openai.APIStatusError as exc:
+                chain = _AUTO_CHAIN[self.endpoint_kind]
+                if self.output_mode == "auto" and mode != chain[-1] and _refuses_output_mode(exc, mode):
                     logger.warning(
-                        "LLM endpoint rejected json_schema output (%s); using validated JSON mode from now on",
+                        "LLM endpoint refused %s output for %s (%s %s); falling back from now on",
+                        mode,
+                        model,
+                        exc.status_code,
                         exc.message[:200],
                     )
-                    self.json_schema_unsupported = True
-                    mode = "json_mode"
-                elif _rejects_temperature(exc) and model not in self.no_temperature_models:
+                    self.refused_modes.setdefault(model, set()).add(mode)
+                elif exc.status_code == 400 and _rejects_temperature(exc) and model not in self.no_temperature_models:
                     logger.warning("model %s accepts no temperature; sending none from now on", model)
                     self.no_temperature_models.add(model)
                 else:
-                    raise map_openai_error(exc, model=model, timeout_s=request.timeout_s) from exc
-            except (openai.OpenAIError, ClientAuthenticationError) as exc:
-                raise map_openai_error(exc, model=model, timeout_s=request.timeout_s) from exc
+                    raise self._failed(exc, request, model, holder) from exc
+            except (openai.OpenAIError, httpx.HTTPError, ClientAuthenticationError, ProviderError) as exc:
+                raise self._failed(exc, request, model, holder) from exc
         if raw is None:
             raise ProviderError(ErrorCode.BAD_REQUEST, f"the LLM endpoint kept rejecting the request for {model!r}")
-        output = self._validate(raw, request, schema, model)
         model_used = model if self.endpoint_kind == "azure_openai" else (raw.model or model)
-        if not raw.usage_seen:
-            logger.warning("the LLM endpoint reported no usage for %s; tokens are counted as 0", model_used)
+        raw.estimate_usage()
+        if raw.usage_estimated:
+            logger.info("the LLM endpoint reported no usage for %s; tokens are estimated from the text", model_used)
+        try:
+            output = self._validate(raw, request, schema, model)
+        except ProviderError as exc:
+            # The output was generated (and billed) even though it is unusable.
+            exc.usage = raw.usage()
+            exc.model_used = model_used
+            raise
         return LLMResponse(
-            output=output, tokens_input=raw.tokens_in, tokens_output=raw.tokens_out, model_used=model_used
+            output=output,
+            tokens_input=raw.tokens_in,
+            tokens_output=raw.tokens_out,
+            model_used=model_used,
+            usage_estimated=raw.usage_estimated,
         )
 
-    def _mode(self) -> OutputMode:
-        if self.output_mode == "auto":
-            return "json_mode" if self.json_schema_unsupported else "json_schema"
-        return self.output_mode
+    def _failed(self, exc: BaseException, request: LLMRequest[Any], model: str, holder: _RawOutput) -> ProviderError:
+        """Map a failed call and attach what it spent: a stream that opened had its prompt read."""
+        error = map_openai_error(exc, model=model, timeout_s=request.timeout_s, api=self.api, started=holder.opened)
+        if holder.opened and error.usage is None:
+            holder.estimate_usage()
+            error.usage = holder.usage()
+            error.model_used = holder.model or model
+        return error
+
+    def _mode(self, model: str) -> WireMode:
+        if self.output_mode != "auto":
+            return self.output_mode
+        refused = self.refused_modes.get(model, set())
+        chain = _AUTO_CHAIN[self.endpoint_kind]
+        return next((mode for mode in chain if mode not in refused), chain[-1])
 
     def _validate(self, raw: _RawOutput, request: LLMRequest[T], schema: OutputSchema, model: str) -> T:
         if raw.refusal:
@@ -516,20 +658,28 @@ class OpenAIChatProvider:
             raise ProviderError(ErrorCode.CONTENT_FILTERED, f"the output of {model!r} was blocked by a content filter")
         if raw.tool_name is not None and raw.tool_name != _tool_name(request):
             raise ProviderError(ErrorCode.BAD_REQUEST, f"the model called an unknown tool {raw.tool_name!r}")
+        cut = f"the output of {model!r} was cut at max_tokens={request.max_tokens}; raise constraints.max_tokens"
         if raw.finish == "length":
-            raise ProviderError(
-                ErrorCode.BAD_REQUEST,
-                f"the output of {model!r} was cut at max_tokens={request.max_tokens}; raise constraints.max_tokens",
-            )
+            raise ProviderError(ErrorCode.BAD_REQUEST, cut)
         text = _strip_fences(raw.text)
         if not text:
             raise ProviderError(ErrorCode.BAD_REQUEST, f"{model!r} returned no output for {request.task}")
         try:
             return request.output_type.model_validate_json(text)
         except ValidationError as exc:
+            errors = exc.errors(include_url=False)
+            ended_early = any(err["type"] == "json_invalid" and "EOF" in err["msg"] for err in errors)
+            # Some servers (llama.cpp) report finish_reason "tool_calls" or "stop" for an output that hit
+            # the limit: the token count tells. Without usage the count is an estimate, so JSON that ends
+            # early near the limit counts as cut.
+            # (characters/4 undercounts JSON on small-vocabulary models by up to half).
+            at_limit = raw.tokens_out >= request.max_tokens
+            if (raw.usage_seen and at_limit) or (ended_early and raw.tokens_out >= request.max_tokens * 0.5):
+                raise ProviderError(
+                    ErrorCode.BAD_REQUEST, cut + f" (the JSON ends early after ~{raw.tokens_out} tokens)"
+                ) from exc
             problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"
-                for err in exc.errors(include_url=False)[:3]
+                f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in errors[:3]
             )
             raise ProviderError(
                 ErrorCode.BAD_REQUEST, f"{model!r} returned output that is not a valid {schema.name}: {problems}"[:1500]
@@ -540,17 +690,27 @@ class OpenAIChatProvider:
         request: LLMRequest[T],
         rendered: RenderedPrompt,
         schema: OutputSchema,
-        mode: OutputMode,
+        mode: WireMode,
         model: str,
         deadline: float,
+        holder: _RawOutput,
     ) -> _RawOutput:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise ProviderError(ErrorCode.MODEL_TIMEOUT, f"no time left for {model!r} within {request.timeout_s:g}s")
-        system = rendered.system + (_json_mode_instructions(schema) if mode == "json_mode" else "")
+        system = rendered.system + (
+            _json_mode_instructions(schema) if mode in ("json_mode", "json_object_schema") else ""
+        )
+        holder.prompt_text = system + "\n" + rendered.user
+        # Every call streams, even when nobody watches the text: giving up (deadline, timeout) then closes
+        # the connection, and a server that notices (llama.cpp) stops generating instead of making the
+        # retry queue behind an abandoned request.
+        sink = _delta_sink(request, request.on_delta) if request.on_delta is not None else _ignore
         if self.api == "responses":
-            return self._responses(request, system, rendered.user, schema, mode, model, remaining, deadline)
-        return self._chat(request, system, rendered.user, schema, mode, model, remaining, deadline)
+            return self._responses(
+                request, system, rendered.user, schema, mode, model, remaining, deadline, holder, sink
+            )
+        return self._chat(request, system, rendered.user, schema, mode, model, remaining, deadline, holder, sink)
 
     # --- Chat Completions ---
 
@@ -560,10 +720,12 @@ class OpenAIChatProvider:
         system: str,
         user: str,
         schema: OutputSchema,
-        mode: OutputMode,
+        mode: WireMode,
         model: str,
         timeout: float,
         deadline: float,
+        holder: _RawOutput,
+        sink: Callable[[str], None],
     ) -> _RawOutput:
         kwargs: dict[str, Any] = {
             "model": model,
@@ -578,6 +740,9 @@ class OpenAIChatProvider:
                 "type": "json_schema",
                 "json_schema": {"name": schema.name, "schema": schema.schema, "strict": schema.strict},
             }
+        elif mode == "json_object_schema":
+            # llama.cpp's shape: the server compiles the schema to a grammar that constrains sampling.
+            kwargs["response_format"] = {"type": "json_object", "schema": _grammar_safe(schema.full_schema)}
         elif mode == "json_mode":
             kwargs["response_format"] = {"type": "json_object"}
         elif mode == "tool_call":
@@ -594,11 +759,9 @@ class OpenAIChatProvider:
                 }
             ]
             kwargs["tool_choice"] = {"type": "function", "function": {"name": name}}
-        if request.on_delta is None:
-            completion = self.client.chat.completions.create(**kwargs)
-            return _chat_output(completion)
         stream = self.client.chat.completions.create(stream=True, stream_options={"include_usage": True}, **kwargs)
-        return _read_chat_stream(stream, _delta_sink(request, request.on_delta), deadline, model, request.timeout_s)
+        holder.opened = True
+        return _read_chat_stream(stream, sink, deadline, model, request.timeout_s, holder)
 
     # --- Responses ---
 
@@ -608,10 +771,12 @@ class OpenAIChatProvider:
         system: str,
         user: str,
         schema: OutputSchema,
-        mode: OutputMode,
+        mode: WireMode,
         model: str,
         timeout: float,
         deadline: float,
+        holder: _RawOutput,
+        sink: Callable[[str], None],
     ) -> _RawOutput:
         kwargs: dict[str, Any] = {
             "model": model,
@@ -627,7 +792,7 @@ class OpenAIChatProvider:
             kwargs["text"] = {
                 "format": {"type": "json_schema", "name": schema.name, "schema": schema.schema, "strict": schema.strict}
             }
-        elif mode == "json_mode":
+        elif mode in ("json_mode", "json_object_schema"):
             kwargs["text"] = {"format": {"type": "json_object"}}
         elif mode == "tool_call":
             name = _tool_name(request)
@@ -641,13 +806,13 @@ class OpenAIChatProvider:
                 }
             ]
             kwargs["tool_choice"] = {"type": "function", "name": name}
-        if request.on_delta is None:
-            response = self.client.responses.create(**kwargs)
-            return _responses_output(response)
         stream = self.client.responses.create(stream=True, **kwargs)
-        return _read_responses_stream(
-            stream, _delta_sink(request, request.on_delta), deadline, model, request.timeout_s
-        )
+        holder.opened = True
+        return _read_responses_stream(stream, sink, deadline, model, request.timeout_s, holder)
+
+
+def _ignore(_delta: str) -> None:
+    """The sink of a call nobody watches (it still streams, see ``_call``)."""
 
 
 def _tool_name(request: LLMRequest[Any]) -> str:
@@ -676,9 +841,8 @@ def _chat_output(completion: Any) -> _RawOutput:
 
 
 def _read_chat_stream(
-    stream: Any, on_delta: Callable[[str], None], deadline: float, model: str, timeout_s: float
+    stream: Any, on_delta: Callable[[str], None], deadline: float, model: str, timeout_s: float, raw: _RawOutput
 ) -> _RawOutput:
-    raw = _RawOutput(text="")
     content: list[str] = []
     arguments: list[str] = []
     refusal: list[str] = []
@@ -697,6 +861,7 @@ def _read_chat_stream(
                 delta = choice.delta
                 if delta.content:
                     content.append(delta.content)
+                    raw.received.append(delta.content)
                     on_delta(delta.content)
                 if delta.refusal:
                     refusal.append(delta.refusal)
@@ -705,6 +870,7 @@ def _read_chat_stream(
                         raw.tool_name = raw.tool_name or call.function.name
                     if call.function is not None and call.function.arguments:
                         arguments.append(call.function.arguments)
+                        raw.received.append(call.function.arguments)
                         on_delta(call.function.arguments)
                 if choice.finish_reason:
                     raw.finish = choice.finish_reason
@@ -754,7 +920,7 @@ def _items(value: Iterable[Any] | None) -> Iterable[Any]:
 
 
 def _read_responses_stream(
-    stream: Any, on_delta: Callable[[str], None], deadline: float, model: str, timeout_s: float
+    stream: Any, on_delta: Callable[[str], None], deadline: float, model: str, timeout_s: float, holder: _RawOutput
 ) -> _RawOutput:
     text: list[str] = []
     arguments: list[str] = []
@@ -766,9 +932,11 @@ def _read_responses_stream(
             kind = getattr(event, "type", "")
             if kind == "response.output_text.delta":
                 text.append(event.delta)
+                holder.received.append(event.delta)
                 on_delta(event.delta)
             elif kind == "response.function_call_arguments.delta":
                 arguments.append(event.delta)
+                holder.received.append(event.delta)
                 on_delta(event.delta)
             elif kind == "response.output_item.added" and getattr(event.item, "type", "") == "function_call":
                 tool_name = tool_name or event.item.name
@@ -787,6 +955,9 @@ def _read_responses_stream(
     elif arguments:
         final.text = "".join(arguments)
         final.tool_name = final.tool_name or tool_name
+    final.prompt_text = holder.prompt_text
+    final.opened = True
+    final.received = holder.received
     return final
 
 

@@ -51,6 +51,8 @@ class LLMResponse(Generic[T]):
     tokens_input: int
     tokens_output: int
     model_used: str
+    # True when the server reported no usage and the tokens were estimated from the text.
+    usage_estimated: bool = False
 
 
 class LLMProvider(Protocol):

@@ -293,6 +293,9 @@ def record_executor_output(
         ATTR_TOTAL_TOKENS: output.usage.total_tokens,
         ATTR_JOB_COST: output.usage.estimated_cost,
     }
+    if output.usage.estimated:
+        # The server reported no usage; the token counts are estimates (issue 10, item 4).
+        attrs["job.usage.estimated"] = True
     dims = dict(_executor_dims.get() or {})
     executor_type = str(dims.get(ATTR_EXECUTOR_TYPE) or "") or None
     if output.model_used:

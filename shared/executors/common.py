@@ -29,17 +29,36 @@ def choose_model(inp: ExecutorInput, clients: Clients) -> str:
 
 def usage_of(response: LLMResponse[T], clients: Clients) -> Usage:
     """Usage and estimated cost of one LLM response, priced from settings."""
+    return priced_usage(
+        response.model_used,
+        response.tokens_input,
+        response.tokens_output,
+        clients,
+        estimated=response.usage_estimated,
+    )
+
+
+def priced_usage(model: str, tokens_in: int, tokens_out: int, clients: Clients, *, estimated: bool = False) -> Usage:
+    """Usage of ``tokens_in``/``tokens_out`` on ``model``, with its cost priced from settings."""
     from shared.pricing import estimate_cost
 
-    cost = estimate_cost(
-        response.model_used, response.tokens_input, response.tokens_output, clients.settings.model_prices
-    )
     return Usage(
-        tokens_input=response.tokens_input,
-        tokens_output=response.tokens_output,
-        total_tokens=response.tokens_input + response.tokens_output,
-        estimated_cost=cost,
+        tokens_input=tokens_in,
+        tokens_output=tokens_out,
+        total_tokens=tokens_in + tokens_out,
+        estimated_cost=estimate_cost(model, tokens_in, tokens_out, clients.settings.model_prices),
+        estimated=estimated,
     )
+
+
+def charge_failure(exc: ProviderError, usage: Usage, model_used: str | None) -> ProviderError:
+    """Attach usage spent earlier in the step to a later failure (e.g. the SQL writer's tokens to a DB error)."""
+    if exc.usage is None:
+        exc.usage = usage
+    else:
+        exc.usage = exc.usage + usage
+    exc.model_used = exc.model_used or model_used
+    return exc
 
 
 # Prompt templates add text around the inputs; count it so the budget check errs on the safe side.
@@ -95,4 +114,18 @@ def call_llm(
     on_delta = extra.get("on_delta")
     if callable(on_delta):
         request.on_delta = on_delta
-    return clients.llm.generate(request)
+    try:
+        return clients.llm.generate(request)
+    except ProviderError as exc:
+        # A failed call (cut, invalid, unparseable output) still spent tokens: price them so the
+        # executor's failure output, and so the job's budget, count them.
+        if exc.usage is not None:
+            exc.model_used = exc.model_used or model
+            exc.usage = priced_usage(
+                exc.model_used,
+                exc.usage.tokens_input,
+                exc.usage.tokens_output,
+                clients,
+                estimated=exc.usage.estimated,
+            )
+        raise

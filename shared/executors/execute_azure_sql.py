@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.contracts import ErrorCode, ExecutorInput, ExecutorOutput, SqlAccess, SqlResult, Usage
+from shared.contracts import ErrorCode, ExecutorInput, ExecutorOutput, ProviderError, SqlAccess, SqlResult, Usage
 from shared.executors import register
-from shared.executors.common import call_llm, usage_of
+from shared.executors.common import call_llm, charge_failure, usage_of
 from shared.plan import SqlDraft
 from shared.providers import LLMTask
 from shared.sqlguard import guard_sql
@@ -101,12 +101,16 @@ def execute_azure_sql(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
             result={"sql": verdict.sql, "executed": False},
         )
     timeout_s = max(1, min(settings.sql_timeout_seconds, inp.constraints.timeout_ms // 1000))
-    rows = database.execute(
-        verdict.sql,
-        max_rows=settings.sql_max_rows,
-        timeout_s=timeout_s,
-        sensitive=bool(sensitive) and approved,
-    )
+    try:
+        rows = database.execute(
+            verdict.sql,
+            max_rows=settings.sql_max_rows,
+            timeout_s=timeout_s,
+            sensitive=bool(sensitive) and approved,
+        )
+    except ProviderError as exc:
+        # The SQL writer's tokens were spent whether or not the query then runs.
+        raise charge_failure(exc, usage, model_used) from exc
     result = SqlResult(
         question=task.question,
         sql=verdict.sql,

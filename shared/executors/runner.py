@@ -48,8 +48,10 @@ def run_executor(payload: Any, *, expected_type: str | None = None, clients: Any
         try:
             output = spec.run(inp, clients or get_clients())
         except ProviderError as exc:
-            model = ctx.get("model") if isinstance(ctx.get("model"), str) else None
-            output = ExecutorOutput.failure(exc.code, exc.message, retry_after_ms=exc.retry_after_ms, model_used=model)
+            model = exc.model_used or (ctx.get("model") if isinstance(ctx.get("model"), str) else None)
+            output = ExecutorOutput.failure(
+                exc.code, exc.message, retry_after_ms=exc.retry_after_ms, model_used=model, usage=exc.usage
+            )
         except ValidationError as exc:
             output = ExecutorOutput.failure(ErrorCode.INVALID_INPUT, _validation_message(exc))
         except Exception:
