@@ -501,6 +501,9 @@ def _answered_by_data(part: str, sql_results: Sequence[SqlResult]) -> bool:
     return False
 
 
+_STATISTIC_WORDS = re.compile(r"\b(average|mean|median)\b", re.IGNORECASE)
+
+
 def _document_lines(
     part: str, chunks: Sequence[Chunk], used: dict[int, _Sentence]
 ) -> tuple[list[tuple[_Sentence, str]], Coverage]:
@@ -509,6 +512,15 @@ def _document_lines(
     if cover.best < MIN_CHUNK_COVERAGE:
         return [], cover
     usable = [i for i, share in enumerate(cover.per_chunk) if share >= KEEP_CHUNK_COVERAGE]
+    # An average, mean or median is a figure computed over data: a passage answers it only when it
+    # states one ("the average refund takes 5 days"), not when it merely shares the other words.
+    statistic = _STATISTIC_WORDS.search(part)
+    if statistic:
+        word = statistic.group(1).lower()
+        stems = set(_terms(word)) or {word}
+        usable = [i for i in usable if stems & set(_terms(chunks[i].content))]
+        if not usable:
+            return [], Coverage([0.0] * len(chunks), [word, *cover.missing])
     picked = select_sentences(part, [chunks[i] for i in usable])
     out: list[tuple[_Sentence, str]] = []
     for s in picked:

@@ -183,3 +183,24 @@ def test_step_notes_say_what_did_not_run() -> None:
     assert answer.answer.startswith(note)
     assert answer.citations == []
     assert compose_answer_offline("Which region had the most returns?", [], []).answer != answer.answer
+
+
+def test_an_average_is_answered_only_by_a_passage_that_states_one() -> None:
+    from shared.answer_offline import compose_answer_offline
+
+    unrelated = Chunk(
+        source_id="ops#2",
+        title="Regional operations",
+        content="Storms delayed deliveries in the North for three days in total.",
+    )
+    answer = compose_answer_offline("What is the average delivery time in days for the North?", [unrelated], [])
+    assert answer.citations == []
+    assert "average" in answer.answer
+
+    stated = Chunk(
+        source_id="ops#3",
+        title="Regional operations",
+        content="The average delivery time in the North is 4 days.",
+    )
+    answer = compose_answer_offline("What is the average delivery time in days for the North?", [stated], [])
+    assert [c.source_id for c in answer.citations] == ["ops#3"]
