@@ -467,21 +467,9 @@ class Store:
         limit: int,
     ) -> list[tuple[int, InstanceRow]]:
         """Instance rows matching the filters in insertion order, after the ``after_ord`` cursor."""
-        where = ["ord > ?"]
-        args: list[Any] = [after_ord]
-        if created_from is not None:
-            where.append("created >= ?")
-            args.append(created_from)
-        if created_to is not None:
-            where.append("created <= ?")
-            args.append(created_to)
-        if statuses:
-            where.append(f"status IN ({','.join('?' * len(statuses))})")
-            args.extend(statuses)
-        if prefix:
-            # Range scan instead of LIKE so '%'/'_' in ids match literally.
-            where.append("instance_id >= ? AND instance_id < ?")
-            args.extend([prefix, prefix + "\U0010ffff"])
+        where, args = _instance_filters(created_from, created_to, statuses, prefix)
+        where.insert(0, "ord > ?")
+        args.insert(0, after_ord)
         args.append(limit)
         cur = self.db.execute(
             f"SELECT ord, {INSTANCE_COLUMNS} FROM instances WHERE {' AND '.join(where)} ORDER BY ord LIMIT ?",
@@ -617,24 +605,10 @@ class Store:
         created, ord), so a created-time window costs its own rows plus a seek, however many instances
         the store holds (with several statuses, the window's rows are sorted).
         """
-        where: list[str] = []
-        args: list[Any] = []
+        where, args = _instance_filters(created_from, created_to, statuses, prefix)
         if after is not None:
-            where.append("(created > ? OR (created = ? AND ord > ?))")
-            args.extend([after[0], after[0], after[1]])
-        if created_from is not None:
-            where.append("created >= ?")
-            args.append(created_from)
-        if created_to is not None:
-            where.append("created <= ?")
-            args.append(created_to)
-        if statuses:
-            where.append(f"status IN ({','.join('?' * len(statuses))})")
-            args.extend(statuses)
-        if prefix:
-            # Range scan instead of LIKE so '%'/'_' in ids match literally.
-            where.append("instance_id >= ? AND instance_id < ?")
-            args.extend([prefix, prefix + "\U0010ffff"])
+            where.insert(0, "(created > ? OR (created = ? AND ord > ?))")
+            args[:0] = [after[0], after[0], after[1]]
         args.append(limit)
         # (status, created) serves a one-status filter in order (an index entry ends with ord); else (created).
         index = "instances_status_created" if statuses else "instances_created"
@@ -679,3 +653,25 @@ class Store:
             with contextlib.suppress(OSError):
                 total += os.path.getsize(f"{self.path}{suffix}")
         return total
+
+
+def _instance_filters(
+    created_from: float | None, created_to: float | None, statuses: Sequence[str] | None, prefix: str | None
+) -> tuple[list[str], list[Any]]:
+    """WHERE terms and arguments shared by the instance queries (created range, statuses, id prefix)."""
+    where: list[str] = []
+    args: list[Any] = []
+    if created_from is not None:
+        where.append("created >= ?")
+        args.append(created_from)
+    if created_to is not None:
+        where.append("created <= ?")
+        args.append(created_to)
+    if statuses:
+        where.append(f"status IN ({','.join('?' * len(statuses))})")
+        args.extend(statuses)
+    if prefix:
+        # Range scan instead of LIKE so '%'/'_' in ids match literally.
+        where.append("instance_id >= ? AND instance_id < ?")
+        args.extend([prefix, prefix + "\U0010ffff"])
+    return where, args
