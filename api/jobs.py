@@ -264,16 +264,15 @@ def _check_edit(answer: UserAnswer, step_id: str | None, state: JobState | None)
 def _check_sql_edit(sql: Any, field: str) -> None:
     """400 INVALID_ANSWER with the guard's reason when an edited statement would be rejected when it runs."""
     from shared.clients import get_clients
-    from shared.sqlguard import guard_sql
+    from shared.executors.execute_azure_sql import guard_step_sql
 
     if not isinstance(sql, str) or not sql.strip():
         raise ApiError(400, "INVALID_ANSWER", "invalid edit: sql must be a non-empty SQL statement", field=field)
     clients = get_clients()
-    settings = clients.settings
-    # The executor's allow-list, sensitive tables included: a human sees such a statement again for approval.
-    allowed = set(settings.allowed_tables or clients.catalog.allowed_tables(include_sensitive=True))
-    dialect = "tsql" if settings.sql_provider == "azure_sql" else "sqlite"
-    verdict = guard_sql(sql, dialect=dialect, allowed_tables=allowed, max_rows=settings.sql_max_rows)
+    # The step's own guard, sensitive tables included: a human sees such a statement again for approval.
+    # The dialect comes from settings: building the database client here could need its driver.
+    dialect = "tsql" if clients.settings.sql_provider == "azure_sql" else "sqlite"
+    verdict = guard_step_sql(sql, clients, dialect)
     if not verdict.accepted:
         raise ApiError(
             400, "INVALID_ANSWER", f"invalid edit: SQL rejected ({verdict.reason_code}): {verdict.message}", field=field

@@ -18,7 +18,7 @@ from shared.executors import register
 from shared.executors.common import call_llm, charge_failure, usage_of
 from shared.plan import SqlDraft
 from shared.providers import LLMTask
-from shared.sqlguard import guard_sql
+from shared.sqlguard import GuardResult, guard_sql
 
 if TYPE_CHECKING:
     from shared.clients import Clients
@@ -37,6 +37,13 @@ SENSITIVE_NEEDS_APPROVAL = (
     "reads the sensitive table(s) {tables}, which needs a human approval of this exact statement: set "
     "approval.sql to 'sensitive' or 'always'"
 )
+
+
+def guard_step_sql(sql: str, clients: Clients, dialect: str) -> GuardResult:
+    """The guard as a SQL step applies it: the configured or catalog allow-list, sensitive tables included."""
+    settings = clients.settings
+    allowed = set(settings.allowed_tables or clients.catalog.allowed_tables(include_sensitive=True))
+    return guard_sql(sql, dialect=dialect, allowed_tables=allowed, max_rows=settings.sql_max_rows)
 
 
 @register(
@@ -75,8 +82,7 @@ def execute_azure_sql(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
 
     # Sensitive tables pass the guard in every mode (so a draft can show them); whether such a statement
     # may run is decided below, from the approval the orchestrator recorded, never from the task.
-    allowed = set(settings.allowed_tables or catalog.allowed_tables(include_sensitive=True))
-    verdict = guard_sql(sql, dialect=database.dialect, allowed_tables=allowed, max_rows=settings.sql_max_rows)
+    verdict = guard_step_sql(sql, clients, database.dialect)
     if not verdict.accepted or verdict.sql is None:
         return ExecutorOutput.failure(
             ErrorCode.SQL_REJECTED,
