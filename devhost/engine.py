@@ -527,12 +527,7 @@ class Engine:
         except Exception:
             log.exception("Persisting the last results on shutdown failed; affected activities will re-run.")
         for inst in self._instances.values():
-            for handle in inst.timer_handles.values():
-                handle.cancel()
-            inst.timer_handles.clear()
-            if inst.wake_handle is not None:
-                inst.wake_handle.cancel()
-                inst.wake_handle = None
+            _cancel_handles(inst)
         self._delayed = 0
         for waiters in self._waiters.values():
             for fut in waiters:
@@ -680,12 +675,7 @@ class Engine:
             return False
         # Memory may hold changes of transactions that were rolled back: drop it all and reload.
         for inst in self._instances.values():
-            for handle in inst.timer_handles.values():
-                handle.cancel()
-            inst.timer_handles.clear()
-            if inst.wake_handle is not None:
-                inst.wake_handle.cancel()
-                inst.wake_handle = None
+            _cancel_handles(inst)
         self._instances.clear()
         self._ready.clear()
         self._delayed = 0
@@ -1906,3 +1896,13 @@ class Engine:
             store.rollback()
             log.warning("Reclaiming the purged space failed: %s", exc)
         return deleted
+
+
+def _cancel_handles(inst: Instance) -> None:
+    """Cancel an instance's pending timer and wake-up callbacks on the event loop."""
+    for handle in inst.timer_handles.values():
+        handle.cancel()
+    inst.timer_handles.clear()
+    if inst.wake_handle is not None:
+        inst.wake_handle.cancel()
+        inst.wake_handle = None
