@@ -13,7 +13,7 @@ REALMODEL_STAMP := $(REALMODEL_VENV)/.installed
 .PHONY: install tools realmodel run serve test lint format bench clean
 
 install: $(STAMP)
-	@$(BIN)/python -m shared.sqlite_limits >/dev/null  # the SQLite limits extension (no-op when built)
+	@$(BIN)/python -m shared.providers.sql.sqlite_limits >/dev/null  # the SQLite limits extension (no-op when built)
 
 $(STAMP): requirements.txt requirements-dev.txt scripts/install-system-deps.sh
 	@echo "==> [1/4] system packages, only the missing ones (unixODBC, SQLite ODBC driver, gcc, chromium)"

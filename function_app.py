@@ -6,7 +6,7 @@ import azure.functions as func
 from activities import blueprint as activities_blueprint
 from api import blueprint as api_blueprint
 from orchestrators import blueprint as orchestrators_blueprint
-from shared.settings import check_settings_at_startup
+from shared.runtime.settings import check_settings_at_startup
 
 # Under Core Tools or devhost (FUNCTIONS_CORETOOLS_ENVIRONMENT=true) bad settings stop the start; on Azure
 # it does nothing, and every request answers 503 CONFIG_ERROR instead.

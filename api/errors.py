@@ -124,7 +124,7 @@ def _is_settings_error(exc: ValidationError) -> bool:
 
 async def guarded(route: str, handler: Callable[[], Awaitable[func.HttpResponse]]) -> func.HttpResponse:
     """Run a handler and map every error to a response; unexpected ones are logged, never shown."""
-    from shared.settings import ConfigError, get_settings
+    from shared.runtime.settings import ConfigError, get_settings
 
     try:
         get_settings()  # bad settings answer 503 on every request, whatever the handler would touch

@@ -14,7 +14,7 @@ def register(bp: df.Blueprint) -> None:
     @bp.route(route="health", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
     def health(req: func.HttpRequest) -> func.HttpResponse:
         """Report that the worker is up, or that its settings keep it from working."""
-        from shared.settings import ConfigError, get_settings
+        from shared.runtime.settings import ConfigError, get_settings
 
         try:
             get_settings()  # validation only: nothing is built or connected

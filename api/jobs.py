@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from api.auth import Caller, caller_of
 from api.errors import ApiError, from_validation_error, guarded, json_response
 from api.view import TERMINAL_RUNTIME, build_view, decode, job_status
-from shared.jobs import ORCHESTRATOR_NAME, JobInput, JobOwner, JobRequest, JobState, RetryPolicy, UserAnswer
+from shared.jobs.models import ORCHESTRATOR_NAME, JobInput, JobOwner, JobRequest, JobState, RetryPolicy, UserAnswer
 
 M = TypeVar("M", bound=BaseModel)
 RUNNING_RUNTIME = {"Running", "Pending", "ContinuedAsNew", "Suspended"}
@@ -105,7 +105,7 @@ def _int_param(req: func.HttpRequest, name: str, default: int, low: int, high: i
 
 def resolve_policy(request: JobRequest) -> RetryPolicy:
     """Read the retry policy and prices from settings once, at submit time (the orchestrator can't)."""
-    from shared.clients import get_clients
+    from shared.runtime.clients import get_clients
 
     clients = get_clients()
     settings = clients.settings
@@ -129,7 +129,7 @@ def _default_model(settings: Any) -> str:
 
 def request_caller(req: func.HttpRequest) -> Caller:
     """The caller, from the Easy Auth headers when App Service Authentication is on (401 without a principal)."""
-    from shared.settings import get_settings
+    from shared.runtime.settings import get_settings
 
     settings = get_settings()
     return caller_of(req.headers, easy_auth=settings.website_auth_enabled, admin_role=settings.jobs_admin_role)
@@ -137,11 +137,11 @@ def request_caller(req: func.HttpRequest) -> Caller:
 
 def _route_auth_level() -> func.AuthLevel | None:
     """ANONYMOUS when Easy Auth is on (the platform signs the caller in), else the app's function-key level."""
-    from shared.settings import get_settings
+    from shared.runtime.settings import get_settings
 
     try:
         easy_auth = get_settings().website_auth_enabled
-    except ValueError:  # shared.settings.ConfigError
+    except ValueError:  # shared.runtime.settings.ConfigError
         # Bad settings are reported on every request; until then keep the stricter level (key required).
         return None
     return func.AuthLevel.ANONYMOUS if easy_auth else None
@@ -165,7 +165,7 @@ async def submit(req: func.HttpRequest, client: df.DurableOrchestrationClient) -
     request = _parse_body(req, JobRequest, "a 'question'")
     who = caller.principal
     owner = JobOwner(id=who.id, name=who.name, idp=who.idp) if who else None
-    from shared import telemetry
+    from shared.runtime import telemetry
 
     job_id = new_job_id()
     # The job's trace starts here; its W3C context rides in the input to every activity.
@@ -192,7 +192,7 @@ async def view(req: func.HttpRequest, client: df.DurableOrchestrationClient, job
     cursor = _int_param(req, "log_cursor", 0, 0, 10_000_000)
     limit = _int_param(req, "log_limit", 100, 1, 1000)
     status = await _status(client, job_id, caller, history=True)
-    from shared.settings import get_settings
+    from shared.runtime.settings import get_settings
 
     retention = get_settings().job_history_retention_days
     view_body = build_view(status, job_links(req, job_id), log_cursor=cursor, log_limit=limit, retention_days=retention)
@@ -231,8 +231,8 @@ async def feedback(req: func.HttpRequest, client: df.DurableOrchestrationClient,
     if answer.action() == "edit" and waiting.kind in ("error", "approval"):
         _check_edit(answer, waiting.step_id, state)
     # Only a valid answer claims the question: an invalid one leaves it open for a corrected answer.
-    from shared.answer_claims import get_claims
-    from shared.settings import get_settings
+    from shared.runtime.answer_claims import get_claims
+    from shared.runtime.settings import get_settings
 
     if not get_claims(get_settings()).claim(job_id, waiting.question_id):
         raise ApiError(
@@ -263,8 +263,8 @@ def _check_edit(answer: UserAnswer, step_id: str | None, state: JobState | None)
 
 def _check_sql_edit(sql: Any, field: str) -> None:
     """400 INVALID_ANSWER with the guard's reason when an edited statement would be rejected when it runs."""
-    from shared.clients import get_clients
     from shared.executors.execute_azure_sql import guard_step_sql
+    from shared.runtime.clients import get_clients
 
     if not isinstance(sql, str) or not sql.strip():
         raise ApiError(400, "INVALID_ANSWER", "invalid edit: sql must be a non-empty SQL statement", field=field)

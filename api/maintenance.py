@@ -52,7 +52,7 @@ async def purge_finished_jobs(
 
 def purge_schedule() -> str:
     """The timer's NCRONTAB schedule from the settings (the default while they are invalid)."""
-    from shared.settings import ConfigError, get_settings
+    from shared.runtime.settings import ConfigError, get_settings
 
     try:
         return get_settings().job_history_purge_schedule.strip()
@@ -68,7 +68,7 @@ def register(bp: df.Blueprint) -> None:
     @bp.durable_client_input(client_name="client")
     async def purge_job_history(timer: func.TimerRequest, client: df.DurableOrchestrationClient) -> None:
         """Purge the history of finished jobs older than the retention setting."""
-        from shared.settings import ConfigError, get_settings
+        from shared.runtime.settings import ConfigError, get_settings
 
         try:
             days = get_settings().job_history_retention_days

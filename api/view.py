@@ -5,7 +5,7 @@ results), progress from the custom status, the final answer from the output. The
 history rendered as lines, so its cursor is a position in the history and never moves backwards.
 
 One exception, which cannot disagree with the history: while a generate_response step runs, the
-answer streamed so far is read from the partial output store (shared/streaming.py) into the step's
+answer streamed so far is read from the partial output store (shared/runtime/streaming/local.py) into the step's
 ``partial_output``, with a line in ``log.live``. Live lines have no ``seq`` and are not part of
 ``log.entries``, so the cursor contract holds; once the history has the step's result, the store is
 not read again.
@@ -18,12 +18,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from shared.jobs import JobState
-from shared.streaming import PartialOutput
+from shared.jobs.models import JobState
+from shared.runtime.streaming.local import PartialOutput
 
 logger = logging.getLogger(__name__)
 PartialReader = Callable[[str, str], PartialOutput | None]
-# Step kinds whose output streams while they run (shared/streaming.py).
+# Step kinds whose output streams while they run (shared/runtime/streaming/local.py).
 STREAMING_KINDS = {"generate_response"}
 
 TERMINAL_RUNTIME = {"Completed", "Failed", "Terminated", "Canceled"}
@@ -205,8 +205,8 @@ def step_outputs(history: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any
 
 def default_partial_reader() -> PartialReader | None:
     """Read partial output from the store the settings choose (None when it is off or unavailable)."""
-    from shared.settings import get_settings
-    from shared.streaming import get_store
+    from shared.runtime.settings import get_settings
+    from shared.runtime.streaming.local import get_store
 
     store = get_store(get_settings())
     return store.read if store is not None else None

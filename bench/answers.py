@@ -60,7 +60,7 @@ class Run:
 
 
 def _db() -> sqlite3.Connection:
-    from shared.sampledata import ensure_sample_db
+    from shared.providers.sql.sampledata import ensure_sample_db
 
     return sqlite3.connect(f"file:{ensure_sample_db()}?mode=ro", uri=True)
 
@@ -380,8 +380,8 @@ def questions() -> list[Question]:
 
 
 def _clients(tmp: Path) -> Any:
-    from shared.clients import Clients
-    from shared.settings import Settings
+    from shared.runtime.clients import Clients
+    from shared.runtime.settings import Settings
 
     settings = Settings(llm_provider="offline", local_index_path=tmp / "docs.sqlite3")
     return Clients(settings)

@@ -24,7 +24,7 @@ from bench.latency import latencies_from_env, latency_clients
 from devhost.inline import InlineContext, run_inline
 from orchestrators.job import job_orchestrator_body
 from shared.executors.runner import run_executor
-from shared.jobs import JobInput, JobRequest
+from shared.jobs.models import JobInput, JobRequest
 from tests.devhost.hostproc import DevHostProcess
 
 QUESTION = "Which region had the most returns in Q3, and what does the returns policy say about refunds after 30 days?"

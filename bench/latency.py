@@ -6,9 +6,9 @@ import os
 import time
 from typing import Any
 
-from shared.clients import Clients
-from shared.providers import LLMRequest, LLMResponse, QueryRows, T
-from shared.settings import get_settings
+from shared.providers.interfaces import LLMRequest, LLMResponse, QueryRows, T
+from shared.runtime.clients import Clients
+from shared.runtime.settings import get_settings
 
 DEFAULT_LATENCY_MS = {"llm": 1000, "search": 100, "sql": 50}
 

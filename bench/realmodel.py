@@ -64,9 +64,9 @@ def _streamed(
 
 
 def _job(server: LlamaServer, work: Path) -> dict[str, Any]:
-    from shared.clients import Clients
     from shared.executors.runner import run_executor
-    from shared.settings import Settings
+    from shared.runtime.clients import Clients
+    from shared.runtime.settings import Settings
     from tests.devhost.hostproc import REPO_ROOT, DevHostProcess
     from tests.jobs.jobclient import JobClient
 

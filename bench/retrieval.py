@@ -2,7 +2,7 @@
 
 ``python -m bench retrieval`` (or ``bench.retrieval.main(["--copies", "N"])`` for another scale).
 Prints figures; asserts nothing. The quality figures use
-the question set of ``tests/rag/test_docindex.py`` (hit@1, hit@3 and MRR of the expected document).
+the question set of ``tests/providers/search/local/test_docindex.py`` (hit@1, hit@3 and MRR of the expected document).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from shared.answer_offline import compose_answer_offline
-from shared.docindex import LocalIndex
-from shared.settings import DATA_DIR
-from tests.rag.test_docindex import QUESTIONS
+from shared.providers.llm.offline.answers import compose_answer_offline
+from shared.providers.search.local import LocalIndex
+from shared.runtime.settings import DATA_DIR
+from tests.providers.search.local.test_docindex import QUESTIONS
 
 
 def _scaled_corpus(root: Path, copies: int) -> Path:

@@ -2,10 +2,10 @@
 
 ``python -m bench sql_hostile`` (options: ``python -m bench.sql_hostile [--timeout 3] [--only ID ...]``)
 
-Method: every SQLite statement of ``tests/sql/hostile_corpus.json`` (the ones the guard rejects and
+Method: every SQLite statement of ``tests/providers/sql/hostile_corpus.json`` (the ones the guard rejects and
 the ones it accepts, including heavy ones: cross joins, ``group_concat`` over a cross join, an
 endless recursive counter) runs in its own forked child process: the guard (catalog allow-list,
-``SQL_MAX_ROWS``), then, when accepted, ``shared.sqldb.open_sample_database(get_settings())``'s
+``SQL_MAX_ROWS``), then, when accepted, ``shared.providers.sql.sqlite.open_sample_database(get_settings())``'s
 ``execute`` with the bench's timeout. The parent warms the ODBC driver once before forking, so a
 child measures the statement, not the driver's first load. The child resets its peak RSS
 (``/proc/self/clear_refs``), and reports ``VmHWM - VmRSS`` at the start (peak growth) and the wall
@@ -26,11 +26,11 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from shared.catalog import load_catalog
-from shared.contracts import ProviderError
-from shared.settings import get_settings
-from shared.sqldb import SqliteOdbcDatabase, open_sample_database
-from shared.sqlguard import guard_sql
+from shared.jobs.contracts import ProviderError
+from shared.providers.sql.catalog import load_catalog
+from shared.providers.sql.guard import guard_sql
+from shared.providers.sql.sqlite import SqliteOdbcDatabase, open_sample_database
+from shared.runtime.settings import get_settings
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "sql" / "hostile_corpus.json"
 LIMIT_MB = 64.0

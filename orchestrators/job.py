@@ -22,10 +22,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from shared import telemetry
-from shared.contracts import Constraints, ErrorCode, ExecutorInput, ExecutorOutput, SqlAccess, Usage
 from shared.executors import StepInputError, apply_edits, input_for_text, validate_step_input
-from shared.jobs import (
+from shared.jobs.contracts import Constraints, ErrorCode, ExecutorInput, ExecutorOutput, SqlAccess, Usage
+from shared.jobs.models import (
     ErrorInfo,
     JobInput,
     JobResult,
@@ -35,7 +34,8 @@ from shared.jobs import (
     UserAnswer,
     Waiting,
 )
-from shared.plan import AskUserInput, Plan, PlanStep, SupervisorDecision
+from shared.jobs.plan import AskUserInput, Plan, PlanStep, SupervisorDecision
+from shared.runtime import telemetry
 
 logger = logging.getLogger(__name__)
 

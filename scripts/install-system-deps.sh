@@ -9,7 +9,7 @@ need=()
 command -v odbcinst >/dev/null 2>&1 || need+=(unixodbc)
 odbcinst -q -d 2>/dev/null | grep -qx '\[SQLite3\]' || need+=(libsqliteodbc unixodbc)
 [ -e /usr/include/sql.h ] || need+=(unixodbc-dev)
-# gcc + libsqlite3-dev: the SQLite limits extension (shared/sqlite_limits/durable_limits.c).
+# gcc + libsqlite3-dev: the SQLite limits extension (shared/providers/sql/sqlite_limits/durable_limits.c).
 command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 [ -e /usr/include/sqlite3ext.h ] || need+=(libsqlite3-dev)
 [ -x /usr/bin/chromium ] || need+=(chromium)

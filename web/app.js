@@ -42,7 +42,7 @@ const OPTION_LABELS = {
   approval: { approve: 'Approve', edit: 'Run edited SQL', reject: 'Reject (skip the query)', abort: 'Abort job' },
   error: { retry: 'Retry', skip: 'Skip step', edit: 'Retry with edited input', abort: 'Abort job' },
 };
-// Only these failures can go away on a plain retry (shared/contracts.py RETRYABLE_CODES); for any other code
+// Only these failures can go away on a plain retry (shared/jobs/contracts.py RETRYABLE_CODES); for any other code
 // a retry repeats the same failure, so the primary action is to edit the input.
 const RETRYABLE_CODES = new Set(['RATE_LIMITED', 'MODEL_TIMEOUT', 'TRANSIENT', 'UPSTREAM_ERROR']);
 // The fields a user may edit per step kind (the executors' input models); nothing else of a step input is shown.

@@ -53,7 +53,7 @@ resource applicationInsights 'Microsoft.Insights/components@2020-02-02' existing
   name: applicationInsightsName
 }
 
-// Names read by shared/settings.py (field name upper-cased) and by host.json (%TASKHUB_NAME%).
+// Names read by shared/runtime/settings.py (field name upper-cased) and by host.json (%TASKHUB_NAME%).
 var appCodeSettings = {
   TASKHUB_NAME: taskHubName
   AZURE_CLIENT_ID: identityClientId

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from shared.contracts import ExecutorInput, ExecutorOutput
-from shared.plan import ASK_USER, AskUserInput
+from shared.jobs.contracts import ExecutorInput, ExecutorOutput
+from shared.jobs.plan import ASK_USER, AskUserInput
 
 if TYPE_CHECKING:
-    from shared.clients import Clients
+    from shared.runtime.clients import Clients
 
 ExecutorFn = Callable[[ExecutorInput, "Clients"], ExecutorOutput]
 

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import BaseModel
 
-from shared.contracts import ErrorCode, ExecutorInput, ProviderError, Usage
-from shared.providers import LLMRequest, LLMResponse, LLMTask
+from shared.jobs.contracts import ErrorCode, ExecutorInput, ProviderError, Usage
+from shared.providers.interfaces import LLMRequest, LLMResponse, LLMTask
 
 if TYPE_CHECKING:
-    from shared.clients import Clients
+    from shared.runtime.clients import Clients
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -40,7 +40,7 @@ def usage_of(response: LLMResponse[T], clients: Clients) -> Usage:
 
 def priced_usage(model: str, tokens_in: int, tokens_out: int, clients: Clients, *, estimated: bool = False) -> Usage:
     """Usage of ``tokens_in``/``tokens_out`` on ``model``, with its cost priced from settings."""
-    from shared.pricing import estimate_cost
+    from shared.runtime.pricing import estimate_cost
 
     return Usage(
         tokens_input=tokens_in,
@@ -67,8 +67,8 @@ PROMPT_OVERHEAD_TOKENS = 200
 
 def check_budget(inp: ExecutorInput, clients: Clients, model: str, inputs: dict[str, object]) -> None:
     """Refuse a call whose estimated prompt plus max_tokens would not fit the job's remaining budget."""
-    from shared.answer_offline import estimate_tokens
-    from shared.pricing import estimate_cost
+    from shared.providers.llm.offline.answers import estimate_tokens
+    from shared.runtime.pricing import estimate_cost
 
     tokens_left = inp.execution_context.get("budget_tokens_left")
     cost_left = inp.execution_context.get("budget_cost_left")

@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.contracts import ExecutorInput, ExecutorOutput, RagResult
 from shared.executors import register
+from shared.jobs.contracts import ExecutorInput, ExecutorOutput, RagResult
 
 if TYPE_CHECKING:
-    from shared.clients import Clients
+    from shared.runtime.clients import Clients
 
 
 class RagTask(BaseModel):

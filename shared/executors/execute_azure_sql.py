@@ -13,15 +13,15 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.contracts import ErrorCode, ExecutorInput, ExecutorOutput, ProviderError, SqlAccess, SqlResult, Usage
 from shared.executors import register
 from shared.executors.common import call_llm, charge_failure, usage_of
-from shared.plan import SqlDraft
-from shared.providers import LLMTask
-from shared.sqlguard import GuardResult, guard_sql
+from shared.jobs.contracts import ErrorCode, ExecutorInput, ExecutorOutput, ProviderError, SqlAccess, SqlResult, Usage
+from shared.jobs.plan import SqlDraft
+from shared.providers.interfaces import LLMTask
+from shared.providers.sql.guard import GuardResult, guard_sql
 
 if TYPE_CHECKING:
-    from shared.clients import Clients
+    from shared.runtime.clients import Clients
 
 
 class SqlTask(BaseModel):

@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from shared.contracts import AnswerResult, ExecutorInput, ExecutorOutput
 from shared.executors import register
 from shared.executors.common import call_llm, usage_of
-from shared.providers import LLMTask
-from shared.streaming import DeltaBuffer, get_store
+from shared.jobs.contracts import AnswerResult, ExecutorInput, ExecutorOutput
+from shared.providers.interfaces import LLMTask
+from shared.runtime.streaming.local import DeltaBuffer, get_store
 
 if TYPE_CHECKING:
-    from shared.clients import Clients
+    from shared.runtime.clients import Clients
 
 
 class Source(BaseModel):

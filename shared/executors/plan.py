@@ -6,14 +6,14 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from shared.contracts import ErrorCode, ExecutorInput, ExecutorOutput
 from shared.executors import register, step_kinds
 from shared.executors.common import call_llm, usage_of
-from shared.plan import Plan
-from shared.providers import LLMTask
+from shared.jobs.contracts import ErrorCode, ExecutorInput, ExecutorOutput
+from shared.jobs.plan import Plan
+from shared.providers.interfaces import LLMTask
 
 if TYPE_CHECKING:
-    from shared.clients import Clients
+    from shared.runtime.clients import Clients
 
 
 class PlanTask(BaseModel):

@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from shared.contracts import ErrorCode, ExecutorInput, ExecutorOutput, ProviderError
 from shared.executors import get_executor
+from shared.jobs.contracts import ErrorCode, ExecutorInput, ExecutorOutput, ProviderError
 
 logger = logging.getLogger(__name__)
 
@@ -21,8 +21,8 @@ def _validation_message(exc: ValidationError) -> str:
 
 def run_executor(payload: Any, *, expected_type: str | None = None, clients: Any = None) -> dict[str, Any]:
     """Run the executor named by ``payload`` and return the contract output as plain JSON."""
-    from shared import telemetry
-    from shared.clients import get_clients
+    from shared.runtime import telemetry
+    from shared.runtime.clients import get_clients
 
     try:
         inp = ExecutorInput.model_validate(payload)

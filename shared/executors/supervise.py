@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from shared.contracts import ExecutorInput, ExecutorOutput
 from shared.executors import register
 from shared.executors.common import call_llm, usage_of
-from shared.plan import SupervisorDecision
-from shared.providers import LLMTask
+from shared.jobs.contracts import ExecutorInput, ExecutorOutput
+from shared.jobs.plan import SupervisorDecision
+from shared.providers.interfaces import LLMTask
 
 if TYPE_CHECKING:
-    from shared.clients import Clients
+    from shared.runtime.clients import Clients
 
 
 @register("supervise", description="Decide what to do after a step.", uses_llm=True, internal=True)

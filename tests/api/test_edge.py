@@ -18,8 +18,8 @@ from pydantic import ValidationError
 import api.jobs
 import api.ui
 from api.errors import ApiError, from_validation_error, guarded, json_response
-from shared.jobs import JobRequest, UserAnswer
-from shared.settings import reset_settings
+from shared.jobs.models import JobRequest, UserAnswer
+from shared.runtime.settings import reset_settings
 from tests.devhost.hostproc import REPO_ROOT, DevHostProcess
 
 CAP = api.jobs.MAX_BODY_BYTES
@@ -162,7 +162,7 @@ def test_a_settings_error_inside_a_handler_is_not_blamed_on_the_caller(fresh_set
     async def handler() -> func.HttpResponse:
         fresh_settings.setenv("SEARCH_TOP_K", "0")
         reset_settings()
-        from shared.settings import get_settings
+        from shared.runtime.settings import get_settings
 
         get_settings()
         return json_response({})

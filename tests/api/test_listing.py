@@ -35,7 +35,7 @@ from api.jobs import (
     new_job_id,
     newest_first,
 )
-from shared.jobs import ORCHESTRATOR_NAME
+from shared.jobs.models import ORCHESTRATOR_NAME
 from tests.devhost.hostproc import APPS_DIR, DevHostProcess
 
 NOW = 1_800_000_000.0  # a fixed "now" (2027-01-15)

@@ -1,6 +1,6 @@
 """A fake OpenAI-compatible server on loopback: real HTTP, real SSE, scripted replies.
 
-It speaks the wire protocol of the calls ``shared.llm_openai`` makes, for the real ``openai`` client:
+It speaks the wire protocol of the calls ``shared.providers.llm.openai`` makes, for the real ``openai`` client:
 ``POST .../chat/completions`` (plain and streamed, with the usage chunk) and ``POST .../responses``
 (plain and streamed events), under any prefix (``/v1/...`` like OpenAI, ``/openai/v1/...`` like
 Azure OpenAI). Replies are scripted per task: the provider's system message starts with
@@ -37,7 +37,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from shared.prompts import task_of_text
+from shared.runtime.prompts import task_of_text
 from tests.fakes.loopback import LoopbackServer
 
 FormatKind = Literal["json_schema", "json_object", "tool_call", "none"]

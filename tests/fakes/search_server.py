@@ -811,10 +811,10 @@ def seed_index(
     """
     from pydantic import SecretStr
 
-    from shared.ingest import ingest
-    from shared.search_azure import build_azure_sink
-    from shared.search_ingest import AzureIngestSink
-    from shared.settings import Settings
+    from shared.ingest.azure_sink import AzureIngestSink
+    from shared.ingest.pipeline import ingest
+    from shared.providers.search.azure import build_azure_sink
+    from shared.runtime.settings import Settings
 
     settings = Settings(
         search_provider="azure",

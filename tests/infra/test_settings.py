@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from shared.settings import Settings
+from shared.runtime.settings import Settings
 from tests.infra.bicep import REPO, app_setting_names, app_settings_vars
 
 DOC = REPO / "docs" / "settings.md"
@@ -26,7 +26,7 @@ def _doc_table(heading: str) -> set[str]:
 
 
 def settings_fields() -> set[str]:
-    """Environment variables behind the fields of shared.settings.Settings."""
+    """Environment variables behind the fields of shared.runtime.settings.Settings."""
     return {name.upper() for name in Settings.model_fields}
 
 

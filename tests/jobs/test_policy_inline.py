@@ -13,7 +13,7 @@ from typing import Any
 
 from devhost.inline import InlineContext, run_inline
 from orchestrators.job import job_orchestrator_body
-from shared.contracts import ExecutorOutput, Usage
+from shared.jobs.contracts import ExecutorOutput, Usage
 
 PLAN = {
     "steps": [

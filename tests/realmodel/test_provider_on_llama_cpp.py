@@ -12,19 +12,19 @@ from typing import Any
 import openai
 import pytest
 
-from shared.contracts import ErrorCode, ProviderError
-from shared.llm_openai import (
+from shared.jobs.contracts import ErrorCode, ProviderError
+from shared.jobs.plan import SqlDraft
+from shared.providers.interfaces import LLMTask
+from shared.providers.llm.openai import (
     OpenAIChatProvider,
     _grammar_safe,
     _json_mode_instructions,
     build_llm_provider,
     output_schema,
 )
-from shared.plan import SqlDraft
-from shared.prompts import render_prompt
-from shared.providers import LLMTask
-from shared.settings import Settings
-from tests.llm.helpers import sql_request
+from shared.runtime.prompts import render_prompt
+from shared.runtime.settings import Settings
+from tests.providers.llm.helpers import sql_request
 from tests.realmodel.server import MODEL_NAME, LlamaServer
 
 # Small prompts and outputs: the tier must stay under 10 minutes on 2 shared cores.

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from shared.settings import DATA_DIR
+from shared.runtime.settings import DATA_DIR
 from tests.devhost.hostproc import REPO_ROOT, DevHostProcess
 from tests.fakes.openai_server import FakeOpenAI, JsonReply
 from tests.jobs.jobclient import JobClient

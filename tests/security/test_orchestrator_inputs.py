@@ -12,9 +12,6 @@ from typing import Any
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from shared.catalog import load_catalog
-from shared.clients import Clients
-from shared.contracts import SqlAccess
 from shared.executors import (
     StepInputError,
     apply_edits,
@@ -28,10 +25,13 @@ from shared.executors import (
     validate_step_input,
 )
 from shared.executors.runner import run_executor
-from shared.plan import Plan, PlanStep
-from shared.providers import QueryRows
-from shared.settings import Settings
-from shared.sqlguard import guard_sql
+from shared.jobs.contracts import SqlAccess
+from shared.jobs.plan import Plan, PlanStep
+from shared.providers.interfaces import QueryRows
+from shared.providers.sql.catalog import load_catalog
+from shared.providers.sql.guard import guard_sql
+from shared.runtime.clients import Clients
+from shared.runtime.settings import Settings
 from tests.fakes.openai_server import FakeOpenAI, JsonReply
 
 CONTACTS_SQL = "SELECT email, phone FROM customer_contacts"
@@ -288,7 +288,7 @@ def test_sql_access_defaults_are_the_safe_ones() -> None:
 
 
 def test_the_offline_planner_emits_only_typed_inputs() -> None:
-    from shared.llm_offline import OfflineLLM
+    from shared.providers.llm.offline.model import OfflineLLM
 
     llm = OfflineLLM(Clients(Settings()))
     for question in ("Which region had the most returns in Q3?", "What is the refund policy?", "zzz qqq"):

@@ -14,12 +14,12 @@ import pytest
 
 from devhost.inline import InlineContext, run_inline
 from orchestrators.job import job_orchestrator_body
-from shared.catalog import load_catalog
-from shared.clients import Clients
-from shared.contracts import ExecutorOutput, Usage
 from shared.executors.runner import run_executor
-from shared.providers import QueryRows
-from shared.settings import Settings
+from shared.jobs.contracts import ExecutorOutput, Usage
+from shared.providers.interfaces import QueryRows
+from shared.providers.sql.catalog import load_catalog
+from shared.runtime.clients import Clients
+from shared.runtime.settings import Settings
 
 CONTACTS_SQL = "SELECT email, phone FROM customer_contacts"
 REGIONS_SQL = "SELECT name FROM regions"

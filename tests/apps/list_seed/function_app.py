@@ -9,7 +9,7 @@ import azure.durable_functions as df
 import azure.functions as func
 
 from api import blueprint as api_blueprint
-from shared.jobs import ORCHESTRATOR_NAME
+from shared.jobs.models import ORCHESTRATOR_NAME
 
 app = df.DFApp(http_auth_level=func.AuthLevel.FUNCTION)
 app.register_functions(api_blueprint)

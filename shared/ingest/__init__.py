@@ -1,0 +1,1 @@
+"""Document ingestion: read, chunk and index documents (`python -m shared.ingest`)."""

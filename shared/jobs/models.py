@@ -1,0 +1,199 @@
+"""Job models shared by the HTTP API and the orchestrator: the request, the policy and the compact state.
+
+The compact ``JobState`` is the orchestration's custom status (16 KB at most), so every text in it
+is bounded. Step outputs are not in it: they live in the Durable history as activity results.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from shared.jobs.contracts import Constraints, Usage
+
+JobStatus = Literal["pending", "planning", "running", "waiting_for_user", "completed", "failed", "cancelled"]
+StepStateName = Literal["pending", "running", "retrying", "waiting", "succeeded", "failed", "skipped", "cancelled"]
+ORCHESTRATOR_NAME = "job_orchestrator"
+
+
+class Budget(BaseModel):
+    """Job-wide limits; a step starts only if its worst case still fits."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_total_tokens: int | None = Field(default=None, ge=1)
+    max_estimated_cost: float | None = Field(default=None, ge=0)
+
+
+class JobConstraints(Constraints):
+    """Step constraints plus the job budget."""
+
+    budget: Budget = Field(default_factory=Budget)
+
+
+class ApprovalPolicy(BaseModel):
+    """Which steps need a human yes before they run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # never: no approval; always: every SQL query; sensitive: queries touching tables marked sensitive.
+    sql: Literal["never", "always", "sensitive"] = "never"
+    timeout_seconds: int = Field(default=3600, ge=1, le=7 * 86_400)
+    on_timeout: Literal["fail", "approve", "reject"] = "fail"
+
+
+class WaitPolicy(BaseModel):
+    """What happens when a question to the user (other than an approval) is not answered in time."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    timeout_seconds: int | None = Field(default=None, ge=1, le=7 * 86_400)
+    on_expiry: Literal["fail", "default"] = "fail"
+
+
+class JobRequest(BaseModel):
+    """Body of ``POST /api/jobs``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    question: str = Field(min_length=1, max_length=2000)
+    constraints: JobConstraints = Field(default_factory=JobConstraints)
+    approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
+    wait: WaitPolicy = Field(default_factory=WaitPolicy)
+    mode: Literal["deterministic", "hybrid"] = "deterministic"
+
+    @field_validator("question")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("question must not be blank")
+        return value.strip()
+
+
+class RetryPolicy(BaseModel):
+    """Retry settings resolved at submit time, so the orchestrator never reads the environment."""
+
+    max_attempts_per_model: int = Field(default=3, ge=1, le=10)
+    first_retry_ms: int = Field(default=1000, ge=1)
+    max_retry_ms: int = Field(default=60_000, ge=1)
+    user_wait_seconds: int = Field(default=86_400, ge=1)
+    # USD per output token of each allowed model (for the cost reserve of the budget check).
+    output_price: dict[str, float] = Field(default_factory=dict)
+
+
+class JobOwner(BaseModel):
+    """Who started a job (the Easy Auth principal); only they, and admins, see it."""
+
+    id: str = Field(min_length=1, max_length=200)
+    name: str = Field(default="", max_length=200)
+    idp: str = Field(default="", max_length=50)
+
+
+class JobInput(BaseModel):
+    """The orchestration input: the request plus what the API resolved when it accepted it."""
+
+    job_id: str
+    request: JobRequest
+    # Set by the API from the authenticated principal, never from the request body; None without Easy Auth.
+    owner: JobOwner | None = None
+    policy: RetryPolicy = Field(default_factory=RetryPolicy)
+    trace: dict[str, str] = Field(default_factory=dict)
+
+
+class ErrorInfo(BaseModel):
+    """Where and why a job or step failed."""
+
+    code: str
+    message: str = Field(max_length=600)
+    step_id: str | None = None
+
+
+class StepState(BaseModel):
+    """Progress of one plan step (compact)."""
+
+    id: str
+    kind: str
+    title: str = Field(max_length=200)
+    state: StepStateName = "pending"
+    attempts: int = 0
+    started_at: str | None = None
+    ended_at: str | None = None
+    model: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    error: ErrorInfo | None = None
+    # While state is "retrying": when the next attempt starts, which one, and of how many on this model.
+    retry_at: str | None = None
+    next_attempt: int | None = None
+    max_attempts: int | None = None
+    # Time spent waiting for a human (not an attempt; excluded from the step's duration).
+    waited_ms: int = 0
+    waiting_since: str | None = None
+    # Why a skipped step did not run (rejected by the user, skipped after a failure, ...).
+    note: str | None = Field(default=None, max_length=300)
+
+
+class Waiting(BaseModel):
+    """The question a waiting job asks the user."""
+
+    question_id: str
+    step_id: str | None
+    kind: Literal["approval", "error", "clarify"]
+    question: str = Field(max_length=1000)
+    options: list[str]
+    free_text: bool = False
+    details: dict[str, Any] = Field(default_factory=dict)
+    asked_at: str
+    expires_at: str
+
+
+class JobState(BaseModel):
+    """The orchestration's custom status."""
+
+    status: JobStatus = "planning"
+    step_index: int = -1
+    steps: list[StepState] = Field(default_factory=list)
+    waiting: Waiting | None = None
+    usage: Usage = Field(default_factory=Usage)
+    plan_usage: Usage = Field(default_factory=Usage)
+    # Hybrid mode: the Supervisor's calls, counted apart from planning.
+    supervisor_usage: Usage = Field(default_factory=Usage)
+    # How planning ended: "failed" when the job stopped before it had a plan (the view never says "Planning…").
+    plan_status: Literal["planning", "planned", "failed"] = "planning"
+    error: ErrorInfo | None = None
+    questions_asked: int = 0
+    replans: int = 0
+
+
+class JobResult(BaseModel):
+    """The orchestration output."""
+
+    status: Literal["completed", "failed"]
+    answer: str | None = None
+    citations: list[dict[str, Any]] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    error: ErrorInfo | None = None
+
+
+class UserAnswer(BaseModel):
+    """Body of ``POST /api/jobs/{id}/feedback``: an option, or an edit with the new step input."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    answer: str | dict[str, Any]
+    question_id: str | None = None
+
+    def action(self) -> str:
+        """The chosen option (``edit`` for an edit object)."""
+        if isinstance(self.answer, str):
+            return self.answer.strip()
+        return str(self.answer.get("action", "edit"))
+
+    def edits(self) -> dict[str, Any]:
+        """The new step input given with an edit (e.g. ``{"sql": "..."}``)."""
+        if isinstance(self.answer, dict):
+            given = self.answer.get("input")
+            if isinstance(given, dict):
+                return given
+            return {k: v for k, v in self.answer.items() if k != "action"}
+        return {}

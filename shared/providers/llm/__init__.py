@@ -1,0 +1,1 @@
+"""LLM providers: the OpenAI-compatible client and the embedded offline model."""

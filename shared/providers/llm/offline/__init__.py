@@ -1,0 +1,1 @@
+"""The embedded offline model: deterministic planning, SQL writing and answer writing, no network."""

@@ -1,0 +1,615 @@
+"""The deterministic offline answer writer, used when no LLM is configured.
+
+It is extractive and never invents facts: every sentence of the answer is either a sentence copied
+from a retrieved chunk or a plain statement about SQL rows it was given (the extreme row for the
+measure, a small table of the rows).
+
+Documents. Each chunk is split into sentences. A sentence scores the sum of the inverse document
+frequencies (computed over all candidate sentences) of the question words it contains, plus a
+bonus for each pair of adjacent question words it contains in the same order, plus a small bonus
+for the chunk's retrieval rank. The first two sentences of a chunk also earn half the weight of the
+question words in the chunk's title and heading, and a sentence right after a strong match earns
+half of that match (it often completes it: "The cause was ..."). Words are compared after removing
+stop words and a light suffix stemmer (``refunds``/``refunded`` -> ``refund``). A sentence is kept
+when it covers at least ``MIN_COVERAGE`` of the question's weight and scores at least
+``RELATIVE_CUTOFF`` of the best sentence; the best ``MAX_SENTENCES`` are shown in document order,
+each followed by its chunk's ``[source_id]``, and each chunk used becomes a ``document`` citation
+quoting its best sentence.
+
+SQL. Each result is summarised from its own rows: the label and measure columns are told apart by
+type, the row with the highest measure (lowest when the question asks for the least/lowest/fewest)
+is named, and up to ``MAX_TABLE_ROWS`` rows are shown as a markdown table. Each result becomes a
+``sql`` citation (``SqlResult.source_id``, or ``sql-<n>`` when it has none) quoting its SQL.
+
+When neither gives anything relevant, the answer says so plainly and has no citations.
+
+Not found. Retrieval always returns the nearest passages, even for a question the documents do not
+cover ("the weather in Paris" finds a sentence about winter weather). So the question's *key words*
+(content words minus generic question words such as "happen", "long", "cost") are checked against each
+retrieved chunk, with the index's synonyms: a chunk is usable only when it holds ``KEEP_CHUNK_COVERAGE``
+of them, and the documents answer only when one chunk holds ``MIN_CHUNK_COVERAGE``. Otherwise the
+answer says which words the documents do not mention and cites nothing. A compound question ("X, and
+why Y?") is judged part by part (a follow-up part carries the part before it as context); a part that
+a SQL result answers is left to the data, and a part nothing answers is named in the answer.
+
+Partial results. A SQL source may say that only part of its result reached the answer
+(``row_count`` greater than the rows given, or ``truncated`` when the query hit its row cap, so the
+true count is unknown). The summary then says so ("showing 20 of 116 customers", "at least 50") and
+names no highest or lowest row, which the missing rows could contradict.
+
+Formats. Measures follow the catalog's formats when given (``formats``: column name to
+``currency`` / ``ratio`` / ``count`` / ``number``): currency with its symbol and two decimals, ratios as
+percentages.
+
+Planted instructions. Document text is data: a sentence that reads as an instruction to the
+system rather than a statement of policy (``is_instruction_like``: addressed to an assistant, model,
+AI or system, or telling the reader to ignore instructions, run SQL, set flags, reveal data, or
+shape "your answer") is never quoted, and a chunk made mostly of such text
+(``INSTRUCTION_CHUNK_SHARE`` of its characters) is dropped whole, so it is not cited either.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.ingest.chunking import split_sentences
+from shared.ingest.pipeline import bound_snippet
+from shared.jobs.contracts import AnswerResult, Chunk, Citation, SqlResult
+from shared.providers.search.local import _SYNONYMS as INDEX_SYNONYMS
+from shared.providers.search.local import STOP_WORDS
+
+CHARS_PER_TOKEN = 4
+MIN_COVERAGE = 0.3
+STRONG_COVERAGE = 0.6
+RELATIVE_CUTOFF = 0.5
+MAX_SENTENCES = 4
+MAX_SENTENCE_CHARS = 400
+MAX_QUOTE_CHARS = 300
+MAX_TABLE_ROWS = 10
+MAX_TABLE_COLUMNS = 8
+
+MIN_CHUNK_COVERAGE = 0.6
+KEEP_CHUNK_COVERAGE = 0.5
+CURRENCY_SYMBOL = "$"
+
+NOTHING_FOUND = "I could not find anything relevant to this question in the available documents or data."
+DOCS_NOT_RELEVANT = "The retrieved documents do not address this question."
+# Words that shape a question but name no topic: a passage need not contain them to answer it.
+GENERIC_WORDS = frozenset(
+    """happen happens happened long much many often soon take takes taken make makes made use used using need
+    needs want wants give gives go goes come comes work works mean means way ways thing things kind kinds
+    exactly tell show find look like still ever even get there please today per""".split()
+)
+
+_WORD = re.compile(r"[^\W_]+(?:[.,][0-9]+)*", re.UNICODE)
+_LOW_WORDS = re.compile(r"\b(least|lowest|fewest|smallest|minimum|min|bottom|worst|cheapest)\b", re.IGNORECASE)
+_DIMENSION_NAME = re.compile(r"(^|_)(id|year|quarter|qtr|month|week|day|date|code|zip|rank)($|_)", re.IGNORECASE)
+_NUMERIC_TEXT = re.compile(r"^-?\d+(\.\d+)?$")
+
+INSTRUCTION_CHUNK_SHARE = 0.5
+_AGENT = (
+    r"(?:ai|a\.i\.|assistants?|chat ?bots?|bots?|(?:large )?language models?|llms?|gpt\w*|chatgpt|copilot"
+    r"|models?)"
+)
+# Only unmistakably artificial addressees may be told what they "must" do: "store assistants should
+# check the receipt" and "each model must be assembled" are ordinary policy sentences.
+_MACHINE = r"(?:ai|a\.i\.|chat ?bots?|(?:large )?language models?|llms?|gpt\w*|chatgpt|copilot)(?:\s+assistants?)?"
+_RULES = (
+    r"(?:instructions?|rules?|prompts?|guidelines?|directions?|directives?|guardrails?|restrictions?|policies"
+    r"|constraints?)"
+)
+# Each pattern is a way a planted passage speaks to the machine instead of to a human reader. They are
+# phrased so that ordinary policy text ("we never disclose personal data", "the model number is on
+# the label") does not match; ``tests/providers/search/local/test_instruction_filter.py`` checks both sides.
+_INSTRUCTION_PATTERNS = [
+    # Addressed to an AI: "Note to the AI:", "Dear assistant", "If you are a language model", "AI: ..."
+    rf"\b(?:note|message|instructions?|attention|reminder|memo)\s+(?:to|for)\s+(?:the\s+|any\s+|all\s+)?(?:\w+\s+)?{_AGENT}\b",
+    rf"\b(?:dear|hey|hi|hello|attention)\s+(?:the\s+)?{_AGENT}\b",
+    rf"\bif\s+you\s+are\s+(?:an?|the)\s+(?:\w+\s+)?{_AGENT}\b",
+    r"\bas\s+an?\s+(?:\w+\s+)?(?:ai|assistant|language model|llm)\b",
+    r"^\W*(?:system|assistant|ai|llm)\s*(?:message|prompt|override|note)?\s*[:>]",
+    rf"\b{_MACHINE}\s+(?:must|should|shall|needs?\s+to|is\s+(?:required|instructed)\s+to|are\s+(?:required|instructed)\s+to)\b",
+    r"\bsystem\s+prompt\b|\bdeveloper\s+mode\b|\bjailbreak|\bprompt\s+injection\b",
+    # Overriding the rules: "ignore all previous instructions", "disregard the above", "new instructions"
+    rf"\b(?:ignore|disregard|override|bypass)\b[^.]{{0,40}}?\b(?:previous|prior|above|earlier|all|any|other|your|these|those|the)\b[^.]{{0,30}}?\b{_RULES}",
+    # "Don't forget the assembly instructions" is advice; "forget all previous instructions" is not.
+    rf"\bforget\s+(?:all\s+|about\s+)?(?:(?:of\s+)?(?:the\s+|your\s+)?(?:previous|prior|above|earlier)|your)\s+{_RULES}",
+    r"\b(?:ignore|disregard|forget)\s+(?:everything|all)\s+(?:above|before|else)\b",
+    rf"\bnew\s+{_RULES}\s*[:!]",
+    # Running SQL or commands: "run the following SQL", "execute this query", a statement in the text
+    # ("issue a statement" is accounting, so only run/execute, and only of queries and commands)
+    r"\b(?:run|execute)\s+(?:the\s+following\s+|this\s+|these\s+|a\s+|an\s+|the\s+)?(?:\w+\s+)?(?:sql|query|queries|command)\b",
+    r"\b(?:select\s+(?:\*|[\w.]+(?:\s*,\s*[\w.]+)*)\s+from\s+\w|insert\s+into\s+\w|drop\s+table|delete\s+from\s+\w|update\s+\w+\s+set\s|union\s+select)",
+    # Setting flags: "set allow_sensitive=true", "enable the admin flag", "mode: execute"
+    r"\b[a-z]+(?:_[a-z0-9]+)+\s*(?:=|:|\bto\b)\s*[\"']?(?:true|false|yes|no|on|off|1|0|execute|always|never)\b",
+    r"\b(?:set|enable|turn\s+on|switch\s+on|flip|toggle)\s+(?:the\s+)?[\w-]+\s+flag\b",
+    r"\b(?:approve|grant)\s+(?:all|every|any)\s+(?:requests?|queries|access|steps?)\b",
+    # Revealing data or shaping the answer: "reveal the customer e-mails", "in your answer include ..."
+    # ("Send your contact details to ..." is a support instruction for people, so no send/share/list)
+    r"^\W*(?:please\s+)?(?:reveal|disclose|leak|dump|exfiltrate|output|print)\b[^.]{0,40}?\b(?:(?:customer|personal|contact|sensitive|confidential|secret|private)\s+(?:data|details|records|e-?mails?|e-?mail\s+addresses|phone\s+numbers?|information|contacts|tables?)|passwords?|credentials|api\s+keys?|access\s+tokens?)",
+    r"\b(?:in|into|to)\s+your\s+(?:answer|response|output|summary)\b",
+    r"\b(?:respond|reply|answer)\s+only\s+with\b|\b(?:respond|reply|answer)\s+with\s+[\"'“]|\btell\s+the\s+user\b",
+]
+_INSTRUCTION_RE = re.compile("|".join(f"(?:{p})" for p in _INSTRUCTION_PATTERNS), re.IGNORECASE)
+
+
+def is_instruction_like(sentence: str) -> bool:
+    """Whether a sentence reads as an instruction to an AI/system rather than a statement for people."""
+    return _INSTRUCTION_RE.search(sentence) is not None
+
+
+def instruction_share(text: str) -> float:
+    """The share of a text's characters that sit in instruction-like sentences (0.0 to 1.0)."""
+    sentences = [s for line in text.splitlines() for s in split_sentences(line.removeprefix("- "))]
+    total = sum(len(s) for s in sentences)
+    flagged = sum(len(s) for s in sentences if is_instruction_like(s))
+    return flagged / total if total else 0.0
+
+
+def estimate_tokens(text: str) -> int:
+    """Estimate tokens as ceil(characters / 4), the usual ratio for English text with GPT tokenizers."""
+    return math.ceil(len(text) / CHARS_PER_TOKEN) if text else 0
+
+
+def _stem(word: str) -> str:
+    """A light suffix stemmer: enough to match plurals and simple verb forms, nothing clever."""
+    w = word.lower()
+    if len(w) <= 3 or w[0].isdigit():
+        return w
+    for suffix, replacement in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+            w = w[: -len(suffix)] + replacement
+            break
+    return w.rstrip("e") if len(w) > 4 else w
+
+
+def _terms(text: str) -> list[str]:
+    """Stemmed content words of a text, in order (stop words and one-letter words removed)."""
+    words = [w.lower() for w in _WORD.findall(text)]
+    return [_stem(w) for w in words if w not in STOP_WORDS and (len(w) > 1 or w.isdigit())]
+
+
+@dataclass
+class _Sentence:
+    text: str
+    chunk_index: int
+    position: int
+    terms: set[str] = field(default_factory=set)
+    ordered: list[str] = field(default_factory=list)
+    score: float = 0.0
+
+
+def _candidate_sentences(chunks: Sequence[Chunk]) -> list[_Sentence]:
+    seen: set[str] = set()
+    out: list[_Sentence] = []
+    for c_idx, chunk in enumerate(chunks):
+        position = 0
+        for line in chunk.content.splitlines():
+            for sentence in split_sentences(line.removeprefix("- ")):
+                key = " ".join(sentence.lower().split())
+                if key in seen:  # overlapping chunks repeat sentences
+                    continue
+                if is_instruction_like(sentence):
+                    continue  # document text is data: never presented as the answer
+                seen.add(key)
+                ordered = _terms(sentence)
+                out.append(_Sentence(sentence, c_idx, position, set(ordered), ordered))
+                position += 1
+    return out
+
+
+def select_sentences(question: str, chunks: Sequence[Chunk]) -> list[_Sentence]:
+    """The question's best-matching sentences from the chunks, in reading order."""
+    q_terms = list(dict.fromkeys(_terms(question)))
+    sentences = _candidate_sentences(chunks)
+    if not q_terms or not sentences:
+        return []
+    headings = [set(_terms(c.title)) for c in chunks]
+    # Question words that occur nowhere in the chunks cannot be covered; they do not count.
+    q_terms = [t for t in q_terms if any(t in s.terms for s in sentences) or any(t in h for h in headings)]
+    if not q_terms:
+        return []
+    n = len(sentences)
+    idf = {t: math.log(1 + n / (1 + sum(1 for s in sentences if t in s.terms))) + 0.1 for t in q_terms}
+    total = sum(idf.values())
+    pairs = list(zip(q_terms, q_terms[1:], strict=False))
+    heading_match = [sum(idf[t] for t in q_terms if t in heading) for heading in headings]
+    evidence: list[float] = []
+    for s in sentences:
+        sentence_match = sum(idf[t] for t in q_terms if t in s.terms)
+        # The first sentences under a heading that matches the question usually answer it, even
+        # when they do not repeat the question's words ("My item arrived broken" -> "Report it...").
+        lead = 1.0 if s.position < 2 else 0.0
+        evidence.append(sentence_match + 0.5 * heading_match[s.chunk_index] * lead)
+    picked: list[_Sentence] = []
+    for i, s in enumerate(sentences):
+        # A sentence right after a strong match often completes it ("The cause was ...").
+        previous = evidence[i - 1] if i and sentences[i - 1].chunk_index == s.chunk_index else 0.0
+        carried = 0.5 * previous if previous / total >= STRONG_COVERAGE else 0.0
+        support = evidence[i] + carried
+        if support / total < MIN_COVERAGE:
+            continue
+        bigrams = set(zip(s.ordered, s.ordered[1:], strict=False))
+        phrase_bonus = sum(0.5 * (idf[a] + idf[b]) for a, b in pairs if (a, b) in bigrams)
+        s.score = support + phrase_bonus + 0.3 / (1 + s.chunk_index)
+        picked.append(s)
+    if picked:
+        cutoff = RELATIVE_CUTOFF * max(s.score for s in picked)
+        picked = [s for s in picked if s.score >= cutoff]
+    picked.sort(key=lambda s: (-s.score, s.chunk_index, s.position))
+    chosen: list[_Sentence] = []
+    for s in picked:
+        if any(_similar(s.terms, c.terms) for c in chosen):
+            continue
+        chosen.append(s)
+        if len(chosen) == MAX_SENTENCES:
+            break
+    return sorted(chosen, key=lambda s: (s.chunk_index, s.position))
+
+
+def _similar(a: set[str], b: set[str]) -> bool:
+    return bool(a and b) and len(a & b) / len(a | b) >= 0.8
+
+
+def key_terms(question: str) -> dict[str, str]:
+    """The question's topic words: stem -> the word as written (stop and generic question words removed)."""
+    out: dict[str, str] = {}
+    for word in _WORD.findall(question):
+        lower = word.lower()
+        if lower in STOP_WORDS or lower in GENERIC_WORDS or (len(lower) < 2 and not lower.isdigit()):
+            continue
+        out.setdefault(_stem(lower), word)
+    return out
+
+
+def _variants(stem: str, word: str) -> set[str]:
+    """A key word's stem and the stems of its index synonyms ("broken" also matches "damaged")."""
+    base = word.lower()
+    key = base[:-1] if base.endswith("s") and len(base) > 3 else base
+    return {stem} | {_stem(s) for s in INDEX_SYNONYMS.get(key, ())}
+
+
+@dataclass
+class Coverage:
+    """How far the retrieved chunks cover a question's key words."""
+
+    per_chunk: list[float]
+    missing: list[str]  # key words (as written) that no chunk mentions
+
+    @property
+    def best(self) -> float:
+        """The share of key words held by the best chunk (1.0 when the question has none)."""
+        return max(self.per_chunk, default=0.0)
+
+
+def coverage(question: str, chunks: Sequence[Chunk]) -> Coverage:
+    """The share of the question's key words each chunk holds (content and title), and the words none holds."""
+    keys = key_terms(question)
+    if not keys:
+        return Coverage([1.0] * len(chunks), [])
+    chunk_terms = [set(_terms(c.content)) | set(_terms(c.title)) for c in chunks]
+    variants = {stem: _variants(stem, word) for stem, word in keys.items()}
+    per_chunk = [sum(1 for v in variants.values() if v & terms) / len(keys) for terms in chunk_terms]
+    missing = [keys[s] for s, v in variants.items() if not any(v & terms for terms in chunk_terms)]
+    return Coverage(per_chunk, missing)
+
+
+def _quoted_list(words: Sequence[str]) -> str:
+    quoted = [f"“{w}”" for w in words]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
+
+
+def not_found_sentence(part: str, missing: Sequence[str]) -> str:
+    """Say plainly that the documents do not answer a (part of a) question, and which words they lack."""
+    text = f"The documents I searched do not answer “{part.strip(' ?.')}”"
+    if missing:
+        text += f": they do not mention {_quoted_list(list(missing)[:5])}"
+    return text + "."
+
+
+# --- SQL -----------------------------------------------------------------------------------------
+
+
+def _as_number(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, str) and _NUMERIC_TEXT.match(value.strip()):
+        return float(value)
+    return None
+
+
+def format_value(value: Any, fmt: str | None = None) -> str:
+    """Render a cell: thousands separators, two decimals for fractions, ``—`` for NULL; a catalog format if given.
+
+    ``currency`` adds the symbol and always two decimals, ``ratio`` renders a share as a percentage,
+    ``count`` a whole number.
+    """
+    if value is None:
+        return "—"
+    number = _as_number(value)
+    if fmt is not None and number is not None:
+        if fmt == "currency":
+            sign = "-" if number < 0 else ""
+            return f"{sign}{CURRENCY_SYMBOL}{abs(number):,.2f}"
+        if fmt == "ratio":
+            percent = round(number * 100, 2)
+            return f"{percent:,.0f}%" if percent.is_integer() else f"{percent:,.2f}".rstrip("0").rstrip(".") + "%"
+        if fmt == "count" and number.is_integer():
+            return f"{int(number):,}"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.0f}" if value.is_integer() else f"{value:,.2f}"
+    if isinstance(value, str) and _NUMERIC_TEXT.match(value.strip()):
+        return format_value(float(value) if "." in value else int(value))
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def _humanize(column: str) -> str:
+    return re.sub(r"[_\s]+", " ", column).strip().lower() or column
+
+
+def _plural(noun: str) -> str:
+    if noun.endswith("y") and noun[-2:-1] not in ("a", "e", "o", "u"):
+        return noun[:-1] + "ies"
+    return noun if noun.endswith("s") else noun + "s"
+
+
+def _columns(result: SqlResult) -> list[str]:
+    width = max((len(r) for r in result.rows), default=0)
+    cols = list(result.columns[:width])
+    return cols + [f"column {i + 1}" for i in range(len(cols), width)]
+
+
+def _measure_index(columns: list[str], rows: list[list[Any]]) -> int | None:
+    """The last numeric column that is not a dimension (id, year, quarter, ...)."""
+    numeric = [
+        i
+        for i in range(len(columns))
+        if all(_as_number(r[i]) is not None for r in rows if i < len(r) and r[i] is not None)
+        and any(i < len(r) and r[i] is not None for r in rows)
+    ]
+    measures = [i for i in numeric if not _DIMENSION_NAME.search(columns[i])]
+    return measures[-1] if measures else None
+
+
+def is_partial(result: SqlResult) -> bool:
+    """Whether only part of the result is in hand: the query hit its row cap, or fewer rows were passed on."""
+    return result.truncated or result.row_count > len(result.rows)
+
+
+def _extent(result: SqlResult, noun: str) -> str:
+    """How much of the result is shown: "showing 20 of 116 customers", or "at least 50" when the cap hit."""
+    shown = len(result.rows)
+    total = max(result.row_count, shown)
+    if result.truncated:
+        if total > shown:
+            return f"showing {shown:,} of at least {total:,} {noun}: the query stopped at its row limit"
+        return f"showing {shown:,} {noun}; the query stopped at its row limit, so there are more"
+    return f"showing {shown:,} of {total:,} {noun}"
+
+
+def summarize_sql(question: str, result: SqlResult, formats: Mapping[str, str] | None = None) -> str:
+    """One or two plain sentences about a result's rows (no claims beyond the rows)."""
+    rows = result.rows
+    formats = formats or {}
+    if not rows:
+        return "The query returned no rows."
+    columns = _columns(result)
+
+    def cell(i: int, row: list[Any]) -> str:
+        return format_value(row[i], formats.get(columns[i])) if i < len(row) else ""
+
+    measure = _measure_index(columns, rows)
+    partial = is_partial(result)
+    if len(rows) == 1 and not partial:
+        pairs = ", ".join(f"{_humanize(c)}: {cell(i, rows[0])}" for i, c in enumerate(columns))
+        return f"The query returned one row — {pairs}."
+    others = [i for i in range(len(columns)) if i != measure]
+    # Columns with one value in every row (e.g. the quarter asked about) are said once, not per row.
+    constant = [i for i in others if len({repr(r[i]) if i < len(r) else "" for r in rows}) == 1]
+    labels = [i for i in others if i not in constant] or others
+    if partial:
+        texts = [i for i in labels if all(_as_number(r[i]) is None for r in rows if i < len(r))]
+        noun = _plural(_humanize(columns[texts[0]])) if len(texts) == 1 else "rows"
+        # The missing rows could hold a higher or lower value: no overall conclusion from a part.
+        return (
+            f"Only part of the result is shown ({_extent(result, noun)}), so it does not tell which is "
+            "highest or lowest overall, nor any total."
+        )
+    count = f"{len(rows)} rows"
+    if measure is None:
+        return f"The query returned {count}."
+    fixed = ", ".join(f"{_humanize(columns[i])} {cell(i, rows[0])}" for i in constant if i not in labels)
+
+    def label(row: list[Any]) -> str:
+        # A bare number says nothing ("9 has the highest ..."), so numbers carry their column name.
+        parts = [
+            f"{_humanize(columns[i])} {cell(i, row)}" if _as_number(row[i]) is not None else cell(i, row)
+            for i in labels
+            if i < len(row)
+        ]
+        return ", ".join(parts) or "one row"
+
+    valued = [(r, v) for r in rows if (v := _as_number(r[measure] if measure < len(r) else None)) is not None]
+    if not valued:
+        return f"The query returned {count}."
+    low = bool(_LOW_WORDS.search(question))
+    best_value = (min if low else max)(v for _, v in valued)
+    best = [r for r, v in valued if v == best_value]
+    name = _humanize(columns[measure])
+    who = " and ".join(label(r) for r in best[:3]) + (" (and others)" if len(best) > 3 else "")
+    word = "lowest" if low else "highest"
+    shown = cell(measure, best[0])
+    if len(best) > 1:
+        text = f"{who} share the {word} {name} ({shown})"
+    else:
+        text = f"{who} has the {word} {name} ({shown})"
+    if len(valued) >= 3:
+        other_value = (max if low else min)(v for _, v in valued)
+        other = next(r for r, v in valued if v == other_value)
+        text += f"; the {'highest' if low else 'lowest'} is {label(other)} ({cell(measure, other)})"
+    where = f" ({fixed})" if fixed else ""
+    return f"{text}, across {count}{where}."
+
+
+def sql_table(result: SqlResult, formats: Mapping[str, str] | None = None) -> str:
+    """The first rows of a result as a markdown table (at most 10 rows and 8 columns)."""
+    if not result.rows:
+        return ""
+    formats = formats or {}
+    columns = _columns(result)[:MAX_TABLE_COLUMNS]
+    lines = [
+        "| " + " | ".join(format_value(c) for c in columns) + " |",
+        "|" + "---|" * len(columns),
+    ]
+    for row in result.rows[:MAX_TABLE_ROWS]:
+        cells = [format_value(row[i], formats.get(columns[i])) if i < len(row) else "" for i in range(len(columns))]
+        lines.append("| " + " | ".join(cells) + " |")
+    more = len(result.rows) - MAX_TABLE_ROWS
+    if more > 0:
+        lines.append(f"… and {more} more rows.")
+    return "\n".join(lines)
+
+
+# --- the answer ----------------------------------------------------------------------------------
+
+
+def _parts(question: str) -> list[tuple[str, str]]:
+    """The question's parts, each with the text to search (a follow-up carries the part before it)."""
+    from shared.providers.llm.offline.model import FOLLOW_UP, split_question
+
+    parts = split_question(question)
+    return [(p, f"{parts[i - 1]}: {p}" if i and FOLLOW_UP.search(p) else p) for i, p in enumerate(parts)]
+
+
+def _answered_by_data(part: str, sql_results: Sequence[SqlResult]) -> bool:
+    """Whether a SQL result was asked for this part (its question shares most of the part's key words)."""
+    keys = set(key_terms(part))
+    for result in sql_results:
+        asked = set(key_terms(result.question or ""))
+        if asked and keys and len(asked & keys) / min(len(asked), len(keys)) >= 0.6:
+            return True
+    return False
+
+
+_STATISTIC_WORDS = re.compile(r"\b(average|mean|median)\b", re.IGNORECASE)
+
+
+def _document_lines(
+    part: str, chunks: Sequence[Chunk], used: dict[int, _Sentence]
+) -> tuple[list[tuple[_Sentence, str]], Coverage]:
+    """Sentences answering one part, from the chunks that cover it (empty when none does)."""
+    cover = coverage(part, chunks)
+    if cover.best < MIN_CHUNK_COVERAGE:
+        return [], cover
+    usable = [i for i, share in enumerate(cover.per_chunk) if share >= KEEP_CHUNK_COVERAGE]
+    # An average, mean or median is a figure computed over data: a passage answers it only when it
+    # states one ("the average refund takes 5 days"), not when it merely shares the other words.
+    statistic = _STATISTIC_WORDS.search(part)
+    if statistic:
+        word = statistic.group(1).lower()
+        stems = set(_terms(word)) or {word}
+        usable = [i for i in usable if stems & set(_terms(chunks[i].content))]
+        if not usable:
+            return [], Coverage([0.0] * len(chunks), [word, *cover.missing])
+    picked = select_sentences(part, [chunks[i] for i in usable])
+    out: list[tuple[_Sentence, str]] = []
+    for s in picked:
+        c_idx = usable[s.chunk_index]
+        if c_idx not in used or s.score > used[c_idx].score:
+            used[c_idx] = s
+        out.append((s, chunks[c_idx].source_id))
+    return out, cover
+
+
+def compose_answer_offline(
+    question: str,
+    chunks: list[Chunk],
+    sql_results: list[SqlResult],
+    formats: Mapping[str, str] | None = None,
+    step_notes: Sequence[str] = (),
+) -> AnswerResult:
+    """Write an extractive answer with citations from retrieved chunks and SQL results.
+
+    ``formats`` maps result columns to catalog formats (``currency``, ``ratio``, ...). ``step_notes``
+    say which earlier steps did not run and why; the answer states them first, so a gap is never silent.
+    """
+    answer = _compose(question, chunks, sql_results, formats)
+    notes = [" ".join(n.split()) for n in step_notes if n and n.strip()]
+    if not notes:
+        return answer
+    return AnswerResult(answer="\n\n".join([*notes, answer.answer]), citations=answer.citations)
+
+
+def _compose(
+    question: str,
+    chunks: list[Chunk],
+    sql_results: list[SqlResult],
+    formats: Mapping[str, str] | None,
+) -> AnswerResult:
+    parts: list[str] = []
+    citations: list[Citation] = []
+
+    for n, result in enumerate(sql_results, start=1):
+        source_id = result.source_id or f"sql-{n}"
+        summary = summarize_sql(question, result, formats)
+        header = "From the data" if len(sql_results) == 1 else f"From the data ({result.question or f'query {n}'})"
+        block = f"{header}: {summary} [{source_id}]"
+        table = sql_table(result, formats)
+        parts.append(f"{block}\n\n{table}" if table else block)
+        citations.append(
+            Citation(
+                source_id=source_id,
+                kind="sql",
+                title=result.question or "SQL query",
+                quote=bound_snippet(" ".join(result.sql.split()), MAX_QUOTE_CHARS) or None,
+            )
+        )
+
+    # A chunk that is mostly planted instructions is dropped before ranking, so it is neither quoted
+    # nor cited and does not push the genuine chunks down the retrieval order either.
+    retrieved = chunks
+    chunks = [c for c in chunks if instruction_share(c.content) < INSTRUCTION_CHUNK_SHARE]
+    question_parts = _parts(question)
+    used: dict[int, _Sentence] = {}
+    lines: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    unanswered: list[str] = []
+    for part, searched in question_parts:
+        by_data = _answered_by_data(part, sql_results)
+        # A part the data answers reads documents only when they were fetched for it alone.
+        if by_data and len(question_parts) > 1:
+            continue
+        found, cover = _document_lines(searched, chunks, used) if chunks else ([], coverage(searched, []))
+        for s, source_id in found:
+            key = (s.text, source_id)
+            if key not in seen:
+                seen.add(key)
+                lines.append(f"- {bound_snippet(s.text, MAX_SENTENCE_CHARS)} [{source_id}]")
+        if not found and not by_data and (retrieved or sql_results):
+            unanswered.append(not_found_sentence(part, cover.missing))
+    if lines:
+        parts.append("\n".join(["From the documents:", *lines]))
+        for c_idx in sorted(used):
+            chunk = chunks[c_idx]
+            quote = bound_snippet(used[c_idx].text, MAX_QUOTE_CHARS)
+            citations.append(
+                Citation(source_id=chunk.source_id, kind="document", title=chunk.title or None, quote=quote)
+            )
+    if unanswered and not parts and len(question_parts) == 1:
+        missing = coverage(question, chunks).missing
+        detail = f" They do not mention {_quoted_list(missing[:5])}." if missing else ""
+        return AnswerResult(answer=DOCS_NOT_RELEVANT + detail, citations=[])
+    parts += unanswered
+    if not parts:
+        return AnswerResult(answer=NOTHING_FOUND, citations=[])
+    return AnswerResult(answer="\n\n".join(parts), citations=citations)

@@ -1,0 +1,210 @@
+"""The embedded offline model: a deterministic, keyword-matching stand-in for an LLM, no network.
+
+It is not a language model. It plans by matching the question's words against the semantic catalog
+and the document index; writes SQL through the catalog grammar in ``offline.sql_writer``; and writes
+extractive answers (copied sentences and plain statements about rows) with citations through
+``offline.answers``. ``model_used`` is always ``offline`` (a requested model is never called), the
+cost is zero, and ``max_tokens`` is not applied: token counts are estimated from the text (4
+characters per token) so budgets behave roughly as with a real model.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel
+
+from shared.jobs.contracts import AnswerResult, Chunk, ErrorCode, ProviderError, SqlResult
+from shared.jobs.plan import Plan, PlanStep, SqlDraft, SupervisorDecision
+from shared.providers.interfaces import LLMRequest, LLMResponse, LLMTask
+
+if TYPE_CHECKING:
+    from shared.runtime.clients import Clients
+
+T = TypeVar("T", bound=BaseModel)
+
+OFFLINE_MODEL = "offline"
+# Words that point at the documents (policies, FAQ) rather than at the numbers.
+_DOC_HINTS = re.compile(
+    r"\b(polic(y|ies)|faq|say|says|said|rule|rules|allowed|can i|how do|how does|how long|warranty|"
+    r"shipping|privacy|refunds? after|restocking|guarantee|terms|procedure|process|eligible|document|"
+    # A reason ("why", "what caused") is explained in the documents, not counted in the tables; so are
+    # yes/no questions about the company's practice and rules of what must be done.
+    r"why|how come|caus(e|es|ed|ing)|because|do you|do we offer|does the company|must|need to)\b",
+    re.IGNORECASE,
+)
+# A part that leans on the part before it ("..., and why did they rise?") is searched with that part.
+FOLLOW_UP = re.compile(r"^(why|how come)\b|\b(they|them|it|its|this|that|these|those|there)\b", re.IGNORECASE)
+# Clause boundaries in compound questions: "X, and what does Y?" / "X; Y" / "X? Y".
+_SPLIT = re.compile(r"\?\s+|;\s+|,?\s+and\s+(?=(?:what|which|how|who|when|where|why|is|are|does|do|can)\b)", re.I)
+
+
+def split_question(question: str) -> list[str]:
+    """Split a compound question into its parts (a simple question stays whole)."""
+    parts = [p.strip(" ,.?") for p in _SPLIT.split(question)]
+    parts = [p for p in parts if len(p.split()) >= 3]
+    return parts or [question.strip()]
+
+
+def _parse_faults(spec: str) -> dict[str, tuple[ErrorCode, int]]:
+    faults: dict[str, tuple[ErrorCode, int]] = {}
+    for item in filter(None, (s.strip() for s in spec.split(","))):
+        task, code, count = item.split(":")
+        faults[task] = (ErrorCode(code), int(count))
+    return faults
+
+
+class OfflineLLM:
+    """A deterministic stand-in for an LLM, with the same interface."""
+
+    name = "offline"
+    default_model = OFFLINE_MODEL
+
+    def __init__(self, clients: Clients) -> None:
+        self._clients = clients
+        self._faults = _parse_faults(clients.settings.offline_llm_faults)
+        self._lock = threading.Lock()
+
+    def generate(self, request: LLMRequest[T]) -> LLMResponse[T]:
+        """Answer one request deterministically."""
+        self._maybe_fail(request.task)
+        if request.task is LLMTask.PLAN:
+            output: BaseModel = self._plan(str(request.inputs["question"]))
+        elif request.task is LLMTask.WRITE_SQL:
+            output = self._write_sql(str(request.inputs["question"]), str(request.inputs.get("dialect", "sqlite")))
+        elif request.task is LLMTask.WRITE_ANSWER:
+            output = self._write_answer(request)
+        else:
+            output = SupervisorDecision(action="continue", reason="offline supervisor always continues")
+        if not isinstance(output, request.output_type):
+            output = request.output_type.model_validate(output.model_dump())
+        from shared.providers.llm.offline.answers import estimate_tokens
+
+        tokens_in = estimate_tokens(json.dumps(request.inputs, default=str))
+        # max_tokens is not applied (the output is never cut), so the count is not clamped to it either.
+        tokens_out = estimate_tokens(output.model_dump_json())
+        # The model that answered is this stand-in, whatever model was requested (and it costs nothing).
+        return LLMResponse(output=output, tokens_input=tokens_in, tokens_output=tokens_out, model_used=OFFLINE_MODEL)
+
+    def _maybe_fail(self, task: LLMTask) -> None:
+        with self._lock:
+            fault = self._faults.get(task.value)
+            if fault is None or fault[1] <= 0:
+                return
+            self._faults[task.value] = (fault[0], fault[1] - 1)
+        raise ProviderError(
+            fault[0],
+            f"injected offline fault for {task.value} (OFFLINE_LLM_FAULTS)",
+            retry_after_ms=200 if fault[0] is ErrorCode.RATE_LIMITED else None,
+        )
+
+    def _plan(self, question: str) -> Plan:
+        from shared.providers.llm.offline.sql_writer import catalog_covers
+
+        catalog = self._clients.catalog
+        steps: list[PlanStep] = []
+        parts = split_question(question)
+        for i, part in enumerate(parts):
+            wants_docs = bool(_DOC_HINTS.search(part))
+            query = f"{parts[i - 1]} {part}" if i and FOLLOW_UP.search(part) else part
+            if not wants_docs and catalog_covers(part, catalog):
+                steps.append(
+                    PlanStep(
+                        id=f"s{len(steps) + 1}",
+                        kind="execute_azure_sql",
+                        title=f"Query the data: {part}"[:200],
+                        input={"question": part},
+                    )
+                )
+            elif wants_docs or self._clients.retriever.search(query, top_k=1):
+                steps.append(
+                    PlanStep(
+                        id=f"s{len(steps) + 1}",
+                        kind="consult_rag",
+                        title=f"Search the documents: {part}"[:200],
+                        input={"query": query[:2000]},
+                    )
+                )
+        if not steps:
+            ask = PlanStep(
+                id="s1",
+                kind="ask_user",
+                title="Clarify the question",
+                input={
+                    "question": "I could not match the question to the data or the documents. Which topic do you mean?",
+                    "options": ["revenue", "returns", "orders", "policies"],
+                },
+            )
+            steps = [
+                ask,
+                PlanStep(
+                    id="s2",
+                    kind="consult_rag",
+                    title="Search the documents",
+                    input={"query": question},
+                    depends_on=["s1"],
+                ),
+            ]
+        ids = [s.id for s in steps]
+        steps.append(
+            PlanStep(
+                id=f"s{len(steps) + 1}",
+                kind="generate_response",
+                title="Write the answer",
+                input={"question": question},
+                depends_on=ids,
+            )
+        )
+        return Plan(steps=steps, rationale="offline planner: catalog match for data, document hints for policies")
+
+    def _write_sql(self, question: str, dialect: str) -> SqlDraft:
+        from shared.providers.llm.offline.sql_writer import explain_unwritable, write_sql_offline
+
+        draft = write_sql_offline(question, self._clients.catalog, dialect)
+        if draft is None:
+            # The user sees this message on the failed step: say what was understood and what was not.
+            raise ProviderError(ErrorCode.BAD_REQUEST, explain_unwritable(question, self._clients.catalog, dialect))
+        return draft
+
+    def _write_answer(self, request: LLMRequest[Any]) -> AnswerResult:
+        from shared.providers.llm.offline.answers import compose_answer_offline
+
+        chunks: list[Chunk] = []
+        sql_results: list[SqlResult] = []
+        for source in request.inputs.get("sources", []):
+            if source.get("kind") == "sql":
+                rows = source.get("rows", [])
+                # The SQL step's true size travels with the rows it forwards: fewer rows than row_count,
+                # or truncated (the row cap was hit), means the answer sees only part of the result.
+                row_count = source.get("row_count")
+                sql_results.append(
+                    SqlResult(
+                        sql=source.get("sql") or "",
+                        dialect="",
+                        columns=source.get("columns", []),
+                        rows=rows,
+                        row_count=max(row_count if isinstance(row_count, int) else 0, len(rows)),
+                        truncated=bool(source.get("truncated")),
+                        source_id=source["source_id"],
+                        question=source.get("title"),
+                    )
+                )
+            else:
+                chunks.append(
+                    Chunk(
+                        source_id=source["source_id"],
+                        title=source.get("title") or "",
+                        content=source.get("content", ""),
+                    )
+                )
+        formats = {m.name: m.format for m in self._clients.catalog.metrics}
+        notes = request.inputs.get("step_notes")
+        step_notes = [str(n) for n in notes] if isinstance(notes, list) else []
+        answer = compose_answer_offline(str(request.inputs["question"]), chunks, sql_results, formats, step_notes)
+        if request.on_delta is not None:
+            for piece in re.findall(r"\S+\s*", answer.answer):
+                request.on_delta(piece)
+        return answer

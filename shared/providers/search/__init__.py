@@ -1,0 +1,1 @@
+"""Document retrievers: the local SQLite FTS index and Azure AI Search."""

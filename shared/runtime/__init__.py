@@ -1,0 +1,1 @@
+"""Runtime plumbing: settings, the client factory, telemetry, pricing, prompts and side stores."""

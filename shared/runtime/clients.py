@@ -1,0 +1,109 @@
+"""The one client factory: builds each configured provider lazily, on first use, and keeps it.
+
+Nothing connects at import or construction; tests inject their own ``Clients`` with ``set_clients``.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from shared.runtime.settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    from shared.providers.interfaces import LLMProvider, Retriever, SqlDatabase
+    from shared.providers.sql.catalog import Catalog
+
+
+class Clients:
+    """Providers for one process, chosen by settings."""
+
+    def __init__(self, settings: Settings, **overrides: Any) -> None:
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._built: dict[str, Any] = dict(overrides)
+
+    def _get(self, name: str, build: Any) -> Any:
+        value = self._built.get(name)
+        if value is None:
+            with self._lock:
+                value = self._built.get(name)
+                if value is None:
+                    value = build()
+                    self._built[name] = value
+        return value
+
+    @property
+    def catalog(self) -> Catalog:
+        """The semantic catalog of the SQL database."""
+        from shared.providers.sql.catalog import load_catalog
+
+        return self._get("catalog", load_catalog)
+
+    @property
+    def retriever(self) -> Retriever:
+        """The document index: local FTS5 or Azure AI Search."""
+        return self._get("retriever", self._build_retriever)
+
+    @property
+    def database(self) -> SqlDatabase:
+        """The SQL database: the SQLite sample or Azure SQL."""
+        return self._get("database", self._build_database)
+
+    @property
+    def llm(self) -> LLMProvider:
+        """The LLM: offline by default, or an OpenAI-compatible endpoint."""
+        return self._get("llm", self._build_llm)
+
+    def document_titles(self) -> list[str]:
+        """Titles of the indexed documents, for the planner prompt (empty when unknown)."""
+        titles = getattr(self.retriever, "document_titles", None)
+        return list(titles()) if callable(titles) else []
+
+    def _build_retriever(self) -> Retriever:
+        if self.settings.search_provider == "azure":
+            from shared.providers.search.azure import build_azure_retriever
+
+            return build_azure_retriever(self.settings)
+        from shared.providers.search.local import LocalIndex
+
+        return LocalIndex.from_settings(self.settings)
+
+    def _build_database(self) -> SqlDatabase:
+        if self.settings.sql_provider == "azure_sql":
+            from shared.providers.sql.azure import build_azure_sql_database
+
+            return build_azure_sql_database(self.settings)
+        from shared.providers.sql.sqlite import open_sample_database
+
+        return open_sample_database(self.settings)
+
+    def _build_llm(self) -> LLMProvider:
+        if self.settings.llm_provider == "offline":
+            from shared.providers.llm.offline.model import OfflineLLM
+
+            return OfflineLLM(self)
+        from shared.providers.llm.openai import build_llm_provider
+
+        return build_llm_provider(self.settings)
+
+
+_clients: Clients | None = None
+_clients_lock = threading.Lock()
+
+
+def get_clients() -> Clients:
+    """The process-wide clients, built from settings on first use."""
+    global _clients
+    if _clients is None:
+        with _clients_lock:
+            if _clients is None:
+                _clients = Clients(get_settings())
+    return _clients
+
+
+def set_clients(clients: Clients | None) -> None:
+    """Replace the process-wide clients (tests, or after a settings change)."""
+    global _clients
+    with _clients_lock:
+        _clients = clients

@@ -1,0 +1,230 @@
+"""The one settings object of the app, read from environment variables (app settings on Azure).
+
+Nothing here connects or raises at import time: ``get_settings()`` builds the object on first use.
+With no settings at all, every provider uses its embedded default (offline LLM, local document
+index, SQLite sample database). Every environment variable the app reads is a field here; the
+name of the variable is the field name in upper case.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
+from pydantic_core import ErrorDetails
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsError as _SourceError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DATA_DIR = REPO_ROOT / "data"
+
+
+# Six NCRONTAB fields (seconds first), each digits, names, '*', ',', '-' or '/' (the host checks the rest).
+NCRONTAB_PATTERN = r"^\s*[0-9A-Za-z*,/?-]+(\s+[0-9A-Za-z*,/?-]+){5}\s*$"
+
+
+class ModelPrice(BaseModel):
+    """Price of one model in US dollars per million tokens."""
+
+    input_per_million: float = Field(ge=0)
+    output_per_million: float = Field(ge=0)
+
+
+# Public list prices (USD per 1M tokens) used when MODEL_PRICES is not set; override per deployment.
+DEFAULT_MODEL_PRICES: dict[str, ModelPrice] = {
+    "gpt-4.1": ModelPrice(input_per_million=2.0, output_per_million=8.0),
+    "gpt-4.1-mini": ModelPrice(input_per_million=0.4, output_per_million=1.6),
+    "gpt-4.1-nano": ModelPrice(input_per_million=0.1, output_per_million=0.4),
+    "gpt-4o": ModelPrice(input_per_million=2.5, output_per_million=10.0),
+    "gpt-4o-mini": ModelPrice(input_per_million=0.15, output_per_million=0.6),
+    "offline": ModelPrice(input_per_million=0.0, output_per_million=0.0),
+}
+
+
+class Settings(BaseSettings):
+    """All app settings. Secrets are optional: managed identity is the default on Azure."""
+
+    model_config = SettingsConfigDict(case_sensitive=False, extra="ignore", env_ignore_empty=True)
+
+    # --- LLM -------------------------------------------------------------------------------
+    llm_provider: Literal["offline", "azure_openai", "openai"] = "offline"
+    azure_openai_endpoint: str | None = None
+    azure_openai_api_key: SecretStr | None = None
+    azure_openai_chat_deployment: str = "gpt-4.1-mini"
+    azure_openai_embedding_deployment: str | None = None
+    openai_base_url: str | None = None
+    openai_api_key: SecretStr | None = None
+    openai_model: str = "gpt-4.1-mini"
+    # Which OpenAI API the real LLM provider calls: Chat Completions (default) or Responses.
+    llm_api: Literal["chat", "responses"] = "chat"
+    # How structured output is requested: "auto" = JSON schema, falling back to JSON mode when the
+    # endpoint rejects json_schema; or force "json_schema", "json_mode" or "tool_call".
+    llm_output_mode: Literal["auto", "json_schema", "json_mode", "tool_call"] = "auto"
+    # Client id of the user-assigned managed identity on Azure (DefaultAzureCredential picks it up).
+    azure_client_id: str | None = None
+    # JSON object: {"<model>": {"input_per_million": 0.4, "output_per_million": 1.6}, ...}
+    model_prices: dict[str, ModelPrice] = Field(default_factory=lambda: dict(DEFAULT_MODEL_PRICES))
+
+    # Fault injection for demos and tests of the retry policy: "task:CODE:count,...", e.g.
+    # "write_answer:RATE_LIMITED:2" makes the first two answer calls fail as rate limited.
+    offline_llm_faults: str = ""
+
+    # --- Documents (RAG) -------------------------------------------------------------------
+    search_provider: Literal["local", "azure"] = "local"
+    local_index_path: Path = DATA_DIR / "index" / "docs.sqlite3"
+    documents_dir: Path = DATA_DIR / "docs"
+    azure_search_endpoint: str | None = None
+    azure_search_index: str = "jobs-docs"
+    azure_search_api_key: SecretStr | None = None
+    azure_search_semantic_config: str | None = None
+    # How the query vector is made: "client" = the embedding deployment, "integrated" = the index's
+    # vectorizer, "off" = keyword only, "auto" = client when an embedding deployment is set, else off.
+    azure_search_vector_mode: Literal["auto", "client", "integrated", "off"] = "auto"
+    # Embedding model behind AZURE_OPENAI_EMBEDDING_DEPLOYMENT, written into the index's vectorizer.
+    azure_search_vectorizer_model: str = "text-embedding-3-small"
+    search_top_k: int = Field(default=5, ge=1, le=50)
+
+    # --- SQL -------------------------------------------------------------------------------
+    sql_provider: Literal["sqlite", "azure_sql"] = "sqlite"
+    sqlite_database_path: Path = DATA_DIR / "sample.db"
+    azure_sql_server: str | None = None
+    azure_sql_database: str | None = None
+    azure_sql_connection_string: SecretStr | None = None
+    azure_sql_read_only_intent: bool = False
+    azure_sql_odbc_driver: str = "ODBC Driver 18 for SQL Server"
+    # Comma-separated allow-list; empty means "the tables in the semantic catalog".
+    sql_allowed_tables: str = ""
+    sql_max_rows: int = Field(default=50, ge=1, le=10_000)
+    sql_timeout_seconds: int = Field(default=15, ge=1, le=600)
+
+    # --- Jobs ------------------------------------------------------------------------------
+    job_user_wait_timeout_seconds: int = Field(default=86_400, ge=1)
+    job_max_step_attempts: int = Field(default=3, ge=1, le=10)
+    job_retry_first_interval_ms: int = Field(default=1_000, ge=1)
+    # Where a streamed answer waits for the view (shared/runtime/streaming/local.py): "auto" = Azure Blob when the
+    # host storage's blob endpoint is set (on Azure), else the local SQLite file; "off" = no preview.
+    partial_output_store: Literal["auto", "local", "azure_blob", "off"] = "auto"
+    partial_output_path: Path = REPO_ROOT / ".devhost" / "partial_output.sqlite3"
+    partial_output_container: str = Field(default="job-partial-output", pattern=r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
+    partial_output_flush_ms: int = Field(default=250, ge=10, le=10_000)
+    # Finished jobs (completed, failed, cancelled) are purged from the Durable store this many days
+    # after they were created (fractions allowed, e.g. for tests); api/maintenance.py runs the purge.
+    job_history_retention_days: float = Field(default=30.0, gt=0, le=36_500)
+    # When the purge runs: an NCRONTAB expression with seconds ("sec min hour day month day-of-week", UTC).
+    job_history_purge_schedule: str = Field(default="0 30 3 * * *", pattern=NCRONTAB_PATTERN)
+
+    # --- Who sees which job (api/auth.py) -----------------------------------------------------
+    # Set by App Service itself when App Service Authentication (Easy Auth) is on: only then are the
+    # X-MS-CLIENT-PRINCIPAL* headers trusted (the platform strips client-sent ones). Never set it by hand.
+    website_auth_enabled: bool = False
+    # App role whose members see, answer and cancel every job (with Easy Auth on).
+    jobs_admin_role: str = Field(default="Jobs.Admin", min_length=1, max_length=200)
+
+    # --- Local runs ------------------------------------------------------------------------
+    # Set to true by Core Tools (`func start`) and devhost, never on Azure: bad settings then fail the
+    # app's start (check_settings_at_startup) instead of answering 503 CONFIG_ERROR on every request.
+    functions_coretools_environment: bool = False
+
+    # --- Monitoring ------------------------------------------------------------------------
+    applicationinsights_connection_string: SecretStr | None = None
+    otel_exporter_otlp_endpoint: str | None = None
+    # Standard OpenTelemetry sampler name; unset keeps every job trace (fixed 100 % sampling).
+    otel_traces_sampler: str | None = None
+
+    @field_validator("model_prices", mode="before")
+    @classmethod
+    def _parse_prices(cls, value: object) -> object:
+        # The environment's table (already JSON-decoded by pydantic-settings) adds to the defaults.
+        parsed = json.loads(value) if isinstance(value, str) else value
+        if not isinstance(parsed, dict):
+            return parsed
+        merged: dict[str, object] = {k: v.model_dump() for k, v in DEFAULT_MODEL_PRICES.items()}
+        merged.update(parsed)
+        return merged
+
+    @property
+    def allowed_tables(self) -> list[str]:
+        """The SQL allow-list from settings (empty: use the catalog's tables)."""
+        return [t.strip() for t in self.sql_allowed_tables.split(",") if t.strip()]
+
+
+PRICES_SHAPE = '{"<model>": {"input_per_million": <number >= 0>, "output_per_million": <number >= 0>}}'
+# Set by Core Tools (`func start`) and by devhost for the worker: the app runs on a developer's machine.
+LOCAL_HOST_FLAG = "FUNCTIONS_CORETOOLS_ENVIRONMENT"
+
+
+class ConfigError(ValueError):
+    """App settings the app cannot run with; names each offending environment variable."""
+
+    def __init__(self, problems: list[tuple[str, str]], shown: dict[str, str] | None = None) -> None:
+        self.problems = problems
+        self.setting = problems[0][0]
+        shown = shown or {}
+        # str() (logs, start-up error) shows the offending value; public_message (HTTP) never does.
+        super().__init__("; ".join(f"invalid setting {name}: {why}{shown.get(name, '')}" for name, why in problems))
+
+    @property
+    def public_message(self) -> str:
+        """The problems without the values (they may be endpoints or other deployment details)."""
+        return "; ".join(f"invalid setting {name}: {why}" for name, why in self.problems)
+
+
+def _problem(error: ErrorDetails) -> tuple[str, str, str]:
+    """(VARIABLE, what is wrong, " (got ...)") for one pydantic error about a settings field."""
+    loc = [str(p) for p in error["loc"]]
+    name = loc[0].upper() if loc else "?"
+    got = error.get("input")
+    if loc and loc[0] == "model_prices":
+        where = f" (at {'.'.join(loc[1:])})" if len(loc) > 1 else ""
+        return name, f"must be a JSON object {PRICES_SHAPE}{where}", ""
+    # pydantic's wording, minus internal class names ("... or instance of ModelPrice").
+    msg = re.sub(r" or instance of \w+", "", error["msg"])
+    secret = any(word in name for word in ("KEY", "SECRET", "CONNECTION_STRING", "PASSWORD"))
+    shown = f" (got {got!r})" if isinstance(got, str | int | float) and len(repr(got)) <= 80 and not secret else ""
+    return name, msg, shown
+
+
+def load_settings() -> Settings:
+    """Build the settings from the environment; ConfigError (naming the variables) when a value is unusable."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        problems: dict[str, str] = {}
+        shown: dict[str, str] = {}
+        for error in exc.errors(include_url=False):
+            name, why, got = _problem(error)
+            if name not in problems:  # one entry per variable: its first problem
+                problems[name], shown[name] = why, got
+        raise ConfigError(list(problems.items()), shown) from None
+    except _SourceError as exc:
+        # pydantic-settings could not decode a JSON-valued variable before validation.
+        match = re.search(r'field "(\w+)"', str(exc))
+        name = match.group(1).upper() if match else "?"
+        why = f"must be a JSON object {PRICES_SHAPE}" if name == "MODEL_PRICES" else "is not valid JSON"
+        raise ConfigError([(name, why)]) from None
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """Build the settings on first use and keep them (ConfigError, not cached, while they are invalid)."""
+    return load_settings()
+
+
+def check_settings_at_startup() -> None:
+    """On a developer's machine (Core Tools or devhost), fail the app's start on bad settings.
+
+    On Azure this does nothing: importing the app must never raise there (the host would index no
+    functions); every request answers 503 CONFIG_ERROR instead.
+    """
+    if os.environ.get(LOCAL_HOST_FLAG, "").strip().lower() == "true":
+        get_settings()
+
+
+def reset_settings() -> None:
+    """Forget the cached settings (tests, or after changing the environment)."""
+    get_settings.cache_clear()
