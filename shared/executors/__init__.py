@@ -22,7 +22,7 @@ from shared.jobs.contracts import ExecutorInput, ExecutorOutput
 from shared.jobs.plan import ASK_USER, AskUserInput
 
 if TYPE_CHECKING:
-    from shared.runtime.clients import Clients
+    from shared.providers.clients import Clients
 
 ExecutorFn = Callable[[ExecutorInput, "Clients"], ExecutorOutput]
 

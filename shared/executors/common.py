@@ -11,7 +11,7 @@ from shared.jobs.contracts import ErrorCode, ExecutorInput, ProviderError, Usage
 from shared.providers.interfaces import LLMRequest, LLMResponse, LLMTask
 
 if TYPE_CHECKING:
-    from shared.runtime.clients import Clients
+    from shared.providers.clients import Clients
 
 T = TypeVar("T", bound=BaseModel)
 

@@ -10,7 +10,7 @@ from shared.executors import register
 from shared.jobs.contracts import ExecutorInput, ExecutorOutput, RagResult
 
 if TYPE_CHECKING:
-    from shared.runtime.clients import Clients
+    from shared.providers.clients import Clients
 
 
 class RagTask(BaseModel):

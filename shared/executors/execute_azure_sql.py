@@ -21,7 +21,7 @@ from shared.providers.interfaces import LLMTask
 from shared.providers.sql.guard import GuardResult, guard_sql
 
 if TYPE_CHECKING:
-    from shared.runtime.clients import Clients
+    from shared.providers.clients import Clients
 
 
 class SqlTask(BaseModel):

@@ -14,7 +14,7 @@ from shared.providers.interfaces import LLMTask
 from shared.runtime.streaming.local import DeltaBuffer, get_store
 
 if TYPE_CHECKING:
-    from shared.runtime.clients import Clients
+    from shared.providers.clients import Clients
 
 
 class Source(BaseModel):

@@ -13,7 +13,7 @@ from shared.jobs.plan import Plan
 from shared.providers.interfaces import LLMTask
 
 if TYPE_CHECKING:
-    from shared.runtime.clients import Clients
+    from shared.providers.clients import Clients
 
 
 class PlanTask(BaseModel):

@@ -21,8 +21,8 @@ def _validation_message(exc: ValidationError) -> str:
 
 def run_executor(payload: Any, *, expected_type: str | None = None, clients: Any = None) -> dict[str, Any]:
     """Run the executor named by ``payload`` and return the contract output as plain JSON."""
+    from shared.providers.clients import get_clients
     from shared.runtime import telemetry
-    from shared.runtime.clients import get_clients
 
     try:
         inp = ExecutorInput.model_validate(payload)

@@ -11,7 +11,7 @@ from shared.jobs.plan import SupervisorDecision
 from shared.providers.interfaces import LLMTask
 
 if TYPE_CHECKING:
-    from shared.runtime.clients import Clients
+    from shared.providers.clients import Clients
 
 
 @register("supervise", description="Decide what to do after a step.", uses_llm=True, internal=True)

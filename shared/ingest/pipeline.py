@@ -577,21 +577,13 @@ SinkFactory = Callable[[argparse.Namespace], ChunkSink]
 _SINK_FACTORIES: dict[str, SinkFactory] = {}
 # Targets whose factory lives in another module, imported only when asked for. That module must
 # call ``register_sink(name, factory)`` at import time.
-SINK_MODULES: dict[str, str] = {"azure": "shared.providers.search.azure"}
+# Ingestion sits below the search providers: it names their modules here and never imports them.
+SINK_MODULES: dict[str, str] = {"local": "shared.providers.search.local", "azure": "shared.providers.search.azure"}
 
 
 def register_sink(name: str, factory: SinkFactory) -> None:
     """Make ``--target name`` available; the factory gets the parsed CLI arguments."""
     _SINK_FACTORIES[name] = factory
-
-
-def _local_sink(args: argparse.Namespace) -> ChunkSink:
-    from shared.providers.search.local import LocalIndexSink  # docindex imports this module
-
-    return LocalIndexSink(Path(args.index))
-
-
-register_sink("local", _local_sink)
 
 
 def sink_for(name: str, args: argparse.Namespace) -> ChunkSink:
@@ -604,7 +596,7 @@ def sink_for(name: str, args: argparse.Namespace) -> ChunkSink:
     if name not in _SINK_FACTORIES and name in SINK_MODULES:
         raise IngestError(f"target {name!r} is not available: {SINK_MODULES[name]} registers no sink for it")
     if name not in _SINK_FACTORIES:
-        raise IngestError(f"unknown target {name!r}; known: {', '.join(sorted(_SINK_FACTORIES))}")
+        raise IngestError(f"unknown target {name!r}; known: {', '.join(sorted({*_SINK_FACTORIES, *SINK_MODULES}))}")
     return _SINK_FACTORIES[name](args)
 
 

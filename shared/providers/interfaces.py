@@ -1,6 +1,6 @@
 """Provider interfaces: the LLM, the document retriever and the SQL database.
 
-Executors depend on these protocols only; ``shared.runtime.clients`` builds the configured implementation.
+Executors depend on these protocols only; ``shared.providers.clients`` builds the configured implementation.
 Implementations raise ``shared.jobs.contracts.ProviderError`` for classified faults and never let raw
 SDK exceptions out.
 """

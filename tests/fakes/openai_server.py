@@ -37,7 +37,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from shared.runtime.prompts import task_of_text
+from shared.providers.llm.prompts import task_of_text
 from tests.fakes.loopback import LoopbackServer
 
 FormatKind = Literal["json_schema", "json_object", "tool_call", "none"]

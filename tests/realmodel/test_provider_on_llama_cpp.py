@@ -22,7 +22,7 @@ from shared.providers.llm.openai import (
     build_llm_provider,
     output_schema,
 )
-from shared.runtime.prompts import render_prompt
+from shared.providers.llm.prompts import render_prompt
 from shared.runtime.settings import Settings
 from tests.providers.llm.helpers import sql_request
 from tests.realmodel.server import MODEL_NAME, LlamaServer

@@ -30,7 +30,7 @@ from shared.jobs.plan import Plan, PlanStep
 from shared.providers.interfaces import QueryRows
 from shared.providers.sql.catalog import load_catalog
 from shared.providers.sql.guard import guard_sql
-from shared.runtime.clients import Clients
+from shared.providers.clients import Clients
 from shared.runtime.settings import Settings
 from tests.fakes.openai_server import FakeOpenAI, JsonReply
 

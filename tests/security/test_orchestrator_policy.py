@@ -18,7 +18,7 @@ from shared.executors.runner import run_executor
 from shared.jobs.contracts import ExecutorOutput, Usage
 from shared.providers.interfaces import QueryRows
 from shared.providers.sql.catalog import load_catalog
-from shared.runtime.clients import Clients
+from shared.providers.clients import Clients
 from shared.runtime.settings import Settings
 
 CONTACTS_SQL = "SELECT email, phone FROM customer_contacts"

@@ -72,7 +72,7 @@ from pydantic import BaseModel, ValidationError
 from shared.jobs.contracts import ErrorCode, ProviderError, Usage
 from shared.providers.interfaces import LLMRequest, LLMResponse, T
 from shared.providers.llm.offline.answers import estimate_tokens
-from shared.runtime.prompts import PromptError, RenderedPrompt, render_prompt
+from shared.providers.llm.prompts import PromptError, RenderedPrompt, render_prompt
 
 if TYPE_CHECKING:
     from azure.core.credentials import TokenCredential

@@ -843,7 +843,7 @@ def build_azure_sink(
 
 
 def _ingest_factory(args: Any) -> Any:
-    from shared.ingest.azure_sink import azure_sink_factory
+    from shared.providers.search.azure_sink import azure_sink_factory
 
     return azure_sink_factory(args)
 

@@ -60,7 +60,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -73,6 +73,7 @@ from shared.ingest.pipeline import (
     bound_snippet,
     folder_fingerprint,
     ingest,
+    register_sink,
 )
 from shared.jobs.contracts import Chunk, ErrorCode, ProviderError
 from shared.providers.search.filter import split_filter_terms
@@ -593,3 +594,11 @@ def get_default_index(index_path: Path | None = None, documents_dir: Path | None
         if key not in _DEFAULTS:
             _DEFAULTS[key] = LocalIndex(Path(index_path), Path(documents_dir))
         return _DEFAULTS[key]
+
+
+def _ingest_sink(args: Any) -> LocalIndexSink:
+    """The ``--target local`` sink of ``python -m shared.ingest``."""
+    return LocalIndexSink(Path(args.index))
+
+
+register_sink("local", _ingest_sink)

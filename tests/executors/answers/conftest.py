@@ -7,7 +7,7 @@ import pytest
 from shared.providers.llm.offline.model import OfflineLLM
 from shared.providers.search.local import LocalIndex
 from shared.providers.sql.sampledata import ensure_sample_db
-from shared.runtime.clients import Clients
+from shared.providers.clients import Clients
 from shared.runtime.settings import DATA_DIR, Settings
 
 

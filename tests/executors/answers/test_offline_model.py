@@ -12,7 +12,7 @@ from shared.jobs.plan import Plan, SqlDraft
 from shared.providers.interfaces import LLMRequest, LLMTask
 from shared.providers.llm.offline.answers import estimate_tokens
 from shared.providers.llm.offline.model import OFFLINE_MODEL, OfflineLLM
-from shared.runtime.clients import Clients
+from shared.providers.clients import Clients
 
 
 def test_model_used_is_the_offline_model_whatever_was_requested(offline: OfflineLLM, clients: Clients) -> None:

@@ -12,7 +12,7 @@ import pytest
 from pydantic import SecretStr
 
 from shared.executors.runner import run_executor
-from shared.runtime.clients import Clients
+from shared.providers.clients import Clients
 from shared.runtime.pricing import estimate_cost
 from shared.runtime.settings import Settings
 from tests.fakes.openai_server import FakeOpenAI, JsonReply, rate_limited

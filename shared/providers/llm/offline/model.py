@@ -22,7 +22,7 @@ from shared.jobs.plan import Plan, PlanStep, SqlDraft, SupervisorDecision
 from shared.providers.interfaces import LLMRequest, LLMResponse, LLMTask
 
 if TYPE_CHECKING:
-    from shared.runtime.clients import Clients
+    from shared.providers.clients import Clients
 
 T = TypeVar("T", bound=BaseModel)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.runtime.clients import Clients
+from shared.providers.clients import Clients
 from shared.runtime.settings import DATA_DIR, Settings
 from tests.fakes.search_server import FakeSearchServer, Fault, seed_index
 from tests.providers.search.azure.conftest import toy_embed

@@ -28,7 +28,7 @@ from typing import Any
 
 from shared.providers.interfaces import LLMTask
 
-PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
+PROMPTS_DIR = Path(__file__).resolve().parents[3] / "prompts"
 
 # The prompt version each task uses. Bump here after adding the new file; old files stay for history.
 # v2: untrusted text (document titles and chunks, rows, model output) in labelled data blocks.
