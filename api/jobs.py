@@ -105,7 +105,7 @@ def _int_param(req: func.HttpRequest, name: str, default: int, low: int, high: i
 
 def resolve_policy(request: JobRequest) -> RetryPolicy:
     """Read the retry policy and prices from settings once, at submit time (the orchestrator can't)."""
-    from shared.runtime.clients import get_clients
+    from shared.providers.clients import get_clients
 
     clients = get_clients()
     settings = clients.settings
@@ -264,7 +264,7 @@ def _check_edit(answer: UserAnswer, step_id: str | None, state: JobState | None)
 def _check_sql_edit(sql: Any, field: str) -> None:
     """400 INVALID_ANSWER with the guard's reason when an edited statement would be rejected when it runs."""
     from shared.executors.execute_azure_sql import guard_step_sql
-    from shared.runtime.clients import get_clients
+    from shared.providers.clients import get_clients
 
     if not isinstance(sql, str) or not sql.strip():
         raise ApiError(400, "INVALID_ANSWER", "invalid edit: sql must be a non-empty SQL statement", field=field)

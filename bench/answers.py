@@ -380,7 +380,7 @@ def questions() -> list[Question]:
 
 
 def _clients(tmp: Path) -> Any:
-    from shared.runtime.clients import Clients
+    from shared.providers.clients import Clients
     from shared.runtime.settings import Settings
 
     settings = Settings(llm_provider="offline", local_index_path=tmp / "docs.sqlite3")

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from shared.providers.interfaces import LLMRequest, LLMResponse, QueryRows, T
-from shared.runtime.clients import Clients
+from shared.providers.clients import Clients
 from shared.runtime.settings import get_settings
 
 DEFAULT_LATENCY_MS = {"llm": 1000, "search": 100, "sql": 50}

@@ -65,7 +65,7 @@ def _streamed(
 
 def _job(server: LlamaServer, work: Path) -> dict[str, Any]:
     from shared.executors.runner import run_executor
-    from shared.runtime.clients import Clients
+    from shared.providers.clients import Clients
     from shared.runtime.settings import Settings
     from tests.devhost.hostproc import REPO_ROOT, DevHostProcess
     from tests.jobs.jobclient import JobClient

@@ -7,7 +7,7 @@ from activities import blueprint as activities_blueprint
 from api import blueprint as api_blueprint
 from bench.latency import latency_clients
 from orchestrators import blueprint as orchestrators_blueprint
-from shared.runtime.clients import set_clients
+from shared.providers.clients import set_clients
 
 set_clients(latency_clients())
 
