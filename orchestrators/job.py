@@ -22,8 +22,18 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from orchestrators.policy import Caller, Failure, Standing, decide
 from shared.executors import StepInputError, apply_edits, input_for_text, validate_step_input
-from shared.jobs.contracts import Constraints, ErrorCode, ExecutorInput, ExecutorOutput, SqlAccess, Usage
+from shared.jobs.contracts import (
+    Constraints,
+    ErrorCode,
+    ExecutionContext,
+    ExecutorError,
+    ExecutorInput,
+    ExecutorOutput,
+    SqlAccess,
+    Usage,
+)
 from shared.jobs.models import (
     ErrorInfo,
     JobInput,
@@ -40,8 +50,6 @@ from shared.runtime import telemetry
 logger = logging.getLogger(__name__)
 
 Gen = Generator[Any, Any, Any]
-# Codes that are specific to one model: another allowed model may succeed where this one did not.
-MODEL_SPECIFIC = {ErrorCode.CONTENT_FILTERED, ErrorCode.MODEL_NOT_ALLOWED}
 LLM_EXECUTORS = {"plan", "supervise", "execute_azure_sql", "generate_response"}
 ERROR_OPTIONS = ["retry", "skip", "edit", "abort"]
 APPROVAL_OPTIONS = ["approve", "edit", "reject", "abort"]
@@ -338,105 +346,136 @@ class JobRun:
         With ``reapprove_edits`` a user's edit is not run but returned as ``EditedTask``: the statement
         was approved, and an edited one must be approved again.
         """
-        request = self.job.request
-        policy = self.job.policy
-        models: list[str | None] = list(request.constraints.allowed_models) or [None]
-        model_index = 0
-        tries_on_model = 0
+        models: list[str | None] = list(self.job.request.constraints.allowed_models) or [None]
+        model_index = tries_on_model = 0
         step_id = step.id if step else None
         uses_llm = executor_type in LLM_EXECUTORS
+        context = dict(extra or {})
         while True:
-            self.check_budget(step_id, uses_llm, models[model_index])
-            attempt = (step.attempts if step else 0) + 1
-            if step is not None:
-                step.attempts = attempt
-                step.state = "running"
-                _clear_retry(step)
-                step.model = models[model_index]
-                self.publish()
-            inp = ExecutorInput(
-                task_id=f"{self.job.job_id}:{step_id or 'plan'}:{attempt}",
-                executor_type=executor_type,
-                task=task,
-                execution_context={
-                    "job_id": self.job.job_id,
-                    "step_id": step_id or "plan",
-                    "attempt": attempt,
-                    "model": models[model_index],
-                    "trace": self.job.trace,
-                    **self.budget_left(),
-                    **(extra or {}),
-                },
-                constraints=Constraints.model_validate(request.constraints.model_dump(exclude={"budget"})),
-            )
-            raw = yield self.ctx.call_activity(executor_type, inp.model_dump(mode="json"))
-            out = ExecutorOutput.model_validate(_as_dict(raw))
-            self.add_usage(step, out.usage, executor_type)
-            if step is not None and out.model_used:
-                step.model = out.model_used
+            out = yield from self.call_once(step, executor_type, task, context, models[model_index], uses_llm)
             if out.status != "failed" or out.error is None:
                 if step is not None:
                     step.error = None
                 return out
             error = out.error
-            self.log("%s %s failed: %s %s", executor_type, step_id, error.code, error.message)
-            if step is not None:
-                step.error = ErrorInfo(code=error.code, message=error.message[:600], step_id=step_id)
-            if error.code == ErrorCode.BUDGET_EXCEEDED:
-                raise JobStop(error.code, f"stopped before {step_id or 'planning'}: {error.message}", step_id)
-            if error.retryable and tries_on_model + 1 < policy.max_attempts_per_model:
-                tries_on_model += 1
-                delay_ms = min(
-                    policy.max_retry_ms,
-                    max(error.retry_after_ms or 0, policy.first_retry_ms * 2 ** (tries_on_model - 1)),
-                )
-                retry_at = self.ctx.current_utc_datetime + timedelta(milliseconds=delay_ms)
-                if step is not None:
-                    # Waiting out a backoff is not running: the view says when, and which try comes next.
-                    step.state = "retrying"
-                    step.retry_at = retry_at.isoformat()
-                    step.next_attempt = tries_on_model + 1
-                    step.max_attempts = policy.max_attempts_per_model
-                self.publish()
-                yield self.ctx.create_timer(retry_at)
-                continue
-            if (error.retryable or error.code in MODEL_SPECIFIC) and uses_llm and model_index + 1 < len(models):
-                model_index += 1
-                tries_on_model = 0
-                self.log("falling back to model %s", models[model_index])
-                continue
-            if step is None:
-                if executor_type == "plan":
-                    raise JobStop(error.code, f"planning failed: {error.message}")
-                return None  # a failed Supervisor call never blocks the job: deterministic code continues
-            reply = yield from self.ask(
-                step,
-                "error",
-                f"Step '{step.title}' failed ({error.code}): {error.message}"[:1000],
-                ERROR_OPTIONS,
-                default="skip",
-                details={"error": {"code": error.code, "message": error.message}, "input": _bounded(task)},
-                edit_of=(executor_type, task),
+            self.note_failure(step, executor_type, error)
+            caller: Caller = "step" if step is not None else ("plan" if executor_type == "plan" else "supervise")
+            decision = decide(
+                Failure(error.code, error.retryable, error.retry_after_ms),
+                Standing(tries_on_model, model_index, len(models), uses_llm, caller),
+                self.job.policy,
             )
-            action = reply.action()
-            if action == "retry":
-                model_index, tries_on_model = 0, 0
-            elif action == "skip":
-                self.skip_reason = (
-                    f"no one answered in time after it failed ({error.code}), so it was skipped"
-                    if isinstance(reply, ExpiredAnswer)
-                    else f"the user chose to skip it after it failed ({error.code})"
-                )
+            if decision.action == "stop_budget":
+                raise JobStop(error.code, f"stopped before {step_id or 'planning'}: {error.message}", step_id)
+            if decision.action == "retry":
+                tries_on_model += 1
+                yield from self.back_off(step, decision.delay_ms, tries_on_model + 1)
+            elif decision.action == "fall_back":
+                model_index, tries_on_model = model_index + 1, 0
+                self.log("falling back to model %s", models[model_index])
+            elif decision.action == "stop":
+                raise JobStop(error.code, f"planning failed: {error.message}")
+            elif decision.action == "give_up_quietly" or step is None:
                 return None
-            elif action == "edit":
-                # ask() only returns an edit that passed the same check as the HTTP edge.
-                edited = _redraft(task, apply_edits(executor_type, task, reply.edits()))
-                if reapprove_edits:
-                    return EditedTask(edited)
-                task = edited
-                model_index, tries_on_model = 0, 0
             else:
-                raise JobStop(error.code, f"{error.message} (aborted by the user)", step_id)
+                verdict = yield from self.ask_after_failure(step, executor_type, task, out, reapprove_edits)
+                if not isinstance(verdict, dict):
+                    return verdict  # None (skipped) or EditedTask
+                task = verdict
+                context["previous_attempt"] = _previous_attempt(out)
+                model_index, tries_on_model = 0, 0
+
+    def call_once(
+        self,
+        step: StepState | None,
+        executor_type: str,
+        task: dict[str, Any],
+        context: dict[str, Any],
+        model: str | None,
+        uses_llm: bool,
+    ) -> Gen:
+        """One executor call: budget check, step state, the typed input, the activity, its usage."""
+        step_id = step.id if step else None
+        self.check_budget(step_id, uses_llm, model)
+        attempt = (step.attempts if step else 0) + 1
+        if step is not None:
+            step.attempts = attempt
+            step.state = "running"
+            _clear_retry(step)
+            step.model = model
+            self.publish()
+        inp = ExecutorInput(
+            task_id=f"{self.job.job_id}:{step_id or 'plan'}:{attempt}",
+            executor_type=executor_type,
+            task=task,
+            execution_context=ExecutionContext.model_validate(
+                {
+                    "job_id": self.job.job_id,
+                    "step_id": step_id or "plan",
+                    "attempt": attempt,
+                    "model": model,
+                    "trace": self.job.trace,
+                    **self.budget_left(),
+                    **context,
+                }
+            ),
+            constraints=Constraints.model_validate(self.job.request.constraints.model_dump(exclude={"budget"})),
+        )
+        raw = yield self.ctx.call_activity(executor_type, inp.model_dump(mode="json"))
+        out = ExecutorOutput.model_validate(_as_dict(raw))
+        self.add_usage(step, out.usage, executor_type)
+        if step is not None and out.model_used:
+            step.model = out.model_used
+        return out
+
+    def note_failure(self, step: StepState | None, executor_type: str, error: ExecutorError) -> None:
+        """Log a failed call and show its error on the step."""
+        step_id = step.id if step else None
+        self.log("%s %s failed: %s %s", executor_type, step_id, error.code, error.message)
+        if step is not None:
+            step.error = ErrorInfo(code=error.code, message=error.message[:600], step_id=step_id)
+
+    def back_off(self, step: StepState | None, delay_ms: int, next_attempt: int) -> Gen:
+        """Wait out a retry's backoff on a durable timer; the view says when, and which try comes next."""
+        retry_at = self.ctx.current_utc_datetime + timedelta(milliseconds=delay_ms)
+        if step is not None:
+            step.state = "retrying"  # waiting out a backoff is not running
+            step.retry_at = retry_at.isoformat()
+            step.next_attempt = next_attempt
+            step.max_attempts = self.job.policy.max_attempts_per_model
+        self.publish()
+        yield self.ctx.create_timer(retry_at)
+
+    def ask_after_failure(
+        self, step: StepState, executor_type: str, task: dict[str, Any], out: ExecutorOutput, reapprove_edits: bool
+    ) -> Gen:
+        """Ask the user what to do about a failed step: the task to run again, None to skip, or EditedTask."""
+        error = out.error
+        assert error is not None
+        reply = yield from self.ask(
+            step,
+            "error",
+            f"Step '{step.title}' failed ({error.code}): {error.message}"[:1000],
+            ERROR_OPTIONS,
+            default="skip",
+            details={"error": {"code": error.code, "message": error.message}, "input": _bounded(task)},
+            edit_of=(executor_type, task),
+        )
+        action = reply.action()
+        if action == "retry":
+            return task
+        if action == "skip":
+            self.skip_reason = (
+                f"no one answered in time after it failed ({error.code}), so it was skipped"
+                if isinstance(reply, ExpiredAnswer)
+                else f"the user chose to skip it after it failed ({error.code})"
+            )
+            return None
+        if action == "edit":
+            # ask() only returns an edit that passed the same check as the HTTP edge.
+            edited = _redraft(task, apply_edits(executor_type, task, reply.edits()))
+            return EditedTask(edited) if reapprove_edits else edited
+        raise JobStop(error.code, f"{error.message} (aborted by the user)", step.id)
 
     def budget_left(self) -> dict[str, Any]:
         """What is left of the job budget, for the executor's own check of its prompt size."""
@@ -737,6 +776,18 @@ def _refused_edit(reply: UserAnswer, edit_of: tuple[str, dict[str, Any]] | None)
     except StepInputError as exc:
         return exc.message
     return None
+
+
+def _previous_attempt(out: ExecutorOutput) -> dict[str, Any]:
+    """The failed attempt a retried step is shown: its statement (if it had one) and its error."""
+    error = out.error
+    assert error is not None
+    result = out.result if isinstance(out.result, dict) else {}
+    sql = result.get("sql")
+    return {
+        "sql": sql[:20_000] if isinstance(sql, str) else None,
+        "error": {"code": error.code[:64], "message": error.message[:2000]},
+    }
 
 
 def _problems(exc: ValidationError) -> str:

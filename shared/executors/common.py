@@ -19,8 +19,8 @@ T = TypeVar("T", bound=BaseModel)
 def choose_model(inp: ExecutorInput, clients: Clients) -> str:
     """The model this step must use: the orchestrator's pick, else the first allowed, else the default."""
     allowed = inp.constraints.allowed_models
-    wanted = inp.execution_context.get("model")
-    if isinstance(wanted, str) and wanted:
+    wanted = inp.execution_context.model
+    if wanted:
         if allowed and wanted not in allowed:
             raise ProviderError(ErrorCode.MODEL_NOT_ALLOWED, f"model {wanted!r} is not in allowed_models {allowed}")
         return wanted
@@ -70,8 +70,8 @@ def check_budget(inp: ExecutorInput, clients: Clients, model: str, inputs: dict[
     from shared.providers.llm.offline.answers import estimate_tokens
     from shared.runtime.pricing import estimate_cost
 
-    tokens_left = inp.execution_context.get("budget_tokens_left")
-    cost_left = inp.execution_context.get("budget_cost_left")
+    tokens_left = inp.execution_context.budget_tokens_left
+    cost_left = inp.execution_context.budget_cost_left
     if tokens_left is None and cost_left is None:
         return
     prompt = estimate_tokens(json.dumps(inputs, default=str)) + PROMPT_OVERHEAD_TOKENS

@@ -126,6 +126,6 @@ def execute_azure_sql(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
         rows=rows.rows,
         row_count=len(rows.rows),
         truncated=rows.truncated,
-        source_id=f"sql:{inp.execution_context.get('step_id') or inp.task_id}",
+        source_id=f"sql:{inp.execution_context.step_id or inp.task_id}",
     )
     return ExecutorOutput(status="success", result=result.model_dump(mode="json"), usage=usage, model_used=model_used)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -12,6 +13,10 @@ from shared.executors.common import call_llm, usage_of
 from shared.jobs.contracts import AnswerResult, ExecutorInput, ExecutorOutput
 from shared.providers.interfaces import LLMTask
 from shared.runtime.streaming.local import DeltaBuffer, get_store
+
+# An in-process observer of the answer's text deltas (tests, local tools). Not part of the contract:
+# a callable cannot travel in an activity payload.
+STREAM_OBSERVER: ContextVar[Callable[[str], object] | None] = ContextVar("stream_observer", default=None)
 
 if TYPE_CHECKING:
     from shared.providers.clients import Clients
@@ -57,18 +62,17 @@ class ResponseTask(BaseModel):
 def _partial_output_buffer(inp: ExecutorInput, clients: Clients) -> DeltaBuffer | None:
     """A buffer that streams the answer to the partial output store, when the step is part of a job."""
     ctx = inp.execution_context
-    job_id, step_id = ctx.get("job_id"), ctx.get("step_id")
-    if not isinstance(job_id, str) or not isinstance(step_id, str) or not job_id or not step_id:
+    job_id, step_id = ctx.job_id, ctx.step_id
+    if not job_id or not step_id:
         return None
     store = get_store(clients.settings)
     if store is None:
         return None
-    attempt = ctx.get("attempt")
     return DeltaBuffer(
         store,
         job_id,
         step_id,
-        attempt if isinstance(attempt, int) else 1,
+        ctx.attempt,
         flush_ms=clients.settings.partial_output_flush_ms,
     )
 
@@ -94,10 +98,10 @@ def _fan_out(sinks: list[Callable[[str], object]]) -> Callable[[str], None] | No
 def generate_response(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
     """Write the answer and keep only citations that point at real sources."""
     task = ResponseTask.model_validate(inp.task)
-    sources = [Source.model_validate(s) for s in inp.execution_context.get("sources", [])]
-    step_notes = StepNotes.model_validate({"notes": inp.execution_context.get("step_notes") or []}).notes
+    sources = [Source.model_validate(s) for s in inp.execution_context.sources]
+    step_notes = StepNotes.model_validate({"notes": inp.execution_context.step_notes}).notes
     buffer = _partial_output_buffer(inp, clients)
-    sink = inp.execution_context.get("stream_sink")
+    sink = STREAM_OBSERVER.get()
     on_delta = _fan_out([f for f in (buffer, sink) if callable(f)])
     try:
         response = call_llm(

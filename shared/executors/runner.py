@@ -38,17 +38,17 @@ def run_executor(payload: Any, *, expected_type: str | None = None, clients: Any
 
     ctx = inp.execution_context
     with telemetry.executor_span(
-        job_id=str(ctx.get("job_id", "")),
-        step_id=str(ctx.get("step_id", "")),
+        job_id=ctx.job_id or "",
+        step_id=ctx.step_id or "",
         executor_type=inp.executor_type,
         task_id=inp.task_id,
-        attempt=int(ctx.get("attempt", 1) or 1),
-        carrier=ctx.get("trace"),
+        attempt=ctx.attempt,
+        carrier=ctx.trace,
     ) as span:
         try:
             output = spec.run(inp, clients or get_clients())
         except ProviderError as exc:
-            model = exc.model_used or (ctx.get("model") if isinstance(ctx.get("model"), str) else None)
+            model = exc.model_used or ctx.model
             output = ExecutorOutput.failure(
                 exc.code, exc.message, retry_after_ms=exc.retry_after_ms, model_used=model, usage=exc.usage
             )

@@ -68,8 +68,49 @@ class ExecutorInput(BaseModel):
     task_id: str = Field(min_length=1, max_length=200)
     executor_type: str = Field(min_length=1, max_length=64)
     task: dict[str, Any] = Field(default_factory=dict)
-    execution_context: dict[str, Any] = Field(default_factory=dict)
+    execution_context: ExecutionContext = Field(default_factory=lambda: ExecutionContext())
     constraints: Constraints = Field(default_factory=Constraints)
+
+
+class PreviousError(BaseModel):
+    """The error of an earlier attempt, as the model is shown it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    code: str = Field(max_length=64)
+    message: str = Field(max_length=2000)
+
+
+class PreviousAttempt(BaseModel):
+    """A failed earlier attempt of this step, fed back so a retry does not repeat it (e.g. the rejected SQL)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sql: str | None = Field(default=None, max_length=20_000)
+    error: PreviousError
+
+
+class ExecutionContext(BaseModel):
+    """Everything an executor gets besides its task; written by the orchestrator alone.
+
+    Unknown keys are an error: a field that decides what a step may do cannot arrive by accident. The
+    SQL access fields (``sql_mode``, ``approved_sql``) are read through ``SqlAccess.of``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    job_id: str | None = Field(default=None, max_length=200)
+    step_id: str | None = Field(default=None, max_length=64)
+    attempt: int = Field(default=1, ge=1)
+    model: str | None = Field(default=None, max_length=200)
+    trace: dict[str, str] = Field(default_factory=dict)
+    budget_tokens_left: int | None = None
+    budget_cost_left: float | None = None
+    sql_mode: Literal["draft", "run"] = "run"
+    approved_sql: str | None = Field(default=None, max_length=20_000)
+    sources: list[dict[str, Any]] = Field(default_factory=list, max_length=200)
+    step_notes: list[str] = Field(default_factory=list, max_length=12)
+    previous_attempt: PreviousAttempt | None = None
 
 
 class SqlAccess(BaseModel):
@@ -86,9 +127,9 @@ class SqlAccess(BaseModel):
     approved_sql: str | None = Field(default=None, max_length=20_000)
 
     @classmethod
-    def of(cls, execution_context: dict[str, Any]) -> SqlAccess:
-        """Read the access fields from an execution context (absent fields take the safe defaults)."""
-        return cls.model_validate({k: execution_context[k] for k in cls.model_fields if k in execution_context})
+    def of(cls, execution_context: ExecutionContext) -> SqlAccess:
+        """Read the access fields from an execution context."""
+        return cls(sql_mode=execution_context.sql_mode, approved_sql=execution_context.approved_sql)
 
 
 class Usage(BaseModel):

@@ -25,12 +25,12 @@ from shared.executors import (
     validate_step_input,
 )
 from shared.executors.runner import run_executor
-from shared.jobs.contracts import SqlAccess
+from shared.jobs.contracts import ExecutionContext, SqlAccess
 from shared.jobs.plan import Plan, PlanStep
+from shared.providers.clients import Clients
 from shared.providers.interfaces import QueryRows
 from shared.providers.sql.catalog import load_catalog
 from shared.providers.sql.guard import guard_sql
-from shared.providers.clients import Clients
 from shared.runtime.settings import Settings
 from tests.fakes.openai_server import FakeOpenAI, JsonReply
 
@@ -282,9 +282,12 @@ def test_the_guard_is_idempotent_so_an_approval_matches_the_statement_that_runs(
 
 
 def test_sql_access_defaults_are_the_safe_ones() -> None:
-    assert SqlAccess.of({}) == SqlAccess(sql_mode="run", approved_sql=None)
+    assert SqlAccess.of(ExecutionContext()) == SqlAccess(sql_mode="run", approved_sql=None)
     with pytest.raises(ValidationError):
-        SqlAccess.of({"sql_mode": "sudo"})
+        ExecutionContext.model_validate({"sql_mode": "sudo"})
+    # The context takes only the fields the orchestrator sets: nothing else can ride along.
+    with pytest.raises(ValidationError):
+        ExecutionContext.model_validate({"allow_sensitive": True})
 
 
 def test_the_offline_planner_emits_only_typed_inputs() -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
+from shared.executors.generate_response import STREAM_OBSERVER
 from shared.executors.runner import run_executor
 from shared.providers.clients import Clients
 from shared.runtime.pricing import estimate_cost
@@ -101,12 +102,13 @@ def test_plan_sql_answer_through_the_real_provider(fake_openai: FakeOpenAI, clie
 
     seen: list[str] = []
     sources = [{"source_id": "sql:sales", "kind": "sql", "title": "Regions", "columns": ["name"], "rows": [["East"]]}]
-    answer = run_executor(
-        _payload(
-            "generate_response", {"question": "Which regions are there?"}, sources=sources, stream_sink=seen.append
-        ),
-        clients=clients,
-    )
+    token = STREAM_OBSERVER.set(seen.append)
+    try:
+        answer = run_executor(
+            _payload("generate_response", {"question": "Which regions are there?"}, sources=sources), clients=clients
+        )
+    finally:
+        STREAM_OBSERVER.reset(token)
     assert answer["status"] == "success", answer
     assert answer["result"]["answer"] == ANSWER["answer"]
     assert "".join(seen) == ANSWER["answer"] and len(seen) > 1

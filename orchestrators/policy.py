@@ -1,0 +1,69 @@
+"""The job's failure policy as a pure function: a failed call and where it stands → what the orchestrator does.
+
+No Durable calls, no state: `JobRun.execute` turns the decision into timers, model switches, questions or a
+stop. A policy change is a change here and one row in tests/jobs/test_policy_table.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from shared.jobs.contracts import ErrorCode
+from shared.jobs.models import RetryPolicy
+
+# Codes specific to one model: another allowed model may succeed where this one did not.
+MODEL_SPECIFIC = frozenset({ErrorCode.CONTENT_FILTERED, ErrorCode.MODEL_NOT_ALLOWED})
+
+Caller = Literal["step", "plan", "supervise"]
+Action = Literal["stop_budget", "retry", "fall_back", "stop", "give_up_quietly", "ask_user"]
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What failed: the executor's error code, whether it is transient, and the wait it asked for."""
+
+    code: str
+    retryable: bool
+    retry_after_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class Standing:
+    """Where the call stands: tries on the current model, which model of how many, and who is calling."""
+
+    tries_on_model: int
+    model_index: int
+    models: int
+    uses_llm: bool
+    caller: Caller
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do next; ``delay_ms`` only for a retry."""
+
+    action: Action
+    delay_ms: int = 0
+
+
+def backoff_ms(failure: Failure, tries_on_model: int, policy: RetryPolicy) -> int:
+    """Backoff doubling from ``first_retry_ms``: at least the server's ``retry_after_ms``, at most ``max_retry_ms``."""
+    exponential = policy.first_retry_ms * 2**tries_on_model
+    return min(policy.max_retry_ms, max(failure.retry_after_ms or 0, exponential))
+
+
+def decide(failure: Failure, standing: Standing, policy: RetryPolicy) -> Decision:
+    """The orchestrator's answer to a failed executor call."""
+    if failure.code == ErrorCode.BUDGET_EXCEEDED:
+        return Decision("stop_budget")
+    if failure.retryable and standing.tries_on_model + 1 < policy.max_attempts_per_model:
+        return Decision("retry", backoff_ms(failure, standing.tries_on_model, policy))
+    may_switch = failure.retryable or failure.code in MODEL_SPECIFIC
+    if may_switch and standing.uses_llm and standing.model_index + 1 < standing.models:
+        return Decision("fall_back")
+    if standing.caller == "plan":
+        return Decision("stop")
+    if standing.caller == "supervise":
+        return Decision("give_up_quietly")  # a failed Supervisor never blocks the job: deterministic code goes on
+    return Decision("ask_user")
