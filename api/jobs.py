@@ -245,7 +245,7 @@ async def feedback(req: func.HttpRequest, client: df.DurableOrchestrationClient,
 
 def _check_edit(answer: UserAnswer, step_id: str | None, state: JobState | None) -> None:
     """400 INVALID_ANSWER naming the field when an edit sets anything the step's input model does not allow."""
-    from shared.executors import StepInputError, check_edits
+    from shared.executors import StepInputError, check_edits, get_executor
 
     kind = next((s.kind for s in state.steps if s.id == step_id), None) if state else None
     nested = isinstance(answer.answer, dict) and isinstance(answer.answer.get("input"), dict)
@@ -257,7 +257,13 @@ def _check_edit(answer: UserAnswer, step_id: str | None, state: JobState | None)
         field = f"{prefix}.{exc.field}" if exc.field else prefix
         raise ApiError(400, "INVALID_ANSWER", f"invalid edit: {exc.message}{hint}", field=field) from exc
     # sql: null with a new question asks for a fresh draft; otherwise an SQL edit must be a statement that passes.
-    if kind == "execute_azure_sql" and "sql" in checked and (checked["sql"] is not None or "question" not in checked):
+    spec = get_executor(kind or "")
+    if (
+        spec is not None
+        and spec.runs_sql
+        and "sql" in checked
+        and (checked["sql"] is not None or "question" not in checked)
+    ):
         _check_sql_edit(checked["sql"], f"{prefix}.sql")
 
 

@@ -18,13 +18,13 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from shared.executors import PLAN, SUPERVISE, kinds_where
 from shared.jobs.models import JobState
 from shared.runtime.streaming.local import PartialOutput
 
 logger = logging.getLogger(__name__)
 PartialReader = Callable[[str, str], PartialOutput | None]
 # Step kinds whose output streams while they run (shared/runtime/streaming/local.py).
-STREAMING_KINDS = {"generate_response"}
 
 TERMINAL_RUNTIME = {"Completed", "Failed", "Terminated", "Canceled"}
 
@@ -193,12 +193,12 @@ def step_outputs(history: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any
             continue
         step_id, _, inp = _task_ref(event)
         result = decode(event.get("Result"))
-        if step_id in (None, "plan") or not isinstance(result, dict) or result.get("status") == "failed":
+        if step_id in (None, PLAN) or not isinstance(result, dict) or result.get("status") == "failed":
             continue
         body = result.get("result") or {}
         if body.get("draft"):
             drafts[str(step_id)] = body
-        elif inp.get("executor_type") != "supervise":
+        elif inp.get("executor_type") != SUPERVISE:
             outputs[str(step_id)] = body
     return outputs, drafts
 
@@ -219,7 +219,7 @@ def attach_partial_output(job_id: str, steps: list[dict[str, Any]], read: Partia
     """
     live: list[dict[str, Any]] = []
     for entry in steps:
-        if entry.get("state") != "running" or entry.get("kind") not in STREAMING_KINDS or "output" in entry:
+        if entry.get("state") != "running" or entry.get("kind") not in _streaming_kinds() or "output" in entry:
             continue
         if read is None:
             return live
@@ -289,7 +289,7 @@ def build_view(
 
     live: list[dict[str, Any]] = []
     if runtime not in TERMINAL_RUNTIME and any(
-        e.get("state") == "running" and e.get("kind") in STREAMING_KINDS and "output" not in e for e in steps
+        e.get("state") == "running" and e.get("kind") in _streaming_kinds() and "output" not in e for e in steps
     ):
         read = partials if partials is not None else default_partial_reader()
         live = attach_partial_output(str(status.get("instanceId")), steps, read)
@@ -347,3 +347,8 @@ def history_purged_after(created: Any, runtime: Any, retention_days: float | Non
         return None
     moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
     return purge_after(moment, retention_days).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _streaming_kinds() -> set[str]:
+    """The step kinds whose running text the view previews (from the registry)."""
+    return kinds_where(lambda spec: spec.streams)

@@ -23,7 +23,20 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrators.policy import Caller, Failure, Standing, decide
-from shared.executors import StepInputError, apply_edits, input_for_text, validate_step_input
+from shared.executors import (
+    PLAN,
+    SUPERVISE,
+    StepInputError,
+    apply_edits,
+    check_plan,
+    get_executor,
+    input_for_text,
+    kinds_where,
+    step_kinds,
+    text_field_of,
+    validate_step_input,
+)
+from shared.executors import uses_llm as executor_uses_llm
 from shared.jobs.contracts import (
     Constraints,
     ErrorCode,
@@ -44,19 +57,17 @@ from shared.jobs.models import (
     UserAnswer,
     Waiting,
 )
-from shared.jobs.plan import AskUserInput, Plan, PlanStep, SupervisorDecision
+from shared.jobs.plan import ASK_USER, AskUserInput, Plan, PlanStep, SupervisorDecision
 from shared.runtime import telemetry
 
 logger = logging.getLogger(__name__)
 
 Gen = Generator[Any, Any, Any]
-LLM_EXECUTORS = {"plan", "supervise", "execute_azure_sql", "generate_response"}
 ERROR_OPTIONS = ["retry", "skip", "edit", "abort"]
 APPROVAL_OPTIONS = ["approve", "edit", "reject", "abort"]
 MAX_SQL_ROWS_TO_ANSWER = 20
 MAX_SUPERVISOR_RETRIES = 2
 MAX_REPLANS = 2
-SQL_KIND = "execute_azure_sql"
 
 
 class SqlDraftResult(BaseModel):
@@ -126,12 +137,12 @@ class JobRun:
                 )
             self.last_status = self.state.status
 
-    def add_usage(self, step: StepState | None, usage: Usage, executor_type: str = "plan") -> None:
+    def add_usage(self, step: StepState | None, usage: Usage, executor_type: str = PLAN) -> None:
         """Count a call's usage into the job and its step, or planning, or the Supervisor (hybrid mode)."""
         self.state.usage = self.state.usage + usage
         if step is not None:
             step.usage = step.usage + usage
-        elif executor_type == "supervise":
+        elif executor_type == SUPERVISE:
             self.state.supervisor_usage = self.state.supervisor_usage + usage
         else:
             self.state.plan_usage = self.state.plan_usage + usage
@@ -183,14 +194,16 @@ class JobRun:
     def make_plan(self, question: str, context_note: str | None = None) -> Gen:
         """Run the plan executor (with the same retry policy as steps) and validate its plan."""
         task: dict[str, Any] = {"question": question if not context_note else f"{question}\n\n{context_note}"}
-        out = yield from self.execute(None, "plan", task)
+        out = yield from self.execute(None, PLAN, task)
         if out is None:
             raise JobStop("PLAN_SKIPPED", "planning was skipped, so there is nothing to run")
         # The plan executor checked it too; the orchestrator trusts no activity output.
         try:
-            return Plan.model_validate(out.result)
+            return check_plan(Plan.model_validate(out.result))
         except ValidationError as exc:
             raise JobStop(ErrorCode.BAD_REQUEST, f"planning failed: the plan is not valid: {_problems(exc)}") from exc
+        except ValueError as exc:
+            raise JobStop(ErrorCode.BAD_REQUEST, f"planning failed: the plan is not valid: {exc}") from exc
 
     def run_steps(self, plan: Plan) -> Gen:
         """Run the plan's steps in order; returns the answer of the last generate_response step."""
@@ -212,10 +225,10 @@ class JobRun:
             else:
                 step.state = "succeeded"
                 self.outputs[spec.id] = result
-                if spec.kind == "generate_response":
+                if _writes_answer(spec.kind):
                     answer = result
             self.publish()
-            if self.job.request.mode == "hybrid" and spec.kind not in ("ask_user", "generate_response"):
+            if self.job.request.mode == "hybrid" and spec.kind != ASK_USER and not _writes_answer(spec.kind):
                 replacement = yield from self.supervise(spec, step, steps, index)
                 if replacement is not None:
                     steps = steps[: index + 1] + replacement
@@ -230,7 +243,7 @@ class JobRun:
 
     def run_step(self, spec: PlanStep, step: StepState) -> Gen:
         """Run one step; returns its result dict, or None when skipped."""
-        if spec.kind == "ask_user":
+        if spec.kind == ASK_USER:
             try:
                 asked = AskUserInput.model_validate(validate_step_input(spec.kind, spec.input))
             except StepInputError as exc:
@@ -249,10 +262,10 @@ class JobRun:
             return {"answer": text}
 
         task = self.task_for(spec)
-        if spec.kind == SQL_KIND:
+        if _runs_sql(spec.kind):
             return (yield from self.run_sql_step(spec, step, task))
         extra: dict[str, Any] = {}
-        if spec.kind == "generate_response":
+        if _writes_answer(spec.kind):
             extra["sources"] = self.sources_for(spec)
             extra["step_notes"] = self.notes_for(spec)
         out = yield from self.execute(step, spec.kind, task, extra)
@@ -262,14 +275,14 @@ class JobRun:
         """A SQL step under the approval policy: SQL from the plan, the SQL writer or an edit is treated alike."""
         if self.job.request.approval.sql == "never":
             # Nothing is approved, so the executor refuses any statement that reads a sensitive table.
-            out = yield from self.execute(step, SQL_KIND, task, SqlAccess(sql_mode="run").model_dump())
+            out = yield from self.execute(step, spec.kind, task, SqlAccess(sql_mode="run").model_dump())
             return None if out is None else (out.result or {})
         while True:
             approved = yield from self.approve_sql(spec, step, task)
             if approved is None:
                 return None
             run_task, access = approved
-            out = yield from self.execute(step, SQL_KIND, run_task, access.model_dump(), reapprove_edits=True)
+            out = yield from self.execute(step, spec.kind, run_task, access.model_dump(), reapprove_edits=True)
             if isinstance(out, EditedTask):
                 task = out.task  # edited after approval: draft and approve the new statement again
                 continue
@@ -283,7 +296,7 @@ class JobRun:
             raise JobStop(ErrorCode.BAD_REQUEST, f"step {spec.id!r} ({spec.kind}): {exc.message}", spec.id) from exc
         notes = [self.clarifications[d] for d in spec.depends_on if d in self.clarifications]
         if notes:
-            key = "query" if spec.kind == "consult_rag" else "question"
+            key = text_field_of(spec.kind)
             task[key] = f"{task.get(key, '')} ({'; '.join(notes)})".strip()[:2000]
         return task
 
@@ -349,7 +362,7 @@ class JobRun:
         models: list[str | None] = list(self.job.request.constraints.allowed_models) or [None]
         model_index = tries_on_model = 0
         step_id = step.id if step else None
-        uses_llm = executor_type in LLM_EXECUTORS
+        uses_llm = executor_uses_llm(executor_type)
         context = dict(extra or {})
         while True:
             out = yield from self.call_once(step, executor_type, task, context, models[model_index], uses_llm)
@@ -359,7 +372,7 @@ class JobRun:
                 return out
             error = out.error
             self.note_failure(step, executor_type, error)
-            caller: Caller = "step" if step is not None else ("plan" if executor_type == "plan" else "supervise")
+            caller: Caller = "step" if step is not None else ("plan" if executor_type == PLAN else "supervise")
             decision = decide(
                 Failure(error.code, error.retryable, error.retry_after_ms),
                 Standing(tries_on_model, model_index, len(models), uses_llm, caller),
@@ -411,7 +424,7 @@ class JobRun:
             execution_context=ExecutionContext.model_validate(
                 {
                     "job_id": self.job.job_id,
-                    "step_id": step_id or "plan",
+                    "step_id": step_id or PLAN,
                     "attempt": attempt,
                     "model": model,
                     "trace": self.job.trace,
@@ -519,7 +532,7 @@ class JobRun:
         policy = self.job.request.approval
         while True:
             draft = yield from self.execute(
-                step, SQL_KIND, task, SqlAccess(sql_mode="draft").model_dump(), reapprove_edits=True
+                step, spec.kind, task, SqlAccess(sql_mode="draft").model_dump(), reapprove_edits=True
             )
             if draft is None:
                 return None
@@ -558,7 +571,7 @@ class JobRun:
                 timeout_seconds=policy.timeout_seconds,
                 expiry_falls_back=policy.on_timeout != "fail",
                 expiry_message=expiry_note,
-                edit_of=(SQL_KIND, run_task),
+                edit_of=(spec.kind, run_task),
             )
             action = reply.action()
             if action == "approve":
@@ -567,7 +580,7 @@ class JobRun:
                 return run_task, SqlAccess(sql_mode="run", approved_sql=result.sql)
             if action == "edit":
                 # A human approves the exact statement that runs: the edited SQL is guarded and shown again.
-                task = _redraft(run_task, apply_edits(SQL_KIND, run_task, reply.edits()))
+                task = _redraft(run_task, apply_edits(spec.kind, run_task, reply.edits()))
                 continue
             if action == "reject":
                 self.skip_reason = (
@@ -684,7 +697,7 @@ class JobRun:
         """Hybrid mode: let the Supervisor decide after a step; deterministic code bounds what it may do."""
         out = yield from self.execute(
             None,
-            "supervise",
+            SUPERVISE,
             {
                 "question": self.job.request.question,
                 "plan": [s.model_dump(mode="json") for s in steps],
@@ -751,9 +764,17 @@ class JobRun:
 
 def tool_kinds() -> set[str]:
     """Step kinds the Supervisor may switch a step to: registered executors that take a question."""
-    from shared.executors import step_kinds
+    return set(step_kinds()) - kinds_where(lambda spec: spec.writes_answer)
 
-    return set(step_kinds()) - {"generate_response"}
+
+def _writes_answer(kind: str) -> bool:
+    spec = get_executor(kind)
+    return spec is not None and spec.writes_answer
+
+
+def _runs_sql(kind: str) -> bool:
+    spec = get_executor(kind)
+    return spec is not None and spec.runs_sql
 
 
 def _clear_retry(step: StepState) -> None:

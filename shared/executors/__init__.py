@@ -1,8 +1,9 @@
-"""Executor registry, keyed by executor_type.
+"""Executor registry, keyed by executor_type: the one place that says what a step kind is.
 
 Adding an executor type means one module in this package that calls ``register`` on import; the
-activities blueprint registers one activity per entry and the planner learns its description, so
-nothing else has to change. Each step kind also declares its typed input model: the only fields a
+activities blueprint registers one activity per entry, the planner learns its description, and the
+orchestrator, the view and telemetry ask its ``ExecutorSpec`` (LLM use, streaming, the role it plays),
+so nothing else names it. Each step kind also declares its typed input model: the only fields a
 plan or a user's edit may set. Everything security-relevant travels in the execution context, which
 only the orchestrator writes.
 """
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 
 from shared.jobs.contracts import ExecutorInput, ExecutorOutput
-from shared.jobs.plan import ASK_USER, AskUserInput
+from shared.jobs.plan import ASK_USER, AskUserInput, Plan, PlanStep
 
 if TYPE_CHECKING:
     from shared.providers.clients import Clients
@@ -29,7 +30,7 @@ ExecutorFn = Callable[[ExecutorInput, "Clients"], ExecutorOutput]
 
 @dataclass(frozen=True)
 class ExecutorSpec:
-    """One registered executor."""
+    """One registered executor: everything the rest of the app asks about its kind."""
 
     executor_type: str
     description: str
@@ -39,7 +40,21 @@ class ExecutorSpec:
     internal: bool = False
     # What a plan step or a user's edit may set for this kind (extra="forbid"); None for internal ones.
     input_model: type[BaseModel] | None = None
+    # The input field a clarification or a new question fills ("question", or "query" for a search).
+    text_field: str = "question"
+    # It streams its answer text to the partial-output side channel while it runs.
+    streams: bool = False
+    # The OpenTelemetry GenAI operation it performs when it calls a model ("chat", "embeddings").
+    telemetry_operation: str = "chat"
+    # Its role in a job: it writes the final answer (a plan needs one; it gets the sources and notes and
+    # is not supervised), or it runs SQL (the approval policy applies).
+    writes_answer: bool = False
+    runs_sql: bool = False
 
+
+# The internal executors the orchestrator calls by their role, not as plan steps.
+PLAN = "plan"
+SUPERVISE = "supervise"
 
 _REGISTRY: dict[str, ExecutorSpec] = {}
 _LOADED = False
@@ -55,17 +70,36 @@ def register(
     uses_llm: bool,
     internal: bool = False,
     input_model: type[BaseModel] | None = None,
+    text_field: str = "question",
+    streams: bool = False,
+    telemetry_operation: str = "chat",
+    writes_answer: bool = False,
+    runs_sql: bool = False,
 ) -> Callable[[ExecutorFn], ExecutorFn]:
     """Decorator: register a function as the executor for ``executor_type``."""
     if not internal and input_model is None:
         raise ValueError(f"step kind {executor_type!r} needs an input_model")
     if input_model is not None and input_model.model_config.get("extra") != "forbid":
         raise ValueError(f"the input model of {executor_type!r} must forbid extra fields")
+    if input_model is not None and text_field not in input_model.model_fields:
+        raise ValueError(f"the input model of {executor_type!r} has no text field {text_field!r}")
 
     def decorate(fn: ExecutorFn) -> ExecutorFn:
         if executor_type in _REGISTRY and _REGISTRY[executor_type].run is not fn:
             raise ValueError(f"executor type {executor_type!r} is registered twice")
-        _REGISTRY[executor_type] = ExecutorSpec(executor_type, description, fn, uses_llm, internal, input_model)
+        _REGISTRY[executor_type] = ExecutorSpec(
+            executor_type,
+            description,
+            fn,
+            uses_llm,
+            internal,
+            input_model,
+            text_field,
+            streams,
+            telemetry_operation,
+            writes_answer,
+            runs_sql,
+        )
         return fn
 
     return decorate
@@ -100,6 +134,26 @@ def get_executor(executor_type: str) -> ExecutorSpec | None:
     """The executor registered for a type, or None."""
     _load_all()
     return _REGISTRY.get(executor_type)
+
+
+def spec_of(executor_type: str) -> ExecutorSpec:
+    """The spec of a registered executor type; KeyError names the known ones."""
+    spec = get_executor(executor_type)
+    if spec is None:
+        raise KeyError(f"no executor is registered for {executor_type!r}; known: {executor_types()}")
+    return spec
+
+
+def kinds_where(predicate: Callable[[ExecutorSpec], bool]) -> set[str]:
+    """The registered executor types whose spec satisfies ``predicate``."""
+    _load_all()
+    return {name for name, spec in _REGISTRY.items() if predicate(spec)}
+
+
+def uses_llm(executor_type: str) -> bool:
+    """Whether an executor type calls a model (ask_user and unknown kinds do not)."""
+    spec = get_executor(executor_type)
+    return spec is not None and spec.uses_llm
 
 
 class StepInputError(ValueError):
@@ -180,9 +234,42 @@ def apply_edits(kind: str, task: dict[str, Any], edits: Any) -> dict[str, Any]:
     return validate_step_input(kind, merged)
 
 
+def text_field_of(kind: str) -> str:
+    """The input field a question or clarification fills for a step kind (ask_user: its question)."""
+    spec = get_executor(kind)
+    return spec.text_field if spec is not None else "question"
+
+
 def input_for_text(kind: str, text: str) -> dict[str, Any]:
     """A new step input carrying only a question (or a query) for the kind, built through its model."""
     model = input_model_for(kind)
-    name = "query" if "query" in model.model_fields else "question"
+    name = text_field_of(kind)
     limit = next((m.max_length for m in model.model_fields[name].metadata if hasattr(m, "max_length")), None)
     return validate_step_input(kind, {name: text[:limit] if isinstance(limit, int) else text})
+
+
+def check_step(step: PlanStep) -> PlanStep:
+    """Check one plan step against its kind's typed input (the kind's text field non-empty); ValueError says why."""
+    field = text_field_of(step.kind)
+    value = step.input.get(field)
+    known = step.kind == ASK_USER or get_executor(step.kind) is not None
+    if known and (not isinstance(value, str) or not value.strip()):
+        raise ValueError(f"step {step.id!r} ({step.kind}) needs a non-empty input.{field}")
+    try:
+        step.input = validate_step_input(step.kind, step.input)
+    except StepInputError as exc:
+        raise ValueError(f"step {step.id!r} ({step.kind}): {exc.message}") from exc
+    return step
+
+
+def check_plan(plan: Plan) -> Plan:
+    """Check a plan against the registry: known kinds, each step's typed input, and a step that writes the answer.
+
+    Returns the plan with normalized inputs; ValueError says what is wrong and where.
+    """
+    for step in plan.steps:
+        check_step(step)
+    answer_kinds = kinds_where(lambda spec: spec.writes_answer)
+    if not any(step.kind in answer_kinds for step in plan.steps):
+        raise ValueError(f"a plan needs a step that writes the answer ({', '.join(sorted(answer_kinds))})")
+    return plan

@@ -28,6 +28,8 @@ class RagTask(BaseModel):
     description="Search the policy and FAQ documents; returns cited chunks.",
     uses_llm=False,
     input_model=RagTask,
+    text_field="query",
+    telemetry_operation="embeddings",
 )
 def consult_rag(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
     """Search the document index."""

@@ -52,6 +52,7 @@ def guard_step_sql(sql: str, clients: Clients, dialect: str) -> GuardResult:
     "regions, quarters) with one read-only SQL query; returns the SQL and its rows.",
     uses_llm=True,
     input_model=SqlTask,
+    runs_sql=True,
 )
 def execute_azure_sql(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
     """Write (if needed), guard and run one read-only query."""

@@ -94,6 +94,8 @@ def _fan_out(sinks: list[Callable[[str], object]]) -> Callable[[str], None] | No
     description="Write the final answer to the user from the earlier steps' outputs, citing them.",
     uses_llm=True,
     input_model=ResponseTask,
+    streams=True,
+    writes_answer=True,
 )
 def generate_response(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
     """Write the answer and keep only citations that point at real sources."""

@@ -6,10 +6,10 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from shared.executors import register, step_kinds
+from shared.executors import PLAN, check_plan, register, step_kinds
 from shared.executors.common import call_llm, usage_of
 from shared.jobs.contracts import ErrorCode, ExecutorInput, ExecutorOutput
-from shared.jobs.plan import Plan
+from shared.jobs.plan import ASK_USER, Plan
 from shared.providers.interfaces import LLMTask
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ class PlanTask(BaseModel):
     question: str = Field(min_length=1, max_length=4000)
 
 
-@register("plan", description="Plan the steps of a job.", uses_llm=True, internal=True)
+@register(PLAN, description="Plan the steps of a job.", uses_llm=True, internal=True)
 def plan(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
     """Ask the planner for a plan and check every step kind against the registry."""
     task = PlanTask.model_validate(inp.task)
@@ -37,23 +37,26 @@ def plan(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
             "question": task.question,
             "catalog": clients.catalog.prompt_view(),
             "documents": clients.document_titles(),
-            "step_kinds": kinds | {"ask_user": "Ask the user a clarifying question with options."},
+            "step_kinds": kinds | {ASK_USER: "Ask the user a clarifying question with options."},
         },
         Plan,
     )
     usage = usage_of(response, clients)
+    unknown = [s.kind for s in response.output.steps if s.kind != ASK_USER and s.kind not in kinds]
+    if unknown:
+        message = f"the plan uses unknown step kinds {unknown}; known: {sorted(kinds)}"
+        return ExecutorOutput.failure(ErrorCode.BAD_REQUEST, message, usage=usage, model_used=response.model_used)
     try:
         # Every step input is checked against its kind's typed model (the provider parsed it; check anyway).
-        Plan.model_validate(response.output.model_dump(mode="json"))
+        checked = check_plan(Plan.model_validate(response.output.model_dump(mode="json")))
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
         where = ".".join(str(p) for p in err.get("loc", ())) or "plan"
         message = f"the plan is not valid at {where}: {err.get('msg', 'invalid')}"
         return ExecutorOutput.failure(ErrorCode.BAD_REQUEST, message, usage=usage, model_used=response.model_used)
-    unknown = [s.kind for s in response.output.steps if s.kind != "ask_user" and s.kind not in kinds]
-    if unknown:
-        message = f"the plan uses unknown step kinds {unknown}; known: {sorted(kinds)}"
+    except ValueError as exc:
+        message = f"the plan is not valid: {exc}"
         return ExecutorOutput.failure(ErrorCode.BAD_REQUEST, message, usage=usage, model_used=response.model_used)
     return ExecutorOutput(
-        status="success", result=response.output.model_dump(mode="json"), usage=usage, model_used=response.model_used
+        status="success", result=checked.model_dump(mode="json"), usage=usage, model_used=response.model_used
     )

@@ -60,5 +60,5 @@ def run_executor(payload: Any, *, expected_type: str | None = None, clients: Any
             output = ExecutorOutput.failure(
                 ErrorCode.INTERNAL_ERROR, f"{inp.executor_type} failed unexpectedly; see logs for task {inp.task_id}"
             )
-        telemetry.record_executor_output(span, output)
+        telemetry.record_executor_output(span, output, operation=spec.telemetry_operation)
     return output.model_dump(mode="json")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from shared.executors import register
+from shared.executors import SUPERVISE, register
 from shared.executors.common import call_llm, usage_of
 from shared.jobs.contracts import ExecutorInput, ExecutorOutput
 from shared.jobs.plan import SupervisorDecision
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from shared.providers.clients import Clients
 
 
-@register("supervise", description="Decide what to do after a step.", uses_llm=True, internal=True)
+@register(SUPERVISE, description="Decide what to do after a step.", uses_llm=True, internal=True)
 def supervise(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
     """Ask the Supervisor for a typed decision about the step that just ran."""
     inputs = {k: inp.task.get(k) for k in ("question", "plan", "step", "output")}

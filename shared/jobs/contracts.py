@@ -13,14 +13,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
-class ExecutorType(StrEnum):
-    """Executor types that ship with the app (the registry accepts more)."""
-
-    CONSULT_RAG = "consult_rag"
-    EXECUTE_AZURE_SQL = "execute_azure_sql"
-    GENERATE_RESPONSE = "generate_response"
-
-
 class ErrorCode(StrEnum):
     """Stable error codes of the contract. Only the codes in ``RETRYABLE_CODES`` are worth a retry."""
 

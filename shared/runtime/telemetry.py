@@ -73,13 +73,6 @@ ATTR_EVENT_NAME = "job.event"
 JOB_STATUS_EVENT = "job.status"
 EXECUTOR_DONE_EVENT = "executor.done"
 
-# Which GenAI operation an executor performs when it used a model.
-_GEN_AI_OPERATIONS: dict[str, str] = {
-    "plan": "chat",
-    "generate_response": "chat",
-    "execute_azure_sql": "chat",
-    "consult_rag": "embeddings",
-}
 # settings.llm_provider -> gen_ai provider value of the semantic conventions.
 _GEN_AI_PROVIDERS: dict[str, str] = {"azure_openai": "azure.ai.openai", "openai": "openai", "offline": "offline"}
 
@@ -284,6 +277,7 @@ def record_executor_output(
     *,
     requested_model: str | None = None,
     provider: str | None = None,
+    operation: str = "chat",
 ) -> None:
     """Put the executor's outcome on its span (status, model, tokens, cost, error) and log it."""
     attrs: dict[str, str | int | float] = {
@@ -301,7 +295,7 @@ def record_executor_output(
     if output.model_used:
         attrs[ATTR_GEN_AI_RESPONSE_MODEL] = output.model_used
         attrs[ATTR_GEN_AI_REQUEST_MODEL] = requested_model or output.model_used
-        attrs[ATTR_GEN_AI_OPERATION] = _GEN_AI_OPERATIONS.get(executor_type or "", "chat")
+        attrs[ATTR_GEN_AI_OPERATION] = operation
         system = provider or _current_provider()
         if system:
             attrs[ATTR_GEN_AI_SYSTEM] = system

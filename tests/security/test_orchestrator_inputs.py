@@ -16,6 +16,7 @@ from shared.executors import (
     StepInputError,
     apply_edits,
     check_edits,
+    check_step,
     get_executor,
     input_for_text,
     input_model_for,
@@ -85,8 +86,8 @@ def test_register_refuses_a_step_kind_without_a_closed_model() -> None:
 def test_a_plan_step_with_a_forbidden_field_is_rejected_naming_step_and_field(
     kind: str, inp: dict[str, Any], field: str
 ) -> None:
-    with pytest.raises(ValidationError) as info:
-        PlanStep.model_validate(step(kind, **inp))
+    with pytest.raises(ValueError) as info:
+        check_step(PlanStep.model_validate(step(kind, **inp)))
     message = str(info.value)
     assert "step 's1'" in message and f"input.{field}" in message
     with pytest.raises(StepInputError) as direct:
@@ -95,13 +96,13 @@ def test_a_plan_step_with_a_forbidden_field_is_rejected_naming_step_and_field(
 
 
 def test_typed_values_are_checked_and_normalized() -> None:
-    with pytest.raises(ValidationError, match="top_k"):
-        PlanStep.model_validate(step("consult_rag", query="refunds", top_k=500))
-    with pytest.raises(ValidationError, match="unknown step kind 'drop_tables'"):
-        PlanStep.model_validate(step("drop_tables", question="q"))
-    ok = PlanStep.model_validate(step("consult_rag", query="refunds", top_k="5"))
+    with pytest.raises(ValueError, match="top_k"):
+        check_step(PlanStep.model_validate(step("consult_rag", query="refunds", top_k=500)))
+    with pytest.raises(ValueError, match="unknown step kind 'drop_tables'"):
+        check_step(PlanStep.model_validate(step("drop_tables", question="q")))
+    ok = check_step(PlanStep.model_validate(step("consult_rag", query="refunds", top_k="5")))
     assert ok.input == {"query": "refunds", "top_k": 5}
-    sql = PlanStep.model_validate(step("execute_azure_sql", question="q", sql=CONTACTS_SQL))
+    sql = check_step(PlanStep.model_validate(step("execute_azure_sql", question="q", sql=CONTACTS_SQL)))
     assert sql.input == {"question": "q", "sql": CONTACTS_SQL}  # SQL in a plan is allowed; it is guarded later
 
 

@@ -156,17 +156,8 @@ def _as_untrusted_lines(value: Any, name: str) -> str:
     return untrusted_block(body, name=name)
 
 
-# The step kinds that ship with the app, for callers that do not pass the registry's list.
-DEFAULT_STEP_KINDS: dict[str, str] = {
-    "consult_rag": "Search the document collection.",
-    "execute_azure_sql": "Answer a data question from the SQL database.",
-    "generate_response": "Write the final answer from the earlier steps' outputs.",
-    "ask_user": "Ask the user a clarifying question with options.",
-}
-
-
 def _as_kinds(value: Any) -> str:
-    kinds = DEFAULT_STEP_KINDS if value is None else value
+    kinds = value  # the registry's list, from the plan executor: the provider knows no kinds
     if not isinstance(kinds, Mapping):
         raise PromptError("the 'kinds' filter needs a {name: description} object")
     return "\n".join(f"- {name}: {description}" for name, description in kinds.items())

@@ -88,12 +88,22 @@ def sql_request(**kwargs: Any) -> LLMRequest[SqlDraft]:
     return LLMRequest(task=LLMTask.WRITE_SQL, inputs=inputs, output_type=SqlDraft, **kwargs)
 
 
+# The step kinds the plan executor passes from the registry (the provider knows none of its own).
+STEP_KINDS = {
+    "consult_rag": "Search the document collection.",
+    "execute_azure_sql": "Answer a data question from the SQL database.",
+    "generate_response": "Write the final answer from the earlier steps' outputs.",
+    "ask_user": "Ask the user a clarifying question with options.",
+}
+
+
 def plan_request(**kwargs: Any) -> LLMRequest[Plan]:
     """A plan request over the test catalog and two documents."""
     inputs = {
         "question": "Which region sells most, and what is the refund policy?",
         "catalog": CATALOG,
         "documents": ["Refund policy", "Holiday calendar"],
+        "step_kinds": STEP_KINDS,
     }
     return LLMRequest(task=LLMTask.PLAN, inputs=inputs, output_type=Plan, **kwargs)
 

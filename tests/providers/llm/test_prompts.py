@@ -19,10 +19,15 @@ from shared.providers.llm.prompts import (
     render_prompt,
     task_of_text,
 )
-from tests.providers.llm.helpers import CATALOG, SOURCES
+from tests.providers.llm.helpers import CATALOG, SOURCES, STEP_KINDS
 
 INPUTS: dict[LLMTask, dict[str, Any]] = {
-    LLMTask.PLAN: {"question": "Which region sells most?", "catalog": CATALOG, "documents": ["Refund policy"]},
+    LLMTask.PLAN: {
+        "question": "Which region sells most?",
+        "catalog": CATALOG,
+        "documents": ["Refund policy"],
+        "step_kinds": STEP_KINDS,
+    },
     LLMTask.WRITE_SQL: {"question": "Total sales by region?", "dialect": "tsql", "catalog": CATALOG, "max_rows": 25},
     LLMTask.WRITE_ANSWER: {"question": "Refund time?", "sources": SOURCES},
     LLMTask.SUPERVISE: {"question": "q", "plan": {"steps": []}, "step": {"id": "s1"}, "output": {"status": "success"}},
@@ -52,10 +57,14 @@ def test_plan_and_sql_prompts_are_grounded_in_the_catalog() -> None:
     assert "tsql database" in sql.system and "at most 25 rows" in sql.system
 
 
-def test_plan_prompt_lists_the_registered_step_kinds_or_the_built_in_ones() -> None:
+def test_plan_prompt_lists_exactly_the_step_kinds_it_is_given() -> None:
     default = render_prompt(LLMTask.PLAN, INPUTS[LLMTask.PLAN])
     assert "- consult_rag: Search the document collection." in default.system
     assert "- ask_user:" in default.system
+    # The provider knows no kinds of its own: the registry's list comes from the plan executor.
+    without = {k: v for k, v in INPUTS[LLMTask.PLAN].items() if k != "step_kinds"}
+    with pytest.raises(PromptError, match="kinds"):
+        render_prompt(LLMTask.PLAN, without)
     given = render_prompt(LLMTask.PLAN, {**INPUTS[LLMTask.PLAN], "step_kinds": {"web_lookup": "Search the web."}})
     assert "- web_lookup: Search the web." in given.system and "- consult_rag: Search the document" not in given.system
 

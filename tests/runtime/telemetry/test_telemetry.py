@@ -103,7 +103,7 @@ def test_provider_defaults_to_the_configured_llm_provider(
     monkeypatch.setenv("LLM_PROVIDER", "azure_openai")
     reset_settings()
     with telemetry.executor_span(job_id="j", step_id="s", executor_type="consult_rag", task_id="t", attempt=1) as span:
-        telemetry.record_executor_output(span, _success())
+        telemetry.record_executor_output(span, _success(), operation="embeddings")
     attrs = dict(exporter.get_finished_spans()[0].attributes or {})
     assert attrs["gen_ai.system"] == "azure.ai.openai"
     assert attrs["gen_ai.operation.name"] == "embeddings"
