@@ -58,6 +58,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy .
+	$(BIN)/lint-imports
 
 format: $(STAMP)
 	$(BIN)/ruff format .

@@ -67,7 +67,7 @@ PROMPT_OVERHEAD_TOKENS = 200
 
 def check_budget(inp: ExecutorInput, clients: Clients, model: str, inputs: dict[str, object]) -> None:
     """Refuse a call whose estimated prompt plus max_tokens would not fit the job's remaining budget."""
-    from shared.providers.llm.offline.answers import estimate_tokens
+    from shared.jobs.tokens import estimate_tokens
     from shared.runtime.pricing import estimate_cost
 
     tokens_left = inp.execution_context.budget_tokens_left

@@ -69,6 +69,7 @@ from shared.ingest.chunking import (
     parse_markdown,
     parse_plain,
 )
+from shared.ingest.text import bound_snippet
 from shared.jobs.contracts import Chunk
 
 log = logging.getLogger(__name__)
@@ -78,7 +79,6 @@ TEXT_SUFFIXES = frozenset({".txt", ".text"})
 PDF_SUFFIXES = frozenset({".pdf"})
 SUPPORTED_SUFFIXES = MARKDOWN_SUFFIXES | TEXT_SUFFIXES | PDF_SUFFIXES
 MAX_FILE_BYTES = 20 * 1024 * 1024
-MAX_SNIPPET_CHARS = 800
 
 _DOC_ID_JUNK = re.compile(r"[^\w./-]+")
 
@@ -174,17 +174,6 @@ class IngestReport(BaseModel):
     def ok(self) -> bool:
         """At least one document is in the target."""
         return self.documents + self.reused > 0
-
-
-def bound_snippet(text: str, limit: int = MAX_SNIPPET_CHARS) -> str:
-    """Cut text to at most ``limit`` characters at a word boundary, marking the cut with ``…``."""
-    if len(text) <= limit:
-        return text
-    cut = text[: limit - 1]
-    space = cut.rfind(" ")
-    if space > limit // 2:
-        cut = cut[:space]
-    return cut.rstrip() + "…"
 
 
 def doc_id_for(rel_path: str) -> str:

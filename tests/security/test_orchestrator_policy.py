@@ -16,9 +16,9 @@ from devhost.inline import InlineContext, run_inline
 from orchestrators.job import job_orchestrator_body
 from shared.executors.runner import run_executor
 from shared.jobs.contracts import ExecutorOutput, Usage
+from shared.providers.clients import Clients
 from shared.providers.interfaces import QueryRows
 from shared.providers.sql.catalog import load_catalog
-from shared.providers.clients import Clients
 from shared.runtime.settings import Settings
 
 CONTACTS_SQL = "SELECT email, phone FROM customer_contacts"

@@ -70,8 +70,8 @@ from azure.core.exceptions import ClientAuthenticationError
 from pydantic import BaseModel, ValidationError
 
 from shared.jobs.contracts import ErrorCode, ProviderError, Usage
+from shared.jobs.tokens import estimate_tokens
 from shared.providers.interfaces import LLMRequest, LLMResponse, T
-from shared.providers.llm.offline.answers import estimate_tokens
 from shared.providers.llm.prompts import PromptError, RenderedPrompt, render_prompt
 
 if TYPE_CHECKING:

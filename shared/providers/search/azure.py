@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from shared.ingest.text import bound_snippet
 from shared.jobs.contracts import Chunk, ErrorCode, ProviderError
 from shared.providers.search.filter import split_filter_terms
 
@@ -54,7 +55,6 @@ VECTOR_K = 50
 MAX_FILTER_LENGTH = 4_000
 DEFAULT_TIMEOUT_S = 30.0
 UPLOAD_BATCH_SIZE = 500
-MAX_SNIPPET_CHARS = 800
 TITLES_TTL_S = 300.0
 
 _FIELD_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,127}$")
@@ -364,13 +364,6 @@ def _to_chunk(doc: Mapping[str, Any]) -> Chunk:
         score=float(score or 0.0),
         path=doc.get("path"),
     )
-
-
-def bound_snippet(text: str, limit: int = MAX_SNIPPET_CHARS) -> str:
-    """Cut text to at most ``limit`` characters at a word boundary, as the local index does."""
-    from shared.ingest.pipeline import bound_snippet as cut
-
-    return cut(text, limit)
 
 
 def _caption_text(caption: Any) -> str | None:

@@ -70,11 +70,11 @@ from shared.ingest.pipeline import (
     IngestedDocument,
     IngestError,
     IngestReport,
-    bound_snippet,
     folder_fingerprint,
     ingest,
     register_sink,
 )
+from shared.ingest.text import STOP_WORDS, SYNONYMS, bound_snippet
 from shared.jobs.contracts import Chunk, ErrorCode, ProviderError
 from shared.providers.search.filter import split_filter_terms
 
@@ -94,53 +94,6 @@ MAX_QUERY_CHARS = 1000
 MAX_QUERY_TERMS = 32
 MAX_FILTER_CHARS = 1000
 COLUMN_WEIGHTS = (3.0, 2.0, 1.0)  # title, heading, content
-
-STOP_WORDS = frozenset(
-    """a about above again against all am an and any are as at be been being both but by can could did do
-    does doing down during each few for from further had has have having he her here hers him his i if in
-    into is it its itself just me more most my myself no nor not of off on once only or other our ours out
-    own same she should so some such than that the their theirs them then there these they this those
-    through to too up very was we were what when where which while who whom why will with would you your
-    yours how say says said tell explain describe please know anything something us let get got much many
-    does did also there's what's i'm""".split()
-)
-
-# Domain synonyms: a query word (lower case, trailing "s" removed) also matches these words.
-_SYNONYMS: dict[str, tuple[str, ...]] = {
-    "broken": ("damaged", "defective"),
-    "broke": ("damaged", "defective"),
-    "faulty": ("defective",),
-    "damage": ("broken",),
-    "guarantee": ("warranty",),
-    "delivery": ("shipping",),
-    "deliver": ("shipping",),
-    "ship": ("delivery",),
-    "shipping": ("delivery",),
-    "cost": ("price", "fee"),
-    "charge": ("fee",),
-    "coupon": ("promotional", "code"),
-    "promo": ("promotional",),
-    "voucher": ("promotional", "code"),
-    "gdpr": ("privacy", "personal"),
-    "delete": ("deletion",),
-    "erase": ("deletion",),
-    "late": ("delayed",),
-    "lost": ("missing",),
-    "money": ("refund",),
-    "reimbursement": ("refund",),
-    "cancel": ("cancellation",),
-    "point": ("rewards",),
-    "membership": ("loyalty",),
-    "wholesale": ("corporate", "business"),
-    "b2b": ("corporate", "business"),
-    "company": ("corporate", "business"),
-    "exchange": ("replacement",),
-    "recall": ("safety",),
-    "complaint": ("escalation",),
-    "keep": ("retention", "retained", "kept"),
-    "store": ("retention", "stored"),
-    "stolen": ("lost",),
-}
 
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 
@@ -171,7 +124,7 @@ def build_match_query(query: str) -> str | None:
     parts = [f'"{t}"' for t in terms]
     for term in terms:
         key = term[:-1] if term.endswith("s") and len(term) > 3 else term
-        parts += [f'"{s}"' for s in _SYNONYMS.get(key, ()) if s not in terms]
+        parts += [f'"{s}"' for s in SYNONYMS.get(key, ()) if s not in terms]
     parts += [f'"{a} {b}"' for a, b in zip(terms, terms[1:], strict=False)]
     return " OR ".join(dict.fromkeys(parts))
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from shared.providers.clients import Clients
 from shared.providers.llm.offline.model import OfflineLLM
 from shared.providers.search.local import LocalIndex
 from shared.providers.sql.sampledata import ensure_sample_db
-from shared.providers.clients import Clients
 from shared.runtime.settings import DATA_DIR, Settings
 
 

@@ -9,10 +9,10 @@ import pytest
 from shared.executors.common import usage_of
 from shared.jobs.contracts import AnswerResult, ErrorCode, ExecutorInput, ProviderError
 from shared.jobs.plan import Plan, SqlDraft
-from shared.providers.interfaces import LLMRequest, LLMTask
-from shared.providers.llm.offline.answers import estimate_tokens
-from shared.providers.llm.offline.model import OFFLINE_MODEL, OfflineLLM
+from shared.jobs.tokens import estimate_tokens
 from shared.providers.clients import Clients
+from shared.providers.interfaces import LLMRequest, LLMTask
+from shared.providers.llm.offline.model import OFFLINE_MODEL, OfflineLLM
 
 
 def test_model_used_is_the_offline_model_whatever_was_requested(offline: OfflineLLM, clients: Clients) -> None:

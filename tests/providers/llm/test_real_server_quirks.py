@@ -16,8 +16,8 @@ from pydantic import SecretStr
 from shared.executors.runner import run_executor
 from shared.jobs.contracts import ErrorCode, ProviderError
 from shared.jobs.plan import SqlDraft
-from shared.providers.llm.openai import OpenAIChatProvider, build_llm_provider
 from shared.providers.clients import Clients
+from shared.providers.llm.openai import OpenAIChatProvider, build_llm_provider
 from shared.runtime.pricing import estimate_cost
 from shared.runtime.settings import Settings
 from tests.fakes.openai_server import ErrorReply, FakeOpenAI, JsonReply, TextReply

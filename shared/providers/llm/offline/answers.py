@@ -57,12 +57,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared.ingest.chunking import split_sentences
-from shared.ingest.pipeline import bound_snippet
+from shared.ingest.text import STOP_WORDS, bound_snippet
+from shared.ingest.text import SYNONYMS as INDEX_SYNONYMS
 from shared.jobs.contracts import AnswerResult, Chunk, Citation, SqlResult
-from shared.providers.search.local import _SYNONYMS as INDEX_SYNONYMS
-from shared.providers.search.local import STOP_WORDS
 
-CHARS_PER_TOKEN = 4
 MIN_COVERAGE = 0.3
 STRONG_COVERAGE = 0.6
 RELATIVE_CUTOFF = 0.5
@@ -148,11 +146,6 @@ def instruction_share(text: str) -> float:
     total = sum(len(s) for s in sentences)
     flagged = sum(len(s) for s in sentences if is_instruction_like(s))
     return flagged / total if total else 0.0
-
-
-def estimate_tokens(text: str) -> int:
-    """Estimate tokens as ceil(characters / 4), the usual ratio for English text with GPT tokenizers."""
-    return math.ceil(len(text) / CHARS_PER_TOKEN) if text else 0
 
 
 def _stem(word: str) -> str:

@@ -81,7 +81,7 @@ class OfflineLLM:
             output = SupervisorDecision(action="continue", reason="offline supervisor always continues")
         if not isinstance(output, request.output_type):
             output = request.output_type.model_validate(output.model_dump())
-        from shared.providers.llm.offline.answers import estimate_tokens
+        from shared.jobs.tokens import estimate_tokens
 
         tokens_in = estimate_tokens(json.dumps(request.inputs, default=str))
         # max_tokens is not applied (the output is never cut), so the count is not clamped to it either.

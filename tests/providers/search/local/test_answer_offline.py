@@ -7,11 +7,11 @@ import re
 import pytest
 
 from shared.jobs.contracts import Chunk, SqlResult
+from shared.jobs.tokens import estimate_tokens
 from shared.providers.llm.offline.answers import (
     DOCS_NOT_RELEVANT,
     NOTHING_FOUND,
     compose_answer_offline,
-    estimate_tokens,
     format_value,
     sql_table,
     summarize_sql,

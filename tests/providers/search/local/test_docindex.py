@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.ingest.pipeline import bound_snippet
+from shared.ingest.text import bound_snippet
 from shared.jobs.contracts import ErrorCode, ProviderError
 from shared.providers.search.local import LocalIndex, build_match_query, fallback_index_path, parse_filter, query_terms
 from shared.runtime.settings import REPO_ROOT, Settings
