@@ -6,8 +6,8 @@ import os
 import time
 from typing import Any
 
-from shared.providers.interfaces import LLMRequest, LLMResponse, QueryRows, T
 from shared.providers.clients import Clients
+from shared.providers.interfaces import LLMRequest, LLMResponse, QueryRows, T
 from shared.runtime.settings import get_settings
 
 DEFAULT_LATENCY_MS = {"llm": 1000, "search": 100, "sql": 50}
