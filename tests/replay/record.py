@@ -1,0 +1,110 @@
+"""Record real job histories for the replay tests: ``.venv/bin/python -m tests.replay.record``.
+
+Runs jobs on devhost on embedded defaults, one per scenario, and writes each instance's stored history
+(the Durable wire-format events the SDK replays) to ``tests/replay/histories/<scenario>.json``. Re-record
+only when a change to the orchestrator is meant to break jobs in flight, and version the orchestrator
+first (docs/orchestrator-versioning.md): the old fixtures are the proof that the old version still replays.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tests.devhost.hostproc import REPO_ROOT, DevHostProcess
+from tests.jobs.jobclient import JobClient
+
+HISTORIES = Path(__file__).with_name("histories")
+SQL_Q = "Which region had the most returns in Q3?"
+MIXED_Q = "Which region had the most returns in Q3, and what does the returns policy say about refunds after 30 days?"
+
+
+def _completed(jobs: JobClient) -> str:
+    job_id = jobs.submit(MIXED_Q)
+    jobs.wait(job_id, timeout_s=120)
+    return job_id
+
+
+def _waiting_for_approval(jobs: JobClient) -> str:
+    job_id = jobs.submit(SQL_Q, approval={"sql": "always"})
+    jobs.wait(job_id, {"waiting_for_user"}, timeout_s=120)
+    return job_id
+
+
+def _approved(jobs: JobClient) -> str:
+    job_id = _waiting_for_approval(jobs)
+    assert jobs.answer(job_id, "approve").status_code == 202
+    jobs.wait(job_id, timeout_s=120)
+    return job_id
+
+
+def _aborted(jobs: JobClient) -> str:
+    job_id = _waiting_for_approval(jobs)
+    assert jobs.answer(job_id, "abort").status_code == 202
+    jobs.wait(job_id, {"failed"}, timeout_s=120)
+    return job_id
+
+
+def _retried(jobs: JobClient) -> str:
+    job_id = jobs.submit(SQL_Q)
+    view = jobs.wait(job_id, timeout_s=120)
+    assert any(s.get("attempts", 1) > 1 for s in view["steps"]), view["steps"]
+    return job_id
+
+
+# scenario -> (host environment, how to drive the job)
+SCENARIOS: dict[str, tuple[dict[str, str], Callable[[JobClient], str]]] = {
+    "completed": ({}, _completed),
+    "waiting_for_approval": ({}, _waiting_for_approval),
+    "approved_then_completed": ({}, _approved),
+    "aborted_at_approval": ({}, _aborted),
+    "retried_after_rate_limit": ({"OFFLINE_LLM_FAULTS": "write_answer:RATE_LIMITED:1"}, _retried),
+}
+
+
+def read_instance(data_dir: Path, instance_id: str) -> dict[str, Any]:
+    """The stored orchestration name, input and history of one instance (read-only, beside the running host)."""
+    (db_path,) = data_dir.glob("durable-*.sqlite3")
+    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        name, input_text, status = db.execute(
+            "SELECT name, input, status FROM instances WHERE instance_id=?", (instance_id,)
+        ).fetchone()
+        bodies = [r[0] for r in db.execute("SELECT body FROM history WHERE instance_id=? ORDER BY idx", (instance_id,))]
+    finally:
+        db.close()
+    return {
+        "orchestrator": name,
+        "instance_id": instance_id,
+        "runtime_status": status,
+        "input": input_text,
+        "history": [json.loads(b) for b in bodies],
+    }
+
+
+def record(names: list[str]) -> None:
+    """Run the named scenarios (all when empty) and write their fixtures."""
+    HISTORIES.mkdir(exist_ok=True)
+    for name in names or list(SCENARIOS):
+        env, drive = SCENARIOS[name]
+        with tempfile.TemporaryDirectory() as tmp:
+            data = Path(tmp) / "data"
+            host = DevHostProcess(REPO_ROOT, data, env={"JOB_RETRY_FIRST_INTERVAL_MS": "50", **env})
+            host.start()
+            try:
+                job_id = drive(JobClient(host))
+                fixture = read_instance(data, job_id)
+            finally:
+                host.stop()
+        path = HISTORIES / f"{name}.json"
+        path.write_text(json.dumps(fixture, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        print(f"{path.relative_to(REPO_ROOT)}: {len(fixture['history'])} events, {fixture['runtime_status']}")
+
+
+if __name__ == "__main__":
+    record(sys.argv[1:])
