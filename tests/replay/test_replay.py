@@ -29,7 +29,7 @@ def handle() -> Callable[[str], str]:
     import function_app
 
     functions = {fn.get_function_name(): fn for fn in function_app.app.get_functions()}
-    return functions["job_orchestrator"].get_user_function()  # type: ignore[no-any-return]
+    return functions["job_orchestrator"].get_user_function()
 
 
 def test_every_scenario_is_recorded() -> None:
