@@ -296,7 +296,8 @@ def key_for(args: argparse.Namespace, data_dir: Path) -> str | None:
     keys_file = data_dir / "keys.json"
     if keys_file.exists():
         keys = json.loads(keys_file.read_text(encoding="utf-8"))
-        return keys.get("functionKeys", {}).get("default") or keys.get("function_key") or keys.get("masterKey")
+        key = keys.get("functionKeys", {}).get("default") or keys.get("function_key") or keys.get("masterKey")
+        return str(key) if key else None
     return None
 
 

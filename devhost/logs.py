@@ -131,7 +131,7 @@ class HostLogFormatter(logging.Formatter):
 _holding: weakref.WeakSet[HostLogHandler] = weakref.WeakSet()
 
 
-class HostLogHandler(logging.StreamHandler):
+class HostLogHandler(logging.StreamHandler):  # type: ignore[type-arg]  # generic only in stubs
     """A StreamHandler that can hold lines during a synchronous stretch of work and write them at once.
 
     Outside ``held_output()`` it writes and flushes each line as ``StreamHandler`` does. Inside, lines

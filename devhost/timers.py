@@ -96,7 +96,7 @@ class Schedule:
         """The first occurrence strictly after ``moment`` (timezone-aware, in UTC)."""
         if self.interval is not None:
             return moment + self.interval
-        found = croniter(
+        found: datetime = croniter(
             self.expression, moment.astimezone(self.zone), second_at_beginning=True, day_or=False
         ).get_next(datetime)
         return found.astimezone(UTC)

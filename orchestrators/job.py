@@ -236,7 +236,7 @@ class JobRun:
                         StepState(id=s.id, kind=s.kind, title=s.title) for s in replacement
                     ]
                     self.publish()
-                elif step.state == "pending":  # the supervisor asked for a retry of this step
+                elif _is_pending(step):  # the supervisor asked for a retry of this step
                     continue
             index += 1
         return answer
@@ -765,6 +765,11 @@ class JobRun:
 def tool_kinds() -> set[str]:
     """Step kinds the Supervisor may switch a step to: registered executors that take a question."""
     return set(step_kinds()) - kinds_where(lambda spec: spec.writes_answer)
+
+
+def _is_pending(step: StepState) -> bool:
+    # A function, not an inline test: supervise() may set the state back to pending behind mypy's narrowing.
+    return step.state == "pending"
 
 
 def _writes_answer(kind: str) -> bool:

@@ -49,7 +49,7 @@ class Decision:
 
 def backoff_ms(failure: Failure, tries_on_model: int, policy: RetryPolicy) -> int:
     """Backoff doubling from ``first_retry_ms``: at least the server's ``retry_after_ms``, at most ``max_retry_ms``."""
-    exponential = policy.first_retry_ms * 2**tries_on_model
+    exponential: int = policy.first_retry_ms * (1 << tries_on_model)
     return min(policy.max_retry_ms, max(failure.retry_after_ms or 0, exponential))
 
 

@@ -6,13 +6,16 @@ Nothing connects at import or construction; tests inject their own ``Clients`` w
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from shared.runtime.settings import Settings, get_settings
 
 if TYPE_CHECKING:
     from shared.providers.interfaces import LLMProvider, Retriever, SqlDatabase
     from shared.providers.sql.catalog import Catalog
+
+T = TypeVar("T")
 
 
 class Clients:
@@ -23,7 +26,7 @@ class Clients:
         self._lock = threading.Lock()
         self._built: dict[str, Any] = dict(overrides)
 
-    def _get(self, name: str, build: Any) -> Any:
+    def _get(self, name: str, build: Callable[[], T]) -> T:
         value = self._built.get(name)
         if value is None:
             with self._lock:

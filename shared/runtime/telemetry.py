@@ -222,7 +222,7 @@ def job_dimensions(
     return dims
 
 
-class JobLoggerAdapter(logging.LoggerAdapter):
+class JobLoggerAdapter(logging.LoggerAdapter[logging.Logger]):
     """A logger that adds the job dimensions to every record (they become customDimensions)."""
 
     def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, MutableMapping[str, Any]]:
@@ -334,7 +334,7 @@ def log_job_status(
     previous_status: str | None = None,
     error_code: str | None = None,
     waiting_kind: str | None = None,
-    log: logging.Logger | logging.LoggerAdapter | None = None,
+    log: logging.Logger | logging.LoggerAdapter[logging.Logger] | None = None,
 ) -> None:
     """Log a job status change as the ``job.status`` event (orchestrator: only when not replaying)."""
     configure_telemetry()

@@ -42,10 +42,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from sqlglot import exp
-from sqlglot.tokens import Token, TokenType
+from sqlglot.tokenizer_core import Token, TokenType
 
 # Largest multiple of the longest stored value that one expression may reach.
 MAX_GROWTH = 32.0
@@ -671,7 +671,7 @@ def _find_cte(table: exp.Table) -> exp.CTE | None:
                 ctes = ctes[: ctes.index(via) + 1] if via is not None else []
             for cte in reversed(ctes):
                 if cte.alias.lower() == name:
-                    return cte
+                    return cast(exp.CTE, cte)
         child, parent = parent, parent.parent
     return None
 

@@ -60,7 +60,7 @@ import sqlglot
 from pydantic import BaseModel, Field
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
-from sqlglot.tokens import TokenType
+from sqlglot.tokenizer_core import Token, TokenType
 
 from shared.providers.sql.bounds import (
     TABLE_FUNCTIONS,
@@ -260,7 +260,7 @@ class _Guard:
 
     # -- 1-3: text, parse, one SELECT -----------------------------------------------------------------
 
-    def _tokens(self, sql: str, dialect: str) -> list[sqlglot.tokens.Token]:
+    def _tokens(self, sql: str, dialect: str) -> list[Token]:
         try:
             tokens = list(sqlglot.Dialect.get_or_raise(dialect).tokenize(sql))
         except SqlglotError as exc:

@@ -308,7 +308,7 @@ def test_no_compiler_is_a_config_error_naming_the_fix(
     monkeypatch.setattr(sqlite_limits, "_build_dirs", lambda: [tmp_path / "build"])
     monkeypatch.setattr(sqlite_limits, "_built", {})
     monkeypatch.delenv("CC", raising=False)
-    monkeypatch.setattr(sqlite_limits.shutil, "which", lambda name: None)
+    monkeypatch.setattr("shutil.which", lambda name: None)
     with pytest.raises(ProviderError) as err:
         SqliteOdbcDatabase(sample_db_path).execute("SELECT 1", max_rows=1, timeout_s=5)
     assert err.value.code is ErrorCode.CONFIG_ERROR
