@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import date
 
 from shared.jobs.plan import SqlDraft
-from shared.providers.sql.catalog import Catalog, Dimension, Metric
+from shared.providers.sql.catalog import Catalog, Dimension, Fact, Metric
 
 _NUMBER_WORDS = {
     "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
@@ -188,21 +188,30 @@ def _year_bounds(year: int, first_month: int, last_month: int) -> tuple[str, str
     return start.isoformat(), end.isoformat()
 
 
-def _parse_time(text: str, catalog: Catalog) -> tuple[list[tuple[str, str]], str | None, str | None]:
-    """Date ranges, a label, and a time grain to group by, from the question's time words."""
-    end = date.fromisoformat(catalog.data_period.end)
-    data_year = end.year
+_RECENT = r"(last|previous|past|latest|most recent|this|current)"
+
+
+def _years(text: str, data_year: int) -> list[int]:
+    """Years the question names, with "this year", "last year" and "YTD" read as the data's latest year."""
     years = [int(y) for y in re.findall(_WORD + r"(20\d\d)" + _END, text)]
     if re.search(_WORD + r"(this|last|previous|past|latest|current) year" + _END, text) or re.search(
         _WORD + r"(ytd|year to date)" + _END, text
     ):
         years.append(data_year)
-    year = years[0] if years else data_year
+    return years
+
+
+def _time_grain(text: str) -> str | None:
+    """The time grain to group by ("monthly", "by quarter" …); the last one named wins."""
     grain: str | None = None
     for phrase, g in _TIME_GROUP_WORDS.items():
         if re.search(_WORD + phrase + _END, text):
             grain = g
+    return grain
 
+
+def _months(text: str) -> list[int]:
+    """Month numbers the question names ("may" only where it is plainly the month)."""
     months: list[int] = []
     for i, name in enumerate(_MONTHS, start=1):
         if name == "may":
@@ -210,42 +219,65 @@ def _parse_time(text: str, catalog: Catalog) -> tuple[list[tuple[str, str]], str
                 months.append(i)
         elif re.search(_WORD + name + _END, text):
             months.append(i)
+    return months
+
+
+def _quarters(text: str) -> list[int]:
+    """Quarter numbers: "Q3", "quarter 3", "third quarter"."""
     quarters = [int(q) for q in re.findall(_WORD + r"q([1-4])" + _END, text)]
     quarters += [int(q) for q in re.findall(_WORD + r"quarter ([1-4])" + _END, text)]
     for word, q in _ORDINALS.items():
         if word != "last" and re.search(_WORD + word + r" quarter" + _END, text):
             quarters.append(q)
+    return quarters
+
+
+def _halves(text: str) -> list[int]:
+    """Half-years: "H1"/"first half", "H2"/"second half"."""
     halves = []
     if re.search(_WORD + r"(h1|first half)" + _END, text):
         halves.append(1)
     if re.search(_WORD + r"(h2|second half)" + _END, text):
         halves.append(2)
-    if re.search(_WORD + r"(last|previous|past|latest|most recent|this|current) quarter" + _END, text):
+    return halves
+
+
+def _periods(
+    year: int, years: list[int], months: list[int], quarters: list[int], halves: list[int]
+) -> tuple[list[tuple[str, str]], str | None]:
+    """Date ranges and their label from the finest unit named: months, else quarters, else halves, else years."""
+    if months:
+        picked = sorted(set(months))
+        return [_year_bounds(year, mo, mo) for mo in picked], ", ".join(_MONTHS[mo - 1].title() for mo in picked) + (
+            f" {year}"
+        )
+    if quarters:
+        picked = sorted(set(quarters))
+        return [_year_bounds(year, 3 * q - 2, 3 * q) for q in picked], ", ".join(f"Q{q}" for q in picked) + f" {year}"
+    if halves:
+        picked = sorted(set(halves))
+        return [_year_bounds(year, 6 * h - 5, 6 * h) for h in picked], ", ".join(f"H{h}" for h in picked) + f" {year}"
+    if years:
+        picked = sorted(set(years))
+        return [_year_bounds(y, 1, 12) for y in picked], ", ".join(str(y) for y in picked)
+    return [], None
+
+
+def _parse_time(text: str, catalog: Catalog) -> tuple[list[tuple[str, str]], str | None, str | None]:
+    """Date ranges, a label, and a time grain to group by, from the question's time words."""
+    end = date.fromisoformat(catalog.data_period.end)
+    years = _years(text, end.year)
+    year = years[0] if years else end.year
+    months, quarters, halves = _months(text), _quarters(text), _halves(text)
+    # "last quarter", "this month": the data's latest one.
+    if re.search(_WORD + _RECENT + r" quarter" + _END, text):
         quarters.append((end.month - 1) // 3 + 1)
         year = end.year
-    if re.search(_WORD + r"(last|previous|past|latest|most recent|this|current) month" + _END, text):
+    if re.search(_WORD + _RECENT + r" month" + _END, text):
         months.append(end.month)
         year = end.year
-
-    ranges: list[tuple[str, str]] = []
-    label_parts: list[str] = []
-    if months:
-        for mo in sorted(set(months)):
-            ranges.append(_year_bounds(year, mo, mo))
-        label_parts.append(", ".join(_MONTHS[mo - 1].title() for mo in sorted(set(months))) + f" {year}")
-    elif quarters:
-        for q in sorted(set(quarters)):
-            ranges.append(_year_bounds(year, 3 * q - 2, 3 * q))
-        label_parts.append(", ".join(f"Q{q}" for q in sorted(set(quarters))) + f" {year}")
-    elif halves:
-        for h in sorted(set(halves)):
-            ranges.append(_year_bounds(year, 6 * h - 5, 6 * h))
-        label_parts.append(", ".join(f"H{h}" for h in sorted(set(halves))) + f" {year}")
-    elif years:
-        for y in sorted(set(years)):
-            ranges.append(_year_bounds(y, 1, 12))
-        label_parts.append(", ".join(str(y) for y in sorted(set(years))))
-    return ranges, (label_parts[0] if label_parts else None), grain
+    ranges, label = _periods(year, years, months, quarters, halves)
+    return ranges, label, _time_grain(text)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -259,103 +291,141 @@ _CUSTOMER_NAME = re.compile(
 _CUSTOMER_ID = re.compile(r"\b(?:customer|client|buyer)\s*(?:id|number|no\.?|#)\s*#?\s*(\d{1,9})\b", re.IGNORECASE)
 
 
+def _ranking(text: str) -> tuple[str | None, int | None]:
+    """Order and row limit: "top 5", "bottom three", "the 10 best", or just "most"/"least"."""
+    words = "|".join(_DESC_WORDS + _ASC_WORDS)
+    numbers = r"(\d{1,4}|" + "|".join(_NUMBER_WORDS) + r")"
+    word: str | None = None
+    n: str | None = None
+    if rank := re.search(_WORD + r"(" + words + r")\s+" + numbers + _END, text):
+        word, n = rank.group(1), rank.group(2)
+    elif rank := re.search(_WORD + numbers + r"\s+(" + words + r")" + _END, text):
+        word, n = rank.group(2), rank.group(1)
+    elif m := re.search(_WORD + r"(" + words + r")" + _END, text):
+        word = m.group(1)
+    if word is None:
+        return None, None
+    order = "desc" if word in _DESC_WORDS else "asc"
+    limit = None if n is None else (int(n) if n.isdigit() else _NUMBER_WORDS[n])
+    return order, limit
+
+
+@dataclass
+class _Reading:
+    """What the catalog phrases of a question say: measures, breakdowns and filter values."""
+
+    metrics: list[str] = field(default_factory=list)
+    group_by: list[str] = field(default_factory=list)
+    filters: dict[str, list[str]] = field(default_factory=dict)
+    mentioned: list[str] = field(default_factory=list)
+    singular_group: bool = False
+
+
+def _read_spans(text: str, spans: list[_Span], catalog: Catalog) -> _Reading:
+    """Sort the matched phrases into metrics, filter values and dimensions (grouped or only mentioned)."""
+    reading = _Reading()
+    counted = [s for s in spans if s.kind == "metric" and not _population(text, s, spans, catalog)]
+    value_dims = {s.target for s in spans if s.kind == "value"}
+    # Where each value phrase starts, keyed by where it ends ("business customers": "business" ends before).
+    value_starts = {s.end: s.start for s in spans if s.kind == "value"}
+    last_group_end = -1
+    for span in spans:
+        if span.kind == "metric":
+            if span in counted and span.target not in reading.metrics:
+                reading.metrics.append(span.target)
+        elif span.kind == "value":
+            assert span.value is not None
+            values = reading.filters.setdefault(span.target, [])
+            if span.value not in values:
+                values.append(span.value)
+        else:
+            grouped = _read_dimension(text, span, catalog, reading, last_group_end, (value_dims, value_starts))
+            last_group_end = span.end if grouped else last_group_end
+    _add_compared(text, reading)
+    return reading
+
+
+def _read_dimension(
+    text: str,
+    span: _Span,
+    catalog: Catalog,
+    reading: _Reading,
+    last_group_end: int,
+    values: tuple[set[str], dict[int, int]],
+) -> bool:
+    """Note a dimension phrase; group by it when the question asks for a breakdown. True when grouped."""
+    dim = catalog.dimension(span.target)
+    assert dim is not None
+    reading.mentioned.append(span.target)
+    # "by region and channel": a dimension listed right after a grouped one is grouped too.
+    listed = last_group_end >= 0 and text[last_group_end : span.start].strip() in {"and", ",", "", "or"}
+    if not (listed or _is_group(text, span, dim, *values)):
+        return False
+    if span.target not in reading.group_by:
+        reading.group_by.append(span.target)
+        reading.singular_group = reading.singular_group or not _is_plural(span.phrase, dim)
+    return True
+
+
+def _add_compared(text: str, reading: _Reading) -> None:
+    """Comparing values ("Electronics vs Apparel") asks for one row per value."""
+    if re.search(_WORD + r"(vs|versus|compare|compared|comparing|against|between)" + _END, text):
+        reading.group_by += [d for d, vs in reading.filters.items() if len(vs) > 1 and d not in reading.group_by]
+
+
+def _default_metric(reading: _Reading, catalog: Catalog) -> str | None:
+    """ "return reasons in Q3": a dimension of a fact table counts that fact's rows."""
+    for dim_name in reading.group_by + list(reading.filters) + reading.mentioned:
+        dim = catalog.dimension(dim_name)
+        fact = next((f for f in catalog.facts if dim and f.table == dim.table and f.default_metric), None)
+        if fact is not None and fact.default_metric:
+            return fact.default_metric
+    return None
+
+
+def _customer(question: str, catalog: Catalog) -> tuple[str | None, int | None]:
+    """A customer the question names ("customer Isabella Davis", "customer #42"), by name or id."""
+    if m := _CUSTOMER_ID.search(question):
+        return None, int(m.group(1))
+    if m := _CUSTOMER_NAME.search(question):
+        name = next(g for g in m.groups() if g)
+        known = {_normalize(v) for d in catalog.dimensions for v in d.values} | set(_MONTHS)
+        if _normalize(name) not in known and not re.fullmatch(r"(?i)q[1-4]|id|number|\d+", name):
+            return name.strip(), None
+    return None, None
+
+
+def _one_when_asked(text: str, order: str | None, limit: int | None, singular_group: bool) -> int | None:
+    """ "Which region had the most returns": one answer, the top of the ranking."""
+    if order and limit is None and singular_group and _asks_for_one(text):
+        return 1
+    return limit
+
+
 def interpret(question: str, catalog: Catalog) -> QueryIntent | None:
     """Read a question with the catalog grammar; None when it names no metric the catalog defines."""
     text = _normalize(question)
     if not text or _DOCUMENT_WORDS.search(text):
         return None
     spans = _match(text, catalog)
-    metrics: list[str] = []
-    group_by: list[str] = []
-    filters: dict[str, list[str]] = {}
-    order: str | None = None
-    limit: int | None = None
-
-    # Ranking: "top 5", "bottom three", "5 best".
-    rank = re.search(_WORD + r"(" + "|".join(_DESC_WORDS + _ASC_WORDS) + r")\s+(\d{1,4}|" +
-                     "|".join(_NUMBER_WORDS) + r")" + _END, text)  # fmt: skip
-    # ... or "the 10 best", "three lowest".
-    rank_after = re.search(_WORD + r"(\d{1,4}|" + "|".join(_NUMBER_WORDS) + r")\s+(" +
-                           "|".join(_DESC_WORDS + _ASC_WORDS) + r")" + _END, text)  # fmt: skip
-    if rank or rank_after:
-        if rank is not None:
-            word, n = rank.group(1), rank.group(2)
-        else:
-            assert rank_after is not None
-            word, n = rank_after.group(2), rank_after.group(1)
-        order = "desc" if word in _DESC_WORDS else "asc"
-        limit = int(n) if n.isdigit() else _NUMBER_WORDS[n]
-    elif m := re.search(_WORD + r"(" + "|".join(_DESC_WORDS + _ASC_WORDS) + r")" + _END, text):
-        order = "desc" if m.group(1) in _DESC_WORDS else "asc"
-
-    value_dims = {s.target for s in spans if s.kind == "value"}
-    # Where each value phrase starts, keyed by where it ends ("business customers": "business" ends before).
-    value_starts = {s.end: s.start for s in spans if s.kind == "value"}
-    mentioned: list[str] = []
-    singular_group = False
-    last_group_end = -1
+    order, limit = _ranking(text)
     if any(_modified_metric(question, text, span, spans) for span in spans if span.kind == "metric"):
         return None  # "employee turnover", "turnover rate": a measure the catalog does not hold
-    counted = [s for s in spans if s.kind == "metric" and not _population(text, s, spans, catalog)]
-    for span in spans:
-        if span.kind == "metric":
-            if span in counted and span.target not in metrics:
-                metrics.append(span.target)
-        elif span.kind == "value":
-            assert span.value is not None
-            filters.setdefault(span.target, [])
-            if span.value not in filters[span.target]:
-                filters[span.target].append(span.value)
-        else:
-            dim = catalog.dimension(span.target)
-            assert dim is not None
-            mentioned.append(span.target)
-            # "by region and channel": a dimension listed right after a grouped one is grouped too.
-            listed = last_group_end >= 0 and text[last_group_end : span.start].strip() in {"and", ",", "", "or"}
-            if listed or _is_group(text, span, dim, value_dims, value_starts):
-                if span.target not in group_by:
-                    group_by.append(span.target)
-                    singular_group = singular_group or not _is_plural(span.phrase, dim)
-                last_group_end = span.end
-
-    # Comparing values ("Electronics vs Apparel") asks for one row per value.
-    if re.search(_WORD + r"(vs|versus|compare|compared|comparing|against|between)" + _END, text):
-        for dim_name, values in filters.items():
-            if len(values) > 1 and dim_name not in group_by:
-                group_by.append(dim_name)
-
-    if not metrics:
-        # "return reasons in Q3": a dimension of a fact table counts that fact's rows.
-        for dim_name in group_by + list(filters) + mentioned:
-            dim = catalog.dimension(dim_name)
-            fact = next((f for f in catalog.facts if dim and f.table == dim.table and f.default_metric), None)
-            if fact is not None and fact.default_metric:
-                metrics.append(fact.default_metric)
-                break
+    reading = _read_spans(text, spans, catalog)
+    group_by, filters = reading.group_by, reading.filters
+    metrics = reading.metrics or [m for m in [_default_metric(reading, catalog)] if m]
     if not metrics:
         return None
     periods, label, time_grain = _parse_time(text, catalog)
     if time_grain and time_grain not in group_by:
         group_by.append(time_grain)
-
-    customer: str | None = None
-    customer_id: int | None = None
-    if m := _CUSTOMER_ID.search(question):
-        customer_id = int(m.group(1))
-    elif m := _CUSTOMER_NAME.search(question):
-        name = next(g for g in m.groups() if g)
-        known = {_normalize(v) for d in catalog.dimensions for v in d.values} | set(_MONTHS)
-        if _normalize(name) not in known and not re.fullmatch(r"(?i)q[1-4]|id|number|\d+", name):
-            customer = name.strip()
+    customer, customer_id = _customer(question, catalog)
     if _unknown_names(question, text, spans, customer):
         return None
     if customer is not None or customer_id is not None:
         # "orders did customer X place": the customer is a filter, not a grouping.
         group_by = [g for g in group_by if g != "customer"]
-
-    if order and limit is None and singular_group and _asks_for_one(text):
-        # "Which region had the most returns": one answer, the top of the ranking.
-        limit = 1
+    limit = _one_when_asked(text, order, limit, reading.singular_group)
     return QueryIntent(metrics=metrics, group_by=group_by, filters=filters, customer=customer,
                        customer_id=customer_id, periods=periods, period_label=label, order=order,
                        limit=limit)  # fmt: skip
@@ -510,95 +580,121 @@ def _join_path(catalog: Catalog, start: set[str], target: str) -> list[tuple[str
     return None
 
 
-def build_sql(intent: QueryIntent, catalog: Catalog, dialect: str) -> SqlDraft | None:
-    """Write the SQL for an intent in a dialect; None when the catalog cannot join what it needs."""
-    if dialect not in ("sqlite", "tsql"):
-        return None
-    metrics: list[Metric] = [m for name in intent.metrics if (m := catalog.metric(name)) is not None]
+def _fact_for(metrics: list[Metric], catalog: Catalog) -> Fact | None:
+    """The one fact table the metrics come from (None when they span several)."""
     facts = {m.fact for m in metrics}
     if facts == {"sales", "sales_with_returns"}:
         # Order lines with their (at most one) return keep the order-line grain: sales metrics stay exact.
         facts = {"sales_with_returns"}
-    if len(facts) != 1:
-        return None
-    fact = catalog.fact(facts.pop())
-    if fact is None:
-        return None
-    date_sql = fact.time_column
+    return catalog.fact(facts.pop()) if len(facts) == 1 else None
 
-    select: list[str] = []
-    group: list[str] = []
-    order_dims: list[str] = []
-    needed: list[str] = []
+
+@dataclass
+class _Query:
+    """The parts of one SELECT as they are assembled."""
+
+    select: list[str] = field(default_factory=list)
+    group: list[str] = field(default_factory=list)
+    order_dims: list[str] = field(default_factory=list)
+    where: list[str] = field(default_factory=list)
+    needed: list[str] = field(default_factory=list)
+
+
+def _add_groups(q: _Query, intent: QueryIntent, catalog: Catalog, date_sql: str, dialect: str) -> bool:
+    """Select and group by each breakdown dimension; False when one is unknown."""
     for name in intent.group_by:
         dim = catalog.dimension(name)
         if dim is None:
-            return None
+            return False
         expr = catalog.time_expression(dim.time_grain, date_sql, dialect) if dim.time_grain else dim.sql
         assert expr is not None
-        select.append(f"{expr} AS {dim.name}")
-        group.append(expr)
-        order_dims.append(dim.name)
-        needed += _tables_in(expr)
-    for metric in metrics:
-        select.append(f"{metric.sql} AS {metric.name}")
-        needed += _tables_in(metric.sql)
+        q.select.append(f"{expr} AS {dim.name}")
+        q.group.append(expr)
+        q.order_dims.append(dim.name)
+        q.needed += _tables_in(expr)
+    return True
 
-    where: list[str] = []
+
+def _add_filters(q: _Query, intent: QueryIntent, catalog: Catalog, date_sql: str) -> bool:
+    """The WHERE conditions: filter values, the customer, the periods; False when a filter is unknown."""
     for name, values in intent.filters.items():
         dim = catalog.dimension(name)
         if dim is None or dim.sql is None:
-            return None
+            return False
         quoted = ", ".join(_quote(v) for v in values)
-        where.append(f"{dim.sql} = {quoted}" if len(values) == 1 else f"{dim.sql} IN ({quoted})")
-        needed += _tables_in(dim.sql)
+        q.where.append(f"{dim.sql} = {quoted}" if len(values) == 1 else f"{dim.sql} IN ({quoted})")
+        q.needed += _tables_in(dim.sql)
     if intent.customer is not None:
-        where.append(f"customers.name = {_quote(intent.customer)}")
-        needed.append("customers")
+        q.where.append(f"customers.name = {_quote(intent.customer)}")
+        q.needed.append("customers")
     if intent.customer_id is not None:
-        where.append(f"orders.customer_id = {intent.customer_id}")
-        needed.append("orders")
+        q.where.append(f"orders.customer_id = {intent.customer_id}")
+        q.needed.append("orders")
     if intent.periods:
         ranges = [f"({date_sql} >= '{a}' AND {date_sql} < '{b}')" for a, b in intent.periods]
-        where.append(ranges[0][1:-1] if len(ranges) == 1 else "(" + " OR ".join(ranges) + ")")
-    needed += _tables_in(date_sql)
+        q.where.append(ranges[0][1:-1] if len(ranges) == 1 else "(" + " OR ".join(ranges) + ")")
+    q.needed += _tables_in(date_sql)
+    return True
 
+
+def _joins(fact: Fact, needed: list[str], catalog: Catalog) -> tuple[list[str], set[str]] | None:
+    """JOIN clauses reaching every needed table from the fact, and the tables joined; None when one is out of reach."""
     joined = {fact.table} | {t for j in fact.extra_joins for t in _tables_in(j)}
     joins: list[str] = list(fact.extra_joins)
     on = {(j.from_table, j.to_table): j.on for j in catalog.join_paths}
     for table in dict.fromkeys(needed):
-        if catalog.table(table) is None:
-            return None
-        path = _join_path(catalog, joined, table)
+        path = _join_path(catalog, joined, table) if catalog.table(table) is not None else None
         if path is None:
             return None
         for a, b in path:
             joins.append(f"JOIN {b} ON {on[(a, b)]}")
             joined.add(b)
-    if any(catalog.is_sensitive(t) for t in joined):
-        return None
+    return joins, joined
 
+
+def _order_by(q: _Query, intent: QueryIntent, metrics: list[Metric], catalog: Catalog) -> str:
+    """Ranked by the first metric when asked; a breakdown largest first; time in order."""
     if intent.order and metrics:
         order_by = f"{metrics[0].name} {intent.order.upper()}"
-    elif order_dims:
-        order_by = ", ".join(order_dims)
     else:
-        order_by = ""
-    if group and not intent.order and not any(_is_time(catalog, g) for g in intent.group_by):
+        order_by = ", ".join(q.order_dims)
+    if q.group and not intent.order and not any(_is_time(catalog, g) for g in intent.group_by):
         order_by = f"{metrics[0].name} DESC"  # a breakdown reads best largest first; time reads in order
+    return order_by
 
-    top = f"TOP {intent.limit} " if intent.limit and dialect == "tsql" else ""
-    sql = f"SELECT {top}{', '.join(select)} FROM {fact.table}"
-    if joins:
-        sql += " " + " ".join(joins)
-    if where:
-        sql += " WHERE " + " AND ".join(where)
-    if group:
-        sql += " GROUP BY " + ", ".join(group)
-    if order_by and group:
-        sql += f" ORDER BY {order_by}"
-    if intent.limit and dialect == "sqlite":
-        sql += f" LIMIT {intent.limit}"
+
+def _render(q: _Query, table: str, joins: list[str], order_by: str, limit: int | None, dialect: str) -> str:
+    """The SELECT text, with the row cap as the dialect writes it (TOP or LIMIT)."""
+    top = f"TOP {limit} " if limit and dialect == "tsql" else ""
+    clauses = [f"SELECT {top}{', '.join(q.select)} FROM {table}", " ".join(joins)]
+    clauses.append("WHERE " + " AND ".join(q.where) if q.where else "")
+    clauses.append("GROUP BY " + ", ".join(q.group) if q.group else "")
+    clauses.append(f"ORDER BY {order_by}" if order_by and q.group else "")
+    clauses.append(f"LIMIT {limit}" if limit and dialect == "sqlite" else "")
+    return " ".join(c for c in clauses if c)
+
+
+def build_sql(intent: QueryIntent, catalog: Catalog, dialect: str) -> SqlDraft | None:
+    """Write the SQL for an intent in a dialect; None when the catalog cannot join what it needs."""
+    if dialect not in ("sqlite", "tsql"):
+        return None
+    metrics: list[Metric] = [m for name in intent.metrics if (m := catalog.metric(name)) is not None]
+    fact = _fact_for(metrics, catalog)
+    if fact is None:
+        return None
+    q = _Query()
+    if not _add_groups(q, intent, catalog, fact.time_column, dialect):
+        return None
+    for metric in metrics:
+        q.select.append(f"{metric.sql} AS {metric.name}")
+        q.needed += _tables_in(metric.sql)
+    if not _add_filters(q, intent, catalog, fact.time_column):
+        return None
+    reached = _joins(fact, q.needed, catalog)
+    if reached is None or any(catalog.is_sensitive(t) for t in reached[1]):
+        return None
+    joins, joined = reached
+    sql = _render(q, fact.table, joins, _order_by(q, intent, metrics, catalog), intent.limit, dialect)
     return SqlDraft(sql=sql, tables=sorted(joined), explanation=f"offline catalog query: {intent.describe()}")
 
 
