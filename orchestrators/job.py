@@ -111,6 +111,8 @@ class JobRun:
         self.last_status: str | None = None
         # Why the step being run was skipped (set where it is skipped, read when the step ends).
         self.skip_reason: str | None = None
+        # How many calls each internal executor (planning, supervision) has had: their attempt numbers.
+        self.internal_calls: dict[str, int] = {}
 
     # --- plumbing ----------------------------------------------------------------------------
 
@@ -364,6 +366,7 @@ class JobRun:
         step_id = step.id if step else None
         uses_llm = executor_uses_llm(executor_type)
         context = dict(extra or {})
+        first_problem: str | None = None  # the reason of a plan that was repaired, for the final message
         while True:
             out = yield from self.call_once(step, executor_type, task, context, models[model_index], uses_llm)
             if out.status != "failed" or out.error is None:
@@ -373,9 +376,10 @@ class JobRun:
             error = out.error
             self.note_failure(step, executor_type, error)
             caller: Caller = "step" if step is not None else ("plan" if executor_type == PLAN else "supervise")
+            rejected = _rejected_output(out)
             decision = decide(
-                Failure(error.code, error.retryable, error.retry_after_ms),
-                Standing(tries_on_model, model_index, len(models), uses_llm, caller),
+                Failure(error.code, error.retryable, error.retry_after_ms, repairable=rejected is not None),
+                Standing(tries_on_model, model_index, len(models), uses_llm, caller, first_problem is not None),
                 self.job.policy,
             )
             if decision.action == "stop_budget":
@@ -386,8 +390,13 @@ class JobRun:
             elif decision.action == "fall_back":
                 model_index, tries_on_model = model_index + 1, 0
                 self.log("falling back to model %s", models[model_index])
+            elif decision.action == "repair":
+                first_problem = error.message
+                task = {**task, "repair": {"rejected_output": rejected, "problems": error.message[:2000]}}
+                self.log("planning: the plan was rejected (%s); one repair turn", error.message[:200])
             elif decision.action == "stop":
-                raise JobStop(error.code, f"planning failed: {error.message}")
+                repaired = f"{first_problem}; after one repair turn: " if first_problem else ""
+                raise JobStop(error.code, f"planning failed: {repaired}{error.message}"[:2000])
             elif decision.action == "give_up_quietly" or step is None:
                 return None
             else:
@@ -410,21 +419,26 @@ class JobRun:
         """One executor call: budget check, step state, the typed input, the activity, its usage."""
         step_id = step.id if step else None
         self.check_budget(step_id, uses_llm, model)
-        attempt = (step.attempts if step else 0) + 1
-        if step is not None:
+        if step is None:
+            # Planning and supervision calls are numbered per executor, so each has its own task id.
+            attempt = self.internal_calls[executor_type] = self.internal_calls.get(executor_type, 0) + 1
+            if executor_type == PLAN:
+                self.log("planning attempt %d", attempt)
+        else:
+            attempt = step.attempts + 1
             step.attempts = attempt
             step.state = "running"
             _clear_retry(step)
             step.model = model
             self.publish()
         inp = ExecutorInput(
-            task_id=f"{self.job.job_id}:{step_id or 'plan'}:{attempt}",
+            task_id=f"{self.job.job_id}:{step_id or executor_type}:{attempt}",
             executor_type=executor_type,
             task=task,
             execution_context=ExecutionContext.model_validate(
                 {
                     "job_id": self.job.job_id,
-                    "step_id": step_id or PLAN,
+                    "step_id": step_id or executor_type,
                     "attempt": attempt,
                     "model": model,
                     "trace": self.job.trace,
@@ -802,6 +816,13 @@ def _refused_edit(reply: UserAnswer, edit_of: tuple[str, dict[str, Any]] | None)
     except StepInputError as exc:
         return exc.message
     return None
+
+
+def _rejected_output(out: ExecutorOutput) -> str | None:
+    """The model output a failed call rejected, when the executor returned it (bounded)."""
+    result = out.result if isinstance(out.result, dict) else {}
+    text = result.get("rejected_output")
+    return text[:8000] if isinstance(text, str) and text else None
 
 
 def _previous_attempt(out: ExecutorOutput) -> dict[str, Any]:

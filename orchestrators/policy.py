@@ -16,7 +16,7 @@ from shared.jobs.models import RetryPolicy
 MODEL_SPECIFIC = frozenset({ErrorCode.CONTENT_FILTERED, ErrorCode.MODEL_NOT_ALLOWED})
 
 Caller = Literal["step", "plan", "supervise"]
-Action = Literal["stop_budget", "retry", "fall_back", "stop", "give_up_quietly", "ask_user"]
+Action = Literal["stop_budget", "retry", "fall_back", "repair", "stop", "give_up_quietly", "ask_user"]
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,8 @@ class Failure:
     code: str
     retryable: bool
     retry_after_ms: int | None = None
+    # The failed call returned the model's rejected output, so the model can be shown it and fix it.
+    repairable: bool = False
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,7 @@ class Standing:
     models: int
     uses_llm: bool
     caller: Caller
+    repaired: bool = False
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,9 @@ def decide(failure: Failure, standing: Standing, policy: RetryPolicy) -> Decisio
     if may_switch and standing.uses_llm and standing.model_index + 1 < standing.models:
         return Decision("fall_back")
     if standing.caller == "plan":
+        # An invalid plan gets one repair turn: the planner sees its reply and the problems found in it.
+        if failure.code == ErrorCode.BAD_REQUEST and failure.repairable and not standing.repaired:
+            return Decision("repair")
         return Decision("stop")
     if standing.caller == "supervise":
         return Decision("give_up_quietly")  # a failed Supervisor never blocks the job: deterministic code goes on

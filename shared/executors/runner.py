@@ -50,7 +50,12 @@ def run_executor(payload: Any, *, expected_type: str | None = None, clients: Any
         except ProviderError as exc:
             model = exc.model_used or ctx.model
             output = ExecutorOutput.failure(
-                exc.code, exc.message, retry_after_ms=exc.retry_after_ms, model_used=model, usage=exc.usage
+                exc.code,
+                exc.message,
+                retry_after_ms=exc.retry_after_ms,
+                model_used=model,
+                usage=exc.usage,
+                result={"rejected_output": exc.output} if exc.output else None,
             )
         except ValidationError as exc:
             output = ExecutorOutput.failure(ErrorCode.INVALID_INPUT, _validation_message(exc))

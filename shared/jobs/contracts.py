@@ -211,6 +211,7 @@ class ProviderError(Exception):
         retry_after_ms: int | None = None,
         usage: Usage | None = None,
         model_used: str | None = None,
+        output: str | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
@@ -219,6 +220,8 @@ class ProviderError(Exception):
         # Tokens spent before the failure (a cut or invalid output was still generated and billed).
         self.usage = usage
         self.model_used = model_used
+        # The model's output that failed validation (bounded), so a repair turn can show it back.
+        self.output = output[:8000] if output else None
 
 
 # Typed results carried in ExecutorOutput.result. Keep them small: they are stored in Durable history.

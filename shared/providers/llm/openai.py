@@ -682,7 +682,9 @@ class OpenAIChatProvider:
                 f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in errors[:3]
             )
             raise ProviderError(
-                ErrorCode.BAD_REQUEST, f"{model!r} returned output that is not a valid {schema.name}: {problems}"[:1500]
+                ErrorCode.BAD_REQUEST,
+                f"{model!r} returned output that is not a valid {schema.name}: {problems}"[:1500],
+                output=text,
             ) from exc
 
     def _call(

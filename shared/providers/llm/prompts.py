@@ -34,7 +34,7 @@ PROMPTS_DIR = Path(__file__).resolve().parents[3] / "prompts"
 # v2: untrusted text (document titles and chunks, rows, model output) in labelled data blocks.
 # v3 (plan, write_answer): honest answers: not found, partial results, the question asked, formats.
 PROMPT_VERSIONS: dict[LLMTask, str] = {
-    LLMTask.PLAN: "v3",
+    LLMTask.PLAN: "v4",
     LLMTask.WRITE_SQL: "v2",
     LLMTask.WRITE_ANSWER: "v3",
     LLMTask.SUPERVISE: "v2",
@@ -156,6 +156,11 @@ def _as_untrusted_lines(value: Any, name: str) -> str:
     return untrusted_block(body, name=name)
 
 
+def _as_untrusted_lines_if_any(value: Any, name: str) -> str:
+    # An optional section: nothing at all when absent, else a blank line and the block.
+    return "" if not value else "\n\n" + _as_untrusted_lines(value, name)
+
+
 def _as_kinds(value: Any) -> str:
     kinds = value  # the registry's list, from the plan executor: the provider knows no kinds
     if not isinstance(kinds, Mapping):
@@ -174,6 +179,7 @@ _UNTRUSTED_FILTERS: dict[str, Callable[[Any, str], str]] = {
     "untrusted": _as_untrusted,
     "untrusted_json": _as_untrusted_json,
     "untrusted_lines": _as_untrusted_lines,
+    "untrusted_lines_if_any": _as_untrusted_lines_if_any,
 }
 
 
