@@ -40,3 +40,20 @@ def test_policy_row(row: tuple, expected: Decision) -> None:
     code, retryable, retry_after, tries, index, models, uses_llm, caller = row
     decision = decide(Failure(code, retryable, retry_after), Standing(tries, index, models, uses_llm, caller), POLICY)
     assert decision == expected
+
+
+# Planning repair: (repairable, repaired) -> decision for an invalid plan (BAD_REQUEST, not retryable)
+REPAIR_ROWS = [
+    ((True, False), Decision("repair")),
+    ((True, True), Decision("stop")),
+    ((False, False), Decision("stop")),
+]
+
+
+@pytest.mark.parametrize(("row", "expected"), REPAIR_ROWS)
+def test_an_invalid_plan_is_repaired_once(row: tuple[bool, bool], expected: Decision) -> None:
+    repairable, repaired = row
+    failure = Failure("BAD_REQUEST", False, None, repairable=repairable)
+    assert decide(failure, Standing(0, 0, 1, True, "plan", repaired), POLICY) == expected
+    # Only planning is repaired: a step's rejected output goes to the user.
+    assert decide(failure, Standing(0, 0, 1, True, "step", repaired), POLICY) == Decision("ask_user")
