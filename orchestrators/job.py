@@ -479,13 +479,19 @@ class JobRun:
         """Ask the user what to do about a failed step: the task to run again, None to skip, or EditedTask."""
         error = out.error
         assert error is not None
+        details: dict[str, Any] = {"error": {"code": error.code, "message": error.message}, "input": _bounded(task)}
+        failed_sql = _previous_attempt(out)["sql"]
+        if failed_sql:
+            # Show the statement that failed, and offer it for editing; the task itself is not changed.
+            details["sql"] = failed_sql
+            details["input"] = _bounded({**task, "sql": failed_sql}, limit=22_000)
         reply = yield from self.ask(
             step,
             "error",
             f"Step '{step.title}' failed ({error.code}): {error.message}"[:1000],
             ERROR_OPTIONS,
             default="skip",
-            details={"error": {"code": error.code, "message": error.message}, "input": _bounded(task)},
+            details=details,
             edit_of=(executor_type, task),
         )
         action = reply.action()

@@ -1004,6 +1004,10 @@ function renderWaiting(d, w) {
     );
   } else if (w.kind === 'error') {
     if (details.error) body.push(h('div', { class: 'alert inline' }, errorBox(details.error, { title: 'Step error:' })));
+    if (typeof details.sql === 'string' && details.sql) {
+      // The statement that was rejected or failed: without it "retry" and "edit" are blind.
+      body.push(h('p', { class: 'muted' }, 'The SQL that failed:'), h('pre', { class: 'code', id: 'failed-sql' }, formatSql(details.sql)));
+    }
     const step = d.view ? d.view.steps.find((s) => s.id === w.step_id) : null;
     if (w.options.includes('edit') && step && details.input && typeof details.input === 'object') {
       editors = fieldEditors(step.kind, details.input);

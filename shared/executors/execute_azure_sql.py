@@ -43,7 +43,9 @@ def guard_step_sql(sql: str, clients: Clients, dialect: str) -> GuardResult:
     """The guard as a SQL step applies it: the configured or catalog allow-list, sensitive tables included."""
     settings = clients.settings
     allowed = set(settings.allowed_tables or clients.catalog.allowed_tables(include_sensitive=True))
-    return guard_sql(sql, dialect=dialect, allowed_tables=allowed, max_rows=settings.sql_max_rows)
+    return guard_sql(
+        sql, dialect=dialect, allowed_tables=allowed, max_rows=settings.sql_max_rows, columns=clients.catalog.columns()
+    )
 
 
 @register(
@@ -74,6 +76,7 @@ def execute_azure_sql(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
                 "dialect": database.dialect,
                 "catalog": catalog.prompt_view(),
                 "max_rows": settings.sql_max_rows,
+                "previous_attempt": _previous_attempt_lines(inp),
             },
             SqlDraft,
         )
@@ -116,8 +119,17 @@ def execute_azure_sql(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
             sensitive=bool(sensitive) and approved,
         )
     except ProviderError as exc:
-        # The SQL writer's tokens were spent whether or not the query then runs.
-        raise charge_failure(exc, usage, model_used) from exc
+        # The SQL writer's tokens were spent whether or not the query then runs; the statement that
+        # failed goes back with the error, so a person (and a retry) can see what ran.
+        failed = charge_failure(exc, usage, model_used)
+        return ExecutorOutput.failure(
+            failed.code,
+            failed.message,
+            retry_after_ms=failed.retry_after_ms,
+            usage=failed.usage,
+            model_used=failed.model_used,
+            result={"sql": verdict.sql, "executed": True},
+        )
     result = SqlResult(
         question=task.question,
         sql=verdict.sql,
@@ -130,3 +142,12 @@ def execute_azure_sql(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
         source_id=f"sql:{inp.execution_context.step_id or inp.task_id}",
     )
     return ExecutorOutput(status="success", result=result.model_dump(mode="json"), usage=usage, model_used=model_used)
+
+
+def _previous_attempt_lines(inp: ExecutorInput) -> list[str] | None:
+    """The failed statement and its error from the last attempt, so a retry writes a different query."""
+    previous = inp.execution_context.previous_attempt
+    if previous is None:
+        return None
+    lines = [f"your previous query: {previous.sql}"] if previous.sql else []
+    return [*lines, f"it failed with {previous.error.code}: {previous.error.message}"]

@@ -35,7 +35,7 @@ PROMPTS_DIR = Path(__file__).resolve().parents[3] / "prompts"
 # v3 (plan, write_answer): honest answers: not found, partial results, the question asked, formats.
 PROMPT_VERSIONS: dict[LLMTask, str] = {
     LLMTask.PLAN: "v4",
-    LLMTask.WRITE_SQL: "v2",
+    LLMTask.WRITE_SQL: "v3",
     LLMTask.WRITE_ANSWER: "v3",
     LLMTask.SUPERVISE: "v2",
 }

@@ -176,6 +176,10 @@ class Catalog(_Model):
         """The default SQL allow-list: every catalog table, sensitive ones only when asked for."""
         return {t.name for t in self.tables if include_sensitive or not t.sensitive}
 
+    def columns(self) -> dict[str, list[str]]:
+        """Each table's column names, for the guard's column check."""
+        return {t.name: [c.name for c in t.columns] for t in self.tables}
+
     def sensitive_tables(self) -> set[str]:
         """Tables marked sensitive (personal data)."""
         return {t.name for t in self.tables if t.sensitive}

@@ -53,6 +53,7 @@ Checks, in order:
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Mapping
 from enum import StrEnum
 from typing import Literal
 
@@ -71,6 +72,7 @@ from shared.providers.sql.bounds import (
     function_rule,
     is_operator,
 )
+from shared.providers.sql.columns import unknown_column
 
 GuardDialect = Literal["sqlite", "tsql"]
 MAX_SQL_CHARS = 20_000
@@ -98,6 +100,7 @@ class GuardReason(StrEnum):
     TOO_DEEP = "TOO_DEEP"
     AMBIGUOUS_COMMENT = "AMBIGUOUS_COMMENT"
     RESOURCE_LIMIT = "RESOURCE_LIMIT"
+    UNKNOWN_COLUMN = "UNKNOWN_COLUMN"
     FUNCTION_NOT_ALLOWED = "FUNCTION_NOT_ALLOWED"
     HINT_NOT_ALLOWED = "HINT_NOT_ALLOWED"
 
@@ -203,14 +206,19 @@ def guard_sql(
     allowed_tables: set[str] | frozenset[str] | list[str],
     max_rows: int,
     allow_system_catalogs: bool = False,
+    columns: Mapping[str, Collection[str]] | None = None,
 ) -> GuardResult:
-    """Check and rewrite one LLM-written query; never raises for bad SQL (see the module docstring)."""
+    """Check and rewrite one LLM-written query; never raises for bad SQL (see the module docstring).
+
+    With ``columns`` ({table: column names}, from the catalog) a column no table has is rejected too.
+    """
     try:
         if dialect not in _DEFAULT_SCHEMA:
             raise _Reject(GuardReason.UNSUPPORTED_DIALECT, f"unsupported SQL dialect {dialect!r}")
         if max_rows < 1:
             raise ValueError("max_rows must be at least 1")
         guard = _Guard(dialect, allowed_tables, max_rows, allow_system_catalogs)  # type: ignore[arg-type]
+        guard.columns = columns
         return guard.run(sql)
     except _Reject as rej:
         return GuardResult(accepted=False, reason_code=rej.reason, message=rej.message)
@@ -225,6 +233,7 @@ class _Guard:
     def __init__(self, dialect: GuardDialect, allowed: set[str] | frozenset[str] | list[str], max_rows: int,
                  allow_system: bool) -> None:  # fmt: skip
         self.dialect = dialect
+        self.columns: Mapping[str, Collection[str]] | None = None
         self.default_schema = _DEFAULT_SCHEMA[dialect]
         self.allowed = {_normalize_allowed(name, self.default_schema) for name in allowed if name and name.strip()}
         # One row more than the caller wants: the runner fetches max_rows + 1 and so can tell that the
@@ -244,6 +253,8 @@ class _Guard:
             raise _Reject(GuardReason.INVALID_CHARACTERS, "the SQL contains a NUL character")
         root, read_dialect = self._parse(sql)
         tables = self._check(root, read_dialect)
+        if self.columns and (problem := unknown_column(root, read_dialect, self.columns)):
+            raise _Reject(GuardReason.UNKNOWN_COLUMN, problem)
         root = self._cap(root)
         self._name_columns(root)
         try:
@@ -264,7 +275,7 @@ class _Guard:
         try:
             tokens = list(sqlglot.Dialect.get_or_raise(dialect).tokenize(sql))
         except SqlglotError as exc:
-            raise _Reject(GuardReason.PARSE_ERROR, f"the SQL could not be read: {_short(exc)}") from exc
+            raise _Reject(GuardReason.PARSE_ERROR, _read_problem(exc, sql)) from exc
         # Before parsing: sqlglot parses nesting recursively.
         check_token_depth(tokens)
         return tokens
@@ -296,7 +307,7 @@ class _Guard:
         try:
             statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
         except SqlglotError as exc:
-            raise _Reject(GuardReason.PARSE_ERROR, f"the SQL does not parse as {dialect}: {_short(exc)}") from exc
+            raise _Reject(GuardReason.PARSE_ERROR, _parse_problem(exc, dialect)) from exc
         if not statements:
             raise _Reject(GuardReason.EMPTY, "the SQL has no statement")
         if len(statements) > 1:
@@ -610,6 +621,35 @@ def outer_row_cap(sql: str, dialect: str) -> int | None:
         return _outer_cap(sqlglot.parse_one(sql, read=dialect), dialect)
     except SqlglotError:
         return None
+
+
+_MISSING = re.compile(r"Required keyword: '\w+' missing for <class '[\w.]*?(\w+)'>")
+
+
+def _parse_problem(exc: SqlglotError, dialect: str) -> str:
+    """A parse failure in plain words, with where it is and the text around it (no parser internals)."""
+    errors = getattr(exc, "errors", None) or []
+    if not errors:
+        return f"the SQL does not parse as {dialect}: {_short(exc)}"
+    first = errors[0]
+    description = str(first.get("description") or "")
+    if _MISSING.match(description):
+        what = "something is missing"
+    elif description.startswith("Expecting "):
+        what = f"expected {description.removeprefix('Expecting ')!r}"
+    else:
+        what = "unexpected text"
+    near = f"{first.get('start_context', '')}{first.get('highlight', '')}{first.get('end_context', '')}"
+    near = " ".join(near.split())[-80:]
+    where = f"line {first.get('line')}, column {first.get('col')}"
+    return f"the SQL does not parse as {dialect}: {what} at {where}, near `{near}`"
+
+
+def _read_problem(exc: SqlglotError, sql: str) -> str:
+    """A tokenizer failure in plain words: almost always an unclosed string or quoted name."""
+    quotes = [q for q in ("'", '"', "`") if sql.count(q) % 2] + (["["] if sql.count("[") != sql.count("]") else [])
+    what = f"an unclosed {quotes[0]} (a string or quoted name never ends)" if quotes else "a character it cannot read"
+    return f"the SQL could not be read: {what}"
 
 
 def _short(exc: Exception) -> str:

@@ -161,8 +161,9 @@ def clients(fake_openai: FakeOpenAI, tmp_path: Any) -> Clients:
 
 
 def test_a_query_failing_in_the_database_keeps_the_sql_writers_usage(fake_openai: FakeOpenAI, clients: Clients) -> None:
-    wrong_column = {"sql": "SELECT no_such_column FROM regions LIMIT 10", "tables": ["regions"]}
-    fake_openai.always(JsonReply(wrong_column, usage=(900, 30)), task="write_sql")
+    # Passes the guard and the catalog's columns; SQLite fails on the value at run time.
+    failing = {"sql": "SELECT name FROM regions WHERE abs(-9223372036854775808) > 0", "tables": ["regions"]}
+    fake_openai.always(JsonReply(failing, usage=(900, 30)), task="write_sql")
     out = run_executor(_payload("execute_azure_sql", {"question": "list regions"}), clients=clients)
     assert out["status"] == "failed" and out["error"]["code"] == "SQL_ERROR", out
     assert out["model_used"] == "chat-dep"

@@ -64,7 +64,7 @@ def test_json_schema_is_sent_strict_and_the_output_validated(
     assert plan_req.schema == Plan.model_json_schema() and plan_req.strict is False
     if api == "responses":
         assert sql_req.path == "/v1/responses" and sql_req.body["store"] is False
-        assert sql_req.body["instructions"].startswith("prompt: write_sql.v2")
+        assert sql_req.body["instructions"].startswith("prompt: write_sql.v3")
         assert sql_req.body["max_output_tokens"] == 1024
     assert fake_openai.failures == []
 
