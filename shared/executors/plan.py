@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import json
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from shared.executors import PLAN, check_plan, register, step_kinds
+from shared.executors import PLAN, check_plan, input_model_for, register, step_kinds
 from shared.executors.common import call_llm, usage_of
 from shared.jobs.contracts import ErrorCode, ExecutorInput, ExecutorOutput
-from shared.jobs.plan import ASK_USER, Plan
+from shared.jobs.plan import ASK_USER, Plan, PlanStep
 from shared.providers.interfaces import LLMTask
 
 if TYPE_CHECKING:
@@ -35,6 +36,64 @@ class PlanTask(BaseModel):
     repair: PlanRepair | None = None
 
 
+class _AnyOfSchema(BaseModel):
+    """A model whose JSON schema writes tagged unions as plain anyOf (what strict structured output accepts)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """The pydantic schema with each ``oneOf`` + ``discriminator`` written as ``anyOf``."""
+        return _any_of(super().model_json_schema(*args, **kwargs))  # type: ignore[no-any-return]
+
+
+def _any_of(node: Any) -> Any:
+    if isinstance(node, dict):
+        out = {("anyOf" if k == "oneOf" else k): _any_of(v) for k, v in node.items() if k != "discriminator"}
+        return out
+    if isinstance(node, list):
+        return [_any_of(v) for v in node]
+    return node
+
+
+_PLAN_MODELS: dict[tuple[tuple[str, type[BaseModel]], ...], type[BaseModel]] = {}
+
+
+def plan_output_model() -> type[BaseModel]:
+    """The plan shape the model is asked for: one step variant per kind, each with that kind's typed input.
+
+    Built from the registry, so a server that constrains output to a schema (llama.cpp's grammar,
+    OpenAI's strict mode) can only produce steps whose input fits their kind. ``Plan`` stays the validator
+    of what the orchestrator runs; this is only what the model is given.
+    """
+    kinds = tuple((kind, input_model_for(kind)) for kind in [*sorted(step_kinds()), ASK_USER])
+    cached = _PLAN_MODELS.get(kinds)
+    if cached is not None:
+        return cached
+    variants = [
+        create_model(
+            f"{''.join(part.title() for part in kind.split('_'))}Step",
+            __config__=ConfigDict(extra="forbid"),
+            id=(str, Field(pattern=PlanStep.model_fields["id"].metadata[0].pattern)),
+            kind=(Literal[kind], ...),  # type: ignore[arg-type]  # a Literal built at run time
+            title=(str, Field(min_length=1, max_length=200)),
+            input=(model, ...),
+            depends_on=(list[str], Field(default_factory=list)),
+        )
+        for kind, model in kinds
+    ]
+    # Validated as a tagged union (errors name the step's own kind); shown to the model as anyOf.
+    step = Annotated[Union[tuple(variants)], Field(discriminator="kind")]  # type: ignore[valid-type]  # noqa: UP007
+    plan_model = create_model(
+        "Plan",
+        __base__=_AnyOfSchema,
+        steps=(list[step], Field(min_length=1, max_length=12)),  # type: ignore[valid-type]
+        rationale=(str | None, Field(default=None, max_length=1000)),
+    )
+    _PLAN_MODELS[kinds] = plan_model
+    return plan_model
+
+
 @register(PLAN, description="Plan the steps of a job.", uses_llm=True, internal=True)
 def plan(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
     """Ask the planner for a plan and check every step kind against the registry."""
@@ -51,19 +110,20 @@ def plan(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
             "step_kinds": kinds | {ASK_USER: "Ask the user a clarifying question with options."},
             "repair": _repair_lines(task.repair),
         },
-        Plan,
+        plan_output_model(),
     )
     usage = usage_of(response, clients)
-    unknown = [s.kind for s in response.output.steps if s.kind != ASK_USER and s.kind not in kinds]
+    raw = response.output.model_dump(mode="json", exclude_none=True)
+    unknown = [s.get("kind") for s in raw.get("steps", []) if s.get("kind") != ASK_USER and s.get("kind") not in kinds]
     if unknown:
         message = f"the plan uses unknown step kinds {unknown}; known: {sorted(kinds)}"
-        rejected = {"rejected_output": response.output.model_dump_json()[:8000]}
+        rejected = {"rejected_output": json.dumps(raw)[:8000]}
         return ExecutorOutput.failure(
             ErrorCode.BAD_REQUEST, message, usage=usage, model_used=response.model_used, result=rejected
         )
     try:
         # Every step input is checked against its kind's typed model (the provider parsed it; check anyway).
-        checked = check_plan(Plan.model_validate(response.output.model_dump(mode="json")))
+        checked = check_plan(Plan.model_validate(raw))
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
         where = ".".join(str(p) for p in err.get("loc", ())) or "plan"
@@ -71,7 +131,7 @@ def plan(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
         return ExecutorOutput.failure(ErrorCode.BAD_REQUEST, message, usage=usage, model_used=response.model_used)
     except ValueError as exc:
         message = f"the plan is not valid: {exc}"
-        rejected = {"rejected_output": response.output.model_dump_json()[:8000]}
+        rejected = {"rejected_output": json.dumps(raw)[:8000]}
         return ExecutorOutput.failure(
             ErrorCode.BAD_REQUEST, message, usage=usage, model_used=response.model_used, result=rejected
         )

@@ -299,7 +299,8 @@ def test_openai_compatible_base_url_flavour(fakes: tuple[FakeOpenAI, dict[str, s
                         "input": {"question": "What about refunds after 30 days?"},
                         "depends_on": ["policy"],
                     },
-                ]
+                ],
+                "rationale": "The refund rules are in the policy documents.",
             },
             usage=(500, 40),
         ),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -76,3 +77,21 @@ def test_a_plan_without_a_step_that_writes_the_answer_is_refused() -> None:
 def test_a_text_field_the_input_model_lacks_is_refused_at_registration() -> None:
     with pytest.raises(ValueError, match="no text field"):
         register("bad_kind", description="d", uses_llm=False, input_model=WebTask, text_field="question")
+
+
+def test_the_planner_is_held_to_one_step_shape_per_kind(web_lookup: str) -> None:
+    from shared.executors.plan import plan_output_model
+
+    schema = plan_output_model().model_json_schema()
+    text = json.dumps(schema)
+    assert "oneOf" not in text and "discriminator" not in text  # strict structured output takes anyOf
+    variants = {
+        d["properties"]["kind"]["const"]: d for d in schema["$defs"].values() if "kind" in d.get("properties", {})
+    }
+    assert set(variants) == {"consult_rag", "execute_azure_sql", "generate_response", "ask_user", web_lookup}
+    web_input = schema["$defs"][variants[web_lookup]["properties"]["input"]["$ref"].split("/")[-1]]
+    assert set(web_input["properties"]) == {"url_query"} and web_input["additionalProperties"] is False
+    # A step that puts another kind's field in its input does not validate.
+    bad = {"steps": [{"id": "s1", "kind": "consult_rag", "title": "t", "input": {"query": "q", "sql": "SELECT 1"}}]}
+    with pytest.raises(ValueError, match="consult_rag.input.sql"):
+        plan_output_model().model_validate(bad)

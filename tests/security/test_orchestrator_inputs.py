@@ -171,7 +171,7 @@ def test_the_plan_executor_fails_a_plan_that_sets_allow_sensitive(fake_openai: F
     out = run_executor(payload, clients=Clients(settings))
     assert out["status"] == "failed" and out["error"]["code"] == "BAD_REQUEST"
     message = out["error"]["message"]
-    assert "step 'leak'" in message and "input.allow_sensitive" in message
+    assert "steps.0.execute_azure_sql.input.allow_sensitive" in message
     # Nothing of the plan runs: the only result is the rejected reply, kept for the planner's repair turn.
     assert set(out["result"]) == {"rejected_output"} and "allow_sensitive" in out["result"]["rejected_output"]
 
