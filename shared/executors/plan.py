@@ -114,30 +114,32 @@ def plan(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
     )
     usage = usage_of(response, clients)
     raw = response.output.model_dump(mode="json", exclude_none=True)
-    unknown = [s.get("kind") for s in raw.get("steps", []) if s.get("kind") != ASK_USER and s.get("kind") not in kinds]
-    if unknown:
-        message = f"the plan uses unknown step kinds {unknown}; known: {sorted(kinds)}"
+    checked = _checked_plan(raw, kinds)
+    if isinstance(checked, str):
+        # The reply goes back with the failure: the orchestrator may show it to the planner to repair.
         rejected = {"rejected_output": json.dumps(raw)[:8000]}
         return ExecutorOutput.failure(
-            ErrorCode.BAD_REQUEST, message, usage=usage, model_used=response.model_used, result=rejected
-        )
-    try:
-        # Every step input is checked against its kind's typed model (the provider parsed it; check anyway).
-        checked = check_plan(Plan.model_validate(raw))
-    except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in err.get("loc", ())) or "plan"
-        message = f"the plan is not valid at {where}: {err.get('msg', 'invalid')}"
-        return ExecutorOutput.failure(ErrorCode.BAD_REQUEST, message, usage=usage, model_used=response.model_used)
-    except ValueError as exc:
-        message = f"the plan is not valid: {exc}"
-        rejected = {"rejected_output": json.dumps(raw)[:8000]}
-        return ExecutorOutput.failure(
-            ErrorCode.BAD_REQUEST, message, usage=usage, model_used=response.model_used, result=rejected
+            ErrorCode.BAD_REQUEST, checked, usage=usage, model_used=response.model_used, result=rejected
         )
     return ExecutorOutput(
         status="success", result=checked.model_dump(mode="json"), usage=usage, model_used=response.model_used
     )
+
+
+def _checked_plan(raw: dict[str, Any], kinds: dict[str, str]) -> Plan | str:
+    """The plan checked against the registry (kinds, typed inputs, an answer step), or what is wrong with it."""
+    unknown = [s.get("kind") for s in raw.get("steps", []) if s.get("kind") != ASK_USER and s.get("kind") not in kinds]
+    if unknown:
+        return f"the plan uses unknown step kinds {unknown}; known: {sorted(kinds)}"
+    try:
+        return check_plan(Plan.model_validate(raw))
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in err.get("loc", ()))
+        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        return f"the plan is not valid at {where}: {msg}" if where else f"the plan is not valid: {msg}"
+    except ValueError as exc:
+        return f"the plan is not valid: {exc}"
 
 
 def _repair_lines(repair: PlanRepair | None) -> list[str] | None:

@@ -513,6 +513,8 @@ class _RawOutput:
     refusal: str | None = None
     tool_name: str | None = None
     tokens_in: int = 0
+    # A chat stream that closed without any finish reason: the server gave up mid-response.
+    unfinished: bool = False
     tokens_out: int = 0
     model: str | None = None
     usage_seen: bool = False
@@ -662,6 +664,16 @@ class OpenAIChatProvider:
         if raw.finish == "length":
             raise ProviderError(ErrorCode.BAD_REQUEST, cut)
         text = _strip_fences(raw.text)
+        if not text and raw.unfinished:
+            # The stream closed without a finish reason: the server gave up mid-response (llama.cpp does
+            # this when the prompt plus max_tokens exceeds its context window) and said so only in its log.
+            # Not retried: the same request fails the same way; a person can still retry.
+            raise ProviderError(
+                ErrorCode.BAD_REQUEST,
+                f"the LLM server ended the response for {model!r} without output or a finish reason; see the "
+                f"server's log (a prompt of ~{raw.tokens_in} tokens plus max_tokens={request.max_tokens} may "
+                "exceed the model's context window)",
+            )
         if not text:
             raise ProviderError(ErrorCode.BAD_REQUEST, f"{model!r} returned no output for {request.task}")
         try:
@@ -876,6 +888,7 @@ def _read_chat_stream(
                         on_delta(call.function.arguments)
                 if choice.finish_reason:
                     raw.finish = choice.finish_reason
+    raw.unfinished = raw.finish is None
     raw.text = "".join(content) or "".join(arguments)
     if content:
         raw.tool_name = None
