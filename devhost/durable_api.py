@@ -79,7 +79,7 @@ class Engine(Protocol):
         show_history_output: bool = False,
         show_input: bool = True,
     ) -> dict[str, Any] | None:
-        """Status payload (protocol §3.3) or None when unknown."""
+        """Status payload (the extension's instance status JSON) or None when unknown."""
 
     async def wait_for_completion(
         self,
@@ -287,7 +287,7 @@ class DurableHttpApi:
         return urls
 
     def binding_json(self, origin: str | None = None) -> str:
-        """The durableClient binding string the extension hands to client functions (protocol §3.1)."""
+        """The durableClient binding string the extension hands to client functions."""
         base = f"{(origin or self.public_origin).rstrip('/')}{WEBHOOK_PATH}"
         q = self.required_query
         return json.dumps(

@@ -1,6 +1,6 @@
 """Durable Functions engine: replays orchestrators through the SDK, runs activities, persists state.
 
-Design (see the protocol reference §2 and §4):
+Design (the protocol facts it relies on are in ARCHITECTURE.md):
 
 - One ``Engine`` per task hub, living on the server's event loop. All state changes happen on that
   loop thread; SQLite (WAL) is written synchronously from it, so a transaction never spans an
@@ -17,8 +17,8 @@ Design (see the protocol reference §2 and §4):
 - Instance history is cached in memory as pre-rendered JSON text; only non-terminal instances are
   cached. Several pending messages are delivered in one episode, except that a retry-relevant
   event (failure of a with-retry attempt, firing of a retry timer) always gets an episode of its
-  own (§2.7 step 4), and an episode that ends in continue-as-new is re-run with its first message
-  only so later messages carry over to the new execution.
+  own (so host and SDK number retries alike), and an episode that ends in continue-as-new is re-run
+  with its first message only so later messages carry over to the new execution.
 - An orchestration that returns while tasks are still open (un-cancelled timers, running
   activities or sub-orchestrations, e.g. task_any losers) stays Running until they finish, as
   DTFx does; a failure completes at once. Actions a failing episode emitted are recorded in
@@ -414,7 +414,7 @@ def _describe(action_type: Any, name: str | None) -> str:
 
 
 def validate_instance_id(instance_id: str) -> None:
-    """Raise InvalidRequest unless the id follows the extension's rules (§3.5)."""
+    """Raise InvalidRequest unless the id follows the extension's rules."""
     if not instance_id or len(instance_id) > 256 or instance_id.startswith("@") or _BAD_ID_CHARS.search(instance_id):
         raise InvalidRequest(
             f"Instance ID '{instance_id}' is invalid: it must be 1-256 characters, must not start with '@' and "
@@ -1085,7 +1085,7 @@ class Engine:
     def _map_actions(
         self, inst: Instance, flat: list[dict[str, Any]], d: _Decisions, ts: str, *, check_missing: bool
     ) -> str | None:
-        """Flatten-and-diff (§2.7): check replayed actions, schedule new ones. Returns a failure message."""
+        """Flatten-and-diff (ARCHITECTURE.md): check replayed actions, schedule new ones; returns a failure message."""
         mapped = inst.mapped
         n_old = len(mapped)
         if len(flat) > self._max_actions:
@@ -1223,7 +1223,7 @@ class Engine:
         inst.rmap[seq] = [len(inst.roots) - 1, "attempt"]
 
     def _retry_step(self, inst: Instance, ev: dict[str, Any], ts: str, ts_epoch: float, d: _Decisions) -> None:
-        """Host side of with-retry (§2.8): a failed attempt arms a retry timer; its firing reschedules."""
+        """Host side of with-retry (as DTFx retries): a failed attempt arms a retry timer; its firing reschedules."""
         et = ev["EventType"]
         if et in (h.TASK_FAILED, h.SUB_ORCHESTRATION_FAILED):
             entry = inst.rmap.pop(ev["TaskScheduledId"])
@@ -1555,7 +1555,7 @@ class Engine:
         show_history_output: bool = False,
         show_input: bool = True,
     ) -> dict[str, Any] | None:
-        """The status JSON (§3.3) of an instance, or None when unknown."""
+        """The extension's status JSON of an instance, or None when unknown."""
         self._require_started()
         row = self._store.get_instance(instance_id)
         if row is None:

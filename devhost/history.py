@@ -111,7 +111,7 @@ def parse_json_or_text(text: Any) -> Any:
 
 
 def present(events: list[dict[str, Any]], *, show_history_output: bool, show_input: bool) -> list[dict[str, Any]]:
-    """The ``historyEvents`` array of the status API (see protocol reference §3.3)."""
+    """The ``historyEvents`` array of the status API (as the extension returns it)."""
     scheduled: dict[tuple[int, int], dict[str, Any]] = {}
     rows: list[dict[str, Any]] = []
     for ev in events:

@@ -74,7 +74,7 @@ def test_start_new_and_check_status_links_work_when_followed(host: DevHostProces
     status = httpx.get(payload["statusQueryGetUri"])
     assert status.status_code == 200
     assert status.json()["output"] == ["Hello Kyiv!", "Hello Quito!"]
-    # client-started input is double-encoded by the SDK, so the status input is JSON text (protocol §2.16)
+    # client-started input is double-encoded by the SDK, so the status input is JSON text
     assert status.json()["input"] == '["Kyiv", "Quito"]'
     purge = httpx.delete(payload["purgeHistoryDeleteUri"])
     assert purge.status_code == 200

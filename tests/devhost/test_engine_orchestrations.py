@@ -76,7 +76,7 @@ def test_retry_fails_twice_then_succeeds(run_engine: EngineRunner) -> None:
         status = await complete(engine, iid)
         assert status["runtimeStatus"] == "Completed", status
         assert status["output"] == ["r1 ok after 3", "Hello retry!"]
-        raw = engine._store.history(iid)  # the stored DTFx events, ids as §2.8 describes
+        raw = engine._store.history(iid)  # the stored DTFx events, retry ids as DTFx numbers them
         events = [json.loads(t) for t in raw]
         shaped = [
             (
@@ -159,7 +159,7 @@ def test_timer_event_race_event_wins_and_cancels_timer(run_engine: EngineRunner)
         await until(engine, iid, lambda s: "TimerCreated" in history_types(s))
         await engine.raise_event(iid, "Approval", event_input(True))
         status = await complete(engine, iid)
-        assert status["output"] == {"approved": "true"}  # client-raised data arrives as JSON text (§2.16)
+        assert status["output"] == {"approved": "true"}  # client-raised data arrives as JSON text
         assert engine._store.timers() == []  # cancelled timer is gone
         full = await engine.get_status(iid, show_history=True)
         assert full is not None and "TimerFired" not in history_types(full)
@@ -210,7 +210,7 @@ def test_task_any_first_wins_and_waits_for_loser(run_engine: EngineRunner) -> No
         assert status["output"] == "Hello fast!"
         full = await engine.get_status(iid, show_history=True)
         assert full is not None
-        # DTFx keeps the instance open until the losing activity finished (§2.15).
+        # DTFx keeps the instance open until the losing activity finished.
         assert history_types(full).count("TaskCompleted") == 2
 
     run_engine(body)

@@ -13,18 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-ACTION_NAMES = {
-    0: "CallActivity",
-    1: "CallActivityWithRetry",
-    2: "CallSubOrchestrator",
-    3: "CallSubOrchestratorWithRetry",
-    4: "ContinueAsNew",
-    5: "CreateTimer",
-    6: "WaitForExternalEvent",
-    7: "CallEntity",
-    8: "CallHttp",
-    9: "SignalEntity",
-}
+# devhost's own flattening and wording: the replay rule is the one the host applies.
+from devhost.engine import _describe as describe
+from devhost.engine import _flatten
+
 # History event type that records a scheduled action → the action types it records.
 SCHEDULING_EVENTS = {4: (0, 1, 8), 7: (2, 3), 10: (5,), 14: (7, 9)}
 OUT_OF_PROC_MARKER = "$OutOfProcData$:"
@@ -38,24 +30,6 @@ class Replay:
 
     state: dict[str, Any]
     mismatch: str | None
-
-
-def flatten(actions: Any, out: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Depth-first primitive actions of the SDK's cumulative action list."""
-    for action in actions:
-        if isinstance(action, list):
-            flatten(action, out)
-        elif action.get("actionType") in (11, 12):
-            flatten(action.get("compoundActions") or [], out)
-        else:
-            out.append(action)
-    return out
-
-
-def describe(action_type: int, name: str | None) -> str:
-    """An action as devhost's non-determinism message names it."""
-    kind = ACTION_NAMES.get(action_type, f"action type {action_type}")
-    return f"{kind} '{name}'" if name else kind
 
 
 def recorded_actions(history: list[dict[str, Any]]) -> list[tuple[int, str | None, int]]:
@@ -120,7 +94,8 @@ def replay(fixture: dict[str, Any], handle: Callable[[str], str]) -> Replay:
         text = str(exc)
         at = text.find(OUT_OF_PROC_MARKER)
         state = json.loads(text[at + len(OUT_OF_PROC_MARKER) :]) if at >= 0 else {"error": text}
-    replayed = flatten(state.get("actions") or [], [])
+    replayed: list[dict[str, Any]] = []
+    _flatten(state.get("actions") or [], replayed)
     recorded = recorded_actions(fixture["history"])
     mismatch = first_mismatch(recorded, replayed)
     extra = [a for a in replayed if a.get("actionType") not in UNNUMBERED][len(recorded) :]
