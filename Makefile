@@ -10,7 +10,7 @@ TOOLS_STAMP := $(TOOLS_VENV)/.installed
 REALMODEL_VENV := .venv-realmodel
 REALMODEL_STAMP := $(REALMODEL_VENV)/.installed
 
-.PHONY: install tools realmodel run serve test lint format bench clean
+.PHONY: install tools realmodel run serve test test-fast lint format bench clean
 
 install: $(STAMP)
 	@$(BIN)/python -m shared.providers.sql.sqlite_limits >/dev/null  # the SQLite limits extension (no-op when built)
@@ -53,6 +53,10 @@ serve: $(STAMP)
 
 test: $(STAMP) $(TOOLS_STAMP) $(REALMODEL_STAMP)
 	REALMODEL_REQUIRED=1 $(BIN)/python -m pytest
+
+# Everything that starts no process (devhost, a browser, llama.cpp, checkov): under a minute on 2 cores.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow" -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -32,3 +32,23 @@ def devhost_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostFa
     yield start
     for host in hosts:
         host.stop()
+
+
+# `make test-fast` runs `pytest -m "not slow"`. A test module is slow when it starts processes (devhost,
+# llama.cpp, a browser, checkov) or lives in a folder that always does; `make test` runs everything.
+_SLOW_SIGNS = ("DevHostProcess", "devhost_factory", "running_host", "subprocess", "Popen", "LlamaServer", "checkov")
+_SLOW_DIRS = {"web", "realmodel"}
+_TESTS = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the tests of process-starting modules ``slow``."""
+    slow: dict[Path, bool] = {}
+    for item in items:
+        path = Path(str(item.path))
+        if path not in slow:
+            parts = path.relative_to(_TESTS).parts if path.is_relative_to(_TESTS) else ()
+            text = path.read_text(encoding="utf-8", errors="ignore") if path.is_file() else ""
+            slow[path] = bool(parts and parts[0] in _SLOW_DIRS) or any(sign in text for sign in _SLOW_SIGNS)
+        if slow[path]:
+            item.add_marker(pytest.mark.slow)
