@@ -20,11 +20,20 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from api.auth import Caller, caller_of
 from api.errors import ApiError, from_validation_error, guarded, json_response
-from api.view import TERMINAL_RUNTIME, build_view, decode, job_status
-from shared.jobs.models import ORCHESTRATOR_NAME, JobInput, JobOwner, JobRequest, JobState, RetryPolicy, UserAnswer
+from api.view import build_view, decode, job_status
+from shared.jobs.models import (
+    ORCHESTRATOR_NAME,
+    RUNNING_RUNTIME,
+    TERMINAL_RUNTIME,
+    JobInput,
+    JobOwner,
+    JobRequest,
+    JobState,
+    RetryPolicy,
+    UserAnswer,
+)
 
 M = TypeVar("M", bound=BaseModel)
-RUNNING_RUNTIME = {"Running", "Pending", "ContinuedAsNew", "Suspended"}
 STATUS_FILTERS = {"pending", "planning", "running", "waiting_for_user", "completed", "failed", "cancelled"}
 RUNTIME_FOR = {
     "pending": [df.OrchestrationRuntimeStatus.Pending],

@@ -19,14 +19,12 @@ from collections.abc import Callable
 from typing import Any
 
 from shared.executors import PLAN, SUPERVISE, kinds_where
-from shared.jobs.models import JobState
+from shared.jobs.models import TERMINAL_RUNTIME, JobState
 from shared.runtime.streaming.local import PartialOutput
 
 logger = logging.getLogger(__name__)
 PartialReader = Callable[[str, str], PartialOutput | None]
 # Step kinds whose output streams while they run (shared/runtime/streaming/local.py).
-
-TERMINAL_RUNTIME = {"Completed", "Failed", "Terminated", "Canceled"}
 
 
 def decode(value: Any) -> Any:

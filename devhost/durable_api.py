@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from devhost.model import EngineError, InstanceNotFound, InvalidRequest, NotSupported
+from devhost.statuses import RUNNING_STATES, TERMINAL_STATES
 
 log = logging.getLogger("devhost.durable")
 
@@ -37,8 +38,6 @@ RUNTIME_STATUSES = (
     "Pending",
     "Suspended",
 )
-_RUNNING = {"Running", "Pending", "ContinuedAsNew", "Suspended"}
-_TERMINAL = {"Completed", "Failed", "Terminated", "Canceled"}
 
 # .NET exception type names the extension reports for each kind of failure; clients match on them.
 _EXCEPTION_TYPES: dict[str, str] = {
@@ -382,7 +381,7 @@ class DurableHttpApi:
         state = status.get("runtimeStatus") if status else None
         if status is not None and state == "Completed":
             return json_response(status.get("output"), 200)
-        if status is not None and state in _TERMINAL:
+        if status is not None and state in TERMINAL_STATES:
             return await self._status(request, instance_id)
         return self.check_status_response(origin, instance_id)
 
@@ -397,7 +396,7 @@ class DurableHttpApi:
         if status is None:
             return Response(status_code=404)
         state = status.get("runtimeStatus")
-        if state in _RUNNING:
+        if state in RUNNING_STATES:
             return json_response(status, 202, headers={"Location": str(request.url), "Retry-After": "5"})
         if state == "Failed" and parse_bool(q.get("returninternalservererroronfailure"), False):
             return json_response(status, 500)

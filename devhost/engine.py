@@ -73,6 +73,7 @@ from devhost.model import (
     LoadedApp,
     PreconditionFailed,
 )
+from devhost.statuses import ALL_STATUSES, RUNNING_STATES, TERMINAL_STATES
 from devhost.store import InstanceRow, Store, StoreFault
 from devhost.timeutil import (
     datetime_to_epoch,
@@ -84,9 +85,6 @@ from devhost.timeutil import (
 log = host_logger("devhost.durable")
 flog = host_logger("devhost.host")
 
-RUNNING_STATES = frozenset({"Running", "Pending", "ContinuedAsNew", "Suspended"})
-TERMINAL_STATES = frozenset({"Completed", "Failed", "Terminated", "Canceled"})
-ALL_STATUSES = RUNNING_STATES | TERMINAL_STATES
 MAX_BATCH = 500
 SLICE_BUDGET_S = 0.01
 # Fan-in coalescing: episodes cheaper than this never wait; the wait is capped at the max delay.

@@ -25,12 +25,15 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 1
+# version -> a function that upgrades a store in place from that version and returns the new version.
+# Empty while version 1 is the only layout there has been.
+_MIGRATIONS: dict[int, Callable[[sqlite3.Connection], int]] = {}
 # A checkpoint runs after this many commits, or CHECKPOINT_IDLE_S after the last commit.
 CHECKPOINT_EVERY_COMMITS = 100
 CHECKPOINT_IDLE_S = 1.0
@@ -310,8 +313,26 @@ class Store:
         db.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_CHECKPOINT_PAGES}")
         db.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT_BYTES}")
         db.executescript(_SCHEMA)
-        db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        self._check_schema_version(db)
         db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('hub_name', ?)", (hub_name,))
+
+    def _check_schema_version(self, db: sqlite3.Connection) -> None:
+        """A new store gets today's version; an older one is migrated step by step; anything else is refused."""
+        row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if row is None:
+            db.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            return
+        found = int(row[0]) if str(row[0]).isdigit() else -1
+        while found in _MIGRATIONS and found < SCHEMA_VERSION:
+            found = _MIGRATIONS[found](db)
+            db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(found),))
+        if found == SCHEMA_VERSION:
+            return
+        why = "a newer devhost wrote it" if found > SCHEMA_VERSION else "no migration exists from that version"
+        raise StoreDamaged(
+            f"The durable store {self.path} has schema version {row[0]}, but this devhost reads version "
+            f"{SCHEMA_VERSION} ({why}); run the devhost that wrote it, or start over with `serve --reset-store`."
+        )
 
     def close(self) -> None:
         """Close the connection (rolls back an unfinished transaction) and release the file lock."""

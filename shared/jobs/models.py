@@ -15,6 +15,10 @@ from shared.jobs.contracts import Constraints, Usage
 JobStatus = Literal["pending", "planning", "running", "waiting_for_user", "completed", "failed", "cancelled"]
 StepStateName = Literal["pending", "running", "retrying", "waiting", "succeeded", "failed", "skipped", "cancelled"]
 ORCHESTRATOR_NAME = "job_orchestrator"
+# Durable runtime statuses of the orchestration behind a job (the app's one copy; devhost keeps its own,
+# since it never imports the app).
+RUNNING_RUNTIME = frozenset({"Running", "Pending", "ContinuedAsNew", "Suspended"})
+TERMINAL_RUNTIME = frozenset({"Completed", "Failed", "Terminated", "Canceled"})
 
 
 class Budget(BaseModel):

@@ -20,9 +20,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+import devhost.store as store_module
 from devhost.engine import Engine, StoreUnavailable
 from devhost.loader import load_app
-from devhost.store import Store, StoreDamaged, StoreFault
+from devhost.store import SCHEMA_VERSION, Store, StoreDamaged, StoreFault
 from tests.devhost.conftest import BASIC_APP, EngineRunner, complete
 from tests.devhost.hostproc import APPS_DIR, DEFAULT_KEYS, REPO_ROOT, DevHostProcess
 
@@ -232,6 +233,47 @@ def test_garbage_header_is_refused(tmp_path: Path) -> None:
     with store.path.open("r+b") as f:
         f.write(os.urandom(100))
     with pytest.raises(StoreDamaged):
+        Store(store.path).open("Hub")
+
+
+def _set_schema_version(store: Store, value: str) -> None:
+    db = sqlite3.connect(store.path)
+    with db:
+        db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (value,))
+    db.close()
+
+
+def test_a_store_written_by_a_newer_devhost_is_refused_naming_both_versions(tmp_path: Path) -> None:
+    store = _made_store(tmp_path, rows=3)
+    _set_schema_version(store, str(SCHEMA_VERSION + 1))
+    with pytest.raises(
+        StoreDamaged, match=rf"schema version {SCHEMA_VERSION + 1}.*reads version {SCHEMA_VERSION}"
+    ) as info:
+        Store(store.path).open("Hub")
+    assert "a newer devhost wrote it" in str(info.value) and "--reset-store" in str(info.value)
+    _set_schema_version(store, "banana")
+    with pytest.raises(StoreDamaged, match="schema version banana"):
+        Store(store.path).open("Hub")
+
+
+def test_an_older_store_is_migrated_in_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = _made_store(tmp_path, rows=3)
+    _set_schema_version(store, "0")
+    seen: list[int] = []
+
+    def from_zero(db: sqlite3.Connection) -> int:
+        seen.append(0)
+        return 1
+
+    monkeypatch.setattr(store_module, "_MIGRATIONS", {0: from_zero})
+    again = Store(store.path)
+    again.open("Hub")
+    version = again.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
+    again.close()
+    assert seen == [0] and version == str(SCHEMA_VERSION)
+    monkeypatch.setattr(store_module, "_MIGRATIONS", {})
+    _set_schema_version(store, "0")
+    with pytest.raises(StoreDamaged, match="no migration exists"):
         Store(store.path).open("Hub")
 
 
