@@ -56,11 +56,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from devhost import history as h
 from devhost import ids
 from devhost.accel import install_sdk_accelerations
+from devhost.actions import ActionType, first_mismatch, flatten
 from devhost.httpmap import InvocationContext
 from devhost.logs import current_invocation, held_output, host_logger, install_log_context
 from devhost.model import (
@@ -102,18 +103,6 @@ HEAL_MAX_S = 2.0
 STORE_ERRORS: tuple[type[Exception], ...] = (sqlite3.Error, StoreFault)
 OUT_OF_PROC_MARKER = "\n\n$OutOfProcData$:"
 _BAD_ID_CHARS = re.compile(r"[/\\#?\x00-\x1f\x7f-\x9f]")
-_ACTION_NAMES = {
-    0: "CallActivity",
-    1: "CallActivityWithRetry",
-    2: "CallSubOrchestrator",
-    3: "CallSubOrchestratorWithRetry",
-    4: "ContinueAsNew",
-    5: "CreateTimer",
-    6: "WaitForExternalEvent",
-    7: "CallEntity",
-    8: "CallHttp",
-    9: "SignalEntity",
-}
 # Completion event type → the history field naming the sequence id it completes.
 _SEQ_FIELD = {
     h.TASK_COMPLETED: "TaskScheduledId",
@@ -384,31 +373,6 @@ class Instance:
             parent_name=p.name if p else None,
             estate=self.estate(),
         )
-
-
-def _flatten(actions: Any, out: list[dict[str, Any]]) -> None:
-    """Depth-first primitive actions of the SDK's cumulative action list (WhenAll/WhenAny expanded)."""
-    for action in actions:
-        if isinstance(action, list):
-            _flatten(action, out)
-        elif action.get("actionType") in (11, 12):
-            _flatten(action.get("compoundActions") or [], out)
-        else:
-            out.append(action)
-
-
-def _action_name(action: dict[str, Any]) -> str | None:
-    t = action.get("actionType")
-    if t in (0, 1, 2, 3):
-        return action.get("functionName")
-    if t == 6:
-        return action.get("externalEventName")
-    return None
-
-
-def _describe(action_type: Any, name: str | None) -> str:
-    kind = _ACTION_NAMES.get(action_type, f"action type {action_type}")
-    return f"{kind} '{name}'" if name else kind
 
 
 def validate_instance_id(instance_id: str) -> None:
@@ -825,8 +789,8 @@ class Engine:
     @staticmethod
     def _ends_with_can(state: dict[str, Any]) -> bool:
         flat: list[dict[str, Any]] = []
-        _flatten(state.get("actions") or [], flat)
-        return bool(flat) and flat[-1].get("actionType") == 4
+        flatten(state.get("actions") or [], flat)
+        return bool(flat) and flat[-1].get("actionType") == ActionType.CONTINUE_AS_NEW
 
     def _forget_message(self, m: Message) -> None:
         """Drop a message that no longer applies, deleting whatever persists it."""
@@ -957,7 +921,7 @@ class Engine:
         failure: str | None = None
         flat: list[dict[str, Any]] = []
         if state is not None:
-            _flatten(state.get("actions") or [], flat)
+            flatten(state.get("actions") or [], flat)
             failure = self._map_actions(inst, flat, d, ts, check_missing=error is None)
             if failure is None and "customStatus" in state:
                 text = h.dumps(state["customStatus"])
@@ -984,7 +948,7 @@ class Engine:
             return
         assert state is not None
         if state.get("isDone"):
-            if flat and flat[-1].get("actionType") == 4:
+            if flat and flat[-1].get("actionType") == ActionType.CONTINUE_AS_NEW:
                 self._continue_as_new(inst, flat[-1].get("input"), new_events, d, ts)
                 return
             if not inst.open:
@@ -1091,98 +1055,116 @@ class Engine:
                 f"Maximum amount of orchestration actions ({self._max_actions}) has been reached. "
                 "This value can be configured in host.json file as MaxOrchestrationActions."
             )
-        for i in range(min(n_old, len(flat))):
-            action = flat[i]
-            rec = mapped[i]
+        mismatch = first_mismatch(mapped, flat, check_missing=check_missing)
+        if mismatch is not None:
+            return mismatch
+        for action, (t, _name, seq) in zip(flat, mapped, strict=False):
+            # A replayed action changes only by a cancelled timer: never fire it.
+            if t == ActionType.CREATE_TIMER and action.get("isCanceled") and inst.open.get(seq) == "t":
+                del inst.open[seq]
+                d.cancels.append(seq)
+        for action in flat[n_old:]:
             t = action.get("actionType")
-            name = _action_name(action)
-            if rec[0] != t or (rec[1] or "").lower() != (name or "").lower():
-                return (
-                    "Non-deterministic workflow detected: a previous execution of this orchestration scheduled "
-                    f"{_describe(rec[0], rec[1])} (sequence ID {rec[2]}, action #{i}), but the current replay "
-                    f"execution scheduled {_describe(t, name)} there instead. Orchestrator code must be "
-                    "deterministic; was it changed while this instance was running?"
-                )
-            if t == 5 and action.get("isCanceled") and inst.open.get(rec[2]) == "t":
-                del inst.open[rec[2]]
-                d.cancels.append(rec[2])
-        if check_missing and len(flat) < n_old:
-            rec = mapped[len(flat)]
-            return (
-                "Non-deterministic workflow detected: a previous execution of this orchestration scheduled "
-                f"{_describe(rec[0], rec[1])} (sequence ID {rec[2]}, action #{len(flat)}), but the current replay "
-                "execution hasn't scheduled it. Orchestrator code must be deterministic; was it changed while "
-                "this instance was running?"
-            )
-        for i in range(n_old, len(flat)):
-            action = flat[i]
-            t = action.get("actionType")
-            if t in (0, 1):
-                name = action.get("functionName") or ""
-                if name.lower() not in self._activities:
-                    return self._unknown_function_message(name, "activity")
-                seq = inst.next_seq
-                inst.next_seq += 1
-                input_text = action.get("input")
-                d.events.append(h.event(h.TASK_SCHEDULED, ts, seq, Name=name, Version="", Input=input_text))
-                d.work.append((seq, name, input_text))
-                inst.open[seq] = "a"
-                if t == 1:
-                    self._add_retry_root(inst, seq, "a", name, input_text, action, None, None)
-                mapped.append([t, name, seq])
-            elif t in (2, 3):
-                name = action.get("functionName") or ""
-                if name.lower() not in self._orchestrators:
-                    return self._unknown_function_message(name, "orchestrator")
-                seq = inst.next_seq
-                inst.next_seq += 1
-                explicit_id = action.get("instanceId")
-                child_id = explicit_id or f"{inst.execution_id}:{seq}"
-                problem = self._child_id_problem(inst, child_id)
-                if problem:
-                    return problem
-                version = action.get("version") or self.app.host.default_version
-                input_text = action.get("input")
-                d.events.append(
-                    h.event(
-                        h.SUB_ORCHESTRATION_CREATED,
-                        ts,
-                        seq,
-                        Name=name,
-                        InstanceId=child_id,
-                        Input=input_text,
-                        Version=version or "",
-                    )
-                )
-                d.children.append((seq, name, child_id, input_text, version))
-                inst.open[seq] = "o"
-                if t == 3:
-                    self._add_retry_root(inst, seq, "o", name, input_text, action, explicit_id, version)
-                mapped.append([t, name, seq])
-            elif t == 5:
-                seq = inst.next_seq
-                inst.next_seq += 1
-                fire_text = action.get("fireAt") or ts
-                d.events.append(h.event(h.TIMER_CREATED, ts, seq, FireAt=fire_text))
-                mapped.append([5, None, seq])
-                if not action.get("isCanceled"):
-                    inst.open[seq] = "t"
-                    d.timers.append((seq, parse_history_time(fire_text), fire_text))
-            elif t == 6:
-                mapped.append([6, action.get("externalEventName"), None])
-            elif t == 4:
-                inst.next_seq += 1
-                mapped.append([4, None, None])
-            elif t in (7, 9):
-                return (
-                    "Durable entities are not supported by the devhost: the orchestration called entity "
-                    f"'{action.get('instanceId')}' (operation '{action.get('operation')}')."
-                )
-            elif t == 8:
-                return "call_http (CallHttp actions) is not supported by the devhost; call HTTP from an activity."
-            else:
+            handler = self._ACTION_HANDLERS.get(t) if isinstance(t, int) else None
+            if handler is None:
                 return f"Unsupported orchestrator action: {h.dumps(action)[:200]}"
+            problem = handler(self, inst, action, d, ts)
+            if problem is not None:
+                return problem
         return None
+
+    # -- one handler per action type: schedule it, record it in ``inst.mapped``, or refuse it ---------------
+
+    def _new_activity(self, inst: Instance, action: dict[str, Any], d: _Decisions, ts: str) -> str | None:
+        t = action["actionType"]
+        name = action.get("functionName") or ""
+        if name.lower() not in self._activities:
+            return self._unknown_function_message(name, "activity")
+        seq = inst.next_seq
+        inst.next_seq += 1
+        input_text = action.get("input")
+        d.events.append(h.event(h.TASK_SCHEDULED, ts, seq, Name=name, Version="", Input=input_text))
+        d.work.append((seq, name, input_text))
+        inst.open[seq] = "a"
+        if t == ActionType.CALL_ACTIVITY_WITH_RETRY:
+            self._add_retry_root(inst, seq, "a", name, input_text, action, None, None)
+        inst.mapped.append([t, name, seq])
+        return None
+
+    def _new_sub_orchestration(self, inst: Instance, action: dict[str, Any], d: _Decisions, ts: str) -> str | None:
+        t = action["actionType"]
+        name = action.get("functionName") or ""
+        if name.lower() not in self._orchestrators:
+            return self._unknown_function_message(name, "orchestrator")
+        seq = inst.next_seq
+        inst.next_seq += 1
+        explicit_id = action.get("instanceId")
+        child_id = explicit_id or f"{inst.execution_id}:{seq}"
+        problem = self._child_id_problem(inst, child_id)
+        if problem:
+            return problem
+        version = action.get("version") or self.app.host.default_version
+        input_text = action.get("input")
+        d.events.append(
+            h.event(
+                h.SUB_ORCHESTRATION_CREATED,
+                ts,
+                seq,
+                Name=name,
+                InstanceId=child_id,
+                Input=input_text,
+                Version=version or "",
+            )
+        )
+        d.children.append((seq, name, child_id, input_text, version))
+        inst.open[seq] = "o"
+        if t == ActionType.CALL_SUB_ORCHESTRATOR_WITH_RETRY:
+            self._add_retry_root(inst, seq, "o", name, input_text, action, explicit_id, version)
+        inst.mapped.append([t, name, seq])
+        return None
+
+    def _new_timer(self, inst: Instance, action: dict[str, Any], d: _Decisions, ts: str) -> str | None:
+        seq = inst.next_seq
+        inst.next_seq += 1
+        fire_text = action.get("fireAt") or ts
+        d.events.append(h.event(h.TIMER_CREATED, ts, seq, FireAt=fire_text))
+        inst.mapped.append([ActionType.CREATE_TIMER, None, seq])
+        if not action.get("isCanceled"):
+            inst.open[seq] = "t"
+            d.timers.append((seq, parse_history_time(fire_text), fire_text))
+        return None
+
+    def _new_wait(self, inst: Instance, action: dict[str, Any], d: _Decisions, ts: str) -> str | None:
+        # Takes no sequence number: the wait is keyed by the event's name.
+        inst.mapped.append([ActionType.WAIT_FOR_EXTERNAL_EVENT, action.get("externalEventName"), None])
+        return None
+
+    def _new_continue_as_new(self, inst: Instance, action: dict[str, Any], d: _Decisions, ts: str) -> str | None:
+        inst.next_seq += 1
+        inst.mapped.append([ActionType.CONTINUE_AS_NEW, None, None])
+        return None
+
+    def _new_entity_call(self, inst: Instance, action: dict[str, Any], d: _Decisions, ts: str) -> str | None:
+        return (
+            "Durable entities are not supported by the devhost: the orchestration called entity "
+            f"'{action.get('instanceId')}' (operation '{action.get('operation')}')."
+        )
+
+    def _new_http_call(self, inst: Instance, action: dict[str, Any], d: _Decisions, ts: str) -> str | None:
+        return "call_http (CallHttp actions) is not supported by the devhost; call HTTP from an activity."
+
+    _ACTION_HANDLERS: ClassVar[dict[int, Callable[[Engine, Instance, dict[str, Any], _Decisions, str], str | None]]] = {
+        ActionType.CALL_ACTIVITY: _new_activity,
+        ActionType.CALL_ACTIVITY_WITH_RETRY: _new_activity,
+        ActionType.CALL_SUB_ORCHESTRATOR: _new_sub_orchestration,
+        ActionType.CALL_SUB_ORCHESTRATOR_WITH_RETRY: _new_sub_orchestration,
+        ActionType.CREATE_TIMER: _new_timer,
+        ActionType.WAIT_FOR_EXTERNAL_EVENT: _new_wait,
+        ActionType.CONTINUE_AS_NEW: _new_continue_as_new,
+        ActionType.CALL_ENTITY: _new_entity_call,
+        ActionType.SIGNAL_ENTITY: _new_entity_call,
+        ActionType.CALL_HTTP: _new_http_call,
+    }
 
     def _child_id_problem(self, inst: Instance, child_id: str) -> str | None:
         if child_id == inst.id or (inst.parent is not None and child_id == inst.parent.instance_id):

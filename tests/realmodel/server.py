@@ -50,7 +50,7 @@ def free_port() -> int:
 class LlamaServer:
     """One ``python -m llama_cpp.server`` process on a free loopback port."""
 
-    def __init__(self, log_path: Path, *, n_ctx: int = 4096) -> None:
+    def __init__(self, log_path: Path, *, n_ctx: int = 8192) -> None:
         self.port = free_port()
         self.log_path = log_path
         self.n_ctx = n_ctx

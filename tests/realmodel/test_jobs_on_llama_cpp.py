@@ -14,6 +14,9 @@ from typing import Any
 
 import pytest
 
+from shared.executors.runner import run_executor
+from shared.providers.clients import Clients
+from shared.runtime.settings import Settings
 from tests.devhost.hostproc import REPO_ROOT, DevHostProcess
 from tests.jobs.jobclient import JobClient
 from tests.realmodel.server import MODEL_NAME, LlamaServer
@@ -47,19 +50,29 @@ def host_for(llama: LlamaServer, tmp_path: Path) -> Iterator[Any]:
         host.stop()
 
 
+# One question per output mode the server supports (the full matrix is `python -m bench realmodel`).
+RUNS = [
+    ("auto", "Which region had the most returns in Q3?"),
+    ("json_mode", "What does the returns policy say about refunds after 30 days?"),
+    ("tool_call", "How many orders were placed in Q3, and what is the refund policy?"),
+]
+
+
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("mode", ["auto"])
-def test_a_job_over_the_real_server_ends_clearly_with_every_token_counted(host_for: Any, mode: str) -> None:
+@pytest.mark.parametrize(("mode", "question"), RUNS, ids=[m for m, _ in RUNS])
+def test_a_job_over_the_real_server_ends_clearly_with_every_token_counted(
+    host_for: Any, mode: str, question: str
+) -> None:
     jobs: JobClient = host_for(mode)
-    job_id = jobs.submit(QUESTION, constraints=CONSTRAINTS)
+    job_id = jobs.submit(question, constraints=CONSTRAINTS)
     view = jobs.wait(job_id, timeout_s=480, allow_waiting=True, until={"completed", "failed", "waiting_for_user"})
     usage = view["usage"]
     steps = view.get("steps") or []
     print(
-        f"\n| {mode} | {QUESTION} | {view['status']} | {len(steps)} steps "
+        f"\n| {mode} | {question} | {view['status']} | {len(steps)} steps "
         f"({', '.join(s['kind'] + ':' + s['status'] for s in steps)}) | "
         f"{usage['total']['total_tokens']} tokens counted (estimated={usage['total']['estimated']}) | "
-        f"{(view.get('error') or {}).get('message', '')[:160]}"
+        f"{(view.get('error') or {}).get('message', '')[:300]}"
     )
     # Planning reached the model and its tokens count, estimated because the stream had no usage.
     assert usage["planning"]["total_tokens"] > 0 and usage["planning"]["estimated"] is True
@@ -69,7 +82,64 @@ def test_a_job_over_the_real_server_ends_clearly_with_every_token_counted(host_f
         message = json.dumps(view.get("error"))
         assert "Traceback" not in message and "Error code: 500" not in message, message
         assert "INTERNAL_ERROR" not in message, message
+        if "not valid" in message:
+            assert "after one repair turn" in message, message  # a rejected plan got its repair turn
     else:
         for step in steps:
             if step["status"] in ("completed", "failed") and step["kind"] != "consult_rag":
                 assert usage["by_step"][step["id"]]["total_tokens"] > 0, step
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("mode", ["auto", "json_mode", "tool_call"])
+def test_sql_documents_and_answer_steps_on_the_real_server(llama: LlamaServer, tmp_path: Path, mode: str) -> None:
+    """The steps after planning, each through its executor on the real server: SQL, documents, the answer."""
+    settings = Settings(
+        llm_provider="openai",
+        openai_base_url=llama.base_url,
+        openai_model=MODEL_NAME,
+        llm_output_mode=mode,  # type: ignore[arg-type]
+        model_prices={MODEL_NAME: {"input_per_million": 0, "output_per_million": 0}},  # type: ignore[dict-item]
+        partial_output_path=tmp_path / "partial.sqlite3",
+    )
+    clients = Clients(settings)
+
+    def run(kind: str, task: dict[str, Any], **context: Any) -> dict[str, Any]:
+        payload = {
+            "task_id": f"j:{kind}:1",
+            "executor_type": kind,
+            "task": task,
+            "execution_context": {"job_id": "j", "step_id": kind, **context},
+            "constraints": CONSTRAINTS,
+        }
+        return run_executor(payload, clients=clients)
+
+    sql = run("execute_azure_sql", {"question": "How many orders are there per region?"})
+    docs = run("consult_rag", {"query": "refunds after 30 days"})
+    sources = [
+        {"source_id": c["source_id"], "kind": "document", "title": c.get("title"), "content": c["content"]}
+        for c in (docs.get("result") or {}).get("chunks", [])[:2]
+    ]
+    answer = run("generate_response", {"question": "What is the refund policy after 30 days?"}, sources=sources)
+    outcome = {"execute_azure_sql": sql, "consult_rag": docs, "generate_response": answer}
+    print(
+        f"\n| {mode} | steps | "
+        + "; ".join(
+            f"{k}: {o['status']} ({o['usage']['total_tokens']} tokens"
+            f"{', estimated' if o['usage'].get('estimated') else ''})"
+            f"{' ' + o['error']['code'] + ': ' + o['error']['message'][:120] if o.get('error') else ''}"
+            for k, o in outcome.items()
+        )
+    )
+    assert docs["status"] == "success" and sources, docs  # retrieval needs no model
+    for kind in ("execute_azure_sql", "generate_response"):
+        out = outcome[kind]
+        # Whatever the tiny model writes, the step ends clearly and its tokens count.
+        assert out["usage"]["total_tokens"] > 0 and out["usage"]["estimated"] is True, out
+        if out["status"] == "failed":
+            assert out["error"]["code"] in {"BAD_REQUEST", "SQL_REJECTED", "SQL_ERROR"}, out
+            assert "Traceback" not in out["error"]["message"]
+        elif kind == "generate_response":
+            # Citations only point at the sources it was given.
+            cited = {c["source_id"] for c in out["result"].get("citations", [])}
+            assert cited <= {s["source_id"] for s in sources}, out

@@ -7,6 +7,7 @@ without usage, a server killed mid-stream, a timeout that must free the single s
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import openai
@@ -144,3 +145,20 @@ def test_giving_up_on_a_call_frees_the_single_slot(llama: LlamaServer) -> None:
     response = follow_up.generate(sql_request(max_tokens=MAX_TOKENS, timeout_s=TIMEOUT_S))
     assert isinstance(response.output, SqlDraft)
     assert "Disconnected from client" in llama.output() or "disconnected" in llama.output().lower()
+
+
+def test_a_prompt_beyond_the_context_window_is_named_not_disguised(own_llama: LlamaServer) -> None:
+    # own_llama has a 2,048-token window; this prompt is longer. llama.cpp ends the stream without a finish
+    # reason and says why only in its log.
+    request = sql_request(max_tokens=MAX_TOKENS, timeout_s=TIMEOUT_S)
+    request.inputs["question"] = "Which region sold most? " + "Consider every region and every quarter. " * 300
+    with pytest.raises(ProviderError) as info:
+        provider(own_llama).generate(request)
+    assert info.value.code == ErrorCode.BAD_REQUEST, info.value.message
+    assert "without output or a finish reason" in info.value.message and "context window" in info.value.message
+    assert info.value.usage is not None and info.value.usage.tokens_input > 2048  # the prompt still counts
+    # The server's log names the cause (written after the response, so it may take a moment to appear).
+    deadline = time.monotonic() + 30
+    while "exceed context window" not in own_llama.output() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert "exceed context window" in own_llama.output()

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 # devhost's own flattening and wording: the replay rule is the one the host applies.
-from devhost.engine import _describe as describe
-from devhost.engine import _flatten
+from devhost.actions import describe, flatten
 
 # History event type that records a scheduled action → the action types it records.
 SCHEDULING_EVENTS = {4: (0, 1, 8), 7: (2, 3), 10: (5,), 14: (7, 9)}
@@ -94,8 +93,7 @@ def replay(fixture: dict[str, Any], handle: Callable[[str], str]) -> Replay:
         text = str(exc)
         at = text.find(OUT_OF_PROC_MARKER)
         state = json.loads(text[at + len(OUT_OF_PROC_MARKER) :]) if at >= 0 else {"error": text}
-    replayed: list[dict[str, Any]] = []
-    _flatten(state.get("actions") or [], replayed)
+    replayed = flatten(state.get("actions") or [], [])
     recorded = recorded_actions(fixture["history"])
     mismatch = first_mismatch(recorded, replayed)
     extra = [a for a in replayed if a.get("actionType") not in UNNUMBERED][len(recorded) :]

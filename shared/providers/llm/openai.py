@@ -671,7 +671,7 @@ class OpenAIChatProvider:
             raise ProviderError(
                 ErrorCode.BAD_REQUEST,
                 f"the LLM server ended the response for {model!r} without output or a finish reason; see the "
-                f"server's log (a prompt of ~{raw.tokens_in} tokens plus max_tokens={request.max_tokens} may "
+                f"server's log (a prompt of ~{raw.tokens_in} tokens, plus max_tokens={request.max_tokens}, may "
                 "exceed the model's context window)",
             )
         if not text:
