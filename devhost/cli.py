@@ -19,12 +19,12 @@ from typing import Any, Protocol
 
 import uvicorn
 
-from devhost.durable_api import Engine
-from devhost.easyauth import ENV_FLAG, EasyAuthSimulation, PrincipalSpecError, SimulatedUser
-from devhost.keys import ENV_FUNCTION_KEY, ENV_MASTER_KEY, ENV_SYSTEM_KEY, HostKeys, KeysError, load_or_create_keys
+from devhost.http.durable_api import Engine
+from devhost.http.easyauth import ENV_FLAG, EasyAuthSimulation, PrincipalSpecError, SimulatedUser
+from devhost.http.keys import ENV_FUNCTION_KEY, ENV_MASTER_KEY, ENV_SYSTEM_KEY, HostKeys, KeysError, load_or_create_keys
+from devhost.http.server import DEVHOST_VERSION, CorsPolicy, DevHost
 from devhost.logs import HostLogFormatter, HostLogHandler
 from devhost.model import AppLoadError, LoadedApp
-from devhost.server import DEVHOST_VERSION, CorsPolicy, DevHost
 
 log = logging.getLogger("devhost")
 
@@ -138,10 +138,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="start with a new, empty durable store when the existing one is empty or missing (its jobs are lost)",
     )
     serve.add_argument("--verbose", action="store_true", help="debug logging")
-    from devhost.ask import add_parser as add_ask_parser  # noqa: PLC0415
+    from devhost.jobs.ask import add_parser as add_ask_parser  # noqa: PLC0415
 
     add_ask_parser(sub)
-    from devhost.jobs_cli import add_parser as add_jobs_parser  # noqa: PLC0415
+    from devhost.jobs.commands import add_parser as add_jobs_parser  # noqa: PLC0415
 
     add_jobs_parser(sub)
     return parser
@@ -151,11 +151,11 @@ def main(argv: list[str] | None = None, *, engine_factory: EngineFactory | None 
     """Entry point; returns the process exit code."""
     args = build_parser().parse_args(argv)
     if args.command == "ask":
-        from devhost.ask import main as ask_main  # noqa: PLC0415
+        from devhost.jobs.ask import main as ask_main  # noqa: PLC0415
 
         return ask_main(args)
     if args.command == "jobs":
-        from devhost.jobs_cli import main as jobs_main  # noqa: PLC0415
+        from devhost.jobs.commands import main as jobs_main  # noqa: PLC0415
 
         return jobs_main(args)
     if args.command != "serve":  # pragma: no cover - argparse enforces the choice

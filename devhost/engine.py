@@ -62,7 +62,7 @@ from devhost import history as h
 from devhost import ids
 from devhost.accel import install_sdk_accelerations
 from devhost.actions import ActionType, first_mismatch, flatten
-from devhost.httpmap import InvocationContext
+from devhost.http.httpmap import InvocationContext
 from devhost.logs import current_invocation, held_output, host_logger, install_log_context
 from devhost.model import (
     EngineError,

@@ -30,7 +30,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
 
-from devhost.httpmap import InvocationContext
+from devhost.http.httpmap import InvocationContext
 from devhost.model import FunctionInfo, LoadedApp
 
 log = logging.getLogger("devhost.timers")
@@ -47,7 +47,7 @@ class ScheduleError(ValueError):
 
 
 class Host(Protocol):
-    """What the timer runner needs from ``devhost.server.DevHost``."""
+    """What the timer runner needs from ``devhost.http.server.DevHost``."""
 
     app: LoadedApp
     public_origin: str

@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from devhost.durable_api import parse_bool, parse_datetime, parse_statuses
+from devhost.http.durable_api import parse_bool, parse_datetime, parse_statuses
 from devhost.model import InvalidRequest
 
 

@@ -26,9 +26,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from devhost.durable_api import RPC_PATH, WEBHOOK_PATH, DurableHttpApi, Engine, json_response
-from devhost.easyauth import EasyAuthSimulation, PrincipalSpecError
-from devhost.httpmap import (
+from devhost.http.durable_api import RPC_PATH, WEBHOOK_PATH, DurableHttpApi, Engine, json_response
+from devhost.http.easyauth import EasyAuthSimulation, PrincipalSpecError
+from devhost.http.httpmap import (
     InvocationContext,
     UnsupportedReturn,
     from_func_result,
@@ -36,9 +36,9 @@ from devhost.httpmap import (
     origin_of,
     to_func_request,
 )
-from devhost.keys import HostKeys
+from devhost.http.keys import HostKeys
+from devhost.http.routing import RouteTable, RouteTemplateError
 from devhost.model import AppLoadError, FunctionInfo, LoadedApp
-from devhost.routing import RouteTable, RouteTemplateError
 
 log = logging.getLogger("devhost.host")
 

@@ -303,7 +303,7 @@ def key_for(args: argparse.Namespace, data_dir: Path) -> str | None:
 
 def main(args: argparse.Namespace) -> int:
     """Run ``ask``; returns the exit code."""
-    from devhost.embedded import start_embedded_host
+    from devhost.jobs.embedded import start_embedded_host
 
     # With --json stdout is the job view alone (for jq); everything for people goes to stderr.
     console = Console(stderr=bool(args.json))

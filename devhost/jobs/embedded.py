@@ -12,7 +12,7 @@ import httpx
 import uvicorn
 
 from devhost.cli import ServeOptions, _bind, _run
-from devhost.keys import load_or_create_keys
+from devhost.http.keys import load_or_create_keys
 
 
 @dataclass

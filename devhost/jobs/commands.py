@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
-from devhost.ask import (
+from devhost.jobs.ask import (
     EXIT_CANCELLED,
     EXIT_COMPLETED,
     EXIT_FAILED,
