@@ -56,6 +56,7 @@ def test_engine_connection_leaves_checkpoints_to_the_background_thread(tmp_path:
     assert _checkpoint_threads() == []
 
 
+@pytest.mark.slow  # waits out a real timeout or lock: `make test` runs it, `make test-fast` does not
 def test_idle_store_is_checkpointed_after_a_few_commits(tmp_path: Path) -> None:
     store = Store(tmp_path / "hub.sqlite3")
     store.open("hub")

@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from devhost.inline import InlineContext, run_inline
 from orchestrators.job import job_orchestrator_body
 from shared.jobs.contracts import ExecutorOutput, Usage
@@ -151,6 +153,7 @@ def test_cost_budget_uses_the_output_price() -> None:
     assert "USD" in result["error"]["message"]
 
 
+@pytest.mark.slow  # waits out a real timeout or lock: `make test` runs it, `make test-fast` does not
 def test_unanswered_question_expires() -> None:
     script = Script(plan=[ok(PLAN)], consult_rag=[fail("SEARCH_ERROR")])
     result, _ = run(script, None, wait={"timeout_seconds": 1})

@@ -69,6 +69,7 @@ def _writer(path: str, job: str, count: int) -> None:
         s.append(job, "s", 1, f"{i},")
 
 
+@pytest.mark.slow  # waits out a real timeout or lock: `make test` runs it, `make test-fast` does not
 def test_concurrent_writers_in_several_processes_lose_nothing(tmp_path: Path) -> None:
     path = tmp_path / "shared.sqlite3"
     ctx = multiprocessing.get_context("spawn")

@@ -164,6 +164,7 @@ def test_approval_never_rejects_a_sensitive_statement_with_sql_rejected() -> Non
     assert h.ran() == []
 
 
+@pytest.mark.slow  # waits out a real timeout or lock: `make test` runs it, `make test-fast` does not
 def test_an_expired_wait_never_approves_a_sensitive_read() -> None:
     h = Harness(plan_with({"question": "contacts", "sql": CONTACTS_SQL}), [])
     result = h.run(approval={"sql": "always", "timeout_seconds": 1, "on_timeout": "approve"})
@@ -173,6 +174,7 @@ def test_an_expired_wait_never_approves_a_sensitive_read() -> None:
     assert len(h.questions) == 1 and h.ran() == []
 
 
+@pytest.mark.slow  # waits out a real timeout or lock: `make test` runs it, `make test-fast` does not
 def test_an_expired_wait_may_still_approve_an_ordinary_statement_but_records_no_approval() -> None:
     h = Harness(plan_with({"question": "regions", "sql": REGIONS_SQL}), [])
     result = h.run(approval={"sql": "always", "timeout_seconds": 1, "on_timeout": "approve"})

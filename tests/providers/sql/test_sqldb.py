@@ -76,6 +76,7 @@ def test_sql_error_is_classified(sample_db: SqliteOdbcDatabase) -> None:
     assert err.value.code is ErrorCode.SQL_ERROR and "nope" in err.value.message
 
 
+@pytest.mark.slow  # waits out a real timeout or lock: `make test` runs it, `make test-fast` does not
 def test_timeout_interrupts_a_long_query(sample_db: SqliteOdbcDatabase) -> None:
     started = time.monotonic()
     with pytest.raises(ProviderError) as err:
@@ -86,6 +87,7 @@ def test_timeout_interrupts_a_long_query(sample_db: SqliteOdbcDatabase) -> None:
     assert sample_db.execute("SELECT COUNT(*) FROM regions", max_rows=1, timeout_s=5).rows == [[4]]
 
 
+@pytest.mark.slow  # waits out a real timeout or lock: `make test` runs it, `make test-fast` does not
 def test_locked_database_is_transient(tmp_path: Path, sample_db_path: Path) -> None:
     copy = tmp_path / "locked.db"
     shutil.copy(sample_db_path, copy)

@@ -92,6 +92,7 @@ def test_sql_errors_from_the_real_driver(db_file: Path) -> None:
     assert "no_such_table" in info.value.message
 
 
+@pytest.mark.slow  # waits out a real timeout or lock: `make test` runs it, `make test-fast` does not
 def test_long_query_is_a_sql_timeout(db_file: Path) -> None:
     database = build_azure_sql_database(_settings(db_file), credential=StaticTokenCredential("t"))
     slow = "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 2000000000) SELECT COUNT(*) FROM c"
