@@ -27,6 +27,23 @@ def unknown_column(root: exp.Expr, dialect: str, columns: Mapping[str, Collectio
     tables = {name for name in aliases.values() if name not in ctes}
     if not tables or any(t not in schema for t in tables):
         return None
+    unresolved = _unresolved(root, dialect, schema)
+    if unresolved is None:
+        return None
+    column, qualifier = unresolved
+    if qualifier:
+        table = aliases.get(qualifier)
+        if table is None or table not in schema or column in schema[table]:
+            return None
+        return f"unknown column `{column}` in `{table}` (its columns: {', '.join(sorted(schema[table]))})"
+    if column in _defined_names(root) or any(column in schema[t] for t in tables):
+        return None
+    known = "; ".join(f"{t}: {', '.join(sorted(schema[t]))}" for t in sorted(tables))
+    return f"unknown column `{column}` (columns of the tables read: {known})"
+
+
+def _unresolved(root: exp.Expr, dialect: str, schema: dict[str, set[str]]) -> tuple[str, str] | None:
+    """The column sqlglot's resolver could not place, and the qualifier it was written with ("" if none)."""
     try:
         qualify(
             root.copy(),
@@ -42,20 +59,10 @@ def unknown_column(root: exp.Expr, dialect: str, columns: Mapping[str, Collectio
     except SqlglotError:
         return None  # the resolver's limits are not the statement's fault; the database decides
     if found := _UNRESOLVED.search(message):
-        column, qualifier = found.group(1).lower(), (found.group(2) or "").lower()
-    elif found := _UNKNOWN.search(message):
-        column, qualifier = found.group(1).lower(), _qualifier_of(root, found.group(1))
-    else:
-        return None
-    if qualifier:
-        table = aliases.get(qualifier)
-        if table is None or table not in schema or column in schema[table]:
-            return None
-        return f"unknown column `{column}` in `{table}` (its columns: {', '.join(sorted(schema[table]))})"
-    if column in _defined_names(root) or any(column in schema[t] for t in tables):
-        return None
-    known = "; ".join(f"{t}: {', '.join(sorted(schema[t]))}" for t in sorted(tables))
-    return f"unknown column `{column}` (columns of the tables read: {known})"
+        return found.group(1).lower(), (found.group(2) or "").lower()
+    if found := _UNKNOWN.search(message):
+        return found.group(1).lower(), _qualifier_of(root, found.group(1))
+    return None
 
 
 def _qualifier_of(root: exp.Expr, column: str) -> str:
