@@ -737,23 +737,8 @@ class JobRun:
             step.state = "pending"
             self.outputs.pop(spec.id, None)
             return None
-        if (
-            decision.action == "choose_tool"
-            and decision.executor_type != spec.kind
-            and decision.executor_type in tool_kinds()
-            and step.attempts <= MAX_SUPERVISOR_RETRIES
-        ):
-            text = str(spec.input.get("question") or spec.input.get("query") or self.job.request.question)
-            try:
-                # Built through the target kind's input model: only a question or query, nothing security-relevant.
-                new_input = input_for_text(str(decision.executor_type), text)
-            except StepInputError as exc:
-                self.log("ignoring the supervisor's switch after %s: %s", spec.id, exc.message)
-                return None
-            steps[index] = spec.model_copy(update={"kind": decision.executor_type, "input": new_input})
-            step.kind = str(decision.executor_type)
-            step.state = "pending"
-            self.outputs.pop(spec.id, None)
+        if decision.action == "choose_tool" and step.attempts <= MAX_SUPERVISOR_RETRIES:
+            self.switch_tool(spec, step, steps, index, decision.executor_type)
             return None
         if decision.action == "ask_user" and decision.question:
             reply = yield from self.ask(
@@ -769,17 +754,37 @@ class JobRun:
             self.clarifications[spec.id] = reply.action()
             return None
         if decision.action == "replan" and self.state.replans < MAX_REPLANS:
-            self.state.replans += 1
-            done = ", ".join(f"{s.id}={s.kind}" for s in steps[: index + 1])
-            plan = yield from self.make_plan(self.job.request.question, f"Already done: {done}. {decision.reason}")
-            suffix = f"r{self.state.replans}"
-            return [
-                s.model_copy(
-                    update={"id": f"{s.id}{suffix}"[:32], "depends_on": [f"{d}{suffix}"[:32] for d in s.depends_on]}
-                )
-                for s in plan.steps
-            ]
+            return (yield from self.replan(steps, index, decision.reason))
         return None
+
+    def switch_tool(self, spec: PlanStep, step: StepState, steps: list[PlanStep], index: int, kind: str | None) -> None:
+        """Run the step again as another step kind, when the Supervisor asks for one the plan may use."""
+        if kind is None or kind == spec.kind or kind not in tool_kinds():
+            return
+        text = str(spec.input.get(text_field_of(spec.kind)) or self.job.request.question)
+        try:
+            # Built through the target kind's input model: only a question or query, nothing security-relevant.
+            new_input = input_for_text(kind, text)
+        except StepInputError as exc:
+            self.log("ignoring the supervisor's switch after %s: %s", spec.id, exc.message)
+            return
+        steps[index] = spec.model_copy(update={"kind": kind, "input": new_input})
+        step.kind = kind
+        step.state = "pending"
+        self.outputs.pop(spec.id, None)
+
+    def replan(self, steps: list[PlanStep], index: int, reason: str) -> Gen:
+        """A new plan for what is left; its step ids get a suffix so they never clash with the steps that ran."""
+        self.state.replans += 1
+        done = ", ".join(f"{s.id}={s.kind}" for s in steps[: index + 1])
+        plan = yield from self.make_plan(self.job.request.question, f"Already done: {done}. {reason}")
+        suffix = f"r{self.state.replans}"
+        return [
+            s.model_copy(
+                update={"id": f"{s.id}{suffix}"[:32], "depends_on": [f"{d}{suffix}"[:32] for d in s.depends_on]}
+            )
+            for s in plan.steps
+        ]
 
 
 def tool_kinds() -> set[str]:
