@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from shared.executors import PLAN, SUPERVISE, kinds_where
-from shared.jobs.models import TERMINAL_RUNTIME, JobState
+from shared.jobs.models import TERMINAL_RUNTIME, JobState, StepState
 from shared.runtime.streaming.local import PartialOutput
 
 logger = logging.getLogger(__name__)
@@ -266,39 +266,13 @@ def build_view(
     output = decode(status.get("output"))
     outputs, drafts = step_outputs(history)
 
-    steps: list[dict[str, Any]] = []
-    for step in state.steps if state else []:
-        entry = step.model_dump(mode="json", exclude_none=True)
-        if runtime in ("Terminated", "Canceled") and step.state in ("running", "retrying", "waiting"):
-            entry["state"] = "cancelled"
-        if entry["state"] == "retrying":
-            entry["message"] = retry_message(step.retry_at, step.next_attempt, step.max_attempts)
-        elif entry["state"] == "skipped" and step.note:
-            entry["message"] = f"did not run: {step.note}"
-        # A human wait is shown as waited_ms and is not part of the step's duration.
-        run_ms = _ms_between(step.started_at, step.ended_at)
-        if run_ms is not None:
-            entry["duration_ms"] = max(0, run_ms - step.waited_ms)
-        if step.id in outputs:
-            entry["output"] = outputs[step.id]
-        if step.id in drafts:
-            entry["draft"] = drafts[step.id]
-        steps.append(entry)
-
+    steps = [_step_entry(step, runtime, outputs, drafts) for step in (state.steps if state else [])]
     live: list[dict[str, Any]] = []
     if runtime not in TERMINAL_RUNTIME and any(
         e.get("state") == "running" and e.get("kind") in _streaming_kinds() and "output" not in e for e in steps
     ):
         read = partials if partials is not None else default_partial_reader()
         live = attach_partial_output(str(status.get("instanceId")), steps, read)
-
-    error = state.error.model_dump(mode="json") if state and state.error else None
-    if runtime == "Failed":
-        error = {
-            "code": "ORCHESTRATION_FAILED",
-            "message": str(output)[:600],
-            "step_id": steps[state.step_index]["id"] if state and 0 <= state.step_index < len(steps) else None,
-        }
     answer = None
     if isinstance(output, dict) and output.get("answer") is not None:
         answer = {"text": output["answer"], "citations": output.get("citations", [])}
@@ -317,17 +291,57 @@ def build_view(
         "waiting": state.waiting.model_dump(mode="json")
         if state and state.waiting and runtime not in TERMINAL_RUNTIME
         else None,
-        "usage": {
-            "total": (state.usage.model_dump(mode="json") if state else None),
-            "planning": (state.plan_usage.model_dump(mode="json") if state else None),
-            "supervisor": (state.supervisor_usage.model_dump(mode="json") if state else None),
-            "by_step": {s.id: s.usage.model_dump(mode="json") for s in state.steps} if state else {},
-        },
+        "usage": _usage(state),
         "answer": answer,
-        "error": error,
+        "error": _view_error(runtime, state, output, steps),
         "log": build_log(history, log_cursor, log_limit) | {"live": live},
         "links": links,
         "history_purged_after": history_purged_after(status.get("createdTime"), runtime, retention_days),
+    }
+
+
+def _step_entry(
+    step: StepState, runtime: Any, outputs: dict[str, dict[str, Any]], drafts: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    """One step as the view shows it: its state in words, its duration without human waits, its output."""
+    entry = step.model_dump(mode="json", exclude_none=True)
+    if runtime in ("Terminated", "Canceled") and step.state in ("running", "retrying", "waiting"):
+        entry["state"] = "cancelled"
+    if entry["state"] == "retrying":
+        entry["message"] = retry_message(step.retry_at, step.next_attempt, step.max_attempts)
+    elif entry["state"] == "skipped" and step.note:
+        entry["message"] = f"did not run: {step.note}"
+    # A human wait is shown as waited_ms and is not part of the step's duration.
+    run_ms = _ms_between(step.started_at, step.ended_at)
+    if run_ms is not None:
+        entry["duration_ms"] = max(0, run_ms - step.waited_ms)
+    if step.id in outputs:
+        entry["output"] = outputs[step.id]
+    if step.id in drafts:
+        entry["draft"] = drafts[step.id]
+    return entry
+
+
+def _view_error(runtime: Any, state: JobState | None, output: Any, steps: list[dict[str, Any]]) -> Any:
+    """The job's error: the one it recorded, or the orchestration's own failure."""
+    if runtime != "Failed":
+        return state.error.model_dump(mode="json") if state and state.error else None
+    return {
+        "code": "ORCHESTRATION_FAILED",
+        "message": str(output)[:600],
+        "step_id": steps[state.step_index]["id"] if state and 0 <= state.step_index < len(steps) else None,
+    }
+
+
+def _usage(state: JobState | None) -> dict[str, Any]:
+    """Tokens and cost: the job's total, planning, the Supervisor, and each step."""
+    if state is None:
+        return {"total": None, "planning": None, "supervisor": None, "by_step": {}}
+    return {
+        "total": state.usage.model_dump(mode="json"),
+        "planning": state.plan_usage.model_dump(mode="json"),
+        "supervisor": state.supervisor_usage.model_dump(mode="json"),
+        "by_step": {s.id: s.usage.model_dump(mode="json") for s in state.steps},
     }
 
 
