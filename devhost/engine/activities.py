@@ -1,0 +1,132 @@
+"""Activity workers: run scheduled activities and deliver their results as messages."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import time
+import traceback
+from typing import Any
+
+from devhost import history as h
+from devhost import ids
+from devhost.engine.core import flog
+from devhost.engine.dispatch import Dispatcher
+from devhost.engine.state import Message, Work
+from devhost.http.httpmap import InvocationContext
+from devhost.logs import current_invocation
+from devhost.model import (
+    FunctionInfo,
+)
+from devhost.timeutil import (
+    epoch_to_history,
+)
+
+
+class Activities(Dispatcher):
+    """Activity workers: run scheduled activities and deliver their results as messages."""
+
+    async def _activity_worker(self) -> None:
+        queue = self._work_queue
+        assert queue is not None
+        while True:
+            work = await queue.get()
+            if work is None:
+                return
+            self._active_activities += 1
+            try:
+                await self._run_activity(work)
+            finally:
+                self._active_activities -= 1
+
+    async def _run_activity(self, work: Work) -> None:
+        if self._fault is not None:
+            return  # still in the store: the reload after the fault queues it again
+        inst = self._instances.get(work.instance_id)
+        if inst is None or inst.execution_id != work.execution_id or inst.open.get(work.seq) != "a":
+            return
+        fn = self._activities.get(work.name.lower())
+        if fn is None:
+            ev = h.event(
+                h.TASK_FAILED,
+                epoch_to_history(time.time()),
+                TaskScheduledId=work.seq,
+                Reason=self._unknown_function_message(work.name, "activity"),
+                Details="",
+            )
+            self._deliver(work.instance_id, Message(ev, work.execution_id, work_id=work.work_id))
+            return
+        from azure.functions import meta  # noqa: PLC0415 - keeps module import light
+        from azure.functions.durable_functions import ActivityTriggerConverter  # noqa: PLC0415
+
+        invocation_id = ids.invocation_id()
+        self.activities_run += 1
+        flog.info("Executing 'Functions.%s' (Reason='(null)', Id=%s)", fn.name, invocation_id)
+        started = time.perf_counter()
+        try:
+            value = ActivityTriggerConverter.decode(
+                meta.Datum(work.input_text if work.input_text is not None else "null", "json"), trigger_metadata=None
+            )
+            kwargs: dict[str, Any] = {str(fn.trigger.get("name")): value}
+            if fn.wants_context:
+                kwargs["context"] = InvocationContext(
+                    invocation_id=invocation_id, function_name=fn.name, function_directory=self.app.root
+                )
+            result = await self._call_activity(fn, kwargs, invocation_id)
+            encoded = ActivityTriggerConverter.encode(result, expected_type=None).value
+            ev = h.event(h.TASK_COMPLETED, epoch_to_history(time.time()), TaskScheduledId=work.seq, Result=encoded)
+            outcome = "Succeeded"
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            outcome = "Failed"
+            if isinstance(exc, TimeoutError) and self._timeout is not None:
+                message = f"Timeout value of {self._timeout:g} seconds was exceeded by function: Functions.{fn.name}"
+                exc_name = "FunctionTimeoutException"
+            else:
+                message, exc_name = str(exc), type(exc).__name__
+            flog.error(
+                "Exception while executing function: Functions.%s (Id=%s): %s: %s",
+                fn.name,
+                invocation_id,
+                exc_name,
+                message,
+            )
+            ev = h.event(
+                h.TASK_FAILED,
+                epoch_to_history(time.time()),
+                TaskScheduledId=work.seq,
+                Reason=f"Activity function '{work.name}' failed: {exc_name}: {message}",
+                Details="".join(traceback.format_exception(exc)),
+            )
+            if not isinstance(exc, Exception):
+                self._deliver(work.instance_id, Message(ev, work.execution_id, work_id=work.work_id))
+                raise
+        flog.info(
+            "Executed 'Functions.%s' (%s, Id=%s, Duration=%dms)",
+            fn.name,
+            outcome,
+            invocation_id,
+            (time.perf_counter() - started) * 1000,
+        )
+        self._deliver(work.instance_id, Message(ev, work.execution_id, work_id=work.work_id))
+
+    async def _call_activity(self, fn: FunctionInfo, kwargs: dict[str, Any], invocation_id: str) -> Any:
+        timeout = self._timeout
+        if fn.is_async:
+            token = current_invocation.set((fn.name, invocation_id))
+            try:
+                if timeout is None:
+                    return await fn.user_function(**kwargs)
+                async with asyncio.timeout(timeout):
+                    return await fn.user_function(**kwargs)
+            finally:
+                current_invocation.reset(token)
+        ctx = contextvars.copy_context()
+        ctx.run(current_invocation.set, (fn.name, invocation_id))
+        assert self._loop is not None and self._pool is not None
+        future = self._pool.submit(self._loop, functools.partial(ctx.run, fn.user_function, **kwargs))
+        if timeout is None:
+            return await future
+        return await asyncio.wait_for(future, timeout)
