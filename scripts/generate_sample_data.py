@@ -108,87 +108,24 @@ def _weighted(rng: random.Random, pairs: Sequence[tuple[object, int]]) -> object
     return rng.choices([p[0] for p in pairs], weights=[p[1] for p in pairs], k=1)[0]
 
 
+_Row = tuple[object, ...]
+_Product = tuple[int, str, int, float, int]
+
+
 def generate() -> Tables:
     """Build every row of the sample dataset from the fixed seed."""
     rng = random.Random(SEED)
-    tables: dict[str, tuple[list[str], list[tuple[object, ...]]]] = {}
+    tables: dict[str, tuple[list[str], list[_Row]]] = {}
     tables["regions"] = (["region_id", "name"], [(rid, name) for rid, name in REGIONS])
     tables["categories"] = (["category_id", "name"], [(cid, name) for cid, name in CATEGORIES])
     tables["products"] = (
         ["product_id", "name", "category_id", "list_price"],
         [(pid, name, cid, price) for pid, name, cid, price, _ in PRODUCTS],
     )
-
-    customers: list[tuple[object, ...]] = []
-    contacts: list[tuple[object, ...]] = []
-    used: set[str] = set()
-    customer_region: dict[int, int] = {}
-    for cid in range(1, N_CUSTOMERS + 1):
-        segment = "Business" if rng.random() < 0.3 else "Consumer"
-        while True:
-            if segment == "Business":
-                name = f"{rng.choice(COMPANY_WORDS_A)} {rng.choice(COMPANY_WORDS_B)}"
-            else:
-                name = f"{rng.choice(FIRST_NAMES)} {rng.choice(LAST_NAMES)}"
-            if name not in used:
-                used.add(name)
-                break
-        region_id = int(_weighted(rng, list(REGION_WEIGHTS.items())))  # type: ignore[call-overload]
-        customer_region[cid] = region_id
-        signup = date(2022, 1, 1) + timedelta(days=rng.randrange(0, 365 * 3 + 300))
-        customers.append((cid, name, segment, region_id, signup.isoformat()))
-        handle = name.lower().replace(" ", ".")
-        contacts.append((cid, f"{handle}{cid}@example.com", f"+1-555-{rng.randrange(100, 999)}-{cid:04d}"))
+    customers, contacts, customer_region = _customers(rng)
     tables["customers"] = (["customer_id", "name", "segment", "region_id", "signup_date"], customers)
     tables["customer_contacts"] = (["customer_id", "email", "phone"], contacts)
-
-    # A few loyal customers order far more often than the rest.
-    cust_weights = [12 if cid % 37 == 0 else (4 if cid % 11 == 0 else 1) for cid in range(1, N_CUSTOMERS + 1)]
-    prod_weights = [p[4] for p in PRODUCTS]
-    orders: list[tuple[object, ...]] = []
-    items: list[tuple[object, ...]] = []
-    returns: list[tuple[object, ...]] = []
-    order_dates: list[date] = []
-    for _ in range(N_ORDERS):
-        month = rng.choices(range(1, 13), weights=MONTH_WEIGHTS, k=1)[0]
-        start = date(YEAR, month, 1)
-        end = date(YEAR + (month == 12), month % 12 + 1, 1)
-        order_dates.append(start + timedelta(days=rng.randrange((end - start).days)))
-    order_dates.sort()
-    item_id = 0
-    return_id = 0
-    year_end = date(YEAR, 12, 31)
-    for oid, odate in enumerate(order_dates, start=1):
-        cid = rng.choices(range(1, N_CUSTOMERS + 1), weights=cust_weights, k=1)[0]
-        region_id = customer_region[cid]
-        channel = _weighted(rng, CHANNELS)
-        orders.append((oid, cid, region_id, odate.isoformat(), channel))
-        n_lines = rng.choices([1, 2, 3, 4], weights=[45, 30, 17, 8], k=1)[0]
-        chosen: set[int] = set()
-        while len(chosen) < n_lines:
-            chosen.add(rng.choices(range(len(PRODUCTS)), weights=prod_weights, k=1)[0])
-        for idx in sorted(chosen):
-            pid, _name, cat, price, _w = PRODUCTS[idx]
-            qty = rng.choices([1, 2, 3, 4, 5], weights=[60, 22, 10, 5, 3] if cat == 5 else [78, 15, 5, 2, 0], k=1)[0]
-            # November promotion: 10% off list price.
-            unit_price = round(price * 0.9, 2) if odate.month == 11 else price
-            item_id += 1
-            items.append((item_id, oid, pid, qty, unit_price))
-            prob = RETURN_PROB[cat]
-            # A faulty batch reached the West in the summer: many more returns there in Q3.
-            if region_id == 4 and date(YEAR, 6, 20) <= odate <= date(YEAR, 9, 15):
-                prob += 0.22
-            if rng.random() < prob:
-                return_id += 1
-                rdate = min(odate + timedelta(days=rng.randrange(3, 28)), year_end)
-                reason = _weighted(rng, RETURN_REASONS[cat])
-                if region_id == 4 and date(YEAR, 6, 20) <= odate <= date(YEAR, 9, 15) and cat in (1, 4):
-                    reason = "Defective"
-                rqty = rng.randint(1, qty)
-                refund = rqty * unit_price
-                if reason == "Changed mind":
-                    refund *= 0.85  # restocking fee
-                returns.append((return_id, item_id, rdate.isoformat(), reason, rqty, round(refund, 2)))
+    orders, items, returns = _orders(rng, customer_region)
     tables["orders"] = (["order_id", "customer_id", "region_id", "order_date", "channel"], orders)
     tables["order_items"] = (["order_item_id", "order_id", "product_id", "quantity", "unit_price"], items)
     tables["returns"] = (
@@ -196,6 +133,119 @@ def generate() -> Tables:
         returns,
     )
     return Tables(rows=tables)
+
+
+def _customers(rng: random.Random) -> tuple[list[_Row], list[_Row], dict[int, int]]:
+    """The customers, their contact details, and each customer's region."""
+    customers: list[_Row] = []
+    contacts: list[_Row] = []
+    used: set[str] = set()
+    customer_region: dict[int, int] = {}
+    for cid in range(1, N_CUSTOMERS + 1):
+        segment = "Business" if rng.random() < 0.3 else "Consumer"
+        name = _unique_name(rng, segment, used)
+        region_id = int(_weighted(rng, list(REGION_WEIGHTS.items())))  # type: ignore[call-overload]
+        customer_region[cid] = region_id
+        signup = date(2022, 1, 1) + timedelta(days=rng.randrange(0, 365 * 3 + 300))
+        customers.append((cid, name, segment, region_id, signup.isoformat()))
+        handle = name.lower().replace(" ", ".")
+        contacts.append((cid, f"{handle}{cid}@example.com", f"+1-555-{rng.randrange(100, 999)}-{cid:04d}"))
+    return customers, contacts, customer_region
+
+
+def _unique_name(rng: random.Random, segment: str, used: set[str]) -> str:
+    """A customer name not in ``used`` (and now added to it): a company for business customers, else a person."""
+    while True:
+        if segment == "Business":
+            name = f"{rng.choice(COMPANY_WORDS_A)} {rng.choice(COMPANY_WORDS_B)}"
+        else:
+            name = f"{rng.choice(FIRST_NAMES)} {rng.choice(LAST_NAMES)}"
+        if name not in used:
+            used.add(name)
+            return name
+
+
+def _order_dates(rng: random.Random) -> list[date]:
+    """The dates of all orders of the year, weighted by month, oldest first."""
+    order_dates: list[date] = []
+    for _ in range(N_ORDERS):
+        month = rng.choices(range(1, 13), weights=MONTH_WEIGHTS, k=1)[0]
+        start = date(YEAR, month, 1)
+        end = date(YEAR + (month == 12), month % 12 + 1, 1)
+        order_dates.append(start + timedelta(days=rng.randrange((end - start).days)))
+    order_dates.sort()
+    return order_dates
+
+
+@dataclass(frozen=True)
+class _Order:
+    """The order a line belongs to: what sets the line's price and how likely it is to come back."""
+
+    order_id: int
+    day: date
+    region_id: int
+
+    @property
+    def in_faulty_batch(self) -> bool:
+        """A faulty batch reached the West in the summer: many more returns there in Q3."""
+        return self.region_id == 4 and date(YEAR, 6, 20) <= self.day <= date(YEAR, 9, 15)
+
+
+def _orders(rng: random.Random, customer_region: dict[int, int]) -> tuple[list[_Row], list[_Row], list[_Row]]:
+    """The orders, their lines and the returned lines."""
+    # A few loyal customers order far more often than the rest.
+    cust_weights = [12 if cid % 37 == 0 else (4 if cid % 11 == 0 else 1) for cid in range(1, N_CUSTOMERS + 1)]
+    orders: list[_Row] = []
+    items: list[_Row] = []
+    returns: list[_Row] = []
+    for oid, odate in enumerate(_order_dates(rng), start=1):
+        cid = rng.choices(range(1, N_CUSTOMERS + 1), weights=cust_weights, k=1)[0]
+        region_id = customer_region[cid]
+        channel = _weighted(rng, CHANNELS)
+        orders.append((oid, cid, region_id, odate.isoformat(), channel))
+        order = _Order(oid, odate, region_id)
+        for idx in _order_products(rng):
+            _add_line(rng, order, PRODUCTS[idx], items, returns)
+    return orders, items, returns
+
+
+def _order_products(rng: random.Random) -> list[int]:
+    """The distinct products (indexes into ``PRODUCTS``) of one order, by popularity, in index order."""
+    prod_weights = [p[4] for p in PRODUCTS]
+    n_lines = rng.choices([1, 2, 3, 4], weights=[45, 30, 17, 8], k=1)[0]
+    chosen: set[int] = set()
+    while len(chosen) < n_lines:
+        chosen.add(rng.choices(range(len(PRODUCTS)), weights=prod_weights, k=1)[0])
+    return sorted(chosen)
+
+
+def _add_line(rng: random.Random, order: _Order, product: _Product, items: list[_Row], returns: list[_Row]) -> None:
+    """Add one order line to ``items``, and to ``returns`` when the customer sends it back."""
+    pid, _name, cat, price, _w = product
+    qty = rng.choices([1, 2, 3, 4, 5], weights=[60, 22, 10, 5, 3] if cat == 5 else [78, 15, 5, 2, 0], k=1)[0]
+    # November promotion: 10% off list price.
+    unit_price = round(price * 0.9, 2) if order.day.month == 11 else price
+    items.append((len(items) + 1, order.order_id, pid, qty, unit_price))
+    prob = RETURN_PROB[cat]
+    if order.in_faulty_batch:
+        prob += 0.22
+    if rng.random() < prob:
+        returns.append(_return_row(rng, len(returns) + 1, len(items), order, cat, qty, unit_price))
+
+
+def _return_row(
+    rng: random.Random, return_id: int, item_id: int, order: _Order, cat: int, qty: int, unit_price: float
+) -> _Row:
+    """The return of (part of) one order line: when, why, how many and the refund."""
+    rdate = min(order.day + timedelta(days=rng.randrange(3, 28)), date(YEAR, 12, 31))
+    reason = _weighted(rng, RETURN_REASONS[cat])
+    if order.in_faulty_batch and cat in (1, 4):
+        reason = "Defective"
+    rqty = rng.randint(1, qty)
+    refund = rqty * unit_price
+    if reason == "Changed mind":
+        refund *= 0.85  # restocking fee
+    return (return_id, item_id, rdate.isoformat(), reason, rqty, round(refund, 2))
 
 
 def _literal(value: object) -> str:
