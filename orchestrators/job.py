@@ -631,23 +631,55 @@ class JobRun:
         With ``edit_of`` (step kind, current input) an ``edit`` answer must pass ``apply_edits``: an edit
         that sets a field the kind does not allow is never merged, and the question is asked again.
         """
-        self.state.questions_asked += 1
-        question_id = f"{step.id if step else 'job'}-q{self.state.questions_asked}"
         wait = self.job.request.wait
         seconds = timeout_seconds or wait.timeout_seconds or self.job.policy.user_wait_seconds
-        now = self.ctx.current_utc_datetime
-        expires = now + timedelta(seconds=seconds)
-        self.state.waiting = Waiting(
-            question_id=question_id,
-            step_id=step.id if step else None,
-            kind=kind,  # type: ignore[arg-type]
-            question=question[:1000],
-            options=options,
-            free_text=free_text,
-            details=details or {},
-            asked_at=now.isoformat(),
-            expires_at=expires.isoformat(),
-        )
+        while True:
+            question_id = self._next_question_id(step)
+            now = self.ctx.current_utc_datetime
+            expires = now + timedelta(seconds=seconds)
+            waiting = Waiting(
+                question_id=question_id,
+                step_id=step.id if step else None,
+                kind=kind,  # type: ignore[arg-type]
+                question=question[:1000],
+                options=options,
+                free_text=free_text,
+                details=details or {},
+                asked_at=now.isoformat(),
+                expires_at=expires.isoformat(),
+            )
+            resume_state = self._start_waiting(step, waiting)
+            event = self.ctx.wait_for_external_event(f"answer:{question_id}")
+            timer = self.ctx.create_timer(expires)
+            winner = yield self.ctx.task_any([event, timer])
+            self._stop_waiting(step, resume_state)
+            if winner is not event:
+                break
+            if not timer.is_completed:
+                timer.cancel()
+            reply, refused = self._check_answer(question_id, event.result, options, free_text, edit_of)
+            if reply is not None:
+                self.publish()
+                return reply
+            if refused is not None:
+                details = {**(details or {}), "refused_edit": refused[:300]}
+            # An invalid or refused answer: the same question is asked again.
+        falls_back = expiry_falls_back if expiry_falls_back is not None else wait.on_expiry == "default"
+        if falls_back and default is not None:
+            self.log("question %s expired; proceeding with %s", question_id, default)
+            self.publish()
+            return ExpiredAnswer(answer=default)
+        message = expiry_message or f"no answer to '{question[:200]}' within {seconds} s"
+        raise JobStop("WAIT_EXPIRED", message, step.id if step else None)
+
+    def _next_question_id(self, step: StepState | None) -> str:
+        """Count one more question and name it after its step (or the job)."""
+        self.state.questions_asked += 1
+        return f"{step.id if step else 'job'}-q{self.state.questions_asked}"
+
+    def _start_waiting(self, step: StepState | None, waiting: Waiting) -> StepStateName:
+        """Publish the job as waiting on ``waiting``; returns the state the step resumes in once answered."""
+        self.state.waiting = waiting
         self.state.status = "waiting_for_user"
         resume_state: StepStateName = "running"
         if step is not None:
@@ -656,53 +688,38 @@ class JobRun:
             resume_state = step.state if ended else "running"
             step.state = "waiting"
             # Only a wait inside the step's run is taken out of its duration.
-            step.waiting_since = None if ended else now.isoformat()
+            step.waiting_since = None if ended else waiting.asked_at
             _clear_retry(step)
         self.publish()
-        self.log("waiting for the user (%s): %s", question_id, question[:80])
-        event = self.ctx.wait_for_external_event(f"answer:{question_id}")
-        timer = self.ctx.create_timer(expires)
-        winner = yield self.ctx.task_any([event, timer])
+        self.log("waiting for the user (%s): %s", waiting.question_id, waiting.question[:80])
+        return resume_state
+
+    def _stop_waiting(self, step: StepState | None, resume_state: StepStateName) -> None:
+        """The wait is over (answered or expired): the job runs again and the step resumes."""
         self.state.waiting = None
         self.state.status = "running"
         if step is not None:
             self.end_wait(step)
             step.state = resume_state
-        if winner is event:
-            if not timer.is_completed:
-                timer.cancel()
-            reply = _parse_answer(event.result)
-            if reply is not None and (free_text or reply.action() in options):
-                refused = _refused_edit(reply, edit_of)
-                if refused is None:
-                    self.publish()
-                    return reply
-                self.log("refused the edit answering %s: %s", question_id, refused)
-                details = {**(details or {}), "refused_edit": refused[:300]}
-            else:
-                self.log("ignoring an invalid answer to %s", question_id)
-            return (
-                yield from self.ask(
-                    step,
-                    kind,
-                    question,
-                    options,
-                    default=default,
-                    details=details,
-                    free_text=free_text,
-                    timeout_seconds=timeout_seconds,
-                    expiry_falls_back=expiry_falls_back,
-                    expiry_message=expiry_message,
-                    edit_of=edit_of,
-                )
-            )
-        falls_back = expiry_falls_back if expiry_falls_back is not None else wait.on_expiry == "default"
-        if falls_back and default is not None:
-            self.log("question %s expired; proceeding with %s", question_id, default)
-            self.publish()
-            return ExpiredAnswer(answer=default)
-        message = expiry_message or f"no answer to '{question[:200]}' within {seconds} s"
-        raise JobStop("WAIT_EXPIRED", message, step.id if step else None)
+
+    def _check_answer(
+        self,
+        question_id: str,
+        raw: Any,
+        options: list[str],
+        free_text: bool,
+        edit_of: tuple[str, dict[str, Any]] | None,
+    ) -> tuple[UserAnswer | None, str | None]:
+        """The accepted answer, or None with why an edit was refused (None too when the answer was invalid)."""
+        reply = _parse_answer(raw)
+        if reply is None or not (free_text or reply.action() in options):
+            self.log("ignoring an invalid answer to %s", question_id)
+            return None, None
+        refused = _refused_edit(reply, edit_of)
+        if refused is None:
+            return reply, None
+        self.log("refused the edit answering %s: %s", question_id, refused)
+        return None, refused
 
     def end_wait(self, step: StepState) -> None:
         """Add a finished human wait to the step's waited time (a wait is neither an attempt nor run time)."""

@@ -299,3 +299,16 @@ def test_an_invalid_supervisor_decision_is_ignored() -> None:
     h.activity = activity  # type: ignore[method-assign]
     assert h.run(mode="hybrid")["status"] == "completed"
     assert h.sql_calls() == []
+
+
+def test_invalid_and_refused_answers_ask_the_same_question_again_keeping_the_last_refusal() -> None:
+    bad_edit = {"action": "edit", "sql": CONTACTS_SQL, "allow_sensitive": True}
+    h = Harness(plan_with({"question": "regions", "sql": REGIONS_SQL}), ["bogus", bad_edit, "nonsense", "reject"])
+    result = h.run(approval={"sql": "always"})
+    assert result["status"] == "completed"
+    ids = [q["question_id"] for q in h.questions]
+    assert ids == ["s1-q1", "s1-q2", "s1-q3", "s1-q4"]
+    assert len({(q["kind"], q["question"], q["details"]["sql"]) for q in h.questions}) == 1
+    assert ["refused_edit" in q["details"] for q in h.questions] == [False, False, True, True]
+    assert h.questions[2]["details"]["refused_edit"] == h.questions[3]["details"]["refused_edit"]
+    assert h.ran() == []
