@@ -138,6 +138,12 @@ class _NotStrict(Exception):
     pass
 
 
+# Keywords strict mode cannot express at all: a schema using one is sent as non-strict.
+_STRICT_UNSUPPORTED = frozenset({"prefixItems", "patternProperties", "propertyNames", "if", "then", "else"})
+# What makes a non-object schema typed enough for strict mode.
+_STRICT_TYPED = ("type", "anyOf", "allOf", "enum", "const", "$defs")
+
+
 def _strictify(node: Any) -> Any:
     if isinstance(node, list):
         return [_strictify(item) for item in node]
@@ -148,31 +154,39 @@ def _strictify(node: Any) -> Any:
         return {"$ref": node["$ref"]}
     out: dict[str, Any] = {}
     for key, value in node.items():
-        if key in _STRICT_DROP:
-            continue
-        if key in ("properties", "$defs"):
-            out[key] = {name: _strictify(sub) for name, sub in value.items()}
-        elif key in ("items", "anyOf", "allOf", "not"):
-            if key == "items" and isinstance(value, list):
-                raise _NotStrict("tuple items")
-            out[key] = _strictify(value)
-        elif key == "oneOf":
-            out["anyOf"] = _strictify(value)
-        elif key in ("prefixItems", "patternProperties", "propertyNames", "if", "then", "else"):
-            raise _NotStrict(key)
-        else:
-            out[key] = value
-    is_object = out.get("type") == "object" or "properties" in out
-    if is_object:
-        extra = out.get("additionalProperties")
-        if "properties" not in out or (extra is not None and extra is not False):
-            raise _NotStrict("open object")
-        out["type"] = "object"
-        out["additionalProperties"] = False
-        out["required"] = list(out["properties"])
-    elif not any(k in out for k in ("type", "anyOf", "allOf", "enum", "const", "$defs")):
+        if key not in _STRICT_DROP:
+            _strict_entry(out, key, value)
+    if out.get("type") == "object" or "properties" in out:
+        _close_object(out)
+    elif not any(k in out for k in _STRICT_TYPED):
         raise _NotStrict("untyped value")
     return out
+
+
+def _strict_entry(out: dict[str, Any], key: str, value: Any) -> None:
+    """Put one keyword of a schema into ``out`` in its strict form, or raise ``_NotStrict``."""
+    if key in _STRICT_UNSUPPORTED:
+        raise _NotStrict(key)
+    if key in ("properties", "$defs"):
+        out[key] = {name: _strictify(sub) for name, sub in value.items()}
+    elif key == "items" and isinstance(value, list):
+        raise _NotStrict("tuple items")
+    elif key in ("items", "anyOf", "allOf", "not"):
+        out[key] = _strictify(value)
+    elif key == "oneOf":
+        out["anyOf"] = _strictify(value)
+    else:
+        out[key] = value
+
+
+def _close_object(out: dict[str, Any]) -> None:
+    """Make an object schema strict: closed, with every property required; open objects cannot be."""
+    extra = out.get("additionalProperties")
+    if "properties" not in out or (extra is not None and extra is not False):
+        raise _NotStrict("open object")
+    out["type"] = "object"
+    out["additionalProperties"] = False
+    out["required"] = list(out["properties"])
 
 
 _SCHEMA_CACHE: dict[type[BaseModel], OutputSchema] = {}
@@ -329,52 +343,73 @@ def map_openai_error(
     if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
         return ProviderError(ErrorCode.MODEL_TIMEOUT, f"model {model!r} did not answer within {timeout_s:g}s")
     if isinstance(exc, openai.APIConnectionError | httpx.TransportError):
-        url = _request_url(exc) or "the LLM endpoint"
-        if started:
-            message = f"the connection to {url} broke mid-stream ({_root_cause(exc)}); the server may have died"
-        else:
-            message = f"could not reach the LLM endpoint {url}: {_root_cause(exc)}"
-        return ProviderError(ErrorCode.UPSTREAM_ERROR, message[:1500])
+        return _connection_error(exc, started=started)
     if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        code, message = _error_detail(exc)
-        detail = f"{status} from the LLM endpoint for {model!r}: {message}"[:1500]
-        if status == 404:
-            url = _request_url(exc) or "the endpoint"
-            about_model = any(word in f"{code} {message}".lower() for word in ("deployment", "model"))
-            if api == "responses" and not about_model:
-                return ProviderError(
-                    ErrorCode.CONFIG_ERROR,
-                    f"the LLM endpoint has no Responses API (404 at POST {url}); set LLM_API=chat for servers "
-                    "that only speak Chat Completions (llama.cpp, Ollama, LM Studio)",
-                )
-            return ProviderError(
-                ErrorCode.BAD_REQUEST,
-                f"404 at POST {url} for {model!r}: {message}; check the model name and that OPENAI_BASE_URL "
-                "ends with the API root (usually /v1)"[:1500],
-            )
-        if status == 429:
-            return ProviderError(ErrorCode.RATE_LIMITED, detail, retry_after_ms=_retry_after_ms(exc.response.headers))
-        if status in (401, 403):
-            return ProviderError(ErrorCode.AUTH_FAILED, detail)
-        if status == 408:
-            return ProviderError(ErrorCode.MODEL_TIMEOUT, detail)
-        if status >= 500:
-            return ProviderError(ErrorCode.UPSTREAM_ERROR, detail)
-        if _is_content_filter(code, message, exc.body):
-            return ProviderError(ErrorCode.CONTENT_FILTERED, detail)
-        return ProviderError(ErrorCode.BAD_REQUEST, detail)
+        return _status_error(exc, model=model, api=api)
     if isinstance(exc, openai.APIError):
-        # Errors sent inside an SSE stream (no HTTP status of their own).
-        code, message = _error_detail(exc)
-        if _is_content_filter(code, message, exc.body):
-            return ProviderError(ErrorCode.CONTENT_FILTERED, f"content filter: {message}"[:1500])
-        if code and "rate_limit" in code:
-            return ProviderError(ErrorCode.RATE_LIMITED, f"rate limited mid-stream: {message}"[:1500])
-        return ProviderError(ErrorCode.UPSTREAM_ERROR, f"the LLM stream failed: {message}"[:1500])
+        return _stream_error(exc)
     if isinstance(exc, httpx.HTTPError):
         return ProviderError(ErrorCode.UPSTREAM_ERROR, f"the LLM call failed: {_root_cause(exc)}"[:1500])
     return ProviderError(ErrorCode.UPSTREAM_ERROR, f"LLM call failed: {type(exc).__name__}: {exc}"[:1500])
+
+
+def _connection_error(exc: BaseException, *, started: bool) -> ProviderError:
+    """A connection that could not be made, or (``started``) broke while the answer streamed."""
+    url = _request_url(exc) or "the LLM endpoint"
+    if started:
+        message = f"the connection to {url} broke mid-stream ({_root_cause(exc)}); the server may have died"
+    else:
+        message = f"could not reach the LLM endpoint {url}: {_root_cause(exc)}"
+    return ProviderError(ErrorCode.UPSTREAM_ERROR, message[:1500])
+
+
+def _status_error(exc: openai.APIStatusError, *, model: str, api: ApiKind) -> ProviderError:
+    """An HTTP error status from the endpoint, classified by status and, for 400s, by its content."""
+    status = exc.status_code
+    code, message = _error_detail(exc)
+    if status == 404:
+        return _not_found_error(exc, code, message, model=model, api=api)
+    detail = f"{status} from the LLM endpoint for {model!r}: {message}"[:1500]
+    if status == 429:
+        return ProviderError(ErrorCode.RATE_LIMITED, detail, retry_after_ms=_retry_after_ms(exc.response.headers))
+    if status in (401, 403):
+        return ProviderError(ErrorCode.AUTH_FAILED, detail)
+    if status == 408:
+        return ProviderError(ErrorCode.MODEL_TIMEOUT, detail)
+    if status >= 500:
+        return ProviderError(ErrorCode.UPSTREAM_ERROR, detail)
+    if _is_content_filter(code, message, exc.body):
+        return ProviderError(ErrorCode.CONTENT_FILTERED, detail)
+    return ProviderError(ErrorCode.BAD_REQUEST, detail)
+
+
+def _not_found_error(
+    exc: openai.APIStatusError, code: str | None, message: str, *, model: str, api: ApiKind
+) -> ProviderError:
+    """A 404: a server without the Responses API, or a wrong model name or base URL."""
+    url = _request_url(exc) or "the endpoint"
+    about_model = any(word in f"{code} {message}".lower() for word in ("deployment", "model"))
+    if api == "responses" and not about_model:
+        return ProviderError(
+            ErrorCode.CONFIG_ERROR,
+            f"the LLM endpoint has no Responses API (404 at POST {url}); set LLM_API=chat for servers "
+            "that only speak Chat Completions (llama.cpp, Ollama, LM Studio)",
+        )
+    return ProviderError(
+        ErrorCode.BAD_REQUEST,
+        f"404 at POST {url} for {model!r}: {message}; check the model name and that OPENAI_BASE_URL "
+        "ends with the API root (usually /v1)"[:1500],
+    )
+
+
+def _stream_error(exc: openai.APIError) -> ProviderError:
+    """An error sent inside an SSE stream (no HTTP status of its own)."""
+    code, message = _error_detail(exc)
+    if _is_content_filter(code, message, exc.body):
+        return ProviderError(ErrorCode.CONTENT_FILTERED, f"content filter: {message}"[:1500])
+    if code and "rate_limit" in code:
+        return ProviderError(ErrorCode.RATE_LIMITED, f"rate limited mid-stream: {message}"[:1500])
+    return ProviderError(ErrorCode.UPSTREAM_ERROR, f"the LLM stream failed: {message}"[:1500])
 
 
 def _failed_response_error(code: str | None, message: str) -> ProviderError:
@@ -836,9 +871,7 @@ def _tool_name(request: LLMRequest[Any]) -> str:
 def _chat_output(completion: Any) -> _RawOutput:
     raw = _RawOutput(text="", model=completion.model or None)
     if completion.usage is not None:
-        raw.tokens_in = completion.usage.prompt_tokens or 0
-        raw.tokens_out = completion.usage.completion_tokens or 0
-        raw.usage_seen = True
+        _take_chat_usage(raw, completion.usage)
     if not completion.choices:
         raise ProviderError(ErrorCode.UPSTREAM_ERROR, "the LLM endpoint returned no choices")
     choice = completion.choices[0]
@@ -854,46 +887,65 @@ def _chat_output(completion: Any) -> _RawOutput:
     return raw
 
 
+@dataclass
+class _ChatParts:
+    """The pieces of a chat stream's first choice, gathered as the chunks come."""
+
+    content: list[str] = field(default_factory=list)
+    arguments: list[str] = field(default_factory=list)
+    refusal: list[str] = field(default_factory=list)
+
+
 def _read_chat_stream(
     stream: Any, on_delta: Callable[[str], None], deadline: float, model: str, timeout_s: float, raw: _RawOutput
 ) -> _RawOutput:
-    content: list[str] = []
-    arguments: list[str] = []
-    refusal: list[str] = []
+    parts = _ChatParts()
     with stream:
         for chunk in stream:
             _deadline_check(deadline, model, timeout_s)
             if chunk.model:
                 raw.model = chunk.model
             if chunk.usage is not None:
-                raw.tokens_in = chunk.usage.prompt_tokens or 0
-                raw.tokens_out = chunk.usage.completion_tokens or 0
-                raw.usage_seen = True
+                _take_chat_usage(raw, chunk.usage)
             for choice in chunk.choices:
-                if choice.index != 0:
-                    continue
-                delta = choice.delta
-                if delta.content:
-                    content.append(delta.content)
-                    raw.received.append(delta.content)
-                    on_delta(delta.content)
-                if delta.refusal:
-                    refusal.append(delta.refusal)
-                for call in delta.tool_calls or []:
-                    if call.function is not None and call.function.name:
-                        raw.tool_name = raw.tool_name or call.function.name
-                    if call.function is not None and call.function.arguments:
-                        arguments.append(call.function.arguments)
-                        raw.received.append(call.function.arguments)
-                        on_delta(call.function.arguments)
-                if choice.finish_reason:
-                    raw.finish = choice.finish_reason
+                if choice.index == 0:
+                    _read_chat_choice(choice, parts, on_delta, raw)
     raw.unfinished = raw.finish is None
-    raw.text = "".join(content) or "".join(arguments)
-    if content:
+    raw.text = "".join(parts.content) or "".join(parts.arguments)
+    if parts.content:
         raw.tool_name = None
-    raw.refusal = "".join(refusal) or None
+    raw.refusal = "".join(parts.refusal) or None
     return raw
+
+
+def _take_chat_usage(raw: _RawOutput, usage: Any) -> None:
+    """Record the token counts a chat completion (or its last stream chunk) reported."""
+    raw.tokens_in = usage.prompt_tokens or 0
+    raw.tokens_out = usage.completion_tokens or 0
+    raw.usage_seen = True
+
+
+def _read_chat_choice(choice: Any, parts: _ChatParts, on_delta: Callable[[str], None], raw: _RawOutput) -> None:
+    """Add one streamed delta of the first choice: its text, refusal, tool call and finish reason."""
+    delta = choice.delta
+    if delta.content:
+        parts.content.append(delta.content)
+        raw.received.append(delta.content)
+        on_delta(delta.content)
+    if delta.refusal:
+        parts.refusal.append(delta.refusal)
+    for call in delta.tool_calls or []:
+        function = call.function
+        if function is None:
+            continue
+        if function.name:
+            raw.tool_name = raw.tool_name or function.name
+        if function.arguments:
+            parts.arguments.append(function.arguments)
+            raw.received.append(function.arguments)
+            on_delta(function.arguments)
+    if choice.finish_reason:
+        raw.finish = choice.finish_reason
 
 
 def _responses_output(response: Any) -> _RawOutput:
