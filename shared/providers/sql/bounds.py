@@ -311,28 +311,39 @@ def _printf(node: exp.Expr, b: Callable[[exp.Expr | None], Bound]) -> Bound:
     total = Bound(0.0, float(len(fmt)))
     values = iter(args[1:])
     for spec in _PRINTF_SPEC.finditer(fmt):
-        _flags, width, precision, _size, kind = spec.groups()
+        kind = spec.group(5)
         if kind == "%":
             continue
-        if width == "*" or precision == "*":
-            raise _resource(f"{name}() format {spec.group(0)!r}: '*' widths and precisions are not allowed")
-        # Check the digit count first: int() refuses strings of more than 4,300 digits.
-        too_long = len(width or "") > 6 or len(precision or "") > 6
-        w = int(width) if width and not too_long else 0
-        p = int(precision) if precision and not too_long else None
-        if too_long or w > MAX_WIDTH or (p is not None and p > MAX_WIDTH):
-            raise _resource(f"{name}() format {spec.group(0)!r}: widths and precisions are limited to {MAX_WIDTH}")
-        value = b(next(values, None))
-        if kind in "sqQwz":
-            part = value.scale(2).plus(2) if kind in "qQw" else value
-            if p is not None:
-                part = Bound(0.0, float(p) * (2 if kind in "qQw" else 1) + 2)
-        elif kind == "c":
-            part = Bound(0.0, float(p if p is not None else 1))
-        else:
-            part = Bound(0.0, _SCALAR + (p or 0))
-        total = total.add(Bound(part.f, max(part.c, float(w)), part.s))
+        width, precision = _printf_limits(spec, name)
+        part = _printf_part(kind, b(next(values, None)), precision)
+        total = total.add(Bound(part.f, max(part.c, float(width)), part.s))
     return total
+
+
+def _printf_limits(spec: re.Match[str], name: str) -> tuple[int, int | None]:
+    """The literal width and precision of one printf conversion, each at most ``MAX_WIDTH``."""
+    _flags, width, precision, _size, _kind = spec.groups()
+    if width == "*" or precision == "*":
+        raise _resource(f"{name}() format {spec.group(0)!r}: '*' widths and precisions are not allowed")
+    # Check the digit count first: int() refuses strings of more than 4,300 digits.
+    too_long = len(width or "") > 6 or len(precision or "") > 6
+    w = int(width) if width and not too_long else 0
+    p = int(precision) if precision and not too_long else None
+    if too_long or w > MAX_WIDTH or (p is not None and p > MAX_WIDTH):
+        raise _resource(f"{name}() format {spec.group(0)!r}: widths and precisions are limited to {MAX_WIDTH}")
+    return w, p
+
+
+def _printf_part(kind: str, value: Bound, precision: int | None) -> Bound:
+    """What one printf conversion of ``value`` writes, before padding to its width."""
+    if kind in "sqQwz":
+        quoted = kind in "qQw"
+        if precision is not None:
+            return Bound(0.0, float(precision) * (2 if quoted else 1) + 2)
+        return value.scale(2).plus(2) if quoted else value
+    if kind == "c":
+        return Bound(0.0, float(precision if precision is not None else 1))
+    return Bound(0.0, _SCALAR + (precision or 0))
 
 
 def _literal_format(node: exp.Expr, b: Callable[[exp.Expr | None], Bound]) -> Bound:
