@@ -445,6 +445,8 @@ async def _exists_before(http: httpx.AsyncClient, base: str, runtime_statuses: l
 
 
 Key = tuple[int, str]
+# The accepted instances read so far, by instance id: their sort key and list entry.
+_Found = dict[str, tuple[Key, dict[str, Any]]]
 
 
 async def newest_first(
@@ -473,44 +475,78 @@ async def newest_first(
     to_s: int | None = after.t + 1 if after else None
     edge = to_s if to_s is not None else int(now) + 1
     width = after.w if after else windows.first_s
-    found: dict[str, tuple[Key, dict[str, Any]]] = {}
+    found: _Found = {}
     async with contextlib.AsyncExitStack() as stack:
         client = http if http is not None else await stack.enter_async_context(httpx.AsyncClient(timeout=30.0))
         for _ in range(windows.max_windows):
             start = max(0, edge - width)
-            params = _list_params(runtime_statuses, windows.page_size, show_input=True)
-            params["createdTimeFrom"] = _durable_time(start)
-            if to_s is not None:
-                params["createdTimeTo"] = _durable_time(to_s)
-            read = 0
-            async for page in _durable_pages(client, base, params):
-                read += len(page)
-                for data in page:
-                    second, job_id = _created_second(data), data.get("instanceId")
-                    if second is None or not isinstance(job_id, str) or job_id in found:
-                        continue
-                    key = (second, job_id)
-                    if upper is not None and key >= upper:
-                        continue
-                    item = accept(data)
-                    if item is not None:
-                        found[job_id] = (key, item)
+            params = _window_params(runtime_statuses, windows.page_size, start, to_s)
+            read = await _read_window(client, base, params, upper, accept, found)
             if len(found) > limit:
-                ranked = sorted(found.values(), key=lambda kv: kv[0], reverse=True)[:limit]
-                # A window that read far more than a page: start the next page with a narrower one.
-                next_width = max(1, width // 2) if read > 4 * (limit + 1) and width > 1 else width
-                last = ranked[-1][0]
-                return [item for _, item in ranked], ListCursor(t=last[0], id=last[1], w=next_width)
+                return _full_page(found, limit, width, read)
             if start == 0 or not await _exists_before(client, base, runtime_statuses, start):
                 break
             to_s = edge = start
             width = min(width * 2, MAX_WINDOW_S)
         else:
             # Out of windows for this request: everything at or after ``edge`` is on this page.
-            ranked = sorted(found.values(), key=lambda kv: kv[0], reverse=True)
-            return [item for _, item in ranked], ListCursor(t=edge, id="", w=width)
-    ranked = sorted(found.values(), key=lambda kv: kv[0], reverse=True)
-    return [item for _, item in ranked], None
+            return [item for _, item in _ranked(found)], ListCursor(t=edge, id="", w=width)
+    return [item for _, item in _ranked(found)], None
+
+
+def _window_params(runtime_statuses: list[str] | None, page_size: int, start: int, to_s: int | None) -> dict[str, str]:
+    """The list query of one window of created time, [start, to_s] (open-ended when ``to_s`` is None)."""
+    params = _list_params(runtime_statuses, page_size, show_input=True)
+    params["createdTimeFrom"] = _durable_time(start)
+    if to_s is not None:
+        params["createdTimeTo"] = _durable_time(to_s)
+    return params
+
+
+async def _read_window(
+    client: httpx.AsyncClient,
+    base: str,
+    params: dict[str, str],
+    upper: Key | None,
+    accept: Callable[[dict[str, Any]], dict[str, Any] | None],
+    found: _Found,
+) -> int:
+    """Read one window whole, adding what ``accept`` takes to ``found``; how many instances it held."""
+    read = 0
+    async for page in _durable_pages(client, base, params):
+        read += len(page)
+        for data in page:
+            _take(data, upper, accept, found)
+    return read
+
+
+def _take(
+    data: dict[str, Any], upper: Key | None, accept: Callable[[dict[str, Any]], dict[str, Any] | None], found: _Found
+) -> None:
+    """Add one instance to ``found`` unless it is unkeyed, already there, not before ``upper`` or not accepted."""
+    second, job_id = _created_second(data), data.get("instanceId")
+    if second is None or not isinstance(job_id, str) or job_id in found:
+        return
+    key = (second, job_id)
+    if upper is not None and key >= upper:
+        return
+    item = accept(data)
+    if item is not None:
+        found[job_id] = (key, item)
+
+
+def _ranked(found: _Found) -> list[tuple[Key, dict[str, Any]]]:
+    """The found instances, newest first."""
+    return sorted(found.values(), key=lambda kv: kv[0], reverse=True)
+
+
+def _full_page(found: _Found, limit: int, width: int, read: int) -> tuple[list[dict[str, Any]], ListCursor]:
+    """The newest ``limit`` instances found, and the cursor just past the last of them."""
+    ranked = _ranked(found)[:limit]
+    # A window that read far more than a page: start the next page with a narrower one.
+    next_width = max(1, width // 2) if read > 4 * (limit + 1) and width > 1 else width
+    last = ranked[-1][0]
+    return [item for _, item in ranked], ListCursor(t=last[0], id=last[1], w=next_width)
 
 
 def _list_item(data: dict[str, Any], caller: Caller, wanted: str | None) -> dict[str, Any] | None:
