@@ -71,48 +71,56 @@ def _task_ref(event: dict[str, Any]) -> tuple[str | None, int | None, dict[str, 
 
 def _line(event: dict[str, Any]) -> str | None:
     kind = event.get("EventType")
-    if kind == "ExecutionStarted":
-        return "job accepted"
-    if kind in ("TaskCompleted", "TaskFailed"):
-        step_id, attempt, _ = _task_ref(event)
-        name = event.get("FunctionName", "activity")
-        label = str(name) if step_id in (None, name) else f"{step_id} {name}"
-        where = f"{label} (attempt {attempt})" if attempt else label
-        if kind == "TaskFailed":
-            return f"{where}: activity error: {str(event.get('Reason', ''))[:300]}"
-        result = decode(event.get("Result"))
-        if not isinstance(result, dict):
-            return f"{where}: done"
-        if result.get("status") == "failed":
-            err = result.get("error") or {}
-            return f"{where}: failed {err.get('code')}: {str(err.get('message', ''))[:300]}"
-        usage = result.get("usage") or {}
-        body = result.get("result") or {}
-        detail = ""
-        if "rows" in body:
-            detail = f", {body.get('row_count', len(body['rows']))} rows"
-        elif "chunks" in body:
-            detail = f", {len(body['chunks'])} chunks"
-        elif "steps" in body:
-            detail = f", plan of {len(body['steps'])} steps"
-        elif body.get("draft"):
-            detail = ", SQL drafted"
-        elif "answer" in body:
-            detail = f", answer with {len(body.get('citations', []))} citations"
-        return f"{where}: {result.get('status')}{detail} ({usage.get('total_tokens', 0)} tokens)"
-    if kind == "TimerFired":
-        return "timer fired (retry backoff or wait deadline)"
-    if kind == "EventRaised":
-        return f"user answered {str(event.get('Name', '')).removeprefix('answer:')}"
-    if kind == "ExecutionCompleted":
-        return _ended_line(event)
-    if kind == "ExecutionTerminated":
-        return f"job cancelled: {decode(event.get('Input')) or ''}"
-    if kind == "ExecutionSuspended":
-        return "job suspended"
-    if kind == "ExecutionResumed":
-        return "job resumed"
-    return None
+    if not isinstance(kind, str):
+        return None
+    if kind in _FIXED_LINES:
+        return _FIXED_LINES[kind]
+    line_of = _LINE_OF.get(kind)
+    return line_of(event) if line_of is not None else None
+
+
+def _task_line(event: dict[str, Any]) -> str:
+    """The line of a finished activity: which step and attempt, and how it went."""
+    step_id, attempt, _ = _task_ref(event)
+    name = event.get("FunctionName", "activity")
+    label = str(name) if step_id in (None, name) else f"{step_id} {name}"
+    where = f"{label} (attempt {attempt})" if attempt else label
+    if event.get("EventType") == "TaskFailed":
+        return f"{where}: activity error: {str(event.get('Reason', ''))[:300]}"
+    result = decode(event.get("Result"))
+    if not isinstance(result, dict):
+        return f"{where}: done"
+    if result.get("status") == "failed":
+        err = result.get("error") or {}
+        return f"{where}: failed {err.get('code')}: {str(err.get('message', ''))[:300]}"
+    usage = result.get("usage") or {}
+    detail = _result_detail(result.get("result") or {})
+    return f"{where}: {result.get('status')}{detail} ({usage.get('total_tokens', 0)} tokens)"
+
+
+def _result_detail(body: Any) -> str:
+    """A few words on what a step produced (rows, chunks, a plan, a draft, an answer), or nothing."""
+    if "rows" in body:
+        return f", {body.get('row_count', len(body['rows']))} rows"
+    if "chunks" in body:
+        return f", {len(body['chunks'])} chunks"
+    if "steps" in body:
+        return f", plan of {len(body['steps'])} steps"
+    if body.get("draft"):
+        return ", SQL drafted"
+    if "answer" in body:
+        return f", answer with {len(body.get('citations', []))} citations"
+    return ""
+
+
+def _answered_line(event: dict[str, Any]) -> str:
+    """The line of a user's answer to a question the job asked."""
+    return f"user answered {str(event.get('Name', '')).removeprefix('answer:')}"
+
+
+def _terminated_line(event: dict[str, Any]) -> str:
+    """The line of a job cancelled through the Durable API, with the reason given."""
+    return f"job cancelled: {decode(event.get('Input')) or ''}"
 
 
 def _ended_line(event: dict[str, Any]) -> str:
@@ -127,6 +135,23 @@ def _ended_line(event: dict[str, Any]) -> str:
         reason = f": {err.get('code')}: {str(err.get('message', ''))[:300]}" if err.get("code") else ""
         return f"job failed{where}{reason}"
     return "job completed"
+
+
+# History events whose line is always the same.
+_FIXED_LINES: dict[str, str] = {
+    "ExecutionStarted": "job accepted",
+    "TimerFired": "timer fired (retry backoff or wait deadline)",
+    "ExecutionSuspended": "job suspended",
+    "ExecutionResumed": "job resumed",
+}
+# History events whose line depends on what they carry.
+_LINE_OF: dict[str, Callable[[dict[str, Any]], str]] = {
+    "TaskCompleted": _task_line,
+    "TaskFailed": _task_line,
+    "EventRaised": _answered_line,
+    "ExecutionCompleted": _ended_line,
+    "ExecutionTerminated": _terminated_line,
+}
 
 
 def _ms_between(start: str | None, end: str | None) -> int | None:
