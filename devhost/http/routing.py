@@ -262,12 +262,38 @@ def _complex_regexes(parts: list[str | _Param], text: str) -> list[re.Pattern[st
     return [full]
 
 
+def _can_skip(param: _Param | None) -> bool:
+    """Whether a segment holding only ``param`` may be missing from the path."""
+    return param is not None and (param.optional or param.default is not None)
+
+
+def _match_catch_all(param: _Param, rest: Sequence[str], values: dict[str, str]) -> bool:
+    """Match the remaining path segments against a catch-all parameter."""
+    joined = "/".join(rest)
+    if joined == "" and param.default is not None:
+        joined = param.default
+    if joined == "":
+        return True
+    if not param.accepts(joined):
+        return False
+    values[param.name] = joined
+    return True
+
+
 class RouteTemplate:
     """One parsed route template (without the host's route prefix)."""
 
     def __init__(self, template: str) -> None:
         """Parse ``template``; raises RouteTemplateError with the reason when it is invalid."""
         self.text = template
+        self.segments = self._parse_segments(template)
+        self._check_unique_names()
+        self._check_catch_all_last()
+        self._check_optional_tail()
+
+    @staticmethod
+    def _parse_segments(template: str) -> list[_Segment]:
+        """Parse the template's segments, ignoring a leading ``~/`` and surrounding slashes."""
         cleaned = template.strip()
         if cleaned.startswith("~/"):
             cleaned = cleaned[2:]
@@ -276,24 +302,32 @@ class RouteTemplate:
         if any(s == "" for s in raw_segments):
             raise RouteTemplateError(f"route '{template}' contains an empty segment")
         try:
-            self.segments = [_parse_segment(s) for s in raw_segments]
+            return [_parse_segment(s) for s in raw_segments]
         except RouteTemplateError as exc:
             raise RouteTemplateError(f"route '{template}': {exc}") from None
-        names = [p.name.lower() for s in self.segments for p in s.parts if isinstance(p, _Param)]
+
+    def _params(self) -> list[tuple[int, _Param]]:
+        """Every parameter of the template with the index of its segment."""
+        return [(idx, p) for idx, seg in enumerate(self.segments) for p in seg.parts if isinstance(p, _Param)]
+
+    def _check_unique_names(self) -> None:
+        names = [p.name.lower() for _, p in self._params()]
         if len(names) != len(set(names)):
-            raise RouteTemplateError(f"route '{template}' uses a parameter name twice")
-        for idx, seg in enumerate(self.segments):
-            for part in seg.parts:
-                if isinstance(part, _Param) and part.catch_all and idx != len(self.segments) - 1:
-                    raise RouteTemplateError(f"route '{template}': a catch-all parameter must be the last segment")
-        # Optional parameters are only allowed when every later segment is optional as well.
+            raise RouteTemplateError(f"route '{self.text}' uses a parameter name twice")
+
+    def _check_catch_all_last(self) -> None:
+        last = len(self.segments) - 1
+        if any(p.catch_all and idx != last for idx, p in self._params()):
+            raise RouteTemplateError(f"route '{self.text}': a catch-all parameter must be the last segment")
+
+    def _check_optional_tail(self) -> None:
+        """Optional parameters are only allowed when every later segment is optional as well."""
         seen_optional = False
         for seg in self.segments:
-            p = seg.single_param
-            can_skip = p is not None and (p.optional or p.default is not None)
+            can_skip = _can_skip(seg.single_param)
             if seen_optional and not can_skip:
                 raise RouteTemplateError(
-                    f"route '{template}': an optional segment must not be followed by required ones"
+                    f"route '{self.text}': an optional segment must not be followed by required ones"
                 )
             seen_optional = seen_optional or can_skip
 
@@ -321,31 +355,29 @@ class RouteTemplate:
         for idx, seg in enumerate(self.segments):
             p = seg.single_param
             if p is not None and p.catch_all:
-                rest = "/".join(path[idx:])
-                if rest == "" and p.default is not None:
-                    rest = p.default
-                if rest != "" and not p.accepts(rest):
-                    return None
-                if rest != "":
-                    values[p.name] = rest
-                return values
+                return values if _match_catch_all(p, path[idx:], values) else None
             if idx >= len(path):
-                if p is None or not (p.optional or p.default is not None):
+                if not _can_skip(p):
                     return None
-                if p.default is not None:
+                if p is not None and p.default is not None:
                     values[p.name] = p.default
                 continue
-            value = path[idx]
-            if seg.literal is not None:
-                if value.lower() != seg.literal.lower():
-                    return None
-            elif p is not None:
-                if value == "" or not p.accepts(value):
-                    return None
-                values[p.name] = value
-            elif not self._match_complex(seg, value, values):
+            if not self._match_segment(seg, path[idx], values):
                 return None
         return values if len(path) <= len(self.segments) else None
+
+    @classmethod
+    def _match_segment(cls, seg: _Segment, value: str, values: dict[str, str]) -> bool:
+        """Match one present path segment, adding its route values to ``values``."""
+        if seg.literal is not None:
+            return value.lower() == seg.literal.lower()
+        p = seg.single_param
+        if p is None:
+            return cls._match_complex(seg, value, values)
+        if value == "" or not p.accepts(value):
+            return False
+        values[p.name] = value
+        return True
 
     @staticmethod
     def _match_complex(seg: _Segment, value: str, values: dict[str, str]) -> bool:

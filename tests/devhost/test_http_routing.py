@@ -114,3 +114,43 @@ def test_url_path_keeps_prefix_case() -> None:
     table: RouteTable[str] = RouteTable("Api")
     route = table.add("orders/{id}", None, "x")
     assert table.url_path(route) == "/Api/orders/{id}"
+
+
+@pytest.mark.parametrize(
+    ("template", "path", "expected"),
+    [
+        ("c/{*rest=home}", "/api/c", {"rest": "home"}),
+        ("c/{*rest=home}", "/api/c/a/b", {"rest": "a/b"}),
+        ("c/{*rest:int}", "/api/c/a/b", None),
+        ("c/{*rest:int}", "/api/c", {}),
+        ("c/{*rest:file}", "/api/c/x/y.txt", {"rest": "x/y.txt"}),
+        ("o/{a?}/{b=2}", "/api/o", {"b": "2"}),
+        ("o/{a?}/{b=2}", "/api/o/1", {"a": "1", "b": "2"}),
+        ("o/{a?}/{b=2}", "/api/o/1/3/4", None),
+        ("~/t/{x}", "/api/t/y", {"x": "y"}),
+        ("/t/{x}/", "/api/t/y", {"x": "y"}),
+        ("q/{x}", "/api/q", None),
+        ("q/lit", "/api/q/LIT", {}),
+        ("q/lit", "/api/q/other", None),
+        ("f/{name}.{ext:int}", "/api/f/a.b", None),
+        ("f/{name}.{ext}", "/api/f/noext", None),
+        ("f/{name}.{ext?}/{y?}", "/api/f", None),
+    ],
+)
+def test_catch_all_optional_and_literal_edges(template: str, path: str, expected: dict[str, str] | None) -> None:
+    found = _resolve(_table(template), path)
+    assert (found[1] if found else None) == expected
+
+
+@pytest.mark.parametrize(
+    ("template", "message"),
+    [
+        ("a/{x}.{*y}", "catch-all parameter cannot be part of a complex segment"),
+        ("{x=1}/b", "optional segment must not be followed"),
+        ("a/{x}-{y}/{X}", "parameter name twice"),
+        ("a/{b?}/{c}.{d?}", "optional segment must not be followed"),
+    ],
+)
+def test_more_invalid_templates(template: str, message: str) -> None:
+    with pytest.raises(RouteTemplateError, match=message):
+        RouteTemplate(template)
