@@ -145,6 +145,11 @@ class _Out:
         return self._value
 
 
+def _is_under(lower_path: str, root: str) -> bool:
+    """Whether a lower-cased path is ``root`` itself or below it."""
+    return lower_path == root or lower_path.startswith(root + "/")
+
+
 class DevHost:
     """ASGI app serving one loaded function app."""
 
@@ -268,14 +273,25 @@ class DevHost:
         return Response(status_code=204, headers=headers)
 
     async def _route(self, request: Request) -> Response:
-        server = request.scope.get("server")
         raw = request.scope.get("raw_path") or request.url.path.encode()
         path = raw.decode("latin-1").split("?", 1)[0]
-        lower = path.lower()
+        server = request.scope.get("server")
         if server is not None and server[1] == self.rpc_port:
-            if lower == RPC_PATH or lower.startswith(RPC_PATH + "/"):
-                return await self.durable.handle(request, path[len(RPC_PATH) :], self.public_origin)
-            return Response(status_code=404)
+            return await self._route_rpc(request, path)
+        reserved = await self._route_reserved(request, path)
+        if reserved is not None:
+            return reserved
+        return await self._route_function(request, path)
+
+    async def _route_rpc(self, request: Request, path: str) -> Response:
+        """The loopback RPC listener serves only the durable RPC API."""
+        if _is_under(path.lower(), RPC_PATH):
+            return await self.durable.handle(request, path[len(RPC_PATH) :], self.public_origin)
+        return Response(status_code=404)
+
+    async def _route_reserved(self, request: Request, path: str) -> Response | None:
+        """Host-owned paths (admin API, durable webhooks, Easy Auth); None when the path is the app's."""
+        lower = path.lower()
         if lower.rstrip("/") == "/admin/host/status":
             # An admin API, as on the Functions host: the master key, unless auth is off (--no-auth).
             if self.keys is not None and not self.keys.is_master(presented_key(request)):
@@ -283,7 +299,7 @@ class DevHost:
             return self._host_status()
         if lower.rstrip("/") == "/admin/host/ping" and request.method in ("GET", "HEAD", "POST"):
             return Response(status_code=200)  # anonymous liveness, as the Functions host answers it
-        if lower == WEBHOOK_PATH or lower.startswith(WEBHOOK_PATH + "/"):
+        if _is_under(lower, WEBHOOK_PATH):
             if self.keys is not None and not self.keys.allows_system(presented_key(request)):
                 return Response(status_code=401)
             return await self.durable.handle(request, path[len(WEBHOOK_PATH) :], origin_of(request))
@@ -291,6 +307,10 @@ class DevHost:
             return Response(status_code=404)
         if self.easy_auth is not None and lower.startswith("/.auth/"):
             return self.easy_auth.handle(request, path)
+        return None
+
+    async def _route_function(self, request: Request, path: str) -> Response:
+        """Resolve the path to an HTTP-triggered function and run it (after auth and a store check)."""
         found = self.routes.resolve(request.method, path)
         if found is None:
             if path == "/" and request.method in ("GET", "HEAD"):
