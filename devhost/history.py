@@ -8,6 +8,7 @@ turns such a text into the ``IsPlayed: false`` form used for the new events of a
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 EXECUTION_STARTED = 0
@@ -110,6 +111,87 @@ def parse_json_or_text(text: Any) -> Any:
         return text
 
 
+# Event fields the status API never shows.
+_HIDDEN_KEYS = frozenset({"EventType", "EventId", "IsPlayed", "TaskScheduledId"})
+# ExecutionStarted fields the status API drops.
+_STARTED_DROPPED = ("OrchestrationInstance", "ParentInstance", "Version", "Tags")
+
+
+def _type_name(etype: Any) -> Any:
+    """The event type's name; an unknown value is shown as it is."""
+    return EVENT_TYPE_NAMES[etype] if isinstance(etype, int) and 0 <= etype < len(EVENT_TYPE_NAMES) else etype
+
+
+def _shape_started(row: dict[str, Any]) -> dict[str, Any]:
+    renamed = {("FunctionName" if k == "Name" else k): v for k, v in row.items()}
+    for key in _STARTED_DROPPED:
+        renamed.pop(key, None)
+    return renamed
+
+
+def _shape_completed(row: dict[str, Any]) -> dict[str, Any]:
+    status = row.get("OrchestrationStatus")
+    if isinstance(status, int):
+        row["OrchestrationStatus"] = ORCHESTRATION_STATUS_NAMES.get(status, status)
+    return row
+
+
+def _shape_timer_fired(row: dict[str, Any]) -> dict[str, Any]:
+    row.pop("TimerId", None)
+    return row
+
+
+_ROW_SHAPERS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    EXECUTION_STARTED: _shape_started,
+    EXECUTION_COMPLETED: _shape_completed,
+    TIMER_FIRED: _shape_timer_fired,
+}
+
+
+def _add_scheduling(row: dict[str, Any], source: dict[str, Any] | None, show_input: bool) -> None:
+    """A completion row names the function and time (and input) of the event that scheduled it."""
+    if source is None:
+        return
+    row["FunctionName"] = source.get("Name")
+    row["ScheduledTime"] = source.get("Timestamp")
+    if show_input:
+        row["Input"] = parse_json_or_text(source.get("Input"))
+
+
+def _show_payload(row: dict[str, Any], key: str, show: bool) -> None:
+    """Decode a payload field when it is shown, drop it otherwise."""
+    if key not in row:
+        return
+    if show:
+        row[key] = parse_json_or_text(row[key])
+    else:
+        del row[key]
+
+
+def _present_event(
+    ev: dict[str, Any],
+    scheduled: dict[tuple[int, int], dict[str, Any]],
+    *,
+    show_history_output: bool,
+    show_input: bool,
+) -> dict[str, Any]:
+    """One ``historyEvents`` row; ``scheduled`` holds the scheduling events seen so far."""
+    etype: Any = ev.get("EventType")
+    row: dict[str, Any] = {"EventType": _type_name(etype)}
+    row.update((k, v) for k, v in ev.items() if k not in _HIDDEN_KEYS)
+    try:
+        shaper = _ROW_SHAPERS.get(etype)
+    except TypeError:  # the type comes from stored JSON: an unhashable value is shown as it is
+        shaper = None
+    if shaper is not None:
+        row = shaper(row)
+    elif isinstance(etype, int) and etype in _COMPLETION_OF:
+        _add_scheduling(row, scheduled.get((_COMPLETION_OF[etype], ev.get("TaskScheduledId", -2))), show_input)
+    _show_payload(row, "Result", show_history_output)
+    _show_payload(row, "Input", show_input)
+    return row
+
+
 def present(events: list[dict[str, Any]], *, show_history_output: bool, show_input: bool) -> list[dict[str, Any]]:
     """The ``historyEvents`` array of the status API (as the extension returns it)."""
     scheduled: dict[tuple[int, int], dict[str, Any]] = {}
@@ -121,38 +203,5 @@ def present(events: list[dict[str, Any]], *, show_history_output: bool, show_inp
         if etype in (TASK_SCHEDULED, SUB_ORCHESTRATION_CREATED):
             scheduled[(etype, ev.get("EventId", -1))] = ev
             continue
-        name = EVENT_TYPE_NAMES[etype] if isinstance(etype, int) and 0 <= etype < len(EVENT_TYPE_NAMES) else etype
-        row: dict[str, Any] = {"EventType": name}
-        for key, value in ev.items():
-            if key in ("EventType", "EventId", "IsPlayed", "TaskScheduledId"):
-                continue
-            row[key] = value
-        if etype == EXECUTION_STARTED:
-            row = {("FunctionName" if k == "Name" else k): v for k, v in row.items()}
-            for key in ("OrchestrationInstance", "ParentInstance", "Version", "Tags"):
-                row.pop(key, None)
-        elif etype == EXECUTION_COMPLETED:
-            status = row.get("OrchestrationStatus")
-            if isinstance(status, int):
-                row["OrchestrationStatus"] = ORCHESTRATION_STATUS_NAMES.get(status, status)
-        elif etype == TIMER_FIRED:
-            row.pop("TimerId", None)
-        elif isinstance(etype, int) and etype in _COMPLETION_OF:
-            source = scheduled.get((_COMPLETION_OF[etype], ev.get("TaskScheduledId", -2)))
-            if source is not None:
-                row["FunctionName"] = source.get("Name")
-                row["ScheduledTime"] = source.get("Timestamp")
-                if show_input:
-                    row["Input"] = parse_json_or_text(source.get("Input"))
-        if "Result" in row:
-            if show_history_output:
-                row["Result"] = parse_json_or_text(row["Result"])
-            else:
-                del row["Result"]
-        if "Input" in row:
-            if show_input:
-                row["Input"] = parse_json_or_text(row["Input"])
-            else:
-                del row["Input"]
-        rows.append(row)
+        rows.append(_present_event(ev, scheduled, show_history_output=show_history_output, show_input=show_input))
     return rows
