@@ -1,0 +1,76 @@
+"""Tool families for the Executor: one interface (``base.Tool``), one registry, one module per family.
+
+A family turns configuration into tools: ``function`` (typed Python functions registered in code),
+``http`` (HTTP APIs declared in settings), ``mcp`` (the tools of MCP servers declared in settings).
+Adding a family is one module here that calls ``register_family`` on import. Tool names carry their
+family as a prefix (``http.weather``), so one job's allowed list names tools of every family alike.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from shared.tools.base import Tool, ToolContext, ToolResult, ToolSpec, run_tool
+
+if TYPE_CHECKING:
+    from shared.runtime.settings import Settings
+
+# A family: its name and how it lists its members for the current settings (may raise ValueError
+# naming the setting that is wrong).
+FamilyLoader = Callable[["Settings"], list[Tool]]
+
+_FAMILIES: dict[str, FamilyLoader] = {}
+_LOCK = threading.Lock()
+_LOADED = False
+_NOT_FAMILIES = {"base"}
+
+__all__ = ["Tool", "ToolContext", "ToolResult", "ToolSpec", "family_names", "register_family", "run_tool", "tools"]
+
+
+def register_family(name: str) -> Callable[[FamilyLoader], FamilyLoader]:
+    """Decorator: register the loader of a tool family."""
+
+    def decorate(loader: FamilyLoader) -> FamilyLoader:
+        if name in _FAMILIES and _FAMILIES[name] is not loader:
+            raise ValueError(f"tool family {name!r} is registered twice")
+        _FAMILIES[name] = loader
+        return loader
+
+    return decorate
+
+
+def _load_all() -> None:
+    global _LOADED
+    if _LOADED:
+        return
+    with _LOCK:
+        if _LOADED:
+            return
+        for module in pkgutil.iter_modules(__path__):
+            if module.name not in _NOT_FAMILIES and not module.name.startswith("_"):
+                importlib.import_module(f"{__name__}.{module.name}")
+        _LOADED = True
+
+
+def family_names() -> list[str]:
+    """The registered tool families, sorted."""
+    _load_all()
+    return sorted(_FAMILIES)
+
+
+def tools(settings: Settings) -> dict[str, Tool]:
+    """Every tool of every family under these settings, by name; a name used twice is an error."""
+    _load_all()
+    found: dict[str, Tool] = {}
+    for family in sorted(_FAMILIES):
+        for tool in _FAMILIES[family](settings):
+            if not tool.spec.name.startswith(f"{family}."):
+                raise ValueError(f"tool {tool.spec.name!r} of family {family!r} must be named {family}.<name>")
+            if tool.spec.name in found:
+                raise ValueError(f"tool name {tool.spec.name!r} is used twice")
+            found[tool.spec.name] = tool
+    return found
