@@ -57,7 +57,7 @@ from shared.jobs.models import (
     UserAnswer,
     Waiting,
 )
-from shared.jobs.plan import ASK_USER, AskUserInput, Plan, PlanStep, SupervisorDecision
+from shared.jobs.plan import ALREADY_DONE, ASK_USER, AskUserInput, Plan, PlanStep, SupervisorDecision
 from shared.runtime import telemetry
 
 logger = logging.getLogger(__name__)
@@ -111,6 +111,8 @@ class JobRun:
         self.last_status: str | None = None
         # Why the step being run was skipped (set where it is skipped, read when the step ends).
         self.skip_reason: str | None = None
+        # Whether a person chose that skip (a Supervisor never re-runs what a person decided to skip).
+        self.skipped_by_user = False
         # How many calls each internal executor (planning, supervision) has had: their attempt numbers.
         self.internal_calls: dict[str, int] = {}
 
@@ -218,6 +220,7 @@ class JobRun:
             self.state.step_index = index
             step.started_at = self.now_iso()
             self.skip_reason = None
+            self.skipped_by_user = False
             result = yield from self.run_step(spec, step)
             step.ended_at = self.now_iso()
             if result is None:
@@ -498,6 +501,7 @@ class JobRun:
         if action == "retry":
             return task
         if action == "skip":
+            self.skipped_by_user = not isinstance(reply, ExpiredAnswer)
             self.skip_reason = (
                 f"no one answered in time after it failed ({error.code}), so it was skipped"
                 if isinstance(reply, ExpiredAnswer)
@@ -603,6 +607,7 @@ class JobRun:
                 task = _redraft(run_task, apply_edits(spec.kind, run_task, reply.edits()))
                 continue
             if action == "reject":
+                self.skipped_by_user = not isinstance(reply, ExpiredAnswer)
                 self.skip_reason = (
                     "its SQL query was not approved in time, so it was not run"
                     if isinstance(reply, ExpiredAnswer)
@@ -739,7 +744,7 @@ class JobRun:
                 "question": self.job.request.question,
                 "plan": [s.model_dump(mode="json") for s in steps],
                 "step": spec.model_dump(mode="json"),
-                "output": _bounded(self.outputs.get(spec.id) or {"skipped": True}),
+                "output": _bounded(_compact(self.outputs.get(spec.id)) or self.skipped_output(step)),
             },
         )
         if out is None:
@@ -767,12 +772,22 @@ class JobRun:
                 free_text=True,
             )
             for later in steps[index + 1 :]:
-                later.depends_on.append(spec.id)
+                if spec.id not in later.depends_on:
+                    later.depends_on.append(spec.id)
             self.clarifications[spec.id] = reply.action()
             return None
         if decision.action == "replan" and self.state.replans < MAX_REPLANS:
             return (yield from self.replan(steps, index, decision.reason))
         return None
+
+    def skipped_output(self, step: StepState) -> dict[str, Any]:
+        """What the Supervisor is told of a skipped step: why, the error that led to it, and who chose it."""
+        return {
+            "skipped": True,
+            "reason": step.note,
+            "error_code": step.error.code if step.error else None,
+            "skipped_by_user": self.skipped_by_user,
+        }
 
     def switch_tool(self, spec: PlanStep, step: StepState, steps: list[PlanStep], index: int, kind: str | None) -> None:
         """Run the step again as another step kind, when the Supervisor asks for one the plan may use."""
@@ -793,12 +808,19 @@ class JobRun:
     def replan(self, steps: list[PlanStep], index: int, reason: str) -> Gen:
         """A new plan for what is left; its step ids get a suffix so they never clash with the steps that ran."""
         self.state.replans += 1
-        done = ", ".join(f"{s.id}={s.kind}" for s in steps[: index + 1])
-        plan = yield from self.make_plan(self.job.request.question, f"Already done: {done}. {reason}")
+        ran = [s for s in steps[: index + 1] if s.id in self.outputs]
+        done = ", ".join(f"{s.id}={s.kind} {json.dumps(str(s.input.get(text_field_of(s.kind)) or ''))}" for s in ran)
+        plan = yield from self.make_plan(self.job.request.question, f"{ALREADY_DONE}{done}. {reason}")
         suffix = f"r{self.state.replans}"
+        # The answer of the new plan also cites what already ran.
+        kept = [s.id for s in ran]
         return [
             s.model_copy(
-                update={"id": f"{s.id}{suffix}"[:32], "depends_on": [f"{d}{suffix}"[:32] for d in s.depends_on]}
+                update={
+                    "id": f"{s.id}{suffix}"[:32],
+                    "depends_on": (kept if _writes_answer(s.kind) else [])
+                    + [f"{d}{suffix}"[:32] for d in s.depends_on],
+                }
             )
             for s in plan.steps
         ]
@@ -893,6 +915,21 @@ def _parse_answer(raw: Any) -> UserAnswer | None:
         return UserAnswer(answer=raw)
     except ValueError:
         return None
+
+
+def _compact(output: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A step output as the Supervisor sees it: every chunk and the first rows, each cut short, so it fits whole."""
+    if not output:
+        return output
+    compact = dict(output)
+    if isinstance(compact.get("chunks"), list):
+        compact["chunks"] = [
+            {**c, "content": str(c.get("content", ""))[:160]} if isinstance(c, dict) else c
+            for c in compact["chunks"][:8]
+        ]
+    if isinstance(compact.get("rows"), list):
+        compact["rows"] = compact["rows"][:5]
+    return compact
 
 
 def _bounded(value: dict[str, Any], limit: int = 2000) -> dict[str, Any]:

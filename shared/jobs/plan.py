@@ -67,6 +67,10 @@ class SqlDraft(BaseModel):
     explanation: str | None = Field(default=None, max_length=2000)
 
 
+# How a replan tells the planner what already ran, after the question: "<id>=<kind> <its question as JSON>, ...".
+ALREADY_DONE = "Already done: "
+
+
 class SupervisorDecision(BaseModel):
     """What the optional Supervisor hook decides after a step (hybrid mode)."""
 

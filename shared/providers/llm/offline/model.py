@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel
 
 from shared.jobs.contracts import AnswerResult, Chunk, ErrorCode, ProviderError, SqlResult
-from shared.jobs.plan import Plan, PlanStep, SqlDraft, SupervisorDecision
+from shared.jobs.plan import ALREADY_DONE, Plan, PlanStep, SqlDraft, SupervisorDecision
 from shared.providers.interfaces import LLMRequest, LLMResponse, LLMTask
 
 if TYPE_CHECKING:
@@ -40,6 +40,16 @@ _DOC_HINTS = re.compile(
 FOLLOW_UP = re.compile(r"^(why|how come)\b|\b(they|them|it|its|this|that|these|those|there)\b", re.IGNORECASE)
 # Clause boundaries in compound questions: "X, and what does Y?" / "X; Y" / "X? Y".
 _SPLIT = re.compile(r"\?\s+|;\s+|,?\s+and\s+(?=(?:what|which|how|who|when|where|why|is|are|does|do|can)\b)", re.I)
+
+
+# The question of each step a replan says already ran: `s1=consult_rag "refund policy"`.
+_DONE_TEXT = re.compile(r'=\w+ ("(?:[^"\\]|\\.)*")')
+
+
+def _covers(done_text: str, part: str) -> bool:
+    """Whether a step that already ran on ``done_text`` looked up this part: all its key words are in the part."""
+    words = {w for w in re.findall(r"[a-z0-9]+", done_text.lower()) if len(w) > 3}
+    return bool(words) and words <= set(re.findall(r"[a-z0-9]+", part.lower()))
 
 
 def split_question(question: str) -> list[str]:
@@ -78,7 +88,7 @@ class OfflineLLM:
         elif request.task is LLMTask.WRITE_ANSWER:
             output = self._write_answer(request)
         else:
-            output = SupervisorDecision(action="continue", reason="offline supervisor always continues")
+            output = self._supervise(request.inputs)
         if not isinstance(output, request.output_type):
             output = request.output_type.model_validate(output.model_dump())
         from shared.jobs.tokens import estimate_tokens
@@ -101,13 +111,18 @@ class OfflineLLM:
             retry_after_ms=200 if fault[0] is ErrorCode.RATE_LIMITED else None,
         )
 
-    def _plan(self, question: str) -> Plan:
+    def _plan(self, text: str) -> Plan:
         from shared.providers.llm.offline.sql_writer import catalog_covers
 
+        # A replan carries what already ran after the question; those parts are not planned again.
+        question, _, note = text.partition(f"\n\n{ALREADY_DONE}")
+        done = {json.loads(m) for m in _DONE_TEXT.findall(note)}
         catalog = self._clients.catalog
         steps: list[PlanStep] = []
         parts = split_question(question)
         for i, part in enumerate(parts):
+            if any(_covers(text, part) for text in done):
+                continue
             wants_docs = bool(_DOC_HINTS.search(part))
             query = f"{parts[i - 1]} {part}" if i and FOLLOW_UP.search(part) else part
             if not wants_docs and catalog_covers(part, catalog):
@@ -128,7 +143,7 @@ class OfflineLLM:
                         input={"query": query[:2000]},
                     )
                 )
-        if not steps:
+        if not steps and not done:
             ask = PlanStep(
                 id="s1",
                 kind="ask_user",
@@ -159,6 +174,18 @@ class OfflineLLM:
             )
         )
         return Plan(steps=steps, rationale="offline planner: catalog match for data, document hints for policies")
+
+    def _supervise(self, inputs: dict[str, Any]) -> SupervisorDecision:
+        from shared.providers.llm.offline.sql_writer import catalog_covers
+        from shared.providers.llm.offline.supervisor import supervise_offline
+
+        clients = self._clients
+        return supervise_offline(
+            inputs,
+            split=split_question,
+            covers_data=lambda text: catalog_covers(text, clients.catalog),
+            docs_have=lambda text: bool(clients.retriever.search(text, top_k=1)),
+        )
 
     def _write_sql(self, question: str, dialect: str) -> SqlDraft:
         from shared.providers.llm.offline.sql_writer import explain_unwritable, write_sql_offline
