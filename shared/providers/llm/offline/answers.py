@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -390,68 +390,97 @@ def _extent(result: SqlResult, noun: str) -> str:
     return f"showing {shown:,} of {total:,} {noun}"
 
 
-def summarize_sql(question: str, result: SqlResult, formats: Mapping[str, str] | None = None) -> str:
-    """One or two plain sentences about a result's rows (no claims beyond the rows)."""
-    rows = result.rows
-    formats = formats or {}
-    if not rows:
-        return "The query returned no rows."
-    columns = _columns(result)
+@dataclass(frozen=True)
+class _Rows:
+    """A SQL result's rows with their column names and catalog formats, for writing sentences about them."""
 
-    def cell(i: int, row: list[Any]) -> str:
-        return format_value(row[i], formats.get(columns[i])) if i < len(row) else ""
+    columns: list[str]
+    rows: list[list[Any]]
+    formats: Mapping[str, str]
 
-    measure = _measure_index(columns, rows)
-    partial = is_partial(result)
-    if len(rows) == 1 and not partial:
-        pairs = ", ".join(f"{_humanize(c)}: {cell(i, rows[0])}" for i, c in enumerate(columns))
-        return f"The query returned one row — {pairs}."
-    others = [i for i in range(len(columns)) if i != measure]
-    # Columns with one value in every row (e.g. the quarter asked about) are said once, not per row.
-    constant = [i for i in others if len({repr(r[i]) if i < len(r) else "" for r in rows}) == 1]
-    labels = [i for i in others if i not in constant] or others
-    if partial:
-        texts = [i for i in labels if all(_as_number(r[i]) is None for r in rows if i < len(r))]
-        noun = _plural(_humanize(columns[texts[0]])) if len(texts) == 1 else "rows"
-        # The missing rows could hold a higher or lower value: no overall conclusion from a part.
-        return (
-            f"Only part of the result is shown ({_extent(result, noun)}), so it does not tell which is "
-            "highest or lowest overall, nor any total."
-        )
-    count = f"{len(rows)} rows"
-    if measure is None:
-        return f"The query returned {count}."
-    fixed = ", ".join(f"{_humanize(columns[i])} {cell(i, rows[0])}" for i in constant if i not in labels)
+    def cell(self, i: int, row: list[Any]) -> str:
+        """Column ``i`` of a row in its catalog format ("" when the row is too short)."""
+        return format_value(row[i], self.formats.get(self.columns[i])) if i < len(row) else ""
 
-    def label(row: list[Any]) -> str:
+    def named(self, i: int, row: list[Any]) -> str:
+        """Column ``i`` of a row after its column name ("quarter 2")."""
+        return f"{_humanize(self.columns[i])} {self.cell(i, row)}"
+
+    def label(self, row: list[Any], labels: Sequence[int]) -> str:
+        """What tells a row apart from the others, from its label columns."""
         # A bare number says nothing ("9 has the highest ..."), so numbers carry their column name.
         parts = [
-            f"{_humanize(columns[i])} {cell(i, row)}" if _as_number(row[i]) is not None else cell(i, row)
-            for i in labels
-            if i < len(row)
+            self.named(i, row) if _as_number(row[i]) is not None else self.cell(i, row) for i in labels if i < len(row)
         ]
         return ", ".join(parts) or "one row"
 
-    valued = [(r, v) for r in rows if (v := _as_number(r[measure] if measure < len(r) else None)) is not None]
+
+def _label_columns(rows: _Rows, measure: int | None) -> tuple[list[int], list[int]]:
+    """The columns other than the measure: those that tell rows apart, and those with one value in every row."""
+    others = [i for i in range(len(rows.columns)) if i != measure]
+    constant = [i for i in others if len({repr(r[i]) if i < len(r) else "" for r in rows.rows}) == 1]
+    labels = [i for i in others if i not in constant] or others
+    return labels, constant
+
+
+def _partial_sentence(result: SqlResult, rows: _Rows, labels: Sequence[int]) -> str:
+    """Say how much of a partial result is shown, and that it supports no overall conclusion."""
+    texts = [i for i in labels if all(_as_number(r[i]) is None for r in rows.rows if i < len(r))]
+    noun = _plural(_humanize(rows.columns[texts[0]])) if len(texts) == 1 else "rows"
+    # The missing rows could hold a higher or lower value: no overall conclusion from a part.
+    return (
+        f"Only part of the result is shown ({_extent(result, noun)}), so it does not tell which is "
+        "highest or lowest overall, nor any total."
+    )
+
+
+def _at_extreme(valued: Sequence[tuple[list[Any], float]], pick: Callable[[Iterable[float]], float]) -> list[list[Any]]:
+    """The rows whose measure is the extreme value ``pick`` (``min`` or ``max``) chooses, in row order."""
+    extreme = pick(v for _, v in valued)
+    return [r for r, v in valued if v == extreme]
+
+
+def _fixed_clause(rows: _Rows, constant: Sequence[int], labels: Sequence[int]) -> str:
+    """The columns with one value in every row, said once: " (quarter 2025-Q3)", or "" when there are none."""
+    fixed = ", ".join(rows.named(i, rows.rows[0]) for i in constant if i not in labels)
+    return f" ({fixed})" if fixed else ""
+
+
+def _ranking_sentence(question: str, rows: _Rows, measure: int, labels: Sequence[int], constant: Sequence[int]) -> str:
+    """Name the row(s) with the highest measure (lowest if the question asks for the least), and the other end."""
+    count = f"{len(rows.rows)} rows"
+    valued = [(r, v) for r in rows.rows if (v := _as_number(r[measure] if measure < len(r) else None)) is not None]
     if not valued:
         return f"The query returned {count}."
     low = bool(_LOW_WORDS.search(question))
-    best_value = (min if low else max)(v for _, v in valued)
-    best = [r for r, v in valued if v == best_value]
-    name = _humanize(columns[measure])
-    who = " and ".join(label(r) for r in best[:3]) + (" (and others)" if len(best) > 3 else "")
-    word = "lowest" if low else "highest"
-    shown = cell(measure, best[0])
-    if len(best) > 1:
-        text = f"{who} share the {word} {name} ({shown})"
-    else:
-        text = f"{who} has the {word} {name} ({shown})"
+    word, opposite = ("lowest", "highest") if low else ("highest", "lowest")
+    best = _at_extreme(valued, min if low else max)
+    who = " and ".join(rows.label(r, labels) for r in best[:3]) + (" (and others)" if len(best) > 3 else "")
+    verb = "share" if len(best) > 1 else "has"
+    text = f"{who} {verb} the {word} {_humanize(rows.columns[measure])} ({rows.cell(measure, best[0])})"
     if len(valued) >= 3:
-        other_value = (max if low else min)(v for _, v in valued)
-        other = next(r for r, v in valued if v == other_value)
-        text += f"; the {'highest' if low else 'lowest'} is {label(other)} ({cell(measure, other)})"
-    where = f" ({fixed})" if fixed else ""
-    return f"{text}, across {count}{where}."
+        other = _at_extreme(valued, max if low else min)[0]
+        text += f"; the {opposite} is {rows.label(other, labels)} ({rows.cell(measure, other)})"
+    return f"{text}, across {count}{_fixed_clause(rows, constant, labels)}."
+
+
+def summarize_sql(question: str, result: SqlResult, formats: Mapping[str, str] | None = None) -> str:
+    """One or two plain sentences about a result's rows (no claims beyond the rows)."""
+    if not result.rows:
+        return "The query returned no rows."
+    rows = _Rows(_columns(result), result.rows, formats or {})
+    measure = _measure_index(rows.columns, rows.rows)
+    partial = is_partial(result)
+    if len(rows.rows) == 1 and not partial:
+        pairs = ", ".join(f"{_humanize(c)}: {rows.cell(i, rows.rows[0])}" for i, c in enumerate(rows.columns))
+        return f"The query returned one row — {pairs}."
+    # Columns with one value in every row (e.g. the quarter asked about) are said once, not per row.
+    labels, constant = _label_columns(rows, measure)
+    if partial:
+        return _partial_sentence(result, rows, labels)
+    if measure is None:
+        return f"The query returned {len(rows.rows)} rows."
+    return _ranking_sentence(question, rows, measure, labels, constant)
 
 
 def sql_table(result: SqlResult, formats: Mapping[str, str] | None = None) -> str:
