@@ -195,30 +195,45 @@ def _candidate_sentences(chunks: Sequence[Chunk]) -> list[_Sentence]:
     return out
 
 
-def select_sentences(question: str, chunks: Sequence[Chunk]) -> list[_Sentence]:
-    """The question's best-matching sentences from the chunks, in reading order."""
+def _term_weights(question: str, sentences: Sequence[_Sentence], headings: Sequence[set[str]]) -> dict[str, float]:
+    """The question's words with their inverse document frequency over the sentences, in question order.
+
+    Words that occur in no sentence and no heading cannot be covered, so they do not count.
+    """
     q_terms = list(dict.fromkeys(_terms(question)))
-    sentences = _candidate_sentences(chunks)
-    if not q_terms or not sentences:
-        return []
-    headings = [set(_terms(c.title)) for c in chunks]
-    # Question words that occur nowhere in the chunks cannot be covered; they do not count.
+    if not sentences:
+        return {}
     q_terms = [t for t in q_terms if any(t in s.terms for s in sentences) or any(t in h for h in headings)]
-    if not q_terms:
-        return []
     n = len(sentences)
-    idf = {t: math.log(1 + n / (1 + sum(1 for s in sentences if t in s.terms))) + 0.1 for t in q_terms}
-    total = sum(idf.values())
-    pairs = list(zip(q_terms, q_terms[1:], strict=False))
-    heading_match = [sum(idf[t] for t in q_terms if t in heading) for heading in headings]
+    return {t: math.log(1 + n / (1 + sum(1 for s in sentences if t in s.terms))) + 0.1 for t in q_terms}
+
+
+def _evidence(sentences: Sequence[_Sentence], headings: Sequence[set[str]], idf: Mapping[str, float]) -> list[float]:
+    """Each sentence's weight of question words, plus half its heading's for the first two sentences under it."""
+    heading_match = [sum(w for t, w in idf.items() if t in heading) for heading in headings]
     evidence: list[float] = []
     for s in sentences:
-        sentence_match = sum(idf[t] for t in q_terms if t in s.terms)
+        sentence_match = sum(w for t, w in idf.items() if t in s.terms)
         # The first sentences under a heading that matches the question usually answer it, even
         # when they do not repeat the question's words ("My item arrived broken" -> "Report it...").
         lead = 1.0 if s.position < 2 else 0.0
         evidence.append(sentence_match + 0.5 * heading_match[s.chunk_index] * lead)
-    picked: list[_Sentence] = []
+    return evidence
+
+
+def _phrase_bonus(sentence: _Sentence, idf: Mapping[str, float]) -> float:
+    """Half the weight of each pair of adjacent question words the sentence holds in the same order."""
+    q_terms = list(idf)
+    bigrams = set(zip(sentence.ordered, sentence.ordered[1:], strict=False))
+    return sum(0.5 * (idf[a] + idf[b]) for a, b in zip(q_terms, q_terms[1:], strict=False) if (a, b) in bigrams)
+
+
+def _score_supported(
+    sentences: Sequence[_Sentence], evidence: Sequence[float], idf: Mapping[str, float]
+) -> list[_Sentence]:
+    """The sentences holding at least ``MIN_COVERAGE`` of the question's weight, their ``score`` set."""
+    total = sum(idf.values())
+    supported: list[_Sentence] = []
     for i, s in enumerate(sentences):
         # A sentence right after a strong match often completes it ("The cause was ...").
         previous = evidence[i - 1] if i and sentences[i - 1].chunk_index == s.chunk_index else 0.0
@@ -226,22 +241,36 @@ def select_sentences(question: str, chunks: Sequence[Chunk]) -> list[_Sentence]:
         support = evidence[i] + carried
         if support / total < MIN_COVERAGE:
             continue
-        bigrams = set(zip(s.ordered, s.ordered[1:], strict=False))
-        phrase_bonus = sum(0.5 * (idf[a] + idf[b]) for a, b in pairs if (a, b) in bigrams)
-        s.score = support + phrase_bonus + 0.3 / (1 + s.chunk_index)
-        picked.append(s)
-    if picked:
-        cutoff = RELATIVE_CUTOFF * max(s.score for s in picked)
-        picked = [s for s in picked if s.score >= cutoff]
-    picked.sort(key=lambda s: (-s.score, s.chunk_index, s.position))
+        s.score = support + _phrase_bonus(s, idf) + 0.3 / (1 + s.chunk_index)
+        supported.append(s)
+    return supported
+
+
+def _best_distinct(scored: Sequence[_Sentence]) -> list[_Sentence]:
+    """Up to ``MAX_SENTENCES`` of the best scores (within ``RELATIVE_CUTOFF`` of the top), no near-duplicates."""
+    if not scored:
+        return []
+    cutoff = RELATIVE_CUTOFF * max(s.score for s in scored)
+    ranked = sorted((s for s in scored if s.score >= cutoff), key=lambda s: (-s.score, s.chunk_index, s.position))
     chosen: list[_Sentence] = []
-    for s in picked:
+    for s in ranked:
         if any(_similar(s.terms, c.terms) for c in chosen):
             continue
         chosen.append(s)
         if len(chosen) == MAX_SENTENCES:
             break
-    return sorted(chosen, key=lambda s: (s.chunk_index, s.position))
+    return chosen
+
+
+def select_sentences(question: str, chunks: Sequence[Chunk]) -> list[_Sentence]:
+    """The question's best-matching sentences from the chunks, in reading order."""
+    sentences = _candidate_sentences(chunks)
+    headings = [set(_terms(c.title)) for c in chunks]
+    idf = _term_weights(question, sentences, headings)
+    if not idf:
+        return []
+    scored = _score_supported(sentences, _evidence(sentences, headings, idf), idf)
+    return sorted(_best_distinct(scored), key=lambda s: (s.chunk_index, s.position))
 
 
 def _similar(a: set[str], b: set[str]) -> bool:
