@@ -601,6 +601,71 @@ def compose_answer_offline(
     return AnswerResult(answer="\n\n".join([*notes, answer.answer]), citations=answer.citations)
 
 
+def _sql_section(
+    question: str, n: int, result: SqlResult, formats: Mapping[str, str] | None, only: bool
+) -> tuple[str, Citation]:
+    """The answer's block for the ``n``-th SQL result (summary and table) and its ``sql`` citation."""
+    source_id = result.source_id or f"sql-{n}"
+    summary = summarize_sql(question, result, formats)
+    header = "From the data" if only else f"From the data ({result.question or f'query {n}'})"
+    block = f"{header}: {summary} [{source_id}]"
+    table = sql_table(result, formats)
+    citation = Citation(
+        source_id=source_id,
+        kind="sql",
+        title=result.question or "SQL query",
+        quote=bound_snippet(" ".join(result.sql.split()), MAX_QUOTE_CHARS) or None,
+    )
+    return (f"{block}\n\n{table}" if table else block), citation
+
+
+@dataclass
+class _DocumentAnswer:
+    """What the documents give a question: quoted lines, the best sentence of each chunk used, parts unanswered."""
+
+    lines: list[str] = field(default_factory=list)
+    used: dict[int, _Sentence] = field(default_factory=dict)
+    unanswered: list[str] = field(default_factory=list)
+    seen: set[tuple[str, str]] = field(default_factory=set)
+
+    def quote(self, found: Sequence[tuple[_Sentence, str]]) -> None:
+        """Add a line for each sentence found, once per sentence and source."""
+        for s, source_id in found:
+            key = (s.text, source_id)
+            if key not in self.seen:
+                self.seen.add(key)
+                self.lines.append(f"- {bound_snippet(s.text, MAX_SENTENCE_CHARS)} [{source_id}]")
+
+    def citations(self, chunks: Sequence[Chunk]) -> list[Citation]:
+        """A ``document`` citation for each chunk used, quoting its best sentence, in retrieval order."""
+        return [
+            Citation(
+                source_id=chunks[c_idx].source_id,
+                kind="document",
+                title=chunks[c_idx].title or None,
+                quote=bound_snippet(self.used[c_idx].text, MAX_QUOTE_CHARS),
+            )
+            for c_idx in sorted(self.used)
+        ]
+
+
+def _read_documents(
+    question_parts: Sequence[tuple[str, str]], chunks: Sequence[Chunk], sql_results: Sequence[SqlResult], searched: bool
+) -> _DocumentAnswer:
+    """Answer each part of the question from the chunks; ``searched`` says whether any source was consulted."""
+    docs = _DocumentAnswer()
+    for part, text in question_parts:
+        by_data = _answered_by_data(part, sql_results)
+        # A part the data answers reads documents only when they were fetched for it alone.
+        if by_data and len(question_parts) > 1:
+            continue
+        found, cover = _document_lines(text, chunks, docs.used) if chunks else ([], coverage(text, []))
+        docs.quote(found)
+        if not found and not by_data and searched:
+            docs.unanswered.append(not_found_sentence(part, cover.missing))
+    return docs
+
+
 def _compose(
     question: str,
     chunks: list[Chunk],
@@ -609,58 +674,24 @@ def _compose(
 ) -> AnswerResult:
     parts: list[str] = []
     citations: list[Citation] = []
-
     for n, result in enumerate(sql_results, start=1):
-        source_id = result.source_id or f"sql-{n}"
-        summary = summarize_sql(question, result, formats)
-        header = "From the data" if len(sql_results) == 1 else f"From the data ({result.question or f'query {n}'})"
-        block = f"{header}: {summary} [{source_id}]"
-        table = sql_table(result, formats)
-        parts.append(f"{block}\n\n{table}" if table else block)
-        citations.append(
-            Citation(
-                source_id=source_id,
-                kind="sql",
-                title=result.question or "SQL query",
-                quote=bound_snippet(" ".join(result.sql.split()), MAX_QUOTE_CHARS) or None,
-            )
-        )
+        block, citation = _sql_section(question, n, result, formats, only=len(sql_results) == 1)
+        parts.append(block)
+        citations.append(citation)
 
     # A chunk that is mostly planted instructions is dropped before ranking, so it is neither quoted
     # nor cited and does not push the genuine chunks down the retrieval order either.
-    retrieved = chunks
-    chunks = [c for c in chunks if instruction_share(c.content) < INSTRUCTION_CHUNK_SHARE]
+    kept = [c for c in chunks if instruction_share(c.content) < INSTRUCTION_CHUNK_SHARE]
     question_parts = _parts(question)
-    used: dict[int, _Sentence] = {}
-    lines: list[str] = []
-    seen: set[tuple[str, str]] = set()
-    unanswered: list[str] = []
-    for part, searched in question_parts:
-        by_data = _answered_by_data(part, sql_results)
-        # A part the data answers reads documents only when they were fetched for it alone.
-        if by_data and len(question_parts) > 1:
-            continue
-        found, cover = _document_lines(searched, chunks, used) if chunks else ([], coverage(searched, []))
-        for s, source_id in found:
-            key = (s.text, source_id)
-            if key not in seen:
-                seen.add(key)
-                lines.append(f"- {bound_snippet(s.text, MAX_SENTENCE_CHARS)} [{source_id}]")
-        if not found and not by_data and (retrieved or sql_results):
-            unanswered.append(not_found_sentence(part, cover.missing))
-    if lines:
-        parts.append("\n".join(["From the documents:", *lines]))
-        for c_idx in sorted(used):
-            chunk = chunks[c_idx]
-            quote = bound_snippet(used[c_idx].text, MAX_QUOTE_CHARS)
-            citations.append(
-                Citation(source_id=chunk.source_id, kind="document", title=chunk.title or None, quote=quote)
-            )
-    if unanswered and not parts and len(question_parts) == 1:
-        missing = coverage(question, chunks).missing
+    docs = _read_documents(question_parts, kept, sql_results, searched=bool(chunks or sql_results))
+    if docs.lines:
+        parts.append("\n".join(["From the documents:", *docs.lines]))
+        citations += docs.citations(kept)
+    if docs.unanswered and not parts and len(question_parts) == 1:
+        missing = coverage(question, kept).missing
         detail = f" They do not mention {_quoted_list(missing[:5])}." if missing else ""
         return AnswerResult(answer=DOCS_NOT_RELEVANT + detail, citations=[])
-    parts += unanswered
+    parts += docs.unanswered
     if not parts:
         return AnswerResult(answer=NOTHING_FOUND, citations=[])
     return AnswerResult(answer="\n\n".join(parts), citations=citations)
