@@ -22,8 +22,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from orchestrators.agent import AgentLoop, ToolStepFailed
 from orchestrators.policy import Caller, Failure, Standing, decide
 from shared.executors import (
+    AGENT_TURN,
     PLAN,
     SUPERVISE,
     StepInputError,
@@ -31,8 +33,7 @@ from shared.executors import (
     check_plan,
     get_executor,
     input_for_text,
-    kinds_where,
-    step_kinds,
+    lookup_kinds,
     text_field_of,
     validate_step_input,
 )
@@ -111,6 +112,8 @@ class JobRun:
         self.last_status: str | None = None
         # Why the step being run was skipped (set where it is skipped, read when the step ends).
         self.skip_reason: str | None = None
+        # Agent mode: a tool step that fails for good goes back to the Executor instead of to the user.
+        self.agent_mode = False
         # Whether a person chose that skip (a Supervisor never re-runs what a person decided to skip).
         self.skipped_by_user = False
         # How many calls each internal executor (planning, supervision) has had: their attempt numbers.
@@ -148,6 +151,8 @@ class JobRun:
             step.usage = step.usage + usage
         elif executor_type == SUPERVISE:
             self.state.supervisor_usage = self.state.supervisor_usage + usage
+        elif executor_type == AGENT_TURN:
+            self.state.executor_usage = self.state.executor_usage + usage
         else:
             self.state.plan_usage = self.state.plan_usage + usage
 
@@ -158,12 +163,16 @@ class JobRun:
         self.log("planning: %s", self.job.request.question[:80])
         self.publish()
         try:
-            plan = yield from self.make_plan(self.job.request.question)
-            self.state.plan_status = "planned"
-            self.state.steps = [StepState(id=s.id, kind=s.kind, title=s.title) for s in plan.steps]
-            self.state.status = "running"
-            self.publish()
-            answer = yield from self.run_steps(plan)
+            if self.job.request.mode == "agent":
+                self.agent_mode = True
+                answer = yield from AgentLoop(self).work()
+            else:
+                plan = yield from self.make_plan(self.job.request.question)
+                self.state.plan_status = "planned"
+                self.state.steps = [StepState(id=s.id, kind=s.kind, title=s.title) for s in plan.steps]
+                self.state.status = "running"
+                self.publish()
+                answer = yield from self.run_steps(plan)
         except JobStop as stop:
             return self.finish_failed(stop.info)
         self.state.status = "completed"
@@ -402,6 +411,8 @@ class JobRun:
                 raise JobStop(error.code, f"planning failed: {repaired}{error.message}"[:2000])
             elif decision.action == "give_up_quietly" or step is None:
                 return None
+            elif self.agent_mode and not _writes_answer(executor_type):
+                raise ToolStepFailed(out)  # the Executor is shown the error and may try something else
             else:
                 verdict = yield from self.ask_after_failure(step, executor_type, task, out, reapprove_edits)
                 if not isinstance(verdict, dict):
@@ -791,7 +802,7 @@ class JobRun:
 
     def switch_tool(self, spec: PlanStep, step: StepState, steps: list[PlanStep], index: int, kind: str | None) -> None:
         """Run the step again as another step kind, when the Supervisor asks for one the plan may use."""
-        if kind is None or kind == spec.kind or kind not in tool_kinds():
+        if kind is None or kind == spec.kind or kind not in lookup_kinds():
             return
         text = str(spec.input.get(text_field_of(spec.kind)) or self.job.request.question)
         try:
@@ -824,11 +835,6 @@ class JobRun:
             )
             for s in plan.steps
         ]
-
-
-def tool_kinds() -> set[str]:
-    """Step kinds the Supervisor may switch a step to: registered executors that take a question."""
-    return set(step_kinds()) - kinds_where(lambda spec: spec.writes_answer)
 
 
 def _is_pending(step: StepState) -> bool:

@@ -55,6 +55,9 @@ class ExecutorSpec:
 # The internal executors the orchestrator calls by their role, not as plan steps.
 PLAN = "plan"
 SUPERVISE = "supervise"
+# Agent mode: one Executor turn (a model call), and one call of a family tool.
+AGENT_TURN = "agent_turn"
+CALL_TOOL = "call_tool"
 
 _REGISTRY: dict[str, ExecutorSpec] = {}
 _LOADED = False
@@ -148,6 +151,14 @@ def kinds_where(predicate: Callable[[ExecutorSpec], bool]) -> set[str]:
     """The registered executor types whose spec satisfies ``predicate``."""
     _load_all()
     return {name for name, spec in _REGISTRY.items() if predicate(spec)}
+
+
+def lookup_kinds() -> set[str]:
+    """Step kinds that look something up for the answer: every plan step kind except the one that writes it.
+
+    The Supervisor may switch a step to one of them, and the agent-mode Executor calls them as tools.
+    """
+    return set(step_kinds()) - kinds_where(lambda spec: spec.writes_answer)
 
 
 def uses_llm(executor_type: str) -> bool:

@@ -103,6 +103,8 @@ class ExecutionContext(BaseModel):
     sources: list[dict[str, Any]] = Field(default_factory=list, max_length=200)
     step_notes: list[str] = Field(default_factory=list, max_length=12)
     previous_attempt: PreviousAttempt | None = None
+    # Agent mode: the tools of the families this job may call (from the job request, set by the orchestrator).
+    allowed_tools: list[str] = Field(default_factory=list, max_length=32)
 
 
 class SqlAccess(BaseModel):

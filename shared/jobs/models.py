@@ -6,10 +6,11 @@ is bounded. Step outputs are not in it: they live in the Durable history as acti
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
+from shared.jobs.agent import TOOL_NAME, AgentLimits
 from shared.jobs.contracts import Constraints, Usage
 
 JobStatus = Literal["pending", "planning", "running", "waiting_for_user", "completed", "failed", "cancelled"]
@@ -65,7 +66,10 @@ class JobRequest(BaseModel):
     constraints: JobConstraints = Field(default_factory=JobConstraints)
     approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
     wait: WaitPolicy = Field(default_factory=WaitPolicy)
-    mode: Literal["deterministic", "hybrid"] = "deterministic"
+    mode: Literal["deterministic", "hybrid", "agent"] = "deterministic"
+    # Agent mode: the tools of the families the Executor may call besides the step kinds ("http.weather", ...).
+    tools: list[Annotated[str, StringConstraints(pattern=TOOL_NAME)]] = Field(default_factory=list, max_length=32)
+    agent: AgentLimits = Field(default_factory=AgentLimits)
 
     @field_validator("question")
     @classmethod
@@ -135,6 +139,10 @@ class StepState(BaseModel):
     waiting_since: str | None = None
     # Why a skipped step did not run (rejected by the user, skipped after a failure, ...).
     note: str | None = Field(default=None, max_length=300)
+    # Agent mode: the Executor turn that made this tool call, and the call's arguments and result, cut short.
+    turn: int | None = None
+    tool_input: str | None = Field(default=None, max_length=200)
+    tool_output: str | None = Field(default=None, max_length=200)
 
 
 class Waiting(BaseModel):
@@ -162,8 +170,12 @@ class JobState(BaseModel):
     plan_usage: Usage = Field(default_factory=Usage)
     # Hybrid mode: the Supervisor's calls, counted apart from planning.
     supervisor_usage: Usage = Field(default_factory=Usage)
+    # Agent mode: the Executor's turns (each a model call), counted apart from the tools it called.
+    executor_usage: Usage = Field(default_factory=Usage)
+    turns: int = 0
     # How planning ended: "failed" when the job stopped before it had a plan (the view never says "Planning…").
-    plan_status: Literal["planning", "planned", "failed"] = "planning"
+    # Agent mode has no plan: "agent" while the Executor works the job.
+    plan_status: Literal["planning", "planned", "failed", "agent"] = "planning"
     error: ErrorInfo | None = None
     questions_asked: int = 0
     replans: int = 0

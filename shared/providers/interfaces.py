@@ -26,6 +26,7 @@ class LLMTask(StrEnum):
     WRITE_SQL = "write_sql"
     WRITE_ANSWER = "write_answer"
     SUPERVISE = "supervise"
+    AGENT_TURN = "agent_turn"
 
 
 @dataclass

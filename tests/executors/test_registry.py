@@ -10,12 +10,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 import shared.executors as registry
 from api.view import _streaming_kinds
-from orchestrators.job import tool_kinds
 from shared.executors import (
     check_plan,
     executor_types,
     input_for_text,
     kinds_where,
+    lookup_kinds,
     register,
     spec_of,
     step_kinds,
@@ -56,7 +56,7 @@ def test_a_registered_kind_reaches_every_part_that_asks_about_kinds(web_lookup: 
     assert web_lookup in executor_types()  # the activities blueprint registers one activity per entry
     assert step_kinds()[web_lookup] == "Look something up on the web."  # the planner's list
     assert web_lookup in _streaming_kinds()  # the view previews its running text
-    assert web_lookup in tool_kinds()  # the Supervisor may switch to it
+    assert web_lookup in lookup_kinds()  # the Supervisor may switch to it
     assert spec_of(web_lookup).telemetry_operation == "web"
     assert input_for_text(web_lookup, "weather") == {"url_query": "weather"}
 
@@ -64,7 +64,7 @@ def test_a_registered_kind_reaches_every_part_that_asks_about_kinds(web_lookup: 
 def test_roles_come_from_the_specs() -> None:
     assert kinds_where(lambda s: s.writes_answer) == {"generate_response"}
     assert kinds_where(lambda s: s.runs_sql) == {"execute_azure_sql"}
-    assert kinds_where(lambda s: s.internal) == {"plan", "supervise"}
+    assert kinds_where(lambda s: s.internal) == {"plan", "supervise", "agent_turn", "call_tool"}
     assert _streaming_kinds() == {"generate_response"}
 
 

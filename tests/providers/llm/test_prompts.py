@@ -31,6 +31,13 @@ INPUTS: dict[LLMTask, dict[str, Any]] = {
     LLMTask.WRITE_SQL: {"question": "Total sales by region?", "dialect": "tsql", "catalog": CATALOG, "max_rows": 25},
     LLMTask.WRITE_ANSWER: {"question": "Refund time?", "sources": SOURCES},
     LLMTask.SUPERVISE: {"question": "q", "plan": {"steps": []}, "step": {"id": "s1"}, "output": {"status": "success"}},
+    LLMTask.AGENT_TURN: {
+        "question": "Refund time?",
+        "tools": [{"name": "consult_rag", "description": "Search", "parameters": {"type": "object"}}],
+        "transcript": [{"id": "c1", "tool": "consult_rag", "success": True, "data": {"chunks": []}}],
+        "turns_left": 3,
+        "calls_left": 5,
+    },
 }
 
 

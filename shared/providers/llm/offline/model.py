@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
+from shared.jobs.agent import AgentTurn
 from shared.jobs.contracts import AnswerResult, Chunk, ErrorCode, ProviderError, SqlResult
 from shared.jobs.plan import ALREADY_DONE, Plan, PlanStep, SqlDraft, SupervisorDecision
 from shared.providers.interfaces import LLMRequest, LLMResponse, LLMTask
@@ -87,6 +88,8 @@ class OfflineLLM:
             output = self._write_sql(str(request.inputs["question"]), str(request.inputs.get("dialect", "sqlite")))
         elif request.task is LLMTask.WRITE_ANSWER:
             output = self._write_answer(request)
+        elif request.task is LLMTask.AGENT_TURN:
+            output = self._agent_turn(request.inputs)
         else:
             output = self._supervise(request.inputs)
         if not isinstance(output, request.output_type):
@@ -112,35 +115,24 @@ class OfflineLLM:
         )
 
     def _plan(self, text: str) -> Plan:
-        from shared.providers.llm.offline.sql_writer import catalog_covers
-
         # A replan carries what already ran after the question; those parts are not planned again.
         question, _, note = text.partition(f"\n\n{ALREADY_DONE}")
         done = {json.loads(m) for m in _DONE_TEXT.findall(note)}
-        catalog = self._clients.catalog
         steps: list[PlanStep] = []
         parts = split_question(question)
         for i, part in enumerate(parts):
             if any(_covers(text, part) for text in done):
                 continue
-            wants_docs = bool(_DOC_HINTS.search(part))
-            query = f"{parts[i - 1]} {part}" if i and FOLLOW_UP.search(part) else part
-            if not wants_docs and catalog_covers(part, catalog):
+            kind, text = self._route(parts, i)
+            if kind is not None:
+                label = "Query the data" if kind == "execute_azure_sql" else "Search the documents"
+                field = "question" if kind == "execute_azure_sql" else "query"
                 steps.append(
                     PlanStep(
                         id=f"s{len(steps) + 1}",
-                        kind="execute_azure_sql",
-                        title=f"Query the data: {part}"[:200],
-                        input={"question": part},
-                    )
-                )
-            elif wants_docs or self._clients.retriever.search(query, top_k=1):
-                steps.append(
-                    PlanStep(
-                        id=f"s{len(steps) + 1}",
-                        kind="consult_rag",
-                        title=f"Search the documents: {part}"[:200],
-                        input={"query": query[:2000]},
+                        kind=kind,
+                        title=f"{label}: {part}"[:200],
+                        input={field: text[:2000]},
                     )
                 )
         if not steps and not done:
@@ -174,6 +166,33 @@ class OfflineLLM:
             )
         )
         return Plan(steps=steps, rationale="offline planner: catalog match for data, document hints for policies")
+
+    def _route(self, parts: list[str], i: int) -> tuple[str | None, str]:
+        """Which step kind looks up part ``i`` of a question, and with what text (None: neither source has it)."""
+        from shared.providers.llm.offline.sql_writer import catalog_covers
+
+        part = parts[i]
+        wants_docs = bool(_DOC_HINTS.search(part))
+        # A part that leans on the one before it is searched with it.
+        query = f"{parts[i - 1]} {part}" if i and FOLLOW_UP.search(part) else part
+        if not wants_docs and catalog_covers(part, self._clients.catalog):
+            return "execute_azure_sql", part
+        if wants_docs or self._clients.retriever.search(query, top_k=1):
+            return "consult_rag", query
+        return None, part
+
+    def _agent_turn(self, inputs: dict[str, Any]) -> AgentTurn:
+        from shared.providers.llm.offline.agent import agent_turn_offline
+        from shared.providers.llm.offline.sql_writer import catalog_covers
+
+        clients = self._clients
+        return agent_turn_offline(
+            inputs,
+            split=split_question,
+            route=self._route,
+            covers_data=lambda text: catalog_covers(text, clients.catalog),
+            docs_have=lambda text: bool(clients.retriever.search(text, top_k=1)),
+        )
 
     def _supervise(self, inputs: dict[str, Any]) -> SupervisorDecision:
         from shared.providers.llm.offline.sql_writer import catalog_covers

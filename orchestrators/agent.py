@@ -1,0 +1,298 @@
+"""Agent mode: the Executor (a model) works the job with tools; every turn and every tool call is an activity.
+
+A plain generator like the job orchestrator, driven by ``JobRun``: deterministic, no I/O. The loop is
+bounded by the job's ``agent`` limits (turns, tool calls) and its budget, which ``JobRun.call_once``
+checks before every model call. What the model writes is untrusted data: a lookup's arguments are
+checked against its kind's typed input model, a family tool must be one the job allows (checked here
+and again in the ``call_tool`` executor), and what a SQL step may read is decided by the same approval
+code as in planned jobs. Failures go through the same policy as steps: retryable codes are retried by
+``JobRun.execute``; anything else comes back to the model in the result envelope, and the model may try
+something else within its bounds.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from shared.executors import (
+    AGENT_TURN,
+    CALL_TOOL,
+    StepInputError,
+    input_for_text,
+    kinds_where,
+    lookup_kinds,
+    validate_step_input,
+)
+from shared.jobs.agent import (
+    FORMAT_OUTPUT,
+    GET_JOB_STATE,
+    REQUEST_USER_FEEDBACK,
+    AgentToolCall,
+    AgentTurn,
+    ToolCallRecord,
+)
+from shared.jobs.contracts import ErrorCode, ExecutorOutput
+from shared.jobs.models import StepState
+from shared.jobs.plan import AskUserInput, PlanStep
+
+if TYPE_CHECKING:
+    from orchestrators.job import Gen, JobRun
+
+# What the model is shown of each result, and of how many earlier calls (the oldest are dropped first).
+MAX_RECORD_CHARS = 6000
+MAX_TRANSCRIPT = 24
+ANSWER_STEP_ID = "answer"
+
+
+class ToolStepFailed(Exception):
+    """A tool step failed for good under the policy; in agent mode its error goes back to the model."""
+
+    def __init__(self, out: ExecutorOutput) -> None:
+        super().__init__(out.error.message if out.error else "failed")
+        self.out = out
+
+
+class AgentLoop:
+    """One agent-mode job: Executor turns, their tool calls as steps, then the answer with citations."""
+
+    def __init__(self, run: JobRun) -> None:
+        self.run = run
+        self.transcript: list[ToolCallRecord] = []
+        self.calls = 0
+
+    def work(self) -> Gen:
+        """Run turns until the Executor calls format_output, stops calling tools, or a bound is reached."""
+        run, limits = self.run, self.run.job.request.agent
+        run.state.plan_status = "agent"
+        run.state.status = "running"
+        run.publish()
+        for turn in range(1, limits.max_turns + 1):
+            decided = yield from self.turn(turn)
+            if decided is None or not decided.tool_calls:
+                break
+            if (yield from self.run_calls(decided.tool_calls, turn)):
+                break
+        else:
+            run.log("the Executor used all %d turns", limits.max_turns)
+        return (yield from self.write_answer())
+
+    def turn(self, turn: int) -> Gen:
+        """One Executor turn (an activity under the policy); None when it failed or its output is not valid."""
+        run, limits = self.run, self.run.job.request.agent
+        run.state.turns = turn
+        task = {
+            "question": run.job.request.question,
+            "transcript": [r.model_dump(mode="json") for r in self.transcript[-MAX_TRANSCRIPT:]],
+            "turns_left": limits.max_turns - turn + 1,
+            "calls_left": max(0, limits.max_tool_calls - self.calls),
+        }
+        out = yield from run.execute(None, AGENT_TURN, task, {"allowed_tools": list(run.job.request.tools)})
+        if out is None:
+            run.log("executor turn %d failed; writing the answer from what the tools found", turn)
+            return None
+        try:
+            decided = AgentTurn.model_validate(out.result)
+        except ValidationError as exc:
+            run.log("executor turn %d is not valid (%s); writing the answer", turn, str(exc)[:200])
+            return None
+        run.log("executor turn %d: %s", turn, decided.reasoning[:500] or "(no reasoning given)")
+        return decided
+
+    def run_calls(self, calls: list[AgentToolCall], turn: int) -> Gen:
+        """Run one turn's tool calls in order; True when the Executor is done (format_output or out of calls)."""
+        limit = self.run.job.request.agent.max_tool_calls
+        for call in calls:
+            if call.tool == FORMAT_OUTPUT:
+                return True
+            if self.calls >= limit:
+                self.run.log("the Executor reached its %d tool calls; writing the answer", limit)
+                return True
+            self.transcript.append((yield from self.tool_call(call, turn)))
+        return False
+
+    def tool_call(self, call: AgentToolCall, turn: int) -> Gen:
+        """One tool call as a step of the job; returns the record the Executor sees next turn."""
+        run = self.run
+        self.calls += 1
+        args = call.arguments()
+        step = StepState(
+            id=f"t{self.calls}",
+            kind=call.tool[:64],
+            title=f"{call.tool} (turn {turn})"[:200],
+            turn=turn,
+            tool_input=_short(args),
+        )
+        run.state.steps.append(step)
+        run.state.step_index = len(run.state.steps) - 1
+        step.started_at = run.now_iso()
+        run.skip_reason = None
+        record = yield from self.dispatch(call, args, step)
+        step.ended_at = run.now_iso()
+        if record.success:
+            step.state = "succeeded"
+        elif record.error and record.error.get("code") == "SKIPPED":
+            step.state = "skipped"
+            step.note = record.error.get("message", "")[:300]
+        else:
+            step.state = "failed"
+        step.tool_output = _short(_summary(record.data) if record.success else record.error)
+        run.publish()
+        return record
+
+    def dispatch(self, call: AgentToolCall, args: Any, step: StepState) -> Gen:
+        """Run a call by its kind of tool; every refusal and failure becomes an envelope, never an exception."""
+        record = ToolCallRecord(id=call.id, tool=call.tool, arguments=args, success=False)
+        if not isinstance(args, dict):
+            return self.refuse(record, step, ErrorCode.INVALID_INPUT, "arguments_json must be a JSON object")
+        try:
+            if call.tool == REQUEST_USER_FEEDBACK:
+                data = yield from self.ask_user(args, step)
+            elif call.tool == GET_JOB_STATE:
+                data = self.job_state()
+            elif call.tool in lookup_kinds():
+                data = yield from self.lookup(call.tool, args, step)
+            elif call.tool in self.run.job.request.tools:
+                data = yield from self.family_tool(call.tool, args, step)
+            else:
+                offered = sorted([*lookup_kinds(), REQUEST_USER_FEEDBACK, FORMAT_OUTPUT, GET_JOB_STATE])
+                allowed = offered + list(self.run.job.request.tools)
+                return self.refuse(record, step, ErrorCode.INVALID_INPUT, f"unknown tool; tools: {allowed}")
+        except StepInputError as exc:
+            return self.refuse(record, step, ErrorCode.INVALID_INPUT, exc.message)
+        except ToolStepFailed as failed:
+            error = failed.out.error
+            assert error is not None
+            envelope = failed.out.result if isinstance(failed.out.result, dict) else {}
+            return record.model_copy(
+                update={
+                    "error": {"code": str(error.code), "message": error.message[:1000]},
+                    "data": _bounded(envelope.get("data")),
+                }
+            )
+        if data is None:
+            reason = self.run.skip_reason or "it was skipped"
+            return record.model_copy(update={"error": {"code": "SKIPPED", "message": reason[:1000]}})
+        bounded, cut = _bounded_flag(data)
+        return record.model_copy(update={"success": True, "data": bounded, "truncated": cut})
+
+    def refuse(self, record: ToolCallRecord, step: StepState, code: ErrorCode, message: str) -> ToolCallRecord:
+        """A call refused before any activity ran: shown on the step and to the model."""
+        from shared.jobs.models import ErrorInfo
+
+        step.error = ErrorInfo(code=code, message=message[:600], step_id=step.id)
+        self.run.log("refused tool call %s (%s): %s", record.id, record.tool, message[:200])
+        return record.model_copy(update={"error": {"code": str(code), "message": message[:1000]}})
+
+    def lookup(self, kind: str, args: dict[str, Any], step: StepState) -> Gen:
+        """A step kind of the registry called as a tool: the same typed input, policy and approvals as a plan step."""
+        spec = PlanStep(id=step.id, kind=kind, title=step.title, input=validate_step_input(kind, args))
+        result = yield from self.run.run_step(spec, step)
+        if result is not None:
+            self.run.outputs[step.id] = result
+        return result
+
+    def ask_user(self, args: dict[str, Any], step: StepState) -> Gen:
+        """request_user_feedback: the job waits for the user with the Executor's question, exactly like any wait."""
+        asked = AskUserInput.model_validate(validate_step_input("ask_user", args))
+        options = asked.options[:8]
+        reply = yield from self.run.ask(
+            step, "clarify", asked.question, options, default=options[0] if options else None, free_text=True
+        )
+        return {"answer": reply.action() if isinstance(reply.answer, str) else reply.answer}
+
+    def family_tool(self, name: str, args: dict[str, Any], step: StepState) -> Gen:
+        """A tool of a family, through the call_tool executor (one activity per attempt)."""
+        allowed = list(self.run.job.request.tools)
+        out = yield from self.run.execute(
+            step, CALL_TOOL, {"tool": name, "arguments": args}, {"allowed_tools": allowed}
+        )
+        if out is None:
+            return None
+        envelope = out.result if isinstance(out.result, dict) else {}
+        return envelope.get("data")
+
+    def job_state(self) -> dict[str, Any]:
+        """get_job_state: the job's progress as the orchestrator holds it (read-only; no activity needed)."""
+        state = self.run.state
+        return {
+            "steps": [{"id": s.id, "tool": s.kind, "state": s.state} for s in state.steps],
+            "tokens_used": state.usage.total_tokens,
+            "budget_left": self.run.budget_left(),
+            "turn": state.turns,
+            "tool_calls_left": max(0, self.run.job.request.agent.max_tool_calls - self.calls),
+        }
+
+    def write_answer(self) -> Gen:
+        """The answer step: the kind that writes answers, over every source the tools found, with its notes."""
+        run = self.run
+        kind = sorted(kinds_where(lambda spec: spec.writes_answer))[0]
+        spec = PlanStep(
+            id=ANSWER_STEP_ID, kind=kind, title="Write the answer", input=input_for_text(kind, run.job.request.question)
+        )
+        step = StepState(id=spec.id, kind=kind, title=spec.title)
+        run.state.steps.append(step)
+        run.state.step_index = len(run.state.steps) - 1
+        step.started_at = run.now_iso()
+        run.skip_reason = None
+        result = yield from run.run_step(spec, step)
+        step.ended_at = run.now_iso()
+        step.state = "succeeded" if result is not None else "skipped"
+        if result is None:
+            step.note = run.skip_reason or "it was skipped"
+        run.publish()
+        return result
+
+
+def _bounded_flag(data: Any) -> tuple[Any, bool]:
+    compact = _compact(data)
+    text = json.dumps(compact, default=str)
+    if len(text) <= MAX_RECORD_CHARS:
+        return compact, compact is not data and _was_cut(data)
+    return text[:MAX_RECORD_CHARS], True
+
+
+def _bounded(data: Any) -> Any:
+    return _bounded_flag(data)[0]
+
+
+def _was_cut(data: Any) -> bool:
+    if not isinstance(data, dict):
+        return False
+    return len(data.get("chunks") or []) > 8 or len(data.get("rows") or []) > 20
+
+
+def _compact(data: Any) -> Any:
+    """What the model needs of a lookup: each passage cut short, the first rows, and the true size of the result."""
+    if not isinstance(data, dict):
+        return data
+    compact = dict(data)
+    if isinstance(compact.get("chunks"), list):
+        compact["chunks"] = [
+            {k: (str(v)[:400] if k == "content" else v) for k, v in c.items()} if isinstance(c, dict) else c
+            for c in compact["chunks"][:8]
+        ]
+    if isinstance(compact.get("rows"), list):
+        compact["rows"] = compact["rows"][:20]
+    return compact
+
+
+def _summary(data: Any) -> Any:
+    """What the view shows of a result: the size of a lookup, or the data itself (cut short by ``_short``)."""
+    if isinstance(data, dict) and isinstance(data.get("rows"), list):
+        size = data.get("row_count", len(data["rows"]))
+        partial = ", truncated" if data.get("truncated") else ""
+        return f"{size} rows ({', '.join(map(str, data.get('columns') or []))}){partial}"
+    if isinstance(data, dict) and isinstance(data.get("chunks"), list):
+        titles = "; ".join(str(c.get("title", "")) for c in data["chunks"][:3] if isinstance(c, dict))
+        return f"{len(data['chunks'])} passages: {titles}"
+    return data
+
+
+def _short(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= 200 else text[:199] + "…"

@@ -1,0 +1,67 @@
+"""call_tool: one call of a family tool (function, HTTP, MCP) for the agent-mode Executor (internal executor).
+
+The job's allowed tools travel in the execution context, which only the orchestrator writes; a tool
+the job does not allow is refused here whatever the model asked. The tool's envelope is the result;
+a failed call is a failed output with the tool's code, so the orchestrator's policy retries the
+retryable ones like any step.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from shared.executors import CALL_TOOL, register
+from shared.jobs.agent import TOOL_NAME
+from shared.jobs.contracts import ErrorCode, ExecutorInput, ExecutorOutput
+from shared.tools.base import ToolContext
+
+if TYPE_CHECKING:
+    from shared.providers.clients import Clients
+
+
+class CallToolTask(BaseModel):
+    """Which tool, with the arguments the model wrote (checked against the tool's schema when it runs)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tool: str = Field(pattern=TOOL_NAME, max_length=100)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+def _code(code: str) -> ErrorCode:
+    # A tool's own code outside the contract is a final failure for that input.
+    return ErrorCode(code) if code in ErrorCode.__members__.values() else ErrorCode.BAD_REQUEST
+
+
+@register(
+    CALL_TOOL,
+    description="Call one tool of a tool family.",
+    uses_llm=False,
+    internal=True,
+    input_model=CallToolTask,
+    text_field="tool",
+)
+def call_tool(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
+    """Run one allowed family tool and return its envelope."""
+    from shared.tools import run_tool, tools
+
+    task = CallToolTask.model_validate(inp.task)
+    allowed = inp.execution_context.allowed_tools
+    if task.tool not in allowed:
+        return ExecutorOutput.failure(
+            ErrorCode.INVALID_INPUT, f"tool {task.tool!r} is not allowed for this job (allowed: {allowed})"
+        )
+    try:
+        tool = tools(clients.settings).get(task.tool)
+    except ValueError as exc:
+        return ExecutorOutput.failure(ErrorCode.CONFIG_ERROR, f"the tool configuration is not valid: {exc}")
+    if tool is None:
+        return ExecutorOutput.failure(ErrorCode.CONFIG_ERROR, f"tool {task.tool!r} is not configured")
+    ctx = inp.execution_context
+    result = run_tool(tool, task.arguments, ToolContext(job_id=ctx.job_id or "", step_id=ctx.step_id or ""))
+    envelope = result.model_dump(mode="json")
+    if result.success or result.error is None:
+        return ExecutorOutput(status="success", result=envelope)
+    return ExecutorOutput.failure(_code(result.error.code), result.error.message, result=envelope)

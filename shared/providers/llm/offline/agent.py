@@ -1,0 +1,146 @@
+"""The offline Executor: agent mode without a model, by rules, so its loop, bounds, waits and failures are testable.
+
+Each turn it looks at every part of the question:
+- a part some earlier call already found something for is done;
+- a part no call has tried yet goes to the tool the planner would pick (data or documents), all such
+  calls in one turn (parallel tool calls);
+- a part whose call failed or found nothing is tried once with the other source, if that one has it;
+- a question no source has anything on is put to the user once (request_user_feedback), and the
+  answer is searched;
+- when nothing is left to try, or the bounds are nearly spent, it calls format_output.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+from shared.jobs.agent import FORMAT_OUTPUT, REQUEST_USER_FEEDBACK, AgentToolCall, AgentTurn
+
+SQL_KIND = "execute_azure_sql"
+SEARCH_KIND = "consult_rag"
+TOPICS = ["revenue", "returns", "orders", "policies"]
+Route = Callable[[list[str], int], tuple[str | None, str]]
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _text_of(call: dict[str, Any]) -> str:
+    args = _dict(call.get("arguments"))
+    return str(args.get("question") or args.get("query") or "")
+
+
+def _found(call: dict[str, Any]) -> bool:
+    if not call.get("success"):
+        return False
+    if isinstance(call.get("data"), str):
+        return True  # a result too large to show whole: there is something
+    data = _dict(call.get("data"))
+    rows = data.get("rows")
+    if isinstance(rows, list):
+        return any(any(v is not None for v in row) for row in rows if isinstance(row, list))
+    return bool(data.get("chunks"))
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 3}
+
+
+def _about(call: dict[str, Any], part: str) -> bool:
+    """Whether a call looked up this part: its text's key words are all in the part, or the reverse."""
+    mine, theirs = _words(part), _words(_text_of(call))
+    return bool(mine and theirs) and (theirs <= mine or mine <= theirs)
+
+
+def _call(tool: str, arguments: dict[str, Any], n: int) -> AgentToolCall:
+    return AgentToolCall(id=f"c{n}", tool=tool, arguments_json=json.dumps(arguments))
+
+
+def _lookup(kind: str, text: str, n: int) -> AgentToolCall:
+    field = "question" if kind == SQL_KIND else "query"
+    return _call(kind, {field: text[:2000]}, n)
+
+
+def agent_turn_offline(
+    inputs: dict[str, Any],
+    *,
+    split: Callable[[str], list[str]],
+    route: Route,
+    covers_data: Callable[[str], bool],
+    docs_have: Callable[[str], bool],
+) -> AgentTurn:
+    """One deterministic Executor turn from the question and the calls so far."""
+    question = str(inputs.get("question") or "")
+    calls: list[dict[str, Any]] = [c for c in inputs.get("transcript") or [] if isinstance(c, dict)]
+    offered = {str(t.get("name")) for t in inputs.get("tools") or [] if isinstance(t, dict)}
+    calls_left = int(inputs.get("calls_left") or 0)
+    n = len(calls)
+    if calls_left <= 0 or int(inputs.get("turns_left") or 0) <= 1:
+        return AgentTurn(
+            reasoning="The bounds of this job are nearly spent, so I write the answer from what I have.",
+            tool_calls=[_call(FORMAT_OUTPUT, {}, n + 1)],
+        )
+    reasons: list[str] = []
+    planned: list[AgentToolCall] = []
+    parts = split(question)
+    for i, part in enumerate(parts):
+        tried = [c for c in calls if c.get("tool") in (SQL_KIND, SEARCH_KIND) and _about(c, part)]
+        if any(_found(c) for c in tried):
+            continue
+        step = _next_lookup(parts, i, tried, route, covers_data, docs_have, offered)
+        if step is not None:
+            kind, text, why = step
+            planned.append(_lookup(kind, text, n + len(planned) + 1))
+            reasons.append(why)
+        elif tried:
+            reasons.append(f"Neither source has anything on '{part}'; the answer will say so.")
+    asked = [c for c in calls if c.get("tool") == REQUEST_USER_FEEDBACK]
+    if not planned and not calls and REQUEST_USER_FEEDBACK in offered:
+        question_text = "I could not match the question to the data or the documents. Which topic do you mean?"
+        planned.append(_call(REQUEST_USER_FEEDBACK, {"question": question_text, "options": TOPICS}, n + 1))
+        reasons.append("Nothing in the data or the documents matches the question, so I ask the user.")
+    elif not planned and asked and len(asked) == len(calls):
+        reply = _dict(asked[-1].get("data"))
+        answer = str(reply.get("answer") or "").strip()
+        if answer:
+            planned.append(_lookup(SEARCH_KIND, f"{question} {answer}", n + 1))
+            reasons.append(f"The user means '{answer[:80]}', so I search the documents for that.")
+    planned = planned[:calls_left]
+    if not planned:
+        return AgentTurn(
+            reasoning=" ".join([*reasons, "I have what the tools can give, so I write the answer."])[:2000],
+            tool_calls=[_call(FORMAT_OUTPUT, {}, n + 1)],
+        )
+    return AgentTurn(reasoning=" ".join(reasons)[:2000], tool_calls=planned)
+
+
+def _next_lookup(
+    parts: list[str],
+    i: int,
+    tried: list[dict[str, Any]],
+    route: Route,
+    covers_data: Callable[[str], bool],
+    docs_have: Callable[[str], bool],
+    offered: set[str],
+) -> tuple[str, str, str] | None:
+    """The next call for one part: the planner's pick first, then the other source once; None when none is left."""
+    part = parts[i]
+    used = {c.get("tool") for c in tried}
+    if not tried:
+        kind, text = route(parts, i)
+        if kind is None or kind not in offered:
+            return None
+        source = "the data" if kind == SQL_KIND else "the documents"
+        return kind, text, f"'{part}' is a question for {source}."
+    last = tried[-1]
+    failure = _dict(last.get("error"))
+    outcome = f"failed ({failure.get('code')})" if not last.get("success") else "found nothing"
+    if SEARCH_KIND not in used and SEARCH_KIND in offered and docs_have(part):
+        return SEARCH_KIND, part, f"The data query for '{part}' {outcome}; I search the documents instead."
+    if SQL_KIND not in used and SQL_KIND in offered and covers_data(part):
+        return SQL_KIND, part, f"The document search for '{part}' {outcome}; I query the data instead."
+    return None

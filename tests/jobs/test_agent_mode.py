@@ -1,0 +1,251 @@
+"""Agent mode: the Executor's loop, its bounds, its waits, its failures and the trust barriers, driven inline.
+
+Scripted tests give the Executor's turns as executor outputs (the contract, not mocks of it); the
+offline tests run the real executors, the offline Executor included.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from devhost.inline import InlineContext, run_inline
+from orchestrators.job import job_orchestrator_body
+from shared.executors.runner import run_executor
+from tests.jobs.test_policy_inline import ANSWER_OK, RAG_OK, Script, fail, ok
+
+SQL_ROWS = {"sql": "SELECT 1", "columns": ["x"], "rows": [[1]], "row_count": 1, "dialect": "sqlite"}
+
+
+def turn(*calls: tuple[str, dict[str, Any]], reasoning: str = "thinking") -> dict[str, Any]:
+    tool_calls = [{"id": f"c{i}", "tool": t, "arguments_json": json.dumps(a)} for i, (t, a) in enumerate(calls, 1)]
+    return ok({"reasoning": reasoning, "tool_calls": tool_calls})
+
+
+DONE = turn(("format_output", {}), reasoning="done")
+
+
+def job(script: Any, answer: Any = None, **request: Any) -> tuple[dict[str, Any], InlineContext]:
+    payload = {
+        "job_id": "j1",
+        "request": {"question": "What about refunds?", "mode": "agent", **request},
+        "policy": {"max_attempts_per_model": 3, "first_retry_ms": 1, "max_retry_ms": 5, "output_price": {"m1": 1e-6}},
+    }
+    ctx = InlineContext(payload, script, answer)
+    return run_inline(job_orchestrator_body, ctx), ctx
+
+
+def names(script: Script) -> list[str]:
+    return [n for n, _ in script.calls]
+
+
+def transcript_seen(script: Script, index: int = -1) -> list[dict[str, Any]]:
+    turns = [p for n, p in script.calls if n == "agent_turn"]
+    return turns[index]["task"]["transcript"]
+
+
+def test_turns_call_tools_as_steps_then_the_answer_cites_what_they_found() -> None:
+    script = Script(
+        agent_turn=[turn(("consult_rag", {"query": "refunds"}), ("execute_azure_sql", {"question": "refunds"})), DONE],
+        consult_rag=[ok(RAG_OK)],
+        execute_azure_sql=[ok(SQL_ROWS)],
+        generate_response=[ok(ANSWER_OK)],
+    )
+    result, ctx = job(script)
+    assert result["status"] == "completed" and result["answer"] == ANSWER_OK["answer"]
+    assert names(script) == ["agent_turn", "consult_rag", "execute_azure_sql", "agent_turn", "generate_response"]
+    state = ctx.custom_status
+    assert state["plan_status"] == "agent" and state["turns"] == 2
+    assert [(s["id"], s["kind"], s["state"], s.get("turn")) for s in state["steps"]] == [
+        ("t1", "consult_rag", "succeeded", 1),
+        ("t2", "execute_azure_sql", "succeeded", 1),
+        ("answer", "generate_response", "succeeded", None),
+    ]
+    assert state["steps"][0]["tool_input"] == '{"query": "refunds"}'
+    assert state["steps"][1]["tool_output"] == "1 rows (x)"
+    assert state["executor_usage"]["total_tokens"] == 40  # two turns of 20 tokens, apart from the tools
+    sources = script.calls[-1][1]["execution_context"]["sources"]
+    assert {s["source_id"] for s in sources} == {"policy#1", "sql:t1"} or len(sources) == 2
+    # The second turn saw both results in the envelope.
+    seen = transcript_seen(script)
+    assert [(r["tool"], r["success"]) for r in seen] == [("consult_rag", True), ("execute_azure_sql", True)]
+
+
+def test_a_failed_tool_goes_back_to_the_model_which_recovers() -> None:
+    script = Script(
+        agent_turn=[
+            turn(("execute_azure_sql", {"question": "refunds"})),
+            turn(("consult_rag", {"query": "refunds"}), reasoning="the data has no refunds; documents then"),
+            DONE,
+        ],
+        execute_azure_sql=[fail("SQL_REJECTED", "no table holds refunds")],
+        consult_rag=[ok(RAG_OK)],
+        generate_response=[ok(ANSWER_OK)],
+    )
+    result, ctx = job(script, answer=lambda event: pytest.fail(f"asked the user: {event}"))
+    assert result["status"] == "completed"
+    seen = transcript_seen(script, 1)
+    assert seen[0]["success"] is False and seen[0]["error"] == {
+        "code": "SQL_REJECTED",
+        "message": "no table holds refunds",
+    }
+    assert [s["state"] for s in ctx.custom_status["steps"]] == ["failed", "succeeded", "succeeded"]
+
+
+def test_a_retryable_tool_failure_is_retried_by_the_policy_not_the_model() -> None:
+    script = Script(
+        agent_turn=[turn(("consult_rag", {"query": "refunds"})), DONE],
+        consult_rag=[fail("TRANSIENT"), fail("RATE_LIMITED"), ok(RAG_OK)],
+        generate_response=[ok(ANSWER_OK)],
+    )
+    result, ctx = job(script)
+    assert result["status"] == "completed"
+    assert ctx.custom_status["steps"][0]["attempts"] == 3
+    assert transcript_seen(script)[0]["success"] is True
+
+
+def test_a_model_that_never_stops_is_stopped_by_its_bounds() -> None:
+    forever = turn(("consult_rag", {"query": "refunds"}), ("consult_rag", {"query": "refunds again"}))
+    script = Script(agent_turn=[forever] * 10, consult_rag=[ok(RAG_OK)] * 10, generate_response=[ok(ANSWER_OK)])
+    result, ctx = job(script, agent={"max_turns": 10, "max_tool_calls": 5})
+    assert result["status"] == "completed"
+    assert names(script).count("consult_rag") == 5
+    assert names(script)[-1] == "generate_response"
+
+    script = Script(agent_turn=[forever] * 3, consult_rag=[ok(RAG_OK)] * 6, generate_response=[ok(ANSWER_OK)])
+    result, ctx = job(script, agent={"max_turns": 3, "max_tool_calls": 50})
+    assert result["status"] == "completed" and names(script).count("agent_turn") == 3
+    # Each turn is told what is left of its bounds.
+    turns = [p["task"] for n, p in script.calls if n == "agent_turn"]
+    assert [(t["turns_left"], t["calls_left"]) for t in turns] == [(3, 50), (2, 48), (1, 46)]
+
+
+def test_the_budget_is_checked_before_every_model_call() -> None:
+    script = Script(agent_turn=[turn(("consult_rag", {"query": "refunds"}))] * 5, consult_rag=[ok(RAG_OK)] * 5)
+    result, _ = job(script, constraints={"max_tokens": 10, "budget": {"max_total_tokens": 45}})
+    assert result["status"] == "failed" and result["error"]["code"] == "BUDGET_EXCEEDED"
+    # The first turn and its lookup spent 40 tokens: the next turn's max_tokens (10) no longer fits 45.
+    assert names(script) == ["agent_turn", "consult_rag"]
+
+
+def test_the_executor_asks_the_user_and_the_answer_resumes_that_question_once() -> None:
+    asked: list[str] = []
+
+    def answer(event: str) -> Any:
+        asked.append(event)
+        return {"answer": "online orders"}
+
+    script = Script(
+        agent_turn=[
+            turn(("request_user_feedback", {"question": "Which orders?", "options": ["online", "store"]})),
+            DONE,
+        ],
+        generate_response=[ok(ANSWER_OK)],
+    )
+    result, ctx = job(script, answer)
+    assert result["status"] == "completed" and asked == ["answer:t1-q1"]
+    assert transcript_seen(script)[0]["data"] == {"answer": "online orders"}
+    assert ctx.custom_status["questions_asked"] == 1
+
+
+def test_get_job_state_is_read_only_and_runs_no_activity() -> None:
+    script = Script(agent_turn=[turn(("get_job_state", {})), DONE], generate_response=[ok(ANSWER_OK)])
+    job(script)
+    assert names(script) == ["agent_turn", "agent_turn", "generate_response"]
+    data = transcript_seen(script)[0]["data"]
+    assert data["steps"][0]["tool"] == "get_job_state" and data["tool_calls_left"] == 11
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "why"),
+    [
+        ("execute_azure_sql", {"question": "refunds", "allow_sensitive": True}, "allow_sensitive"),
+        ("execute_azure_sql", {"question": "refunds", "approved_sql": "SELECT * FROM customers_pii"}, "approved_sql"),
+        ("consult_rag", {"query": ""}, "query"),
+        ("call_tool", {"tool": "http.anything", "arguments": {}}, "unknown tool"),
+        ("agent_turn", {}, "unknown tool"),
+        ("http.weather", {"city": "Oslo"}, "unknown tool"),  # a family tool the job does not allow
+        ("plan", {"question": "x"}, "unknown tool"),
+    ],
+)
+def test_model_written_calls_never_widen_what_the_job_may_do(tool: str, arguments: dict[str, Any], why: str) -> None:
+    script = Script(agent_turn=[turn((tool, arguments)), DONE], generate_response=[ok(ANSWER_OK)])
+    result, ctx = job(script)
+    assert result["status"] == "completed"
+    assert names(script) == ["agent_turn", "agent_turn", "generate_response"]  # nothing ran for the call
+    record = transcript_seen(script)[0]
+    assert (
+        record["success"] is False and record["error"]["code"] == "INVALID_INPUT" and why in record["error"]["message"]
+    )
+    assert ctx.custom_status["steps"][0]["state"] == "failed"
+
+
+def test_arguments_that_are_not_an_object_are_refused() -> None:
+    bad = ok({"reasoning": "", "tool_calls": [{"id": "c1", "tool": "consult_rag", "arguments_json": "[1, 2]"}]})
+    script = Script(agent_turn=[bad, DONE], generate_response=[ok(ANSWER_OK)])
+    job(script)
+    assert transcript_seen(script)[0]["error"]["code"] == "INVALID_INPUT"
+
+
+def test_sql_the_model_asks_for_still_needs_the_approval_the_job_requires() -> None:
+    draft = ok({"sql": "SELECT 1", "tables": ["orders"], "sensitive_tables": [], "draft": True})
+    approvals: list[str] = []
+
+    def answer(event: str) -> Any:
+        approvals.append(event)
+        return {"answer": "approve"}
+
+    script = Script(
+        agent_turn=[turn(("execute_azure_sql", {"question": "orders by region"})), DONE],
+        execute_azure_sql=[draft, ok(SQL_ROWS)],
+        generate_response=[ok(ANSWER_OK)],
+    )
+    result, _ = job(script, answer, approval={"sql": "always"})
+    assert result["status"] == "completed" and approvals == ["answer:t1-q1"]
+    runs = [p["execution_context"] for n, p in script.calls if n == "execute_azure_sql"]
+    assert runs[0]["sql_mode"] == "draft" and runs[1]["approved_sql"] == "SELECT 1"
+
+
+def test_an_invalid_turn_ends_the_loop_with_an_answer_from_what_was_found() -> None:
+    script = Script(agent_turn=[ok({"tool_calls": "nope"})], generate_response=[ok(ANSWER_OK)])
+    result, _ = job(script)
+    assert result["status"] == "completed" and names(script) == ["agent_turn", "generate_response"]
+
+
+# --- the offline Executor, end to end over the real executors ---------------------------------------------
+
+
+def offline(name: str, payload: dict[str, Any]) -> dict[str, Any]:
+    return run_executor(payload, expected_type=name)
+
+
+def test_offline_executor_looks_up_each_part_in_parallel_then_answers() -> None:
+    question = "What was the revenue by region, and what does the refund policy say about damaged items?"
+    calls: list[str] = []
+
+    def act(name: str, payload: dict[str, Any]) -> dict[str, Any]:
+        calls.append(name)
+        return offline(name, payload)
+
+    result, ctx = job(act, question=question)
+    assert result["status"] == "completed"
+    assert calls == ["agent_turn", "execute_azure_sql", "consult_rag", "agent_turn", "generate_response"]
+    steps = ctx.custom_status["steps"]
+    assert [s["turn"] for s in steps[:2]] == [1, 1]  # both lookups came from one turn
+    cited = {c["source_id"] for c in result["citations"]}
+    assert "sql:t1" in cited and any(c.startswith("policies/") for c in cited)
+
+
+def test_offline_executor_asks_when_nothing_matches_and_searches_the_answer() -> None:
+    asked: list[str] = []
+
+    def answer(event: str) -> Any:
+        asked.append(event)
+        return {"answer": "returns"}
+
+    result, ctx = job(offline, answer, question="Tell me about blorps")
+    assert result["status"] == "completed" and asked == ["answer:t1-q1"]
+    kinds = [s["kind"] for s in ctx.custom_status["steps"]]
+    assert kinds == ["request_user_feedback", "consult_rag", "generate_response"]
