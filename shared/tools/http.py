@@ -33,7 +33,7 @@ import httpx
 from shared.jobs.contracts import ErrorCode
 from shared.runtime.settings import ConfigError, HttpToolSetting, SettingRef
 from shared.tools import register_family
-from shared.tools.base import Tool, ToolContext, ToolFailure, ToolSpec
+from shared.tools.base import MAX_RESULT_CHARS, Tool, ToolContext, ToolFailure, ToolSpec
 
 if TYPE_CHECKING:
     from azure.core.credentials import AccessToken
@@ -45,6 +45,8 @@ SETTING = "TOOLS_HTTP"
 MAX_REDIRECTS = 3
 # How much of an error response the model is shown (enough for an API's "which argument is wrong").
 ERROR_EXCERPT_CHARS = 300
+# Text bodies are shown up to this many characters (the envelope's own bound, less room for the labels).
+MAX_TEXT_CHARS = MAX_RESULT_CHARS - 500
 USER_AGENT = "durable-ai-jobs-tools/1"
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SCALAR_TYPES = {"string", "integer", "number", "boolean"}
@@ -166,7 +168,7 @@ class HttpTool(Tool):
         *,
         credential: Callable[[], TokenCredential] | None = None,
         resolver: Resolver = system_resolver,
-        verify: ssl.SSLContext | str | bool = True,
+        verify: ssl.SSLContext | bool = True,
     ) -> None:
         self.config = config
         self.template = _Template.parse(config)
@@ -298,7 +300,7 @@ class HttpTool(Tool):
                 ErrorCode.CONFIG_ERROR if first else ErrorCode.BAD_REQUEST,
                 f"{self.spec.name}: host {host!r} is not allowed" + ("" if first else " (redirect)"),
             )
-        address = self._checked_address(host, url.port or (443 if url.scheme == "https" else 80), first)
+        addresses = self._checked_addresses(host, url.port or (443 if url.scheme == "https" else 80), first)
         headers = {"Host": url.netloc.decode("ascii"), "User-Agent": USER_AGENT, "Accept-Encoding": "identity"}
         headers["Accept"] = "application/json, text/*;q=0.9, */*;q=0.1"
         headers.update({k: v for k, v in self.config.headers.items() if isinstance(v, str)})
@@ -308,12 +310,29 @@ class HttpTool(Tool):
         extensions: dict[str, Any] = {}
         if url.scheme == "https" and _literal_ip(host) is None:
             extensions["sni_hostname"] = host  # TLS (SNI, certificate check) for the name, TCP to the checked IP
-        request = client.build_request(
+        for address in addresses[:-1]:
+            try:  # the next checked address when one does not connect (e.g. IPv6 listed first, but unreachable)
+                return client.send(self._request(client, method, url, address, headers, body, extensions), stream=True)
+            except httpx.ConnectError:
+                continue
+        return client.send(self._request(client, method, url, addresses[-1], headers, body, extensions), stream=True)
+
+    @staticmethod
+    def _request(
+        client: httpx.Client,
+        method: str,
+        url: httpx.URL,
+        address: str,
+        headers: dict[str, str],
+        body: dict[str, Any] | None,
+        extensions: dict[str, Any],
+    ) -> httpx.Request:
+        """The request to ``url`` sent to ``address``: the IP in the URL, the name in the Host header and TLS."""
+        return client.build_request(
             method, url.copy_with(host=address), headers=headers, json=body, extensions=extensions
         )
-        return client.send(request, stream=True)
 
-    def _checked_address(self, host: str, port: int, first: bool) -> str:
+    def _checked_addresses(self, host: str, port: int, first: bool) -> list[str]:
         """Resolve once; every address must be public unless the host is explicitly a private one."""
         literal = _literal_ip(host)
         try:
@@ -330,7 +349,7 @@ class HttpTool(Tool):
                     f"{self.spec.name}: {host} resolves to a non-public address ({refused[0]});"
                     f" list it in private_hosts if that is intended",
                 )
-        return addresses[0]
+        return addresses[:4]
 
     # --- the response ------------------------------------------------------------------------------
 
@@ -349,7 +368,9 @@ class HttpTool(Tool):
         if ctype and not _TEXT_TYPES.match(ctype):
             return {"status": status, "content_type": ctype, "bytes": len(raw), "note": "binary body not shown"}
         text = raw.decode(response.encoding or "utf-8", "replace")
-        return {"status": status, "content_type": ctype, "text": text, "truncated": cut}
+        # Text is cut here, below run_tool's bound, so the model still gets the labelled object, not a cut string.
+        cut = cut or len(text) > MAX_TEXT_CHARS
+        return {"status": status, "content_type": ctype, "text": text[:MAX_TEXT_CHARS], "truncated": cut}
 
     def _status_failure(self, response: httpx.Response, excerpt: str) -> ToolFailure:
         status = response.status_code
@@ -405,7 +426,7 @@ def build_tools(
     *,
     credential: Callable[[], TokenCredential] | None = None,
     resolver: Resolver = system_resolver,
-    verify: ssl.SSLContext | str | bool = True,
+    verify: ssl.SSLContext | bool = True,
 ) -> list[Tool]:
     """One tool per TOOLS_HTTP entry; ConfigError (naming TOOLS_HTTP and the entry) when one cannot work."""
     client_id = settings.azure_client_id
