@@ -100,6 +100,19 @@ class HttpToolSetting(BaseModel):
             raise ValueError("url must not have a #fragment")
         return value
 
+    @field_validator("parameters")
+    @classmethod
+    def _check_parameters(cls, value: dict[str, Any]) -> dict[str, Any]:
+        props = value.get("properties", {})
+        required = value.get("required", [])
+        if value.get("type", "object") != "object" or not isinstance(props, dict):
+            raise ValueError('parameters must be a JSON Schema object: {"type": "object", "properties": {...}}')
+        if not all(isinstance(p, dict) for p in props.values()):
+            raise ValueError("each of parameters.properties must be a JSON Schema object")
+        if not isinstance(required, list) or not set(required) <= set(props):
+            raise ValueError("parameters.required must list names of parameters.properties")
+        return value
+
     @field_validator("allowed_hosts", "private_hosts")
     @classmethod
     def _lower_hosts(cls, value: list[str]) -> list[str]:

@@ -219,13 +219,18 @@ class HttpTool(Tool):
         headers: dict[str, str] = {}
         for name, given in self.config.headers.items():
             if isinstance(given, SettingRef):
-                value = os.environ.get(given.setting, "")
-                if not value.strip():
-                    raise ToolFailure(
-                        ErrorCode.CONFIG_ERROR,
-                        f"{self.spec.name}: header {name} needs app setting {given.setting}, which is not set",
-                    )
-                headers[name] = value.strip()
+                # Read at call time: the platform resolves Key Vault references into app settings.
+                value = os.environ.get(given.setting, "").strip()
+                if not value:
+                    why = "which is not set"
+                elif not value.isascii() or "\r" in value or "\n" in value:
+                    why = "whose value is not a valid header value"  # the value itself is never shown
+                else:
+                    headers[name] = value
+                    continue
+                raise ToolFailure(
+                    ErrorCode.CONFIG_ERROR, f"{self.spec.name}: header {name} needs app setting {given.setting}, {why}"
+                )
         if self.config.auth == "managed_identity":
             headers["Authorization"] = f"Bearer {self._token()}"
         return headers

@@ -318,6 +318,9 @@ def test_a_secret_header_comes_from_the_named_app_setting(server: LoopbackServer
     monkeypatch.delenv("WEATHER_API_KEY", raising=False)
     code, message = failed(call(t))
     assert code == ErrorCode.CONFIG_ERROR and "WEATHER_API_KEY" in message
+    monkeypatch.setenv("WEATHER_API_KEY", "k-123\r\nX-Injected: 1")
+    code, message = failed(call(t))
+    assert code == ErrorCode.CONFIG_ERROR and "WEATHER_API_KEY" in message and "k-123" not in message
     monkeypatch.setenv("WEATHER_API_KEY", "k-123")
     assert call(t).data["api_key"] == "k-123"
 
@@ -417,6 +420,9 @@ def test_tls_goes_to_the_checked_address_and_verifies_the_name(monkeypatch: Any)
         ({"url": "http://x.example/", "auth": "managed_identity", "scope": "s"}, "need an https url"),
         ({"url": "http://x.example/", "headers": {"X-Api-Key": {"setting": "K"}}}, "need an https url"),
         ({"timeout_s": 0}, "greater than 0"),
+        ({"parameters": {"type": "array"}}, "JSON Schema object"),
+        ({"parameters": {"properties": {"a": "string"}}}, "each of parameters.properties"),
+        ({"parameters": {"properties": {}, "required": ["a"]}}, "parameters.required"),
     ],
 )
 def test_bad_declarations_fail_the_settings_naming_it(monkeypatch: Any, entry: dict[str, Any], why: str) -> None:
