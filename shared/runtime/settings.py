@@ -13,9 +13,10 @@ import os
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from pydantic_settings import SettingsError as _SourceError
@@ -44,6 +45,103 @@ DEFAULT_MODEL_PRICES: dict[str, ModelPrice] = {
     "gpt-4o-mini": ModelPrice(input_per_million=0.15, output_per_million=0.6),
     "offline": ModelPrice(input_per_million=0.0, output_per_million=0.0),
 }
+
+
+# Headers the HTTP tools set themselves (or that would change the request's framing): never from settings.
+_HTTP_RESERVED_HEADERS = frozenset(
+    {"host", "content-length", "content-type", "transfer-encoding", "connection", "accept-encoding", "te", "upgrade"}
+)
+# Header names whose values are credentials: only ever by reference to an app setting, never written inline.
+_HTTP_SECRET_HEADER = re.compile(r"authorization|cookie|key|token|secret|password|signature", re.IGNORECASE)
+
+
+class SettingRef(BaseModel):
+    """A value held by another app setting (e.g. a Key Vault reference the platform resolves), named, not inlined."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    setting: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+
+class HttpToolSetting(BaseModel):
+    """One HTTP API the Executor may call (an entry of TOOLS_HTTP); shared/tools/http.py builds the tool."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # The tool is "http.<name>".
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,40}$")
+    description: str = Field(min_length=1, max_length=1000)
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "GET"
+    # e.g. https://api.example.com/v1/cities/{city}?days={days}: {param} only in the path and the query.
+    url: str = Field(min_length=1, max_length=2000)
+    # JSON Schema (an object) of the arguments; every {param} of the url is one of its properties.
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    # Further hosts a redirect may lead to (the url's own host is always allowed).
+    allowed_hosts: list[str] = Field(default_factory=list, max_length=20)
+    # Hosts that may resolve to private, loopback or link-local addresses (an API in a VNet, a local test
+    # server); every other host must resolve to public addresses only.
+    private_hosts: list[str] = Field(default_factory=list, max_length=20)
+    headers: dict[str, str | SettingRef] = Field(default_factory=dict, max_length=16)
+    auth: Literal["none", "managed_identity"] = "none"
+    # The token scope for auth=managed_identity, e.g. "api://<app id>/.default".
+    scope: str | None = Field(default=None, min_length=1, max_length=500)
+    timeout_s: float = Field(default=10.0, gt=0, le=120)
+    max_response_bytes: int = Field(default=1_000_000, ge=1024, le=20_000_000)
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("url must be an http(s) URL with a host")
+        if "@" in parts.netloc or "{" in parts.netloc or "}" in parts.netloc:
+            raise ValueError("url must name its host literally, without credentials or {placeholders}")
+        if parts.fragment:
+            raise ValueError("url must not have a #fragment")
+        return value
+
+    @field_validator("parameters")
+    @classmethod
+    def _check_parameters(cls, value: dict[str, Any]) -> dict[str, Any]:
+        props = value.get("properties", {})
+        required = value.get("required", [])
+        if value.get("type", "object") != "object" or not isinstance(props, dict):
+            raise ValueError('parameters must be a JSON Schema object: {"type": "object", "properties": {...}}')
+        if not all(isinstance(p, dict) for p in props.values()):
+            raise ValueError("each of parameters.properties must be a JSON Schema object")
+        if not isinstance(required, list) or not set(required) <= set(props):
+            raise ValueError("parameters.required must list names of parameters.properties")
+        return value
+
+    @field_validator("allowed_hosts", "private_hosts")
+    @classmethod
+    def _lower_hosts(cls, value: list[str]) -> list[str]:
+        return [host.strip().lower().strip("[]") for host in value]
+
+    @field_validator("headers")
+    @classmethod
+    def _check_headers(cls, value: dict[str, str | SettingRef]) -> dict[str, str | SettingRef]:
+        for header, given in value.items():
+            if not re.fullmatch(r"[A-Za-z0-9-]{1,64}", header) or header.lower() in _HTTP_RESERVED_HEADERS:
+                raise ValueError(f"header {header!r} cannot be set by configuration")
+            if isinstance(given, str) and _HTTP_SECRET_HEADER.search(header):
+                raise ValueError(f'header {header!r} carries a credential: give it as {{"setting": "<APP_SETTING>"}}')
+            if isinstance(given, str) and ("\r" in given or "\n" in given):
+                raise ValueError(f"header {header!r} has a line break in its value")
+        return value
+
+    @model_validator(mode="after")
+    def _check_credentials(self) -> HttpToolSetting:
+        if self.auth == "managed_identity" and not self.scope:
+            raise ValueError("auth managed_identity needs a scope")
+        if self.auth == "managed_identity" and any(h.lower() == "authorization" for h in self.headers):
+            raise ValueError("auth managed_identity sets the Authorization header itself")
+        parts = urlsplit(self.url)
+        sends_secrets = self.auth != "none" or any(isinstance(v, SettingRef) for v in self.headers.values())
+        if sends_secrets and parts.scheme == "http" and (parts.hostname or "") not in self.private_hosts:
+            # Credentials in clear text only where they never leave a private network (or the machine).
+            raise ValueError("credentials (auth or setting headers) need an https url, or a host in private_hosts")
+        return self
 
 
 class Settings(BaseSettings):
@@ -130,6 +228,10 @@ class Settings(BaseSettings):
     # app's start (check_settings_at_startup) instead of answering 503 CONFIG_ERROR on every request.
     functions_coretools_environment: bool = False
 
+    # --- Executor tools: HTTP APIs (shared/tools/http.py) -----------------------------------
+    # JSON list of HttpToolSetting objects; see docs/settings.md.
+    tools_http: list[HttpToolSetting] = Field(default_factory=list, max_length=50)
+
     # --- Monitoring ------------------------------------------------------------------------
     applicationinsights_connection_string: SecretStr | None = None
     otel_exporter_otlp_endpoint: str | None = None
@@ -146,6 +248,14 @@ class Settings(BaseSettings):
         merged: dict[str, object] = {k: v.model_dump() for k, v in DEFAULT_MODEL_PRICES.items()}
         merged.update(parsed)
         return merged
+
+    @field_validator("tools_http")
+    @classmethod
+    def _unique_http_names(cls, value: list[HttpToolSetting]) -> list[HttpToolSetting]:
+        names = [tool.name for tool in value]
+        if len(names) != len(set(names)):
+            raise ValueError("each HTTP tool needs its own name")
+        return value
 
     @property
     def allowed_tables(self) -> list[str]:

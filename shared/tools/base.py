@@ -132,7 +132,8 @@ def _check_against_schema(spec: ToolSpec, args: dict[str, Any]) -> dict[str, Any
 
 
 def _bounded(data: Any) -> tuple[Any, bool]:
-    text = json.dumps(data, default=str)
+    # NaN and infinities are not JSON: the model's API and Durable's history would refuse the envelope.
+    text = json.dumps(data, default=str, allow_nan=False)
     if len(text) <= MAX_RESULT_CHARS:
         return json.loads(text), False
     return text[:MAX_RESULT_CHARS], True
