@@ -122,9 +122,6 @@ def exposed(server: McpServer, listed: list[ListedTool]) -> list[ListedTool]:
     if server.allowed_tools == "*":
         return listed
     allowed = set(server.allowed_tools)
-    missing = allowed - {tool.name for tool in listed}
-    if missing:
-        logger.warning("MCP server %s does not list allowed tools %s", server.name, sorted(missing))
     return [tool for tool in listed if tool.name in allowed]
 
 
@@ -157,6 +154,7 @@ class _Listings:
                         self._entries[_key(server)] = (done + min(ttl_s, FAILED_LISTING_RETRY_S), None)
                     else:
                         self._entries[_key(server)] = (done + ttl_s, got)
+                        _warn_missing(server, got)
             return {s.name: listed for s in servers if (listed := self._entries[_key(s)][1]) is not None}
 
     def clear(self) -> None:
@@ -165,6 +163,14 @@ class _Listings:
 
 
 _LISTINGS = _Listings()
+
+
+def _warn_missing(server: McpServer, listed: list[ListedTool]) -> None:
+    # Once per listing, not per load: an allowed tool the server does not (or no longer) offer.
+    if server.allowed_tools != "*":
+        missing = set(server.allowed_tools) - {tool.name for tool in listed}
+        if missing:
+            logger.warning("MCP server %s does not list allowed tools %s", server.name, sorted(missing))
 
 
 def _key(server: McpServer) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import socket
@@ -217,3 +218,21 @@ def test_listings_are_kept_for_the_ttl(mcp_url: str, monkeypatch: pytest.MonkeyP
     tools(uncached)
     tools(uncached)
     assert calls == [["t"], ["t"]]
+
+
+def test_an_async_caller_gets_the_tools_too(mcp_url: str) -> None:
+    async def load() -> dict[str, Any]:
+        # A thread with a running loop cannot block on another: the family lists from a worker thread then.
+        return dict(tools(_settings(_server(mcp_url))))
+
+    assert "mcp.t.add" in asyncio.run(load())
+
+
+def test_an_allowed_tool_the_server_lacks_is_logged_once_per_listing(
+    mcp_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = _settings(_server(mcp_url, allowed_tools=["add", "gone"]))
+    with caplog.at_level(logging.WARNING, logger="shared.tools.mcp"):
+        tools(settings)
+        tools(settings)
+    assert caplog.text.count("does not list allowed tools ['gone']") == 1
