@@ -8,12 +8,13 @@ name of the variable is the field name in upper case.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
@@ -144,6 +145,74 @@ class HttpToolSetting(BaseModel):
         return self
 
 
+# Headers the MCP transport sets itself, or that would change what the request is: never taken from settings.
+_MCP_RESERVED_HEADERS = frozenset(
+    {"host", "content-length", "content-type", "transfer-encoding", "connection", "accept"}
+    | {"mcp-session-id", "mcp-protocol-version", "last-event-id"}
+)
+
+
+class McpServer(BaseModel):
+    """One MCP server whose tools the Executor may call (an entry of TOOLS_MCP_SERVERS)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # Part of every tool name ("mcp.<name>.<tool>"), so no dots and short.
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,24}$")
+    # The streamable HTTP endpoint, e.g. https://tools.example.com/mcp.
+    url: str = Field(max_length=2000)
+    # The server's tools the Executor may see and call: a list, or "*" for every tool it lists (say so explicitly).
+    allowed_tools: (
+        Literal["*"] | Annotated[list[Annotated[str, Field(min_length=1, max_length=64)]], Field(min_length=1)]
+    )
+    # Header name -> name of the app setting holding its value (secrets stay in app settings / Key Vault references).
+    headers: dict[str, str] = Field(default_factory=dict, max_length=16)
+    auth: Literal["none", "managed_identity"] = "none"
+    # The token scope for auth=managed_identity, e.g. "api://<app id>/.default".
+    scope: str | None = Field(default=None, min_length=1, max_length=500)
+    timeout_s: float = Field(default=30.0, gt=0, le=300)
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("url must be an http(s) URL with a host")
+        if parts.username or parts.password:
+            raise ValueError("url must not carry credentials; name them in headers")
+        if parts.scheme == "http" and not _is_loopback(parts.hostname):
+            # Headers and tokens travel with every call: plain HTTP only where nothing leaves the machine.
+            raise ValueError("url must use https (http only for loopback)")
+        return value
+
+    @field_validator("headers")
+    @classmethod
+    def _check_headers(cls, value: dict[str, str]) -> dict[str, str]:
+        for header, setting in value.items():
+            if not re.fullmatch(r"[A-Za-z0-9-]{1,64}", header) or header.lower() in _MCP_RESERVED_HEADERS:
+                raise ValueError(f"header {header!r} cannot be set by configuration")
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", setting):
+                raise ValueError(f"header {header!r} must name an app setting (letters, digits, underscores)")
+        return value
+
+    @model_validator(mode="after")
+    def _check_auth(self) -> McpServer:
+        if self.auth == "managed_identity" and not self.scope:
+            raise ValueError("auth managed_identity needs a scope")
+        if self.auth == "managed_identity" and any(h.lower() == "authorization" for h in self.headers):
+            raise ValueError("auth managed_identity sets the Authorization header itself")
+        return self
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class Settings(BaseSettings):
     """All app settings. Secrets are optional: managed identity is the default on Azure."""
 
@@ -232,6 +301,12 @@ class Settings(BaseSettings):
     # JSON list of HttpToolSetting objects; see docs/settings.md.
     tools_http: list[HttpToolSetting] = Field(default_factory=list, max_length=50)
 
+    # --- Executor tools: MCP (shared/tools/mcp.py) --------------------------------------------
+    # JSON list of MCP servers: [{"name", "url", "allowed_tools", "headers", "auth", "scope", "timeout_s"}, ...].
+    tools_mcp_servers: list[McpServer] = Field(default_factory=list, max_length=20)
+    # How long one process keeps a server's tool list before listing again (0: list on every load).
+    tools_mcp_list_ttl_seconds: float = Field(default=300.0, ge=0, le=86_400)
+
     # --- Monitoring ------------------------------------------------------------------------
     applicationinsights_connection_string: SecretStr | None = None
     otel_exporter_otlp_endpoint: str | None = None
@@ -255,6 +330,14 @@ class Settings(BaseSettings):
         names = [tool.name for tool in value]
         if len(names) != len(set(names)):
             raise ValueError("each HTTP tool needs its own name")
+        return value
+
+    @field_validator("tools_mcp_servers")
+    @classmethod
+    def _unique_mcp_names(cls, value: list[McpServer]) -> list[McpServer]:
+        names = [server.name for server in value]
+        if len(names) != len(set(names)):
+            raise ValueError("each MCP server needs its own name")
         return value
 
     @property
@@ -294,6 +377,9 @@ def _problem(error: ErrorDetails) -> tuple[str, str, str]:
         return name, f"must be a JSON object {PRICES_SHAPE}{where}", ""
     # pydantic's wording, minus internal class names ("... or instance of ModelPrice").
     msg = re.sub(r" or instance of \w+", "", error["msg"])
+    if len(loc) > 1:
+        # Inside a JSON-valued setting: say where, and keep the value out (it may be any part of the structure).
+        return name, f"{msg} (at {'.'.join(loc[1:])})", ""
     secret = any(word in name for word in ("KEY", "SECRET", "CONNECTION_STRING", "PASSWORD"))
     shown = f" (got {got!r})" if isinstance(got, str | int | float) and len(repr(got)) <= 80 and not secret else ""
     return name, msg, shown
