@@ -280,13 +280,14 @@ def _check_sql_edit(sql: Any, field: str) -> None:
     """400 INVALID_ANSWER with the guard's reason when an edited statement would be rejected when it runs."""
     from shared.executors.execute_azure_sql import guard_step_sql
     from shared.providers.clients import get_clients
+    from shared.providers.sql.family import dialect_for
 
     if not isinstance(sql, str) or not sql.strip():
         raise ApiError(400, "INVALID_ANSWER", "invalid edit: sql must be a non-empty SQL statement", field=field)
     clients = get_clients()
     # The step's own guard, sensitive tables included: a human sees such a statement again for approval.
     # The dialect comes from settings: building the database client here could need its driver.
-    dialect = "tsql" if clients.settings.sql_provider == "azure_sql" else "sqlite"
+    dialect = dialect_for(clients.settings)
     verdict = guard_step_sql(sql, clients, dialect)
     if not verdict.accepted:
         raise ApiError(

@@ -50,7 +50,7 @@ class Clients:
 
     @property
     def database(self) -> SqlDatabase:
-        """The SQL database: the SQLite sample or Azure SQL."""
+        """The SQL database: the member of the database family that SQL_PROVIDER names (sqlite, azure_sql, postgresql)."""
         return self._get("database", self._build_database)
 
     @property
@@ -73,13 +73,9 @@ class Clients:
         return LocalIndex.from_settings(self.settings)
 
     def _build_database(self) -> SqlDatabase:
-        if self.settings.sql_provider == "azure_sql":
-            from shared.providers.sql.azure import build_azure_sql_database
+        from shared.providers.sql.family import open_database
 
-            return build_azure_sql_database(self.settings)
-        from shared.providers.sql.sqlite import open_sample_database
-
-        return open_sample_database(self.settings)
+        return open_database(self.settings)
 
     def _build_llm(self) -> LLMProvider:
         if self.settings.llm_provider == "offline":

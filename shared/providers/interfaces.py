@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
@@ -85,15 +85,18 @@ class QueryRows:
 
 
 class SqlDatabase(Protocol):
-    """A read-only SQL database reached through pyodbc."""
+    """A read-only SQL database: a member of the database family (``shared/providers/sql/family.py``)."""
 
-    dialect: Literal["sqlite", "tsql"]
+    @property
+    def dialect(self) -> str:
+        """The sqlglot dialect its SQL is written in (``sqlite``, ``tsql``, ``postgres``)."""
+        ...
 
     def execute(self, sql: str, *, max_rows: int, timeout_s: int, sensitive: bool = False) -> QueryRows:
-        """Run one guarded, read-only query.
+        """Run one guarded, read-only query: at most ``max_rows`` rows (``truncated`` says more were left).
 
         ``sensitive=True`` only for a statement a human approved: the SQLite sample attaches its
-        sensitive tables' file only then; on Azure SQL it changes nothing (the app's database user is
-        denied those tables).
+        sensitive tables' file only then, PostgreSQL connects as its sensitive reader only then; on
+        Azure SQL it changes nothing (the app's database user is denied those tables).
         """
         ...

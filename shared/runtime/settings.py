@@ -257,7 +257,8 @@ class Settings(BaseSettings):
     search_top_k: int = Field(default=5, ge=1, le=50)
 
     # --- SQL -------------------------------------------------------------------------------
-    sql_provider: Literal["sqlite", "azure_sql"] = "sqlite"
+    # Which member of the database family (shared/providers/sql/family.py) answers SQL steps.
+    sql_provider: Literal["sqlite", "azure_sql", "postgresql"] = "sqlite"
     sqlite_database_path: Path = DATA_DIR / "sample.db"
     azure_sql_server: str | None = None
     azure_sql_database: str | None = None

@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field
 
 from shared.jobs.contracts import ErrorCode, ProviderError
 from shared.providers.interfaces import QueryRows
+from shared.providers.sql.family import register_database
 from shared.providers.sql.odbc import (
     MSODBC18,
     MSODBC_INSTALL_HINT,
@@ -445,6 +446,13 @@ def connector_from_settings(settings: Settings, *, credential: TokenCredential |
     return AzureSqlConnector(text, driver=driver, token_provider=token_provider)
 
 
+@register_database(
+    "azure_sql",
+    dialect="tsql",
+    default_schema="dbo",
+    sensitive_barrier="the app's database user is granted no SELECT on the sensitive tables, so they stay "
+    "unreadable to every statement, approved or not",
+)
 def build_azure_sql_database(settings: Settings, *, credential: TokenCredential | None = None) -> AzureSqlDatabase:
     """Build the Azure SQL database from settings (no connection until the first query)."""
     return AzureSqlDatabase(connector_from_settings(settings, credential=credential))

@@ -50,6 +50,7 @@ from urllib.parse import quote
 
 from shared.jobs.contracts import ErrorCode, ProviderError
 from shared.providers.interfaces import QueryRows
+from shared.providers.sql.family import register_database
 
 if TYPE_CHECKING:
     from shared.runtime.settings import Settings
@@ -533,6 +534,13 @@ class SqliteOdbcDatabase(OdbcDatabase):
         return f"{_SQLITE_DRIVER_HINT} ({detail})"
 
 
+@register_database(
+    "sqlite",
+    dialect="sqlite",
+    default_schema="main",
+    sensitive_barrier="the sensitive tables live in <stem>-sensitive.db, attached read-only only for an approved "
+    "statement; the sealed connection cannot attach it itself",
+)
 def open_sample_database(settings: Settings) -> SqliteOdbcDatabase:
     """The configured SQLite database; the sample is built lazily from ``data/sql`` on the first query.
 
