@@ -308,6 +308,9 @@ def _printf(node: exp.Expr, b: Callable[[exp.Expr | None], Bound]) -> Bound:
     name = _name(node)
     if fmt is None:
         raise _resource(f"{name}() needs a literal format string as its first argument")
+    if re.search(r"%\d+\$", fmt):
+        # PostgreSQL's format('%1$s%1$s...') repeats one argument without a conversion per copy.
+        raise _resource(f"{name}() format: positional arguments (%n$) are not allowed")
     total = Bound(0.0, float(len(fmt)))
     values = iter(args[1:])
     for spec in _PRINTF_SPEC.finditer(fmt):
@@ -336,8 +339,8 @@ def _printf_limits(spec: re.Match[str], name: str) -> tuple[int, int | None]:
 
 def _printf_part(kind: str, value: Bound, precision: int | None) -> Bound:
     """What one printf conversion of ``value`` writes, before padding to its width."""
-    if kind in "sqQwz":
-        quoted = kind in "qQw"
+    if kind in "sqQwzIL":
+        quoted = kind in "qQwIL"  # I and L: PostgreSQL's format() quotes an identifier or a literal
         if precision is not None:
             return Bound(0.0, float(precision) * (2 if quoted else 1) + 2)
         return value.scale(2).plus(2) if quoted else value

@@ -17,7 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from shared.runtime.settings import DATA_DIR
 
 CATALOG_PATH = DATA_DIR / "catalog.json"
-DIALECTS = ("sqlite", "tsql")
+# The dialects of the database family's members (shared/providers/sql/family.py): each needs its time grains.
+DIALECTS = ("sqlite", "tsql", "postgres")
 TimeGrain = Literal["year", "quarter", "month"]
 
 

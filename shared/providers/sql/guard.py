@@ -11,28 +11,31 @@ Checks, in order:
 
 1. Text: not empty, at most ``MAX_SQL_CHARS``, no NUL, and no non-ASCII character outside string
    literals and comments (stops homoglyph and invisible-character tricks in keywords and names).
-2. Parse with the dialect's grammar (``sqlite`` or ``tsql``); a parse failure is ``PARSE_ERROR``.
+2. Parse with the dialect's grammar (``sqlite``, ``tsql`` or ``postgres``: the database family's members,
+   ``shared/providers/sql/family.py``); a parse failure is ``PARSE_ERROR``.
    Before parsing, nesting deeper than 20 parentheses/``CASE`` levels is ``TOO_DEEP`` (and so is a
    ``RecursionError`` that still happens). After parsing, the text between tokens may hold only
    whitespace and comments that every engine ends at the same place, or it is ``AMBIGUOUS_COMMENT``
    (``/*!``, ``/*+``, ``/*`` nested in a block comment, a ``--`` comment holding CR, VT, FF, NEL,
    U+2028 or U+2029): the guard judges exactly the tokens that the SQL it returns is made of.
-   Dialect slips: ``TOP`` written for SQLite is read with the T-SQL grammar and written back as
-   ``LIMIT`` (``TOP ... PERCENT`` / ``WITH TIES`` have no SQLite form and are rejected); ``LIMIT``
+   Dialect slips: ``TOP`` written for SQLite or PostgreSQL is read with the T-SQL grammar and written
+   back as ``LIMIT`` (``TOP ... PERCENT`` is rejected, and so is ``WITH TIES`` for SQLite); ``LIMIT``
    written for T-SQL becomes ``TOP`` (or ``OFFSET ... FETCH`` when it has an ``OFFSET``).
 3. Exactly one statement, and it is a ``SELECT`` (optionally with ``WITH`` and set operations).
 4. Nowhere in the tree (CTEs, subqueries, set operations): DML, DDL, ``MERGE``, ``EXEC``,
-   ``SELECT ... INTO``, ``PRAGMA``, ``ATTACH``, transactions, locking clauses, variables or bind
-   parameters (``@p``, ``?``, ``:name``, ``$name``), side-effecting or file/remote-access functions
-   (``load_extension``, ``readfile``, ``writefile``, ``OPENROWSET``, ``OPENQUERY``, ``xp_*``, ...).
+   ``SELECT ... INTO``, ``PRAGMA``, ``ATTACH``, transactions, locking clauses (``FOR UPDATE``), variables
+   or bind parameters (``@p``, ``?``, ``:name``, ``$name``, ``$1``), side-effecting or file/remote-access
+   functions (``load_extension``, ``readfile``, ``writefile``, ``OPENROWSET``, ``OPENQUERY``, ``xp_*``,
+   PostgreSQL's ``pg_*``, ``lo_*``, ``dblink*``, ``set_config``, ``nextval``, ``query_to_xml``, ...).
    Every other function must be on an allow-list (``FUNCTION_NOT_ALLOWED`` names it), and a
    schema-qualified call (a T-SQL user-defined function) is never allowed. T-SQL table hints other than
    ``NOLOCK`` and query options other than ``MAXDOP``, ``RECOMPILE``, ``MAXRECURSION 1-100`` are
    ``HINT_NOT_ALLOWED``.
-5. Tables: system catalogs (``sys.*``, ``INFORMATION_SCHEMA``, ``sqlite_*``, ``pragma_*``, metadata
-   functions, ``@@`` globals) only with ``allow_system_catalogs``; three- and four-part names
-   (other databases, linked servers) never; every other table must be on the allow-list
-   (case-insensitive, default schema ``dbo`` / ``main`` optional). CTE names are resolved by scope,
+5. Tables: system catalogs (``sys.*``, ``INFORMATION_SCHEMA``, ``sqlite_*``, ``pragma_*``, ``pg_catalog``
+   and every ``pg_*`` name, which PostgreSQL resolves in ``pg_catalog`` first, metadata functions, ``@@``
+   globals) only with ``allow_system_catalogs``; three- and four-part names (other databases, linked
+   servers) never; every other table must be on the allow-list (case-insensitive, default schema
+   ``dbo`` / ``main`` / ``public`` optional). CTE names are resolved by scope,
    so a CTE does not hide a real table of the same name elsewhere in the query.
 5b. Resources (``shared/providers/sql/bounds.py``): no expression may build a string longer than 32 x the longest
    stored value + 64K characters, followed through CTEs and derived tables (``printf``/``format``
@@ -74,7 +77,7 @@ from shared.providers.sql.bounds import (
 )
 from shared.providers.sql.columns import unknown_column
 
-GuardDialect = Literal["sqlite", "tsql"]
+GuardDialect = Literal["sqlite", "tsql", "postgres"]
 MAX_SQL_CHARS = 20_000
 
 
@@ -127,7 +130,9 @@ class _Reject(Exception):
         self.message = message
 
 
-_DEFAULT_SCHEMA = {"sqlite": "main", "tsql": "dbo"}
+_DEFAULT_SCHEMA = {"sqlite": "main", "tsql": "dbo", "postgres": "public"}
+# Dialects without TOP: a TOP written for them is read as T-SQL and written back as LIMIT.
+_LIMIT_DIALECTS = frozenset({"sqlite", "postgres"})
 
 
 def _canon(name: str) -> str:
@@ -159,9 +164,15 @@ _FORBIDDEN_FUNCTIONS = frozenset(
         "openrowset", "opendatasource", "openquery", "openxml", "bulk", "pwdencrypt", "pwdcompare",
         "sp_executesql", "xp_cmdshell", "xp_dirtree", "xp_fileexist", "xp_regread", "fn_get_audit_file",
         "fn_xe_file_target_read_file", "fn_dblog", "fn_dump_dblog", "fn_trace_gettable", "sys_exec",
+        # PostgreSQL: settings, sequences (writes), SQL run from a string, large objects (files)
+        "set_config", "nextval", "setval", "currval", "lastval", "txid_current", "query_to_xml",
+        "query_to_xml_and_xmlschema", "query_to_xmlschema", "cursor_to_xml", "cursor_to_xmlschema", "table_to_xml",
+        "table_to_xml_and_xmlschema", "schema_to_xml", "database_to_xml", "ts_stat", "ts_debug",
     }
 )  # fmt: skip
-_FORBIDDEN_FUNCTION_PREFIXES = ("xp_", "sp_", "fn_")
+# PostgreSQL's pg_* functions read files, settings and server state or signal backends; lo_* are large
+# objects (server files); dblink* reach other servers.
+_FORBIDDEN_FUNCTION_PREFIXES = ("xp_", "sp_", "fn_", "pg_", "lo_", "dblink")
 
 # Metadata and server-information functions: system catalog access.
 _SYSTEM_FUNCTIONS = frozenset(
@@ -175,7 +186,10 @@ _SYSTEM_FUNCTIONS = frozenset(
         "login_property", "host_name", "host_id", "app_name", "original_login", "session_context", "context_info",
         "file_name", "file_id", "filegroup_name", "fulltextcatalogproperty", "sqlite_compileoption_get",
         "sqlite_compileoption_used", "sqlite_source_id", "sqlite_version", "sqlite_offset", "current_version",
-        "current_schema",
+        "current_schema", "current_setting", "current_database", "current_schemas", "current_role",
+        "inet_server_addr", "inet_server_port", "inet_client_addr", "inet_client_port", "has_table_privilege",
+        "has_schema_privilege", "has_column_privilege", "has_database_privilege", "has_function_privilege",
+        "to_regclass", "obj_description", "col_description",
     }
 )  # fmt: skip
 
@@ -187,10 +201,12 @@ _ALLOWED_TABLE_HINTS = frozenset({"NOLOCK"})
 # Query options that only lower cost; MAXRECURSION only at or below the default 100 (0 means no limit).
 _ALLOWED_QUERY_OPTIONS = frozenset({"MAXDOP", "RECOMPILE"})
 
-_SYSTEM_SCHEMAS = frozenset({"sys", "information_schema"})
+_SYSTEM_SCHEMAS = frozenset({"sys", "information_schema", "pg_catalog", "pg_toast", "pg_temp"})
 _SYSTEM_DATABASES = frozenset({"master", "msdb", "model", "tempdb", "mssqlsystemresource"})
 _TSQL_SYSTEM_TABLE = re.compile(r"^sys[a-z0-9_]*$")
 _SQLITE_SYSTEM_TABLE = re.compile(r"^(sqlite_[a-z0-9_]*|pragma_[a-z0-9_]*)$")
+# PostgreSQL searches pg_catalog before the default schema: an unqualified pg_* name is a catalog relation.
+_POSTGRES_SYSTEM_TABLE = re.compile(r"^pg_[a-z0-9_]*$")
 
 _STRING_TOKENS = frozenset(
     t for name in ("STRING", "NATIONAL_STRING", "RAW_STRING", "HEREDOC_STRING", "UNICODE_STRING", "BYTE_STRING",
@@ -292,10 +308,10 @@ class _Guard:
         try:
             root = self._parse_one(sql, self.dialect)
         except _Reject:
-            if self.dialect == "sqlite" and "TOP" in words:
-                # Dialect slip: T-SQL's TOP written for SQLite. Read it as T-SQL, write it back as SQLite.
+            if self.dialect in _LIMIT_DIALECTS and "TOP" in words:
+                # Dialect slip: T-SQL's TOP written for SQLite or PostgreSQL. Read it as T-SQL, write it back.
                 root = self._parse_one(sql, "tsql")
-                self.notes.append("TOP (T-SQL) converted to LIMIT for SQLite")
+                self.notes.append(f"TOP (T-SQL) converted to LIMIT for {self.dialect}")
                 return root, "tsql"
             raise
         if self.dialect == "tsql" and "LIMIT" in words:
@@ -439,6 +455,10 @@ class _Guard:
                 return f"{catalog}.{db}.{name}"
             raise _Reject(GuardReason.CROSS_DATABASE, f"other databases are not allowed: {table.sql()}")
         schema = db or self.default_schema
+        if self.dialect == "postgres" and not db and _POSTGRES_SYSTEM_TABLE.match(name):
+            # Resolved in pg_catalog before the default schema, whatever the allow-list says.
+            self._system(f"pg_catalog.{name}")
+            return f"pg_catalog.{name}"
         if (schema, name) in self.allowed:
             return name if schema == self.default_schema else f"{schema}.{name}"
         if self._is_system_table(schema, name):
@@ -451,6 +471,8 @@ class _Guard:
         if schema in _SYSTEM_SCHEMAS:
             return True
         if schema in {"main", "temp"} and _SQLITE_SYSTEM_TABLE.match(name):
+            return True
+        if self.dialect == "postgres" and (schema.startswith("pg_") or _POSTGRES_SYSTEM_TABLE.match(name)):
             return True
         return bool(schema == "dbo" and _TSQL_SYSTEM_TABLE.match(name))
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import date
 
 from shared.jobs.plan import SqlDraft
-from shared.providers.sql.catalog import Catalog, Dimension, Fact, Metric
+from shared.providers.sql.catalog import DIALECTS, Catalog, Dimension, Fact, Metric
 
 _NUMBER_WORDS = {
     "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
@@ -664,19 +664,19 @@ def _order_by(q: _Query, intent: QueryIntent, metrics: list[Metric], catalog: Ca
 
 
 def _render(q: _Query, table: str, joins: list[str], order_by: str, limit: int | None, dialect: str) -> str:
-    """The SELECT text, with the row cap as the dialect writes it (TOP or LIMIT)."""
+    """The SELECT text, with the row cap as the dialect writes it (TOP for T-SQL, else LIMIT)."""
     top = f"TOP {limit} " if limit and dialect == "tsql" else ""
     clauses = [f"SELECT {top}{', '.join(q.select)} FROM {table}", " ".join(joins)]
     clauses.append("WHERE " + " AND ".join(q.where) if q.where else "")
     clauses.append("GROUP BY " + ", ".join(q.group) if q.group else "")
     clauses.append(f"ORDER BY {order_by}" if order_by and q.group else "")
-    clauses.append(f"LIMIT {limit}" if limit and dialect == "sqlite" else "")
+    clauses.append(f"LIMIT {limit}" if limit and dialect in ("sqlite", "postgres") else "")
     return " ".join(c for c in clauses if c)
 
 
 def build_sql(intent: QueryIntent, catalog: Catalog, dialect: str) -> SqlDraft | None:
     """Write the SQL for an intent in a dialect; None when the catalog cannot join what it needs."""
-    if dialect not in ("sqlite", "tsql"):
+    if dialect not in DIALECTS:
         return None
     metrics: list[Metric] = [m for name in intent.metrics if (m := catalog.metric(name)) is not None]
     fact = _fact_for(metrics, catalog)
@@ -745,8 +745,8 @@ def explain_unwritable(question: str, catalog: Catalog, dialect: str) -> str:
              "turn this question into a query."]  # fmt: skip
     if text and _DOCUMENT_WORDS.search(text):
         lines.append("It reads as a question about policies or procedures, which the documents answer, not the data.")
-    elif dialect not in ("sqlite", "tsql"):
-        lines.append(f"It writes only SQLite and T-SQL, not {dialect!r}.")
+    elif dialect not in DIALECTS:
+        lines.append(f"It writes only {', '.join(DIALECTS)}, not {dialect!r}.")
     elif intent is not None:
         lines.append(f"It understood: {intent.describe()}, but the data cannot be joined or combined that way.")
     else:
