@@ -265,6 +265,16 @@ class Settings(BaseSettings):
     azure_sql_connection_string: SecretStr | None = None
     azure_sql_read_only_intent: bool = False
     azure_sql_odbc_driver: str = "ODBC Driver 18 for SQL Server"
+    # PostgreSQL (local or Azure Database for PostgreSQL). Without a password, an Entra ID token is the password.
+    postgres_host: str | None = None
+    postgres_port: int = Field(default=5432, ge=1, le=65_535)
+    postgres_database: str | None = None
+    postgres_user: str | None = None
+    postgres_password: SecretStr | None = None
+    postgres_sslmode: Literal["disable", "allow", "prefer", "require", "verify-ca", "verify-full"] = "require"
+    # A second login role that may read the catalog's sensitive tables, used only for approved statements.
+    postgres_sensitive_user: str | None = None
+    postgres_sensitive_password: SecretStr | None = None
     # Comma-separated allow-list; empty means "the tables in the semantic catalog".
     sql_allowed_tables: str = ""
     sql_max_rows: int = Field(default=50, ge=1, le=10_000)

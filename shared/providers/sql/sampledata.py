@@ -32,6 +32,7 @@ from shared.runtime.settings import DATA_DIR
 SQL_DIR = DATA_DIR / "sql"
 SQLITE_SCHEMA = SQL_DIR / "schema.sqlite.sql"
 TSQL_SCHEMA = SQL_DIR / "schema.tsql.sql"
+POSTGRES_SCHEMA = SQL_DIR / "schema.postgres.sql"
 DATA_SQL = SQL_DIR / "data.sql"
 DEFAULT_SAMPLE_DB = DATA_DIR / "sample.db"
 
@@ -163,6 +164,13 @@ def _keep_only(file: Path, keep: set[str]) -> None:
     finally:
         conn.close()
     _drop(file, dropped)
+
+
+def postgres_load_sql() -> str:
+    """The same sample for PostgreSQL: its schema, then the portable data, in one transaction (run as the owner)."""
+    schema = POSTGRES_SCHEMA.read_text(encoding="utf-8")
+    data = DATA_SQL.read_text(encoding="utf-8")
+    return f"BEGIN;\n{schema}\n{data}\nCOMMIT;\nANALYZE;\n"
 
 
 def ensure_sample_db(path: Path | None = None, *, force: bool = False) -> Path:

@@ -42,7 +42,7 @@ import math
 import re
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -165,7 +165,7 @@ class OdbcDatabase:
             raise
         except Exception as exc:
             raise self._classify(exc, timed_out=False, connecting=True) from exc
-        watchdog = _Watchdog(timeout_s if self.dialect == "sqlite" else timeout_s + self._watchdog_grace_s)
+        watchdog = Watchdog(timeout_s if self.dialect == "sqlite" else timeout_s + self._watchdog_grace_s)
         cursor: Any = None
         try:
             try:
@@ -199,19 +199,7 @@ class OdbcDatabase:
         self, cursor: Any, max_rows: int, convert: Callable[[Sequence[Any]], list[Any]]
     ) -> tuple[list[list[Any]], bool]:
         """Fetch row by row, cutting cells at once, so memory stays bounded by what is kept."""
-        rows: list[list[Any]] = []
-        budget = MAX_RESULT_CHARS
-        while True:
-            raw = cursor.fetchone()
-            if raw is None:
-                return rows, False
-            if len(rows) == max_rows:
-                return rows, True
-            row = convert(raw)
-            budget -= sum(len(v) if isinstance(v, str) else 8 for v in row)
-            if budget < 0 and rows:
-                return rows, True  # the result is already big enough for a history entry and a UI
-            rows.append(row)
+        return fetch_bounded(iter(cursor.fetchone, None), max_rows, convert)
 
     # -- errors --------------------------------------------------------------------------------------
 
@@ -225,6 +213,23 @@ class OdbcDatabase:
         if code is ErrorCode.CONFIG_ERROR and sqlstate in {"IM002", "IM003", "01000"}:
             return ProviderError(code, self._missing_driver_message(message))
         return ProviderError(code, f"{self.name}: {message}"[:2000])
+
+
+def fetch_bounded(
+    raw_rows: Iterator[Sequence[Any]], max_rows: int, convert: Callable[[Sequence[Any]], list[Any]]
+) -> tuple[list[list[Any]], bool]:
+    """At most ``max_rows`` converted rows and whether more were left (or the cells outgrew ``MAX_RESULT_CHARS``)."""
+    rows: list[list[Any]] = []
+    budget = MAX_RESULT_CHARS
+    for raw in raw_rows:
+        if len(rows) == max_rows:
+            return rows, True
+        row = convert(raw)
+        budget -= sum(len(v) if isinstance(v, str) else 8 for v in row)
+        if budget < 0 and rows:
+            return rows, True  # the result is already big enough for a history entry and a UI
+        rows.append(row)
+    return rows, False
 
 
 def close_quietly(resource: Any) -> None:
@@ -260,8 +265,8 @@ def _generic_code(sqlstate: str, message: str, *, connecting: bool) -> ErrorCode
     return ErrorCode.SQL_ERROR
 
 
-class _Watchdog:
-    """Cancels a running statement once its time is up (``SQLCancel`` from another thread)."""
+class Watchdog:
+    """Cancels a running statement once its time is up: ``cancel()`` on what it watches, from another thread."""
 
     def __init__(self, limit_s: float) -> None:
         self._limit_s = limit_s
@@ -271,6 +276,7 @@ class _Watchdog:
         self.fired = False
 
     def start(self, cursor: Any) -> None:
+        """Start the clock; ``cursor.cancel()`` is called when it runs out before ``stop``."""
         self._timer = threading.Timer(self._limit_s, self._fire, args=(cursor,))
         self._timer.daemon = True
         self._timer.start()
@@ -286,6 +292,7 @@ class _Watchdog:
                 pass
 
     def stop(self) -> None:
+        """Stop the clock (the statement ended)."""
         with self._lock:
             self._done = True
         if self._timer is not None:
