@@ -16,7 +16,7 @@ install: $(STAMP)
 	@$(BIN)/python -m shared.providers.sql.sqlite_limits >/dev/null  # the SQLite limits extension (no-op when built)
 
 $(STAMP): requirements.txt requirements-dev.txt scripts/install-system-deps.sh
-	@echo "==> [1/4] system packages, only the missing ones (unixODBC, SQLite ODBC driver, gcc, chromium)"
+	@echo "==> [1/4] system packages, only the missing ones (unixODBC, SQLite ODBC driver, gcc, chromium, postgresql)"
 	@scripts/install-system-deps.sh
 	@echo "==> [2/4] virtual environment $(VENV)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -50,7 +50,7 @@ class Clients:
 
     @property
     def database(self) -> SqlDatabase:
-        """The SQL database: the member of the database family that SQL_PROVIDER names (sqlite, azure_sql, postgresql)."""
+        """The SQL database: the database family's member that SQL_PROVIDER names (sqlite, azure_sql, postgresql)."""
         return self._get("database", self._build_database)
 
     @property

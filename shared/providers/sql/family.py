@@ -54,9 +54,7 @@ _LOADED = False
 _NOT_MEMBERS = frozenset({"family", "guard", "bounds", "columns", "catalog", "sampledata", "odbc", "sqlite_limits"})
 
 
-def register_database(
-    provider: str, *, dialect: str, default_schema: str, sensitive_barrier: str
-) -> Callable[[F], F]:
+def register_database(provider: str, *, dialect: str, default_schema: str, sensitive_barrier: str) -> Callable[[F], F]:
     """Decorator: register the function that opens a member database from settings (called with them alone)."""
 
     def decorate(open_: F) -> F:

@@ -231,7 +231,9 @@ class PostgresDatabase:
         sqlstate = str(getattr(exc, "sqlstate", None) or "")
         message = " ".join(str(exc).split()) or type(exc).__name__
         if timed_out or sqlstate in _TIMEOUT_STATES:
-            return ProviderError(ErrorCode.SQL_TIMEOUT, f"{self.name}: the query exceeded its time limit ({message})"[:2000])
+            return ProviderError(
+                ErrorCode.SQL_TIMEOUT, f"{self.name}: the query exceeded its time limit ({message})"[:2000]
+            )
         code = classify_postgres_error(sqlstate, message, connecting=connecting)
         return ProviderError(code, f"{self.name}: {message}"[:2000])
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
 
 from shared.executors.runner import run_executor
 from shared.providers.clients import Clients
@@ -26,9 +27,9 @@ def clients(pg_sample: Sample) -> Clients:
         postgres_port=pg_sample.port,
         postgres_database=DBNAME,
         postgres_user=READER,
-        postgres_password=pg_sample.reader_password,
+        postgres_password=SecretStr(pg_sample.reader_password),
         postgres_sensitive_user=SENSITIVE,
-        postgres_sensitive_password=pg_sample.sensitive_password,
+        postgres_sensitive_password=SecretStr(pg_sample.sensitive_password),
         postgres_sslmode="disable",
     )
     return Clients(settings)

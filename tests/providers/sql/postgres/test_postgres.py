@@ -95,7 +95,9 @@ def test_guarded_queries_run_and_values_are_json_safe(pg_db: PostgresDatabase) -
 
 
 def test_row_cap_and_truncated(pg_db: PostgresDatabase) -> None:
-    capped = pg_db.execute(_guarded("SELECT order_id FROM orders ORDER BY order_id", max_rows=5), max_rows=5, timeout_s=5)
+    capped = pg_db.execute(
+        _guarded("SELECT order_id FROM orders ORDER BY order_id", max_rows=5), max_rows=5, timeout_s=5
+    )
     assert len(capped.rows) == 5 and capped.truncated
     exact = pg_db.execute(_guarded("SELECT name FROM regions", max_rows=4), max_rows=4, timeout_s=5)
     assert len(exact.rows) == 4 and not exact.truncated
@@ -225,7 +227,7 @@ class _Credential:
 
 def test_without_a_password_an_entra_token_is_the_password(pg_sample: Sample) -> None:
     credential = _Credential(pg_sample.reader_password)
-    db = build_postgres_database(_settings(pg_sample, postgres_password=None), credential=credential)  # type: ignore[arg-type]
+    db = build_postgres_database(_settings(pg_sample, postgres_password=None), credential=credential)
     rows = db.execute("SELECT COUNT(*) AS n FROM regions", max_rows=1, timeout_s=5)
     assert rows.rows == [[4]]
     assert credential.scopes == [(ENTRA_SCOPE,)]  # one fresh token per connection, for PostgreSQL's scope
@@ -236,6 +238,6 @@ def test_without_a_password_an_entra_token_is_the_password(pg_sample: Sample) ->
         def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
             raise RuntimeError("no managed identity here")
 
-    failing = build_postgres_database(_settings(pg_sample, postgres_password=None), credential=Broken())  # type: ignore[arg-type]
+    failing = build_postgres_database(_settings(pg_sample, postgres_password=None), credential=Broken())
     err = _error(failing, "SELECT 1")
     assert err.code is ErrorCode.AUTH_FAILED and "Entra" in err.message

@@ -86,7 +86,9 @@ def test_a_statement_cannot_take_the_sensitive_role(pg_db: PostgresDatabase, sql
     assert "permission denied" in _error(pg_db, "SELECT email FROM customer_contacts").message.lower()
 
 
-def test_a_grant_that_opens_the_barrier_stops_every_unapproved_query(pg_db: PostgresDatabase, pg_sample: Sample) -> None:
+def test_a_grant_that_opens_the_barrier_stops_every_unapproved_query(
+    pg_db: PostgresDatabase, pg_sample: Sample
+) -> None:
     with pg_sample.server.admin(DBNAME) as admin:
         admin.execute(f"GRANT SELECT (customer_id) ON customer_contacts TO {READER}")
         try:
