@@ -74,7 +74,7 @@ def execute_azure_sql(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
             {
                 "question": task.question,
                 "dialect": database.dialect,
-                "catalog": catalog.prompt_view(),
+                "catalog": catalog.prompt_view(database.dialect),
                 "max_rows": settings.sql_max_rows,
                 "previous_attempt": _previous_attempt_lines(inp),
             },
