@@ -279,11 +279,14 @@ def _repeat(node: exp.Expr, b: Callable[[exp.Expr | None], Bound]) -> Bound:
     times = _int_literal(node.args.get("times") or (args[1] if len(args) > 1 else None))
     if times is None or times > MAX_WIDTH:
         raise _resource(f"replicate()/repeat() needs a literal count of at most {MAX_WIDTH}")
-    return b(node.this).scale(times)
+    # An anonymous call (replicate() outside T-SQL) keeps its name in ``this``; its text is the first argument.
+    text = args[0] if isinstance(node, exp.Anonymous) and args else node.this
+    return b(text).scale(times)
 
 
 def _space(node: exp.Expr, b: Callable[[exp.Expr | None], Bound]) -> Bound:
-    count = _int_literal(node.this)
+    args = _args(node)
+    count = _int_literal(args[0] if isinstance(node, exp.Anonymous) and args else node.this)
     if count is None or count > MAX_WIDTH:
         raise _resource(f"space() needs a literal count of at most {MAX_WIDTH}")
     return Bound(0.0, float(count))

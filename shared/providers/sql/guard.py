@@ -485,6 +485,11 @@ class _Guard:
             raise _Reject(GuardReason.UNSUPPORTED_ROW_LIMIT, "TOP ... PERCENT does not bound the rows; use TOP n")
         if options is not None and options.args.get("with_ties") and self.dialect == "sqlite":
             raise _Reject(GuardReason.UNSUPPORTED_ROW_LIMIT, "WITH TIES has no SQLite form; use LIMIT n")
+        if options is not None and options.args.get("with_ties") and self.dialect == "postgres":
+            if not isinstance(limit, exp.Fetch):  # TOP n WITH TIES read as T-SQL: PostgreSQL has no LIMIT form
+                raise _Reject(
+                    GuardReason.UNSUPPORTED_ROW_LIMIT, "write FETCH FIRST n ROWS WITH TIES for PostgreSQL, not TOP"
+                )
         if self.dialect == "tsql" and isinstance(root, exp.SetOperation):
             return self._cap_tsql_set_operation(root, limit)
         if isinstance(limit, exp.Fetch):
