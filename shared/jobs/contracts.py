@@ -32,6 +32,8 @@ class ErrorCode(StrEnum):
     CONFIG_ERROR = "CONFIG_ERROR"
     UNKNOWN_EXECUTOR = "UNKNOWN_EXECUTOR"
     BUDGET_EXCEEDED = "BUDGET_EXCEEDED"
+    # A tool answered with an error of its own (a bad lookup, a refused operation): final for that call.
+    TOOL_ERROR = "TOOL_ERROR"
     INTERNAL_ERROR = "INTERNAL_ERROR"
 
 

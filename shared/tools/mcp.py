@@ -8,8 +8,9 @@ choose neither the server nor the tool, and headers and tokens come from configu
 
 Each call opens its own session on a fresh event loop in the calling (worker) thread: sessions are not
 shared between threads, so nothing a call leaves behind reaches another one. MCP outcomes map to the
-stable codes: connection faults and timeouts are TRANSIENT, a tool's error result and protocol errors
-UPSTREAM_ERROR, rejected arguments INVALID_INPUT, refused credentials AUTH_FAILED.
+stable codes: connection faults and timeouts are TRANSIENT, a tool's own error result TOOL_ERROR (the
+model is shown it; retrying the same call would fail the same way), protocol errors UPSTREAM_ERROR,
+rejected arguments INVALID_INPUT, refused credentials AUTH_FAILED.
 """
 
 from __future__ import annotations
@@ -276,7 +277,7 @@ def result_data(name: str, result: CallToolResult) -> Any:
     """The data of a tool result: its structured content, else its text; an error result raises ToolFailure."""
     if result.is_error:
         text = _plain(_text_of(result)) or "no details"
-        raise ToolFailure(ErrorCode.UPSTREAM_ERROR, _cap(f"{name} failed: {text}", MAX_ERROR_CHARS))
+        raise ToolFailure(ErrorCode.TOOL_ERROR, _cap(f"{name} failed: {text}", MAX_ERROR_CHARS))
     if result.structured_content is not None:
         return result.structured_content
     return _text_of(result)

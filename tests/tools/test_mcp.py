@@ -111,11 +111,11 @@ def test_a_text_only_result_is_returned_as_text(mcp_url: str) -> None:
     assert result.success and result.data == "a green fruit"
 
 
-def test_a_tool_error_is_an_upstream_error_with_the_tools_message(mcp_url: str) -> None:
+def test_a_tool_error_is_a_final_tool_error_with_the_tools_message(mcp_url: str) -> None:
     tool = tools(_settings(_server(mcp_url)))["mcp.t.explode"]
     result = run_tool(tool, {"message": "the warehouse is closed"}, CTX)
     assert not result.success and result.error is not None
-    assert result.error.code == ErrorCode.UPSTREAM_ERROR
+    assert result.error.code == ErrorCode.TOOL_ERROR and not result.error.retryable
     assert "the warehouse is closed" in result.error.message
 
 
