@@ -71,6 +71,16 @@ MAX_SUPERVISOR_RETRIES = 2
 MAX_REPLANS = 2
 
 
+class DatabaseChoice(BaseModel):
+    """The database a SQL step chose, as its draft reports it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    choice: str = Field(min_length=1, max_length=64)
+    reason: str = Field(default="", max_length=500)
+    decided_by: str = Field(default="rules", max_length=16)
+
+
 class SqlDraftResult(BaseModel):
     """The draft an execute_azure_sql step returns in draft mode (activity output: validated, not trusted)."""
 
@@ -79,6 +89,8 @@ class SqlDraftResult(BaseModel):
     sql: str = Field(min_length=1, max_length=20_000)
     tables: list[str] = Field(default_factory=list)
     sensitive_tables: list[str] = Field(default_factory=list)
+    # Which database the draft was made on (choose_sql_tool); the approved statement runs there.
+    database: DatabaseChoice | None = None
 
 
 class ExpiredAnswer(UserAnswer):
@@ -582,9 +594,10 @@ class JobRun:
                     ErrorCode.INVALID_INPUT, f"the SQL draft is not valid: {_problems(exc)}", spec.id
                 ) from exc
             run_task = {**task, "sql": result.sql}
+            database = result.database.choice if result.database else None
             if policy.sql == "sensitive" and not result.sensitive_tables:
                 # No approval recorded: should the draft have hidden a sensitive table, the run refuses it.
-                return run_task, SqlAccess(sql_mode="run")
+                return run_task, SqlAccess(sql_mode="run", sql_database=database)
             sensitive = sorted(result.sensitive_tables)
             default = {"approve": "approve", "reject": "reject"}.get(policy.on_timeout)
             expiry_note = None
@@ -602,7 +615,12 @@ class JobRun:
                 f"Approve this SQL for step '{step.title}'?"[:1000],
                 APPROVAL_OPTIONS,
                 default=default,
-                details={"sql": result.sql, "tables": result.tables, "sensitive_tables": sensitive},
+                details={
+                    "sql": result.sql,
+                    "tables": result.tables,
+                    "sensitive_tables": sensitive,
+                    **({"database": database} if database else {}),
+                },
                 timeout_seconds=policy.timeout_seconds,
                 expiry_falls_back=policy.on_timeout != "fail",
                 expiry_message=expiry_note,
@@ -611,8 +629,9 @@ class JobRun:
             action = reply.action()
             if action == "approve":
                 if isinstance(reply, ExpiredAnswer):
-                    return run_task, SqlAccess(sql_mode="run")  # no human approved: nothing sensitive may run
-                return run_task, SqlAccess(sql_mode="run", approved_sql=result.sql)
+                    # No human approved: nothing sensitive may run.
+                    return run_task, SqlAccess(sql_mode="run", sql_database=database)
+                return run_task, SqlAccess(sql_mode="run", approved_sql=result.sql, sql_database=database)
             if action == "edit":
                 # A human approves the exact statement that runs: the edited SQL is guarded and shown again.
                 task = _redraft(run_task, apply_edits(spec.kind, run_task, reply.edits()))

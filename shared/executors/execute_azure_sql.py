@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shared.executors import register
 from shared.executors.common import call_llm, charge_failure, usage_of
-from shared.jobs.contracts import ErrorCode, ExecutorInput, ExecutorOutput, ProviderError, SqlAccess, SqlResult, Usage
+from shared.executors.decisions import Decided, DecisionHook, decide
+from shared.jobs.contracts import ErrorCode, ExecutorInput, ExecutorOutput, ProviderError, SqlAccess, SqlResult
 from shared.jobs.plan import SqlDraft
 from shared.providers.interfaces import LLMTask
 from shared.providers.sql.guard import GuardResult, guard_sql
@@ -37,6 +38,36 @@ SENSITIVE_NEEDS_APPROVAL = (
     "reads the sensitive table(s) {tables}, which needs a human approval of this exact statement: set "
     "approval.sql to 'sensitive' or 'always'"
 )
+
+
+def choose_sql_tool(task: SqlTask, inp: ExecutorInput, clients: Clients) -> Decided:
+    """Which configured database answers this step: the one the approval pinned, else a thin decision.
+
+    With one database configured there is nothing to decide. A statement a human approved runs on the
+    database it was approved for (the orchestrator pins it in the execution context after the draft).
+    """
+    from shared.providers.sql.family import member
+
+    settings = clients.settings
+    options = {p: f"{member(p).description} ({member(p).dialect} dialect)" for p in settings.sql_providers}
+    pinned = SqlAccess.of(inp.execution_context).sql_database
+    if pinned is not None:
+        if pinned not in options:
+            raise ProviderError(
+                ErrorCode.CONFIG_ERROR, f"database {pinned!r} is no longer configured ({list(options)})"
+            )
+        return Decided(pinned, "the database the statement was drafted and approved for", "rules")
+
+    def rules() -> tuple[str, str]:
+        words = set(task.question.lower().replace("?", " ").replace(",", " ").split())
+        for provider in options:
+            named = words & set(member(provider).aliases)
+            if named:
+                return provider, f"the question names it ({sorted(named)[0]})"
+        return settings.sql_provider, "the question names no database, so the configured one (SQL_PROVIDER)"
+
+    hook = DecisionHook("choose_sql_tool", "Which database should answer this data question?", options, rules)
+    return decide(hook, {"question": task.question}, inp, clients)
 
 
 def guard_step_sql(sql: str, clients: Clients, dialect: str) -> GuardResult:
@@ -61,10 +92,11 @@ def execute_azure_sql(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
     task = SqlTask.model_validate(inp.task)
     access = SqlAccess.of(inp.execution_context)
     settings = clients.settings
-    database = clients.database
+    chosen = choose_sql_tool(task, inp, clients)
+    database = clients.database_for(chosen.choice)
     catalog = clients.catalog
-    usage = Usage()
-    model_used: str | None = None
+    usage = chosen.usage
+    model_used: str | None = chosen.model_used
     sql = task.sql
     if not sql:
         response = call_llm(
@@ -80,7 +112,7 @@ def execute_azure_sql(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
             },
             SqlDraft,
         )
-        usage = usage_of(response, clients)
+        usage = usage + usage_of(response, clients)
         model_used = response.model_used
         sql = response.output.sql
 
@@ -97,7 +129,13 @@ def execute_azure_sql(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
         )
     sensitive = sorted(t for t in verdict.tables if catalog.is_sensitive(t))
     if access.sql_mode == "draft":
-        draft = {"sql": verdict.sql, "tables": sorted(verdict.tables), "sensitive_tables": sensitive, "draft": True}
+        draft = {
+            "sql": verdict.sql,
+            "tables": sorted(verdict.tables),
+            "sensitive_tables": sensitive,
+            "draft": True,
+            "database": chosen.as_dict(),
+        }
         return ExecutorOutput(status="success", result=draft, usage=usage, model_used=model_used)
 
     # The approval covers one exact statement: the guarded text a human saw is the text that runs.
@@ -141,7 +179,8 @@ def execute_azure_sql(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
         truncated=rows.truncated,
         source_id=f"sql:{inp.execution_context.step_id or inp.task_id}",
     )
-    return ExecutorOutput(status="success", result=result.model_dump(mode="json"), usage=usage, model_used=model_used)
+    body = {**result.model_dump(mode="json"), "database": chosen.as_dict()}
+    return ExecutorOutput(status="success", result=body, usage=usage, model_used=model_used)
 
 
 def _previous_attempt_lines(inp: ExecutorInput) -> list[str] | None:

@@ -102,6 +102,7 @@ class ExecutionContext(BaseModel):
     budget_cost_left: float | None = None
     sql_mode: Literal["draft", "run"] = "run"
     approved_sql: str | None = Field(default=None, max_length=20_000)
+    sql_database: str | None = Field(default=None, max_length=64)
     sources: list[dict[str, Any]] = Field(default_factory=list, max_length=200)
     step_notes: list[str] = Field(default_factory=list, max_length=12)
     previous_attempt: PreviousAttempt | None = None
@@ -121,11 +122,17 @@ class SqlAccess(BaseModel):
 
     sql_mode: Literal["draft", "run"] = "run"
     approved_sql: str | None = Field(default=None, max_length=20_000)
+    # The database the draft was made on (a human approves a statement on one database, and it runs there).
+    sql_database: str | None = Field(default=None, max_length=64)
 
     @classmethod
     def of(cls, execution_context: ExecutionContext) -> SqlAccess:
         """Read the access fields from an execution context."""
-        return cls(sql_mode=execution_context.sql_mode, approved_sql=execution_context.approved_sql)
+        return cls(
+            sql_mode=execution_context.sql_mode,
+            approved_sql=execution_context.approved_sql,
+            sql_database=execution_context.sql_database,
+        )
 
 
 class Usage(BaseModel):

@@ -53,6 +53,14 @@ class Clients:
         """The SQL database: the database family's member that SQL_PROVIDER names (sqlite, azure_sql, postgresql)."""
         return self._get("database", self._build_database)
 
+    def database_for(self, provider: str) -> SqlDatabase:
+        """A member of the database family by its SQL_PROVIDER value (the configured one is ``database``)."""
+        if provider == self.settings.sql_provider:
+            return self.database
+        from shared.providers.sql.family import open_database
+
+        return self._get(f"database:{provider}", lambda: open_database(self.settings, provider))
+
     @property
     def llm(self) -> LLMProvider:
         """The LLM: offline by default, or an OpenAI-compatible endpoint."""

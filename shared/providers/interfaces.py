@@ -27,6 +27,7 @@ class LLMTask(StrEnum):
     WRITE_ANSWER = "write_answer"
     SUPERVISE = "supervise"
     AGENT_TURN = "agent_turn"
+    DECIDE = "decide"
 
 
 @dataclass

@@ -259,6 +259,11 @@ class Settings(BaseSettings):
     # --- SQL -------------------------------------------------------------------------------
     # Which member of the database family (shared/providers/sql/family.py) answers SQL steps.
     sql_provider: Literal["sqlite", "azure_sql", "postgresql"] = "sqlite"
+    # Further members a SQL step may choose among, per question (comma-separated; the choose_sql_tool decision).
+    sql_provider_choices: str = Field(default="", pattern=r"^[a-z_]*(,\s*[a-z_]+)*$")
+    # Who makes the small decisions inside steps (choose_sql_tool): "model" (the configured LLM, with the rules
+    # as the fallback), "rules" (deterministic), or "auto" (the model when one is configured, else the rules).
+    decisions: Literal["auto", "model", "rules"] = "auto"
     sqlite_database_path: Path = DATA_DIR / "sample.db"
     azure_sql_server: str | None = None
     azure_sql_database: str | None = None
@@ -350,6 +355,12 @@ class Settings(BaseSettings):
         if len(names) != len(set(names)):
             raise ValueError("each MCP server needs its own name")
         return value
+
+    @property
+    def sql_providers(self) -> list[str]:
+        """The databases a SQL step may use: SQL_PROVIDER first, then SQL_PROVIDER_CHOICES (no repeats)."""
+        extra = [p.strip() for p in self.sql_provider_choices.split(",") if p.strip()]
+        return list(dict.fromkeys([self.sql_provider, *extra]))
 
     @property
     def allowed_tables(self) -> list[str]:

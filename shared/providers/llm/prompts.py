@@ -39,6 +39,7 @@ PROMPT_VERSIONS: dict[LLMTask, str] = {
     LLMTask.WRITE_ANSWER: "v3",
     LLMTask.SUPERVISE: "v2",
     LLMTask.AGENT_TURN: "v1",
+    LLMTask.DECIDE: "v1",
 }
 
 PROMPT_MARKER_RE = re.compile(r"^prompt: (?P<task>[a-z_]+)\.(?P<version>v\d+)$", re.MULTILINE)

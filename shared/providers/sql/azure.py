@@ -452,6 +452,8 @@ def connector_from_settings(settings: Settings, *, credential: TokenCredential |
     default_schema="dbo",
     sensitive_barrier="the app's database user is granted no SELECT on the sensitive tables, so they stay "
     "unreadable to every statement, approved or not",
+    description="Azure SQL Database: the production data in Azure",
+    aliases=("azure", "production", "prod"),
 )
 def build_azure_sql_database(settings: Settings, *, credential: TokenCredential | None = None) -> AzureSqlDatabase:
     """Build the Azure SQL database from settings (no connection until the first query)."""

@@ -45,6 +45,9 @@ class DatabaseMember:
     default_schema: str
     sensitive_barrier: str
     open: Opener
+    # What it is, for a model choosing among databases, and words a question may name it by.
+    description: str = ""
+    aliases: tuple[str, ...] = ()
 
 
 _MEMBERS: dict[str, DatabaseMember] = {}
@@ -54,11 +57,19 @@ _LOADED = False
 _NOT_MEMBERS = frozenset({"family", "guard", "bounds", "columns", "catalog", "sampledata", "odbc", "sqlite_limits"})
 
 
-def register_database(provider: str, *, dialect: str, default_schema: str, sensitive_barrier: str) -> Callable[[F], F]:
+def register_database(
+    provider: str,
+    *,
+    dialect: str,
+    default_schema: str,
+    sensitive_barrier: str,
+    description: str = "",
+    aliases: tuple[str, ...] = (),
+) -> Callable[[F], F]:
     """Decorator: register the function that opens a member database from settings (called with them alone)."""
 
     def decorate(open_: F) -> F:
-        member = DatabaseMember(provider, dialect, default_schema, sensitive_barrier, open_)
+        member = DatabaseMember(provider, dialect, default_schema, sensitive_barrier, open_, description, aliases)
         known = _MEMBERS.get(provider)
         if known is not None and known.open is not open_:
             raise ValueError(f"database {provider!r} is registered twice")
@@ -103,6 +114,6 @@ def dialect_for(settings: Settings) -> str:
     return member(settings.sql_provider).dialect
 
 
-def open_database(settings: Settings) -> SqlDatabase:
-    """The configured database (no connection until its first query)."""
-    return member(settings.sql_provider).open(settings)
+def open_database(settings: Settings, provider: str | None = None) -> SqlDatabase:
+    """The configured database, or another member (no connection until its first query)."""
+    return member(provider or settings.sql_provider).open(settings)

@@ -298,6 +298,8 @@ def _login(user: str, password: str | None, entra: Callable[[], Callable[[], str
     default_schema=DEFAULT_SCHEMA,
     sensitive_barrier="the login role may not read the sensitive tables (checked on every query); an approved "
     "statement alone connects as POSTGRES_SENSITIVE_USER, a second login role that may",
+    description="PostgreSQL (Azure Database for PostgreSQL or a server of your own)",
+    aliases=("postgres", "postgresql", "pg"),
 )
 def build_postgres_database(settings: Settings, *, credential: TokenCredential | None = None) -> PostgresDatabase:
     """Build the PostgreSQL database from settings (no connection until the first query)."""

@@ -547,6 +547,8 @@ class SqliteOdbcDatabase(OdbcDatabase):
     default_schema="main",
     sensitive_barrier="the sensitive tables live in <stem>-sensitive.db, attached read-only only for an approved "
     "statement; the sealed connection cannot attach it itself",
+    description="the local SQLite sample database",
+    aliases=("sqlite", "local", "sample"),
 )
 def open_sample_database(settings: Settings) -> SqliteOdbcDatabase:
     """The configured SQLite database; the sample is built lazily from ``data/sql`` on the first query.

@@ -38,6 +38,12 @@ INPUTS: dict[LLMTask, dict[str, Any]] = {
         "turns_left": 3,
         "calls_left": 5,
     },
+    LLMTask.DECIDE: {
+        "decision": "choose_sql_tool",
+        "question": "Which database answers this step?",
+        "options": {"sqlite": "the local sample", "azure_sql": "production"},
+        "context": {"question": "revenue by region"},
+    },
 }
 
 

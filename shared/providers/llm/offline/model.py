@@ -90,8 +90,11 @@ class OfflineLLM:
             output = self._write_answer(request)
         elif request.task is LLMTask.AGENT_TURN:
             output = self._agent_turn(request.inputs)
-        else:
+        elif request.task is LLMTask.SUPERVISE:
             output = self._supervise(request.inputs)
+        else:
+            # Thin decisions take their deterministic rules when no model is configured (decisions.py).
+            raise ProviderError(ErrorCode.BAD_REQUEST, f"the offline model does not answer {request.task.value}")
         if not isinstance(output, request.output_type):
             output = request.output_type.model_validate(output.model_dump())
         from shared.jobs.tokens import estimate_tokens
