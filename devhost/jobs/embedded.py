@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import uvicorn
 
-from devhost.cli import ServeOptions, _bind, _run
 from devhost.http.keys import load_or_create_keys
+from devhost.serve import ServeOptions, bind_socket, run_host
 
 
 @dataclass
@@ -48,10 +48,10 @@ def start_embedded_host(app_dir: Path, data_dir: Path, *, port: int = 0, timeout
     data_dir.mkdir(parents=True, exist_ok=True)
     keys = load_or_create_keys(data_dir)
     try:
-        public = _bind("127.0.0.1", port)
+        public = bind_socket("127.0.0.1", port)
     except OSError:
-        public = _bind("127.0.0.1", 0)
-    rpc = _bind("127.0.0.1", 0)
+        public = bind_socket("127.0.0.1", 0)
+    rpc = bind_socket("127.0.0.1", 0)
     port, rpc_port = public.getsockname()[1], rpc.getsockname()[1]
     errors: list[BaseException] = []
     host = EmbeddedHost(url=f"http://127.0.0.1:{port}", function_key=keys.function_key, thread=threading.Thread())
@@ -60,7 +60,7 @@ def start_embedded_host(app_dir: Path, data_dir: Path, *, port: int = 0, timeout
         try:
             host.result.append(
                 asyncio.run(
-                    _run(
+                    run_host(
                         options,
                         public,
                         rpc,

@@ -567,7 +567,7 @@ _SINK_FACTORIES: dict[str, SinkFactory] = {}
 # Targets whose factory lives in another module, imported only when asked for. That module must
 # call ``register_sink(name, factory)`` at import time.
 # Ingestion sits below the search providers: it names their modules here and never imports them.
-SINK_MODULES: dict[str, str] = {"local": "shared.providers.search.local", "azure": "shared.providers.search.azure"}
+SINK_MODULES: dict[str, str] = {"local": "shared.providers.search.local", "azure": "shared.providers.search.azure_sink"}
 
 
 def register_sink(name: str, factory: SinkFactory) -> None:

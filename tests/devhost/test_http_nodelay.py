@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from devhost.cli import _bind
+from devhost.serve import bind_socket
 
 
 def test_accepted_connections_have_nodelay() -> None:
@@ -22,7 +22,7 @@ def test_accepted_connections_have_nodelay() -> None:
             accepted.set_result(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
             writer.close()
 
-        listener = _bind("127.0.0.1", 0)
+        listener = bind_socket("127.0.0.1", 0)
         server = await asyncio.start_server(on_connect, sock=listener)
         async with server:
             _, writer = await asyncio.open_connection("127.0.0.1", listener.getsockname()[1])

@@ -14,8 +14,11 @@ import pytest
 from devhost.inline import InlineContext, run_inline
 from orchestrators.job import job_orchestrator_body
 from shared.executors.runner import run_executor
+from shared.providers.clients import Clients
+from shared.runtime.settings import Settings
 from tests.jobs.test_policy_inline import ANSWER_OK, RAG_OK, Script, fail, ok
 
+OFFLINE = Clients(Settings(llm_provider="offline", search_provider="local", sql_provider="sqlite"))
 SQL_ROWS = {"sql": "SELECT 1", "columns": ["x"], "rows": [[1]], "row_count": 1, "dialect": "sqlite"}
 
 
@@ -218,7 +221,8 @@ def test_an_invalid_turn_ends_the_loop_with_an_answer_from_what_was_found() -> N
 
 
 def offline(name: str, payload: dict[str, Any]) -> dict[str, Any]:
-    return run_executor(payload, expected_type=name)
+    # Clients of their own: another test may have left process-wide clients pointing elsewhere.
+    return run_executor(payload, expected_type=name, clients=OFFLINE)
 
 
 def test_offline_executor_looks_up_each_part_in_parallel_then_answers() -> None:

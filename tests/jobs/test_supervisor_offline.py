@@ -13,9 +13,12 @@ import pytest
 from devhost.inline import InlineContext, run_inline
 from orchestrators.job import job_orchestrator_body
 from shared.executors.runner import run_executor
-from shared.providers.llm.offline.model import split_question
+from shared.providers.clients import Clients
+from shared.providers.llm.offline.questions import split_question
 from shared.providers.llm.offline.supervisor import supervise_offline
+from shared.runtime.settings import Settings
 
+OFFLINE = Clients(Settings(llm_provider="offline", search_provider="local", sql_provider="sqlite"))
 SQL_STEP = {"id": "s1", "kind": "execute_azure_sql", "title": "t", "input": {"question": "revenue by region"}}
 RAG_STEP = {"id": "s1", "kind": "consult_rag", "title": "t", "input": {"query": "refund policy"}}
 ANSWER = {"id": "s2", "kind": "generate_response", "title": "a", "input": {"question": "q"}}
@@ -98,7 +101,8 @@ class Offline:
         if name == "plan" and self.plan is not None and not self.calls:
             out = {"status": "success", "result": self.plan, "usage": {}, "model_used": "offline"}
         else:
-            out = run_executor(payload, expected_type=name)
+            # Clients of their own: another test may have left process-wide clients pointing elsewhere.
+            out = run_executor(payload, expected_type=name, clients=OFFLINE)
         self.calls.append((name, out))
         return out
 

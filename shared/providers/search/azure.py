@@ -830,22 +830,3 @@ def build_azure_sink(
         vectorizer=vectorizer,
         batch_size=batch_size,
     )
-
-
-# --- ingestion target --------------------------------------------------------------------------
-
-
-def _ingest_factory(args: Any) -> Any:
-    from shared.providers.search.azure_sink import azure_sink_factory
-
-    return azure_sink_factory(args)
-
-
-def _register_ingest_target() -> None:
-    # ``shared.ingest.pipeline`` imports this module for ``--target azure`` and expects it to register the sink.
-    from shared.ingest.pipeline import register_sink
-
-    register_sink("azure", _ingest_factory)
-
-
-_register_ingest_target()

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from shared.jobs.contracts import ErrorCode, ProviderError
 from shared.runtime.localstore import BLOB_TIMEOUT_S as TIMEOUT_S
 from shared.runtime.localstore import ContainerOnce
-from shared.runtime.streaming.local import DONE_TTL_S, MAX_AGE_S, PartialOutput
+from shared.runtime.streaming.base import DONE_TTL_S, MAX_AGE_S, PartialOutput
 
 if TYPE_CHECKING:
     from azure.core.credentials import TokenCredential

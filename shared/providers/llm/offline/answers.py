@@ -536,7 +536,7 @@ def sql_table(result: SqlResult, formats: Mapping[str, str] | None = None) -> st
 
 def _parts(question: str) -> list[tuple[str, str]]:
     """The question's parts, each with the text to search (a follow-up carries the part before it)."""
-    from shared.providers.llm.offline.model import FOLLOW_UP, split_question
+    from shared.providers.llm.offline.questions import FOLLOW_UP, split_question
 
     parts = split_question(question)
     return [(p, f"{parts[i - 1]}: {p}" if i and FOLLOW_UP.search(p) else p) for i, p in enumerate(parts)]

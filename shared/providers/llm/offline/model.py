@@ -21,6 +21,7 @@ from shared.jobs.agent import AgentTurn
 from shared.jobs.contracts import AnswerResult, Chunk, ErrorCode, ProviderError, SqlResult
 from shared.jobs.plan import ALREADY_DONE, Plan, PlanStep, SqlDraft, SupervisorDecision
 from shared.providers.interfaces import LLMRequest, LLMResponse, LLMTask
+from shared.providers.llm.offline.questions import DOC_HINTS, DONE_TEXT, FOLLOW_UP, covers, split_question
 
 if TYPE_CHECKING:
     from shared.providers.clients import Clients
@@ -28,36 +29,6 @@ if TYPE_CHECKING:
 T = TypeVar("T", bound=BaseModel)
 
 OFFLINE_MODEL = "offline"
-# Words that point at the documents (policies, FAQ) rather than at the numbers.
-_DOC_HINTS = re.compile(
-    r"\b(polic(y|ies)|faq|say|says|said|rule|rules|allowed|can i|how do|how does|how long|warranty|"
-    r"shipping|privacy|refunds? after|restocking|guarantee|terms|procedure|process|eligible|document|"
-    # A reason ("why", "what caused") is explained in the documents, not counted in the tables; so are
-    # yes/no questions about the company's practice and rules of what must be done.
-    r"why|how come|caus(e|es|ed|ing)|because|do you|do we offer|does the company|must|need to)\b",
-    re.IGNORECASE,
-)
-# A part that leans on the part before it ("..., and why did they rise?") is searched with that part.
-FOLLOW_UP = re.compile(r"^(why|how come)\b|\b(they|them|it|its|this|that|these|those|there)\b", re.IGNORECASE)
-# Clause boundaries in compound questions: "X, and what does Y?" / "X; Y" / "X? Y".
-_SPLIT = re.compile(r"\?\s+|;\s+|,?\s+and\s+(?=(?:what|which|how|who|when|where|why|is|are|does|do|can)\b)", re.I)
-
-
-# The question of each step a replan says already ran: `s1=consult_rag "refund policy"`.
-_DONE_TEXT = re.compile(r'=\w+ ("(?:[^"\\]|\\.)*")')
-
-
-def _covers(done_text: str, part: str) -> bool:
-    """Whether a step that already ran on ``done_text`` looked up this part: all its key words are in the part."""
-    words = {w for w in re.findall(r"[a-z0-9]+", done_text.lower()) if len(w) > 3}
-    return bool(words) and words <= set(re.findall(r"[a-z0-9]+", part.lower()))
-
-
-def split_question(question: str) -> list[str]:
-    """Split a compound question into its parts (a simple question stays whole)."""
-    parts = [p.strip(" ,.?") for p in _SPLIT.split(question)]
-    parts = [p for p in parts if len(p.split()) >= 3]
-    return parts or [question.strip()]
 
 
 def _parse_faults(spec: str) -> dict[str, tuple[ErrorCode, int]]:
@@ -120,11 +91,11 @@ class OfflineLLM:
     def _plan(self, text: str) -> Plan:
         # A replan carries what already ran after the question; those parts are not planned again.
         question, _, note = text.partition(f"\n\n{ALREADY_DONE}")
-        done = {json.loads(m) for m in _DONE_TEXT.findall(note)}
+        done = {json.loads(m) for m in DONE_TEXT.findall(note)}
         steps: list[PlanStep] = []
         parts = split_question(question)
         for i, part in enumerate(parts):
-            if any(_covers(text, part) for text in done):
+            if any(covers(text, part) for text in done):
                 continue
             kind, text = self._route(parts, i)
             if kind is not None:
@@ -175,7 +146,7 @@ class OfflineLLM:
         from shared.providers.llm.offline.sql_writer import catalog_covers
 
         part = parts[i]
-        wants_docs = bool(_DOC_HINTS.search(part))
+        wants_docs = bool(DOC_HINTS.search(part))
         # A part that leans on the one before it is searched with it.
         query = f"{parts[i - 1]} {part}" if i and FOLLOW_UP.search(part) else part
         if not wants_docs and catalog_covers(part, self._clients.catalog):
