@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from shared.executors import PLAN, SUPERVISE, kinds_where
+from shared.executors import CALL_TOOL, PLAN, SUPERVISE, kinds_where
 from shared.jobs.models import TERMINAL_RUNTIME, JobState, StepState
 from shared.runtime.streaming.local import PartialOutput
 
@@ -81,8 +81,12 @@ def _line(event: dict[str, Any]) -> str | None:
 
 def _task_line(event: dict[str, Any]) -> str:
     """The line of a finished activity: which step and attempt, and how it went."""
-    step_id, attempt, _ = _task_ref(event)
+    step_id, attempt, inp = _task_ref(event)
     name = event.get("FunctionName", "activity")
+    tool = inp.get("task", {}).get("tool") if isinstance(inp.get("task"), dict) else None
+    if name == CALL_TOOL and tool:
+        # One executor runs every family tool: the line names the tool that ran.
+        name = f"{name} {str(tool)[:100]}"
     label = str(name) if step_id in (None, name) else f"{step_id} {name}"
     where = f"{label} (attempt {attempt})" if attempt else label
     if event.get("EventType") == "TaskFailed":
@@ -110,6 +114,11 @@ def _result_detail(body: Any) -> str:
         return ", SQL drafted"
     if "answer" in body:
         return f", answer with {len(body.get('citations', []))} citations"
+    if isinstance(body.get("tool_calls"), list):
+        # An Executor turn (agent mode): why it acted and which tools it called, so each tool step has its reason.
+        reasoning = " ".join(str(body.get("reasoning") or "").split())[:300] or "(none given)"
+        calls = ", ".join(str(c.get("tool"))[:100] for c in body["tool_calls"] if isinstance(c, dict)) or "none"
+        return f", reasoning: {reasoning}; tool calls: {calls}"
     return ""
 
 
@@ -359,13 +368,14 @@ def _view_error(runtime: Any, state: JobState | None, output: Any, steps: list[d
 
 
 def _usage(state: JobState | None) -> dict[str, Any]:
-    """Tokens and cost: the job's total, planning, the Supervisor, and each step."""
+    """Tokens and cost: the job's total, planning, the Supervisor, the Executor's turns, and each step."""
     if state is None:
-        return {"total": None, "planning": None, "supervisor": None, "by_step": {}}
+        return {"total": None, "planning": None, "supervisor": None, "executor": None, "by_step": {}}
     return {
         "total": state.usage.model_dump(mode="json"),
         "planning": state.plan_usage.model_dump(mode="json"),
         "supervisor": state.supervisor_usage.model_dump(mode="json"),
+        "executor": state.executor_usage.model_dump(mode="json"),
         "by_step": {s.id: s.usage.model_dump(mode="json") for s in state.steps},
     }
 

@@ -70,6 +70,10 @@ class AgentLoop:
         run.state.status = "running"
         run.publish()
         for turn in range(1, limits.max_turns + 1):
+            if self.calls >= limits.max_tool_calls:
+                # No call of a further turn could run: it would only spend tokens (and may hit the budget).
+                run.log("the Executor reached its %d tool calls; writing the answer", limits.max_tool_calls)
+                break
             decided = yield from self.turn(turn)
             if decided is None or not decided.tool_calls:
                 break

@@ -1341,7 +1341,7 @@ function renderUsage(data) {
         'table',
         { class: 'usage', id: 'usage-table' },
         h('thead', {}, h('tr', {}, ['', 'Input tokens', 'Output tokens', 'Total tokens', 'Est. cost'].map((t, i) => h('th', { scope: 'col', class: i ? 'num' : null }, t)))),
-        h('tbody', {}, row('Planning', usage.planning), usage.supervisor && usage.supervisor.total_tokens ? row('Supervisor', usage.supervisor) : null, steps.map((s) => row(`${s.id} · ${KIND_LABELS[s.kind] || s.kind}`, byStep[s.id]))),
+        h('tbody', {}, row('Planning', usage.planning), usage.supervisor && usage.supervisor.total_tokens ? row('Supervisor', usage.supervisor) : null, usage.executor && usage.executor.total_tokens ? row('Executor turns', usage.executor) : null, steps.map((s) => row(`${s.id} · ${KIND_LABELS[s.kind] || s.kind}`, byStep[s.id]))),
         h('tfoot', {}, row('Total', usage.total, 'total')),
       ),
     ),

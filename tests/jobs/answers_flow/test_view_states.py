@@ -90,3 +90,42 @@ def test_the_supervisor_usage_is_its_own_line() -> None:
     shown = view({"status": "running", "supervisor_usage": usage, "plan_usage": {"tokens_input": 1}})["usage"]
     assert shown["supervisor"]["total_tokens"] == 7
     assert shown["planning"]["total_tokens"] == 1
+
+
+def test_the_executor_usage_is_its_own_line() -> None:
+    shown = view({"status": "running", "executor_usage": {"tokens_input": 5, "tokens_output": 6}})["usage"]
+    assert shown["executor"]["total_tokens"] == 11 and shown["planning"]["total_tokens"] == 0
+
+
+def test_an_executor_turn_logs_its_reasoning_and_calls_and_a_tool_call_names_its_tool() -> None:
+    turn = {
+        "reasoning": "The data first,\n then the growth.",
+        "tool_calls": [{"id": "a", "tool": "execute_azure_sql"}, {"id": "b", "tool": "function.growth_rate"}],
+    }
+    tool_ok = {"success": True, "data": {"total": 5}}
+    history: list[dict[str, Any]] = [
+        {
+            "EventType": "TaskCompleted",
+            "FunctionName": "agent_turn",
+            "Input": {"task_id": "j1:agent_turn:1", "executor_type": "agent_turn"},
+            "Result": {"status": "success", "result": turn, "usage": {"total_tokens": 9}},
+        },
+        {
+            "EventType": "TaskCompleted",
+            "FunctionName": "call_tool",
+            "Input": {"task_id": "j1:t2:1", "executor_type": "call_tool", "task": {"tool": "function.growth_rate"}},
+            "Result": {"status": "success", "result": tool_ok, "usage": {"total_tokens": 0}},
+        },
+        {
+            "EventType": "TaskCompleted",
+            "FunctionName": "agent_turn",
+            "Input": {"task_id": "j1:agent_turn:2", "executor_type": "agent_turn"},
+            "Result": {"status": "success", "result": {"reasoning": "", "tool_calls": []}, "usage": {}},
+        },
+    ]
+    assert [e["message"] for e in build_log(history, 0, 10)["entries"]] == [
+        "agent_turn (attempt 1): success, reasoning: The data first, then the growth.; "
+        "tool calls: execute_azure_sql, function.growth_rate (9 tokens)",
+        "t2 call_tool function.growth_rate (attempt 1): success (0 tokens)",
+        "agent_turn (attempt 2): success, reasoning: (none given); tool calls: none (0 tokens)",
+    ]
