@@ -359,13 +359,15 @@ def _view_error(runtime: Any, state: JobState | None, output: Any, steps: list[d
 
 
 def _usage(state: JobState | None) -> dict[str, Any]:
-    """Tokens and cost: the job's total, planning, the Supervisor, and each step."""
+    """Tokens and cost: the job's total, planning, the Supervisor, the Executor, and each step."""
     if state is None:
-        return {"total": None, "planning": None, "supervisor": None, "by_step": {}}
+        return {"total": None, "planning": None, "supervisor": None, "executor": None, "by_step": {}}
     return {
         "total": state.usage.model_dump(mode="json"),
         "planning": state.plan_usage.model_dump(mode="json"),
         "supervisor": state.supervisor_usage.model_dump(mode="json"),
+        # Agent mode: the Executor's turns, apart from the tool calls (their usage is by_step).
+        "executor": state.executor_usage.model_dump(mode="json"),
         "by_step": {s.id: s.usage.model_dump(mode="json") for s in state.steps},
     }
 

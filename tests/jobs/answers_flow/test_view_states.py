@@ -90,3 +90,8 @@ def test_the_supervisor_usage_is_its_own_line() -> None:
     shown = view({"status": "running", "supervisor_usage": usage, "plan_usage": {"tokens_input": 1}})["usage"]
     assert shown["supervisor"]["total_tokens"] == 7
     assert shown["planning"]["total_tokens"] == 1
+
+
+def test_the_executor_usage_is_its_own_line() -> None:
+    shown = view({"status": "running", "plan_status": "agent", "executor_usage": {"tokens_input": 5, "tokens_output": 6}})
+    assert shown["usage"]["executor"]["total_tokens"] == 11 and shown["plan"]["status"] == "agent"
