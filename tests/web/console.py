@@ -74,7 +74,9 @@ def fill_form(
         page.get_by_label("Allowed family tools", exact=True).fill(tools)
 
 
-def submit(page: Page, question: str, approval: str = "never", max_tokens: str = "", budget: str = "", **agent: str) -> str:
+def submit(
+    page: Page, question: str, approval: str = "never", max_tokens: str = "", budget: str = "", **agent: str
+) -> str:
     """Fill the form and run the job; returns the id the page opened."""
     fill_form(page, question, approval, max_tokens, budget, **agent)
     page.get_by_role("button", name="Run job").click()

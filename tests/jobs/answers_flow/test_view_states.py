@@ -93,5 +93,7 @@ def test_the_supervisor_usage_is_its_own_line() -> None:
 
 
 def test_the_executor_usage_is_its_own_line() -> None:
-    shown = view({"status": "running", "plan_status": "agent", "executor_usage": {"tokens_input": 5, "tokens_output": 6}})
+    shown = view(
+        {"status": "running", "plan_status": "agent", "executor_usage": {"tokens_input": 5, "tokens_output": 6}}
+    )
     assert shown["usage"]["executor"]["total_tokens"] == 11 and shown["plan"]["status"] == "agent"
