@@ -5,6 +5,7 @@ Headless Chromium against a real devhost running the app on embedded defaults (t
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -140,3 +141,16 @@ def test_agent_fields_are_checked_in_the_page_then_by_the_server(page: Page, hos
     assert "#job=" not in page.url
     page.get_by_label("Mode", exact=True).select_option("hybrid")
     expect(page.get_by_label("Max turns", exact=True)).to_be_hidden()
+
+
+def test_a_failed_executor_turn_is_shown_in_its_turn(page: Page, host: DevHostProcess, jobs: JobClient) -> None:
+    open_console(page, host)
+    # A family tool this host does not configure: the Executor's turn fails (CONFIG_ERROR) before any model call.
+    job_id = submit(page, MIXED_Q, mode="agent", tools="http.nowhere")
+    expect(status_badge(page)).to_have_text(re.compile("Completed|Failed"))
+    lines = turn_lines(jobs.view(job_id, log_limit=1000))
+    assert lines and all("failed CONFIG_ERROR" in line for line in lines), lines
+    failed = page.locator("#agent-table tbody.turn[data-turn='1'] .reasoning li.failed .log-message")
+    expect(failed).to_have_text(lines)
+    expect(page.locator("#agent-table tbody.turn")).to_have_count(2)  # turn 1, then the answer
+    expect(page.locator("#agent-table tbody.turn[data-turn='1'] .turn-head")).to_have_text("Turn 1 · no tool calls")
