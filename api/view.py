@@ -375,6 +375,7 @@ def _usage(state: JobState | None) -> dict[str, Any]:
         "total": state.usage.model_dump(mode="json"),
         "planning": state.plan_usage.model_dump(mode="json"),
         "supervisor": state.supervisor_usage.model_dump(mode="json"),
+        # Agent mode: the Executor's turns, apart from the tool calls (their usage is by_step).
         "executor": state.executor_usage.model_dump(mode="json"),
         "by_step": {s.id: s.usage.model_dump(mode="json") for s in state.steps},
     }

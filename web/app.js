@@ -37,6 +37,8 @@ const KIND_LABELS = {
   execute_azure_sql: 'SQL',
   generate_response: 'Answer',
   ask_user: 'Question',
+  request_user_feedback: 'Question',
+  get_job_state: 'Job state',
 };
 const OPTION_LABELS = {
   approval: { approve: 'Approve', edit: 'Run edited SQL', reject: 'Reject (skip the query)', abort: 'Abort job' },
@@ -68,7 +70,17 @@ const FIELD_INPUTS = {
   'approval.sql': 'approval',
   'constraints.max_tokens': 'max-tokens',
   'constraints.budget.max_total_tokens': 'budget-tokens',
+  mode: 'mode',
+  'agent.max_turns': 'max-turns',
+  'agent.max_tool_calls': 'max-tool-calls',
+  tools: 'agent-tools',
 };
+// A tool name as the server takes it (shared/jobs/agent.py TOOL_NAME); the server checks again, for real.
+const TOOL_NAME = /^[a-z][a-z0-9_]{0,31}(\.[A-Za-z0-9_.-]{1,64})?$/;
+const MAX_TOOLS = 32;
+// The Executor's turn as the view's log shows it: the agent_turn activity's line (api/view.py _task_line).
+const TURN_LINE = /^agent_turn\b/;
+const TURN_FAILED = /^agent_turn(?: \(attempt \d+\))?: (?:failed |activity error)/;
 
 // ----- small DOM helpers ------------------------------------------------------------------------
 
@@ -530,7 +542,8 @@ function clearFieldErrors(form) {
 }
 
 function markField(field) {
-  const id = FIELD_INPUTS[field];
+  // "tools.3" is the fourth name of the tools field.
+  const id = FIELD_INPUTS[field] || FIELD_INPUTS[String(field).replace(/\.\d+$/, '')];
   const el = id ? document.getElementById(id) : null;
   if (!el) return;
   el.setAttribute('aria-invalid', 'true');
@@ -543,6 +556,24 @@ function optionalInt(id) {
   if (raw === '') return undefined;
   const n = Number(raw);
   return Number.isFinite(n) ? n : raw;
+}
+
+/** The family tools typed by the user: names split on commas and whitespace, each once, in order. */
+function typedTools() {
+  const names = $('#agent-tools').value.split(/[\s,]+/).filter(Boolean);
+  return [...new Set(names)];
+}
+
+/** The first problem with the typed tools, or null (the same rules as the server's, said in words). */
+function toolsProblem(names) {
+  const bad = names.find((n) => !TOOL_NAME.test(n));
+  if (bad) return `“${bad}” is not a tool name: use family.tool, e.g. http.weather (letters, digits, _ . -).`;
+  if (names.length > MAX_TOOLS) return `At most ${MAX_TOOLS} tools may be allowed (${names.length} given).`;
+  return null;
+}
+
+function showModeFields() {
+  $('#agent-fields').hidden = $('#mode').value !== 'agent';
 }
 
 function updateCounter() {
@@ -558,6 +589,8 @@ function initForm() {
   const button = $('#submit-job');
   $('#question').addEventListener('input', updateCounter);
   updateCounter();
+  $('#mode').addEventListener('change', showModeFields);
+  showModeFields();
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     clearFieldErrors(form);
@@ -568,7 +601,25 @@ function initForm() {
       markField('question');
       return;
     }
+    const mode = $('#mode').value;
     const body = { question, approval: { sql: $('#approval').value } };
+    if (mode !== 'deterministic') body.mode = mode;
+    if (mode === 'agent') {
+      const tools = typedTools();
+      const problem = toolsProblem(tools);
+      if (problem) {
+        showAlert(errorEl, { code: 'INVALID_REQUEST', message: problem, field: 'tools' });
+        markField('tools');
+        return;
+      }
+      if (tools.length) body.tools = tools;
+      const agent = {};
+      const maxTurns = optionalInt('max-turns');
+      const maxCalls = optionalInt('max-tool-calls');
+      if (maxTurns !== undefined) agent.max_turns = maxTurns;
+      if (maxCalls !== undefined) agent.max_tool_calls = maxCalls;
+      if (Object.keys(agent).length) body.agent = agent;
+    }
     const constraints = {};
     const maxTokens = optionalInt('max-tokens');
     const budget = optionalInt('budget-tokens');
@@ -1256,6 +1307,109 @@ function renderSteps(steps, status) {
   );
 }
 
+// ----- agent mode: the Executor's turns --------------------------------------------------------
+
+const AGENT_COLUMNS = ['#', 'Tool call', 'Turn', 'State', 'Input', 'Output', 'Took', 'Tokens'];
+
+/**
+ * Keep the log lines of the Executor's turns, each with its turn: a turn ends with a line that is not a
+ * failure, so a failed attempt belongs to the turn after the last one that ended (its retry comes next).
+ */
+function collectTurnLines(d, log) {
+  for (const entry of (log && log.entries) || []) {
+    if (entry.seq <= d.turnSeq || !TURN_LINE.test(String(entry.message))) continue;
+    d.turnSeq = entry.seq;
+    const failed = TURN_FAILED.test(entry.message);
+    if (!failed) d.turnsEnded += 1;
+    d.turnLines.push({ seq: entry.seq, time: entry.time, message: String(entry.message), turn: failed ? d.turnsEnded + 1 : d.turnsEnded, failed });
+  }
+}
+
+function stepDuration(s) {
+  if (s.duration_ms != null) return fmtMs(s.duration_ms);
+  if (s.ended_at) return fmtDuration(s.started_at, s.ended_at);
+  return s.state === 'running' ? 'running' : '—';
+}
+
+/** One tool call (or the answer step) as a row: every value is text from the view. */
+function toolCallRow(s, index) {
+  const usage = s.usage || null;
+  const output = s.tool_output || s.message || (s.state === 'waiting' ? 'waiting for your answer' : null);
+  return h(
+    'tr',
+    { dataset: { stepId: s.id, state: s.state, turn: s.turn == null ? '' : String(s.turn) } },
+    h('td', {}, String(index)),
+    h(
+      'th',
+      { scope: 'row' },
+      h('code', { class: 'tool-name' }, s.kind),
+      h('span', { class: 'step-kind' }, ` · ${s.id}`, s.attempts > 1 ? ` · ${s.attempts} attempts` : ''),
+      s.error ? h('span', { class: 'step-error' }, errorBox(s.error)) : null,
+    ),
+    h('td', { class: 'num tool-turn' }, s.turn == null ? '—' : String(s.turn)),
+    h('td', {}, badge(s.state, STEP_LABELS, 'step'), s.state === 'retrying' && s.message ? h('span', { class: 'muted step-retry' }, ` ${s.message}`) : null),
+    h('td', { class: 'tool-io tool-input' }, s.tool_input ? h('code', {}, s.tool_input) : h('span', { class: 'muted' }, '—')),
+    h('td', { class: 'tool-io tool-output' }, output ? String(output) : h('span', { class: 'muted' }, '—')),
+    h(
+      'td',
+      { class: 'num', title: s.waited_ms ? `plus ${fmtMs(s.waited_ms)} waiting for an answer` : null },
+      stepDuration(s),
+      s.waited_ms ? h('span', { class: 'muted step-waited' }, ` (+${fmtMs(s.waited_ms)} waiting)`) : null,
+    ),
+    h(
+      'td',
+      { class: 'num', title: usage ? `${fmtNumber(usage.tokens_input)} in, ${fmtNumber(usage.tokens_output)} out${s.model ? ` · ${s.model}` : ''}` : null },
+      usage ? fmtNumber(usage.total_tokens) : '—',
+    ),
+  );
+}
+
+function turnGroup(label, attrs, lines, rows) {
+  const span = String(AGENT_COLUMNS.length);
+  return h(
+    'tbody',
+    attrs,
+    h('tr', { class: 'turn-head' }, h('th', { scope: 'rowgroup', colspan: span }, label)),
+    lines.length
+      ? h(
+          'tr',
+          { class: 'turn-reasoning' },
+          h('td', { colspan: span }, h('ul', { class: 'reasoning' }, lines.map((l) => h('li', { class: l.failed ? 'failed' : null, dataset: { seq: String(l.seq) } }, timeEl(l.time, { short: true }), ' ', h('span', { class: 'log-message' }, l.message))))),
+        )
+      : null,
+    rows,
+  );
+}
+
+/** Agent mode: instead of a plan, the Executor's turns, each with its log lines and its tool calls as rows. */
+function renderAgent(steps, status, lines) {
+  const calls = steps.filter((s) => s.turn != null);
+  const others = steps.filter((s) => s.turn == null);
+  const turns = Math.max(0, ...calls.map((s) => s.turn), ...lines.map((l) => l.turn));
+  const title = `Executor${turns ? ` · ${turns} turn${turns === 1 ? '' : 's'}, ${calls.length} tool call${calls.length === 1 ? '' : 's'}` : ''}`;
+  if (!turns && !others.length) {
+    const none = TERMINAL.has(status) ? 'The Executor made no tool calls.' : 'The Executor is starting…';
+    return section(title, 'steps-title', h('p', { class: 'muted', id: 'plan-state' }, none));
+  }
+  const number = new Map(steps.map((s, i) => [s.id, i + 1]));
+  const groups = [];
+  for (let t = 1; t <= turns; t += 1) {
+    const mine = calls.filter((s) => s.turn === t);
+    const said = mine.length ? `${mine.length} tool call${mine.length === 1 ? '' : 's'}` : 'no tool calls';
+    groups.push(turnGroup(`Turn ${t} · ${said}`, { class: 'turn', dataset: { turn: String(t) } }, lines.filter((l) => l.turn === t), mine.map((s) => toolCallRow(s, number.get(s.id)))));
+  }
+  if (others.length) groups.push(turnGroup('Answer', { class: 'turn turn-answer' }, [], others.map((s) => toolCallRow(s, number.get(s.id)))));
+  return section(
+    title,
+    'steps-title',
+    h(
+      'div',
+      { class: 'table-wrap', role: 'region', 'aria-label': 'Executor turns and tool calls', tabindex: '0' },
+      h('table', { class: 'steps agent', id: 'agent-table' }, h('thead', {}, h('tr', {}, AGENT_COLUMNS.map((c) => h('th', { scope: 'col' }, c)))), groups),
+    ),
+  );
+}
+
 function sqlResult(step, out) {
   return h(
     'article',
@@ -1317,7 +1471,7 @@ function renderResults(steps) {
 }
 
 function renderUsage(data) {
-  const { usage, steps } = data;
+  const { usage, steps, agent } = data;
   if (!usage || !usage.total) return null;
   const row = (label, u, cls) =>
     h(
@@ -1330,7 +1484,10 @@ function renderUsage(data) {
       h('td', { class: 'num' }, fmtCost(u && u.estimated_cost, digits)),
     );
   const byStep = usage.by_step || {};
-  const digits = costDigits([usage.planning, usage.total, ...steps.map((s) => byStep[s.id])].map((u) => u && u.estimated_cost));
+  const digits = costDigits([usage.planning, usage.executor, usage.total, ...steps.map((s) => byStep[s.id])].map((u) => u && u.estimated_cost));
+  // Agent mode has no planning: its model calls are the Executor's turns (when the view reports them).
+  const head = agent ? (usage.executor ? row('Executor turns', usage.executor) : null) : row('Planning', usage.planning);
+  const label = (s) => `${s.id} · ${KIND_LABELS[s.kind] || s.kind}${s.turn != null ? ` (turn ${s.turn})` : ''}`;
   return section(
     'Usage',
     'usage-title',
@@ -1341,7 +1498,7 @@ function renderUsage(data) {
         'table',
         { class: 'usage', id: 'usage-table' },
         h('thead', {}, h('tr', {}, ['', 'Input tokens', 'Output tokens', 'Total tokens', 'Est. cost'].map((t, i) => h('th', { scope: 'col', class: i ? 'num' : null }, t)))),
-        h('tbody', {}, row('Planning', usage.planning), usage.supervisor && usage.supervisor.total_tokens ? row('Supervisor', usage.supervisor) : null, usage.executor && usage.executor.total_tokens ? row('Executor turns', usage.executor) : null, steps.map((s) => row(`${s.id} · ${KIND_LABELS[s.kind] || s.kind}`, byStep[s.id]))),
+        h('tbody', {}, head, usage.supervisor && usage.supervisor.total_tokens ? row('Supervisor', usage.supervisor) : null, steps.map((s) => row(label(s), byStep[s.id]))),
         h('tfoot', {}, row('Total', usage.total, 'total')),
       ),
     ),
@@ -1379,9 +1536,13 @@ function render(d, v) {
   const writer = v.steps.find((s) => s.kind === 'generate_response' && s.state === 'succeeded');
   renderSlot(d, 'answer', v.answer ? { answer: v.answer, model: writer ? writer.model || null : null } : live ? { live } : null, renderAnswer);
   renderSlot(d, 'citations', v.answer ? v.answer.citations || [] : null, renderCitations);
-  renderSlot(d, 'steps', { s: v.steps.map(({ output, draft, partial_output: p, ...rest }) => rest), t: v.steps.length ? null : v.status }, () => renderSteps(v.steps, v.status));
+  const agent = v.mode === 'agent' || (v.plan && v.plan.status === 'agent');
+  collectTurnLines(d, v.log);
+  const stepsKey = { s: v.steps.map(({ output, draft, partial_output: p, ...rest }) => rest), t: v.steps.length ? null : v.status };
+  if (agent) renderSlot(d, 'steps', { ...stepsKey, a: d.turnLines, done: TERMINAL.has(v.status) }, () => renderAgent(v.steps, v.status, d.turnLines));
+  else renderSlot(d, 'steps', stepsKey, () => renderSteps(v.steps, v.status));
   renderSlot(d, 'results', v.steps.map((s) => [s.id, s.state, s.output || null, s.draft || null]), () => renderResults(v.steps));
-  renderSlot(d, 'usage', { usage: v.usage, steps: v.steps.map((s) => ({ id: s.id, kind: s.kind })) }, renderUsage);
+  renderSlot(d, 'usage', { usage: v.usage, agent, steps: v.steps.map((s) => ({ id: s.id, kind: s.kind, turn: s.turn })) }, renderUsage);
   appendLog(d, v.log);
 }
 
@@ -1470,6 +1631,10 @@ function openJob(id, { focus = false } = {}) {
     paused: false,
     lastStatus: null,
     view: null,
+    // Agent mode: the Executor's turn lines from the log, the last one read, and how many turns ended.
+    turnLines: [],
+    turnSeq: -1,
+    turnsEnded: 0,
   };
   state.detail = d;
   buildDetail(d);

@@ -22,6 +22,7 @@ import httpx
 from rich.console import Console, Group
 from rich.live import Live
 from rich.markdown import Markdown
+from rich.markup import escape
 from rich.panel import Panel
 from rich.prompt import Prompt
 from rich.syntax import Syntax
@@ -33,6 +34,7 @@ OFFLINE_NOTE = (
     "answered by the offline model: a deterministic, keyword-matching stand-in, not an LLM "
     "(set LLM_PROVIDER to use a real model)"
 )
+COLUMNS = ("#", "step", "kind", "state", "tries", "tokens")
 STATE_STYLE = {
     "pending": "dim",
     "running": "bold yellow",
@@ -65,7 +67,15 @@ def add_parser(sub: Any) -> None:
     ask.add_argument("--max-tokens", type=int, default=None, help="max tokens per step")
     ask.add_argument("--budget-tokens", type=int, default=None, help="max total tokens for the job")
     ask.add_argument("--model", action="append", default=None, help="allowed model (repeat for fallbacks)")
-    ask.add_argument("--mode", choices=["deterministic", "hybrid"], default="deterministic")
+    ask.add_argument("--mode", choices=["deterministic", "hybrid", "agent"], default="deterministic")
+    ask.add_argument(
+        "--tools",
+        action="append",
+        default=None,
+        help="agent mode: family tools the Executor may call (comma-separated or repeated, e.g. http.weather)",
+    )
+    ask.add_argument("--max-turns", type=int, default=None, help="agent mode: most Executor turns")
+    ask.add_argument("--max-tool-calls", type=int, default=None, help="agent mode: most tool calls")
     ask.add_argument("--no-input", action="store_true", help="never prompt; exit 4 if the job waits for input")
     ask.add_argument("--json", action="store_true", help="print the final job view as JSON")
     ask.add_argument("--keep-serving", action="store_true", help="keep a host started here running afterwards")
@@ -83,31 +93,69 @@ def build_request(args: argparse.Namespace) -> dict[str, Any]:
     body: dict[str, Any] = {"question": args.question, "mode": args.mode, "approval": {"sql": args.approval}}
     if constraints:
         body["constraints"] = constraints
+    if args.mode == "agent":
+        # The server checks the names and bounds; the CLI only gathers them.
+        tools = [name.strip() for given in args.tools or [] for name in given.split(",") if name.strip()]
+        if tools:
+            body["tools"] = list(dict.fromkeys(tools))
+        agent = {"max_turns": args.max_turns, "max_tool_calls": args.max_tool_calls}
+        if any(v is not None for v in agent.values()):
+            body["agent"] = {k: v for k, v in agent.items() if v is not None}
     return body
 
 
+def is_agent(view: dict[str, Any]) -> bool:
+    """Whether the Executor works the job (agent mode) rather than a plan."""
+    return view.get("mode") == "agent" or (view.get("plan") or {}).get("status") == "agent"
+
+
 def render_progress(view: dict[str, Any]) -> Table:
-    """A table of the job's steps."""
+    """A table of the job's steps; in agent mode the Executor's tool calls, each with its turn."""
     usage = (view.get("usage") or {}).get("total") or {}
-    table = Table(
-        title=f"job {view['id'][:12]}…  {view['status']}  ({usage.get('total_tokens', 0)} tokens)", expand=False
-    )
-    for column in ("#", "step", "kind", "state", "tries", "tokens"):
-        table.add_column(column)
+    agent = is_agent(view)
+    mode = "  agent mode" if agent else ""
+    title = f"job {view['id'][:12]}…  {view['status']}  ({usage.get('total_tokens', 0)} tokens){mode}"
+    table = Table(title=title, expand=False)
+    columns = ("#", "turn", "tool", "state", "tries", "tokens", "input → output") if agent else COLUMNS
+    for column in columns:
+        table.add_column(column, overflow="fold" if column == "input → output" else "ellipsis")
     for index, step in enumerate(view.get("steps", [])):
         state = step.get("state", "pending")
         marker = "▶" if index == view.get("current_step_index") and state in ("running", "waiting") else ""
-        table.add_row(
-            f"{marker}{index + 1}",
-            step.get("title", "")[:60],
-            step.get("kind", ""),
-            f"[{STATE_STYLE.get(state, '')}]{state}[/]",
-            str(step.get("attempts", 0)),
-            str((step.get("usage") or {}).get("total_tokens", 0)),
-        )
+        styled = f"[{STATE_STYLE.get(state, '')}]{state}[/]"
+        tries, tokens = str(step.get("attempts", 0)), str((step.get("usage") or {}).get("total_tokens", 0))
+        if agent:
+            turn = step.get("turn")
+            table.add_row(
+                f"{marker}{index + 1}",
+                "—" if turn is None else str(turn),
+                escape(step.get("kind", "")),
+                styled,
+                tries,
+                tokens,
+                escape(tool_io(step)),
+            )
+        else:
+            table.add_row(
+                f"{marker}{index + 1}", escape(step.get("title", "")[:60]), step.get("kind", ""), styled, tries, tokens
+            )
     if not view.get("steps"):
-        table.add_row("", "planning…", "plan", view["status"], "", "")
+        if agent:
+            table.add_row("", "", "the Executor…", view["status"], "", "", "")
+        else:
+            table.add_row("", "planning…", "plan", view["status"], "", "")
     return table
+
+
+def tool_io(step: dict[str, Any]) -> str:
+    """A tool call's input and what came of it, cut short (the model wrote them: shown as plain text)."""
+    shown = (
+        step.get("tool_output")
+        or step.get("message")
+        or ("waiting for your answer" if step.get("state") == "waiting" else "")
+    )
+    given = step.get("tool_input") or ""
+    return f"{given[:120]} → {shown[:120]}" if given or shown else ""
 
 
 def render_live(view: dict[str, Any]) -> Group:
@@ -201,7 +249,7 @@ def attach_hint(job_id: str, url: str) -> str:
 
 def ask_user(console: Console, waiting: dict[str, Any]) -> dict[str, Any]:
     """Ask the job's question in the terminal; returns the feedback body."""
-    console.print(Panel(waiting["question"], title=f"the job asks ({waiting['kind']})", border_style="magenta"))
+    console.print(Panel(escape(waiting["question"]), title=f"the job asks ({waiting['kind']})", border_style="magenta"))
     details = waiting.get("details") or {}
     if details.get("sql"):
         console.print(Syntax(details["sql"], "sql", word_wrap=True))
@@ -260,7 +308,7 @@ def follow_job(client: httpx.Client, job_id: str, console: Console, *, interacti
                 if not interactive:
                     live.stop()
                     console.print(
-                        f"[magenta]the job waits for input:[/] {waiting['question']} "
+                        f"[magenta]the job waits for input:[/] {escape(waiting['question'])} "
                         f"(answer with POST /api/jobs/{job_id}/feedback)"
                     )
                     return EXIT_WAITING, view

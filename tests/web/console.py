@@ -50,12 +50,35 @@ def job_id_of(page: Page) -> str:
     return page.url.rsplit("#job=", 1)[1]
 
 
-def submit(page: Page, question: str, approval: str = "never", max_tokens: str = "", budget: str = "") -> str:
-    """Fill the form and run the job; returns the id the page opened."""
+def fill_form(
+    page: Page,
+    question: str,
+    approval: str = "never",
+    max_tokens: str = "",
+    budget: str = "",
+    *,
+    mode: str = "deterministic",
+    max_turns: str = "",
+    max_tool_calls: str = "",
+    tools: str = "",
+) -> None:
+    """Fill the job form (the agent fields only in agent mode, where the page shows them)."""
     page.get_by_label("Question", exact=True).fill(question)
     page.get_by_label("SQL approval", exact=True).select_option(approval)
     page.get_by_label("Max tokens per step", exact=True).fill(max_tokens)
     page.get_by_label("Token budget", exact=True).fill(budget)
+    page.get_by_label("Mode", exact=True).select_option(mode)
+    if mode == "agent":
+        page.get_by_label("Max turns", exact=True).fill(max_turns)
+        page.get_by_label("Max tool calls", exact=True).fill(max_tool_calls)
+        page.get_by_label("Allowed family tools", exact=True).fill(tools)
+
+
+def submit(
+    page: Page, question: str, approval: str = "never", max_tokens: str = "", budget: str = "", **agent: str
+) -> str:
+    """Fill the form and run the job; returns the id the page opened."""
+    fill_form(page, question, approval, max_tokens, budget, **agent)
     page.get_by_role("button", name="Run job").click()
     return job_id_of(page)
 

@@ -129,3 +129,10 @@ def test_an_executor_turn_logs_its_reasoning_and_calls_and_a_tool_call_names_its
         "t2 call_tool function.growth_rate (attempt 1): success (0 tokens)",
         "agent_turn (attempt 2): success, reasoning: (none given); tool calls: none (0 tokens)",
     ]
+
+
+def test_an_agent_job_has_no_plan_and_its_executor_usage_is_shown() -> None:
+    shown = view(
+        {"status": "running", "plan_status": "agent", "executor_usage": {"tokens_input": 5, "tokens_output": 6}}
+    )
+    assert shown["usage"]["executor"]["total_tokens"] == 11 and shown["plan"]["status"] == "agent"
