@@ -18,12 +18,15 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from shared.executors import PLAN, SUPERVISE, kinds_where
+from shared.executors import AGENT_TURN, PLAN, SUPERVISE, kinds_where
+from shared.jobs.agent import AgentLimits
 from shared.jobs.models import TERMINAL_RUNTIME, JobState, StepState
 from shared.runtime.streaming.local import PartialOutput
 
 logger = logging.getLogger(__name__)
 PartialReader = Callable[[str, str], PartialOutput | None]
+# How much of an Executor turn's reasoning one log line shows (the model may write 2000 characters).
+MAX_REASONING_CHARS = 500
 # Step kinds whose output streams while they run (shared/runtime/streaming/local.py).
 
 
@@ -94,8 +97,21 @@ def _task_line(event: dict[str, Any]) -> str:
         err = result.get("error") or {}
         return f"{where}: failed {err.get('code')}: {str(err.get('message', ''))[:300]}"
     usage = result.get("usage") or {}
-    detail = _result_detail(result.get("result") or {})
-    return f"{where}: {result.get('status')}{detail} ({usage.get('total_tokens', 0)} tokens)"
+    body = result.get("result") or {}
+    line = f"{where}: {result.get('status')}{_result_detail(body)} ({usage.get('total_tokens', 0)} tokens)"
+    return line + _turn_detail(body) if name == AGENT_TURN else line
+
+
+def _turn_detail(body: Any) -> str:
+    """An Executor turn in the log: the tools it called and its reasoning, bounded."""
+    if not isinstance(body, dict):
+        return ""
+    calls = body.get("tool_calls")
+    tools = [str(c.get("tool"))[:64] for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
+    called = f", calls {', '.join(tools)}" if tools else ", calls no tool"
+    reasoning = " ".join(str(body.get("reasoning") or "").split())
+    cut = reasoning if len(reasoning) <= MAX_REASONING_CHARS else reasoning[: MAX_REASONING_CHARS - 1] + "…"
+    return f"{called} — {cut}" if cut else called
 
 
 def _result_detail(body: Any) -> str:
@@ -216,7 +232,7 @@ def step_outputs(history: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any
             continue
         step_id, _, inp = _task_ref(event)
         result = decode(event.get("Result"))
-        if step_id in (None, PLAN) or not isinstance(result, dict) or result.get("status") == "failed":
+        if step_id in (None, PLAN, AGENT_TURN) or not isinstance(result, dict) or result.get("status") == "failed":
             continue
         body = result.get("result") or {}
         if body.get("draft"):
@@ -317,6 +333,7 @@ def build_view(
         if state and state.waiting and runtime not in TERMINAL_RUNTIME
         else None,
         "usage": _usage(state),
+        "agent": _agent(request, state),
         "answer": answer,
         "error": _view_error(runtime, state, output, steps),
         "log": build_log(history, log_cursor, log_limit) | {"live": live},
@@ -358,15 +375,30 @@ def _view_error(runtime: Any, state: JobState | None, output: Any, steps: list[d
     }
 
 
+def _agent(request: dict[str, Any], state: JobState | None) -> dict[str, Any] | None:
+    """Agent mode: the Executor's turns and tool calls so far against the job's bounds (None in other modes)."""
+    if request.get("mode") != "agent":
+        return None
+    limits = AgentLimits.model_validate(request.get("agent") or {})
+    steps = state.steps if state else []
+    return {
+        "turns": state.turns if state else 0,
+        "max_turns": limits.max_turns,
+        "tool_calls": sum(1 for s in steps if s.turn is not None),
+        "max_tool_calls": limits.max_tool_calls,
+    }
+
+
 def _usage(state: JobState | None) -> dict[str, Any]:
-    """Tokens and cost: the job's total, planning, the Supervisor, and each step."""
+    """Tokens and cost: the job's total, planning, the Supervisor, each step, and the Executor's turns (agent mode)."""
     if state is None:
-        return {"total": None, "planning": None, "supervisor": None, "by_step": {}}
+        return {"total": None, "planning": None, "supervisor": None, "by_step": {}, "executor": None}
     return {
         "total": state.usage.model_dump(mode="json"),
         "planning": state.plan_usage.model_dump(mode="json"),
         "supervisor": state.supervisor_usage.model_dump(mode="json"),
         "by_step": {s.id: s.usage.model_dump(mode="json") for s in state.steps},
+        "executor": state.executor_usage.model_dump(mode="json"),
     }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.view import build_log, build_view, plan_status, retry_message
+from api.view import build_log, build_view, plan_status, retry_message, step_outputs
 from shared.jobs.models import JobState
 
 
@@ -90,3 +90,48 @@ def test_the_supervisor_usage_is_its_own_line() -> None:
     shown = view({"status": "running", "supervisor_usage": usage, "plan_usage": {"tokens_input": 1}})["usage"]
     assert shown["supervisor"]["total_tokens"] == 7
     assert shown["planning"]["total_tokens"] == 1
+
+
+def test_an_executor_turn_line_shows_the_tools_it_called_and_its_reasoning_bounded() -> None:
+    def turn(result: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "EventType": "TaskCompleted",
+            "FunctionName": "agent_turn",
+            "Input": {"task_id": "j1:agent_turn:2"},
+            "Result": {"status": "success", "result": result, "usage": {"total_tokens": 9}},
+        }
+
+    calls = [{"id": "c1", "tool": "consult_rag"}, {"id": "c2", "tool": "execute_azure_sql"}]
+    history = [
+        turn({"reasoning": "Both parts,\n  data and documents.", "tool_calls": calls}),
+        turn({"reasoning": "x" * 2000, "tool_calls": [{"id": "c3", "tool": "format_output"}]}),
+        turn({"reasoning": "", "tool_calls": []}),
+    ]
+    lines = [e["message"] for e in build_log(history, 0, 10)["entries"]]
+    assert lines[0] == (
+        "agent_turn (attempt 2): success (9 tokens), calls consult_rag, execute_azure_sql"
+        " — Both parts, data and documents."
+    )
+    assert lines[1].startswith("agent_turn (attempt 2): success (9 tokens), calls format_output — xxx")
+    assert lines[1].endswith("x…") and len(lines[1]) < 600
+    assert lines[2] == "agent_turn (attempt 2): success (9 tokens), calls no tool"
+    # A turn is no step: it has no output in the view.
+    assert "agent_turn" not in step_outputs(history)[0]
+
+
+def test_an_agent_job_shows_its_turns_tool_calls_and_executor_usage() -> None:
+    steps = [
+        {**STEP, "id": "t1", "state": "succeeded", "turn": 1, "tool_input": '{"query": "refunds"}', "tool_output": "2"},
+        {"id": "answer", "kind": "generate_response", "title": "Write the answer", "state": "running"},
+    ]
+    custom = {"status": "running", "plan_status": "agent", "turns": 2, "steps": steps}
+    custom["executor_usage"] = {"tokens_input": 5, "tokens_output": 6}
+    agent_status = status(custom) | {
+        "input": {"request": {"question": "q", "mode": "agent", "agent": {"max_turns": 4}}}
+    }
+    shown = build_view(agent_status, {}, partials=lambda job, step: None)
+    assert shown["mode"] == "agent" and shown["plan"] == {"status": "agent"}
+    assert shown["agent"] == {"turns": 2, "max_turns": 4, "tool_calls": 1, "max_tool_calls": 12}
+    assert shown["usage"]["executor"]["total_tokens"] == 11
+    assert shown["steps"][0]["turn"] == 1 and shown["steps"][0]["tool_input"] == '{"query": "refunds"}'
+    assert view({"status": "running"})["agent"] is None  # other modes have no agent block
