@@ -148,6 +148,8 @@ def test_the_executor_asks_the_user_and_the_answer_resumes_that_question_once() 
     assert result["status"] == "completed" and asked == ["answer:t1-q1"]
     assert transcript_seen(script)[0]["data"] == {"answer": "online orders"}
     assert ctx.custom_status["questions_asked"] == 1
+    # The answer is written for the question as the user explained it (as a planned job's clarification).
+    assert script.calls[-1][1]["task"]["question"] == "What about refunds? (online orders)"
 
 
 def test_get_job_state_is_read_only_and_runs_no_activity() -> None:
