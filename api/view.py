@@ -18,8 +18,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from shared.executors import AGENT_TURN, PLAN, SUPERVISE, kinds_where
+from shared.executors import AGENT_TURN, CALL_TOOL, PLAN, SUPERVISE, kinds_where
 from shared.jobs.agent import AgentLimits
+from shared.jobs.contracts import Usage
 from shared.jobs.models import TERMINAL_RUNTIME, JobState, StepState
 from shared.runtime.streaming.local import PartialOutput
 
@@ -242,6 +243,45 @@ def step_outputs(history: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any
     return outputs, drafts
 
 
+def brief_step_facts(history: list[dict[str, Any]], step_ids: set[str]) -> dict[str, dict[str, Any]]:
+    """What the history tells of brief steps (``custom_status``): attempts, times, usage and the call's input."""
+    facts: dict[str, dict[str, Any]] = {}
+    for event in history:
+        if event.get("EventType") not in ("TaskCompleted", "TaskFailed"):
+            continue
+        step_id, attempt, inp = _task_ref(event)
+        if step_id not in step_ids:
+            continue
+        fact = facts.setdefault(str(step_id), {"attempts": 0, "usage": Usage()})
+        fact["attempts"] = max(fact["attempts"], attempt or 0)
+        fact.setdefault("started_at", event.get("ScheduledTime"))
+        fact["ended_at"] = event.get("Timestamp")
+        result = decode(event.get("Result"))
+        if isinstance(result, dict) and isinstance(result.get("usage"), dict):
+            fact["usage"] = fact["usage"] + Usage.model_validate(result["usage"])
+        task = inp.get("task")
+        if isinstance(task, dict):
+            fact["tool_input"] = task.get("arguments") if inp.get("executor_type") == CALL_TOOL else task
+    return facts
+
+
+def _fill_brief(step: StepState, fact: dict[str, Any] | None) -> StepState:
+    """A brief step made whole again from the history (the custom status cut it to fit)."""
+    filled = step.model_copy(update={"title": f"{step.kind} (turn {step.turn})"})
+    if fact is None:
+        return filled
+    text = json.dumps(fact.get("tool_input"), default=str)
+    return filled.model_copy(
+        update={
+            "attempts": fact["attempts"],
+            "started_at": fact.get("started_at"),
+            "ended_at": fact.get("ended_at"),
+            "usage": fact["usage"],
+            "tool_input": text if len(text) <= 200 else text[:199] + "…",
+        }
+    )
+
+
 def default_partial_reader() -> PartialReader | None:
     """Read partial output from the store the settings choose (None when it is off or unavailable)."""
     from shared.runtime.settings import get_settings
@@ -307,6 +347,9 @@ def build_view(
     output = decode(status.get("output"))
     outputs, drafts = step_outputs(history)
 
+    if state is not None and any(not step.title for step in state.steps):
+        facts = brief_step_facts(history, {step.id for step in state.steps if not step.title})
+        state.steps = [_fill_brief(step, facts.get(step.id)) if not step.title else step for step in state.steps]
     steps = [_step_entry(step, runtime, outputs, drafts) for step in (state.steps if state else [])]
     live: list[dict[str, Any]] = []
     if runtime not in TERMINAL_RUNTIME and any(

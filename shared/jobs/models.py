@@ -6,6 +6,7 @@ is bounded. Step outputs are not in it: they live in the Durable history as acti
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
@@ -20,6 +21,9 @@ ORCHESTRATOR_NAME = "job_orchestrator"
 # since it never imports the app).
 RUNNING_RUNTIME = frozenset({"Running", "Pending", "ContinuedAsNew", "Suspended"})
 TERMINAL_RUNTIME = frozenset({"Completed", "Failed", "Terminated", "Canceled"})
+FINISHED_STEP_STATES = frozenset({"succeeded", "failed", "skipped", "cancelled"})
+# Durable refuses a custom status over 16 KB of UTF-16 JSON; the job state stays under this, with room to spare.
+STATUS_BUDGET_BYTES = 14 * 1024
 
 
 class Budget(BaseModel):
@@ -122,7 +126,8 @@ class StepState(BaseModel):
 
     id: str
     kind: str
-    title: str = Field(max_length=200)
+    # Empty in a brief step (see ``custom_status``): the job view fills it and the rest in from the history.
+    title: str = Field(default="", max_length=200)
     state: StepStateName = "pending"
     attempts: int = 0
     started_at: str | None = None
@@ -143,6 +148,13 @@ class StepState(BaseModel):
     turn: int | None = None
     tool_input: str | None = Field(default=None, max_length=200)
     tool_output: str | None = Field(default=None, max_length=200)
+
+    def brief(self) -> dict[str, Any]:
+        """The step cut to what the history cannot tell: its id, kind, state, turn and error code."""
+        brief: dict[str, Any] = {"id": self.id, "kind": self.kind, "state": self.state, "turn": self.turn}
+        if self.error is not None:
+            brief["error"] = {"code": self.error.code, "message": "", "step_id": self.id}
+        return brief
 
 
 class Waiting(BaseModel):
@@ -179,6 +191,31 @@ class JobState(BaseModel):
     error: ErrorInfo | None = None
     questions_asked: int = 0
     replans: int = 0
+
+
+def custom_status(state: JobState) -> dict[str, Any]:
+    """The state as the orchestration's custom status, kept under Durable's limit of 16 KB of UTF-16 JSON.
+
+    An agent job may make up to 64 tool calls, more steps than that limit holds in full: when the state
+    would not fit, its oldest finished tool calls are cut to ``StepState.brief`` (the job view reads their
+    title, attempts, times, usage and input from the history) until it does.
+    """
+    payload = state.model_dump(mode="json", exclude_none=True)
+    size = _utf16_size(payload)
+    for index, step in enumerate(state.steps):
+        if size <= STATUS_BUDGET_BYTES:
+            break
+        if step.turn is None or step.state not in FINISHED_STEP_STATES or index == state.step_index:
+            continue
+        brief = step.brief()
+        size -= _utf16_size(payload["steps"][index]) - _utf16_size(brief)
+        payload["steps"][index] = brief
+    return payload
+
+
+def _utf16_size(value: Any) -> int:
+    # json.dumps escapes non-ASCII text (6 characters each), so this never undercounts what Durable measures.
+    return 2 * len(json.dumps(value))
 
 
 class JobResult(BaseModel):

@@ -135,3 +135,38 @@ def test_an_agent_job_shows_its_turns_tool_calls_and_executor_usage() -> None:
     assert shown["usage"]["executor"]["total_tokens"] == 11
     assert shown["steps"][0]["turn"] == 1 and shown["steps"][0]["tool_input"] == '{"query": "refunds"}'
     assert view({"status": "running"})["agent"] is None  # other modes have no agent block
+
+
+def test_a_brief_tool_step_is_made_whole_from_the_history() -> None:
+    def done(step: str, attempt: int, name: str, task: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "EventType": "TaskCompleted",
+            "FunctionName": name,
+            "ScheduledTime": f"2026-01-02T03:00:0{attempt}Z",
+            "Timestamp": f"2026-01-02T03:00:0{attempt}.500Z",
+            "Input": {"task_id": f"j1:{step}:{attempt}", "executor_type": name, "task": task},
+            "Result": result,
+        }
+
+    failed = {"status": "failed", "error": {"code": "TRANSIENT", "message": "x"}, "usage": {"tokens_input": 2}}
+    found = {"status": "success", "result": {"chunks": []}, "usage": {"tokens_input": 3, "tokens_output": 4}}
+    tool = {"status": "success", "result": {"data": 1}, "usage": {}}
+    history = [
+        done("t1", 1, "consult_rag", {"query": "refunds"}, failed),
+        done("t1", 2, "consult_rag", {"query": "refunds"}, found),
+        done("t2", 1, "call_tool", {"tool": "function.percent_change", "arguments": {"old": 1, "new": 2}}, tool),
+    ]
+    brief = [
+        {"id": "t1", "kind": "consult_rag", "state": "succeeded", "turn": 1},
+        {"id": "t2", "kind": "function.percent_change", "state": "succeeded", "turn": 2},
+        {"id": "t3", "kind": "request_user_feedback", "state": "succeeded", "turn": 2},
+    ]
+    shown = view({"status": "running", "plan_status": "agent", "steps": brief}, history=history)["steps"]
+    first, second, third = shown
+    assert first["title"] == "consult_rag (turn 1)" and first["attempts"] == 2 and first["turn"] == 1
+    assert first["started_at"] == "2026-01-02T03:00:01Z" and first["ended_at"] == "2026-01-02T03:00:02.500Z"
+    assert first["duration_ms"] == 1500 and first["usage"]["total_tokens"] == 9
+    assert first["tool_input"] == '{"query": "refunds"}' and first["output"] == {"chunks": []}
+    assert second["tool_input"] == '{"old": 1, "new": 2}' and second["output"] == {"data": 1}
+    # A call that ran no activity keeps what the state had.
+    assert third["title"] == "request_user_feedback (turn 2)" and third["attempts"] == 0 and "tool_input" not in third
