@@ -7,6 +7,7 @@ is bounded. Step outputs are not in it: they live in the Durable history as acti
 from __future__ import annotations
 
 import json
+from functools import cached_property
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
@@ -149,6 +150,11 @@ class StepState(BaseModel):
     tool_input: str | None = Field(default=None, max_length=200)
     tool_output: str | None = Field(default=None, max_length=200)
 
+    @cached_property
+    def brief_saving(self) -> int:
+        """How many bytes of UTF-16 JSON the brief form saves; computed once, as a finished step stays as it is."""
+        return _utf16_size(self.model_dump_json(exclude_none=True)) - _utf16_size(_compact_json(self.brief()))
+
     def brief(self) -> dict[str, Any]:
         """The step cut to what the history cannot tell: its id, kind, state, turn and error code."""
         brief: dict[str, Any] = {"id": self.id, "kind": self.kind, "state": self.state, "turn": self.turn}
@@ -201,21 +207,24 @@ def custom_status(state: JobState) -> dict[str, Any]:
     title, attempts, times, usage and input from the history) until it does.
     """
     payload = state.model_dump(mode="json", exclude_none=True)
-    size = _utf16_size(payload)
+    # Sizes come from pydantic's JSON (compact, unescaped, as the host measures it): every replay publishes often.
+    size = _utf16_size(state.model_dump_json(exclude_none=True))
     for index, step in enumerate(state.steps):
         if size <= STATUS_BUDGET_BYTES:
             break
         if step.turn is None or step.state not in FINISHED_STEP_STATES or index == state.step_index:
             continue
-        brief = step.brief()
-        size -= _utf16_size(payload["steps"][index]) - _utf16_size(brief)
-        payload["steps"][index] = brief
+        size -= step.brief_saving
+        payload["steps"][index] = step.brief()
     return payload
 
 
-def _utf16_size(value: Any) -> int:
-    # json.dumps escapes non-ASCII text (6 characters each), so this never undercounts what Durable measures.
-    return 2 * len(json.dumps(value))
+def _compact_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _utf16_size(text: str) -> int:
+    return len(text.encode("utf-16-le"))
 
 
 class JobResult(BaseModel):
