@@ -65,7 +65,7 @@ def add_parser(sub: Any) -> None:
     ask.add_argument("--max-tokens", type=int, default=None, help="max tokens per step")
     ask.add_argument("--budget-tokens", type=int, default=None, help="max total tokens for the job")
     ask.add_argument("--model", action="append", default=None, help="allowed model (repeat for fallbacks)")
-    ask.add_argument("--mode", choices=["deterministic", "hybrid"], default="deterministic")
+    ask.add_argument("--mode", choices=["deterministic", "hybrid", "agent"], default="deterministic")
     ask.add_argument("--no-input", action="store_true", help="never prompt; exit 4 if the job waits for input")
     ask.add_argument("--json", action="store_true", help="print the final job view as JSON")
     ask.add_argument("--keep-serving", action="store_true", help="keep a host started here running afterwards")
@@ -106,7 +106,16 @@ def render_progress(view: dict[str, Any]) -> Table:
             str((step.get("usage") or {}).get("total_tokens", 0)),
         )
     if not view.get("steps"):
-        table.add_row("", "planning…", "plan", view["status"], "", "")
+        # An agent job has no plan: until its first tool call, the Executor is thinking (the view's plan status).
+        thinking = (view.get("plan") or {}).get("status") == "agent"
+        table.add_row(
+            "",
+            "Executor's first turn…" if thinking else "planning…",
+            "agent" if thinking else "plan",
+            view["status"],
+            "",
+            "",
+        )
     return table
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -247,3 +249,18 @@ def test_kill_during_a_wait_then_restart_and_answer_completes_without_rerunning_
         assert sum(m.startswith("user answered") for m in messages(view)) == 1
     finally:
         host.stop()
+
+
+def test_the_ask_cli_runs_an_agent_job_and_shows_the_same_view(jobs: JobClient, host: DevHostProcess) -> None:
+    assert host.keys is not None
+    command = [sys.executable, "-m", "devhost", "ask", COMPOUND_Q, "--mode", "agent", "--json"]
+    command += ["--url", host.base_url, "--key", host.keys.function]
+    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stdout + done.stderr
+    shown = json.loads(done.stdout)
+    assert shown["mode"] == "agent" and shown["status"] == "completed" and shown["plan"] == {"status": "agent"}
+    again = jobs.view(shown["id"])
+    assert [(s["id"], s["kind"], s["state"], s.get("turn")) for s in shown["steps"]] == [
+        (s["id"], s["kind"], s["state"], s.get("turn")) for s in again["steps"]
+    ]
+    assert shown["agent"] == again["agent"] and shown["usage"] == again["usage"]
