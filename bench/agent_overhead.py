@@ -11,7 +11,8 @@ Method
   their replays, the state commits, the custom status the loop publishes after every call, dispatch.
 - Overhead per tool call = (wall - activity bodies) / N, median over jobs; the whole job's overhead
   (the turns and the answer step included) is charged to its tool calls. The marginal cost of one more
-  call (the slope between the two sizes) is printed too.
+  call (the slope between the smallest and largest sizes) and the host process's CPU time per call
+  outside the activity bodies (which moves less with other load on the machine) are printed too.
 
 Target: at most 5 ms per tool call on top of the tool's own time, read at a job's default bound
 (``max_tool_calls`` = 12). Replay makes each episode cost more as the history grows, so the figure rises
@@ -26,7 +27,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench._devhost import Figure, history, machine, percentile, print_rows, print_table
+from bench._devhost import Figure, cpu_seconds, history, host_pid, machine, percentile, print_rows, print_table
 from devhost.timeutil import parse_history_time
 from shared.jobs.agent import AgentLimits
 from tests.devhost.hostproc import DevHostProcess
@@ -102,6 +103,7 @@ def main(argv: list[str]) -> int:
     sizes = sizes_from_env()
     print(f"agent loop: orchestration overhead per tool call, cheap function tool, one job in flight; {machine()}")
     results: dict[int, list[AgentJob]] = {}
+    cpu_ms: dict[int, float] = {}
     with tempfile.TemporaryDirectory(prefix="agent-bench-") as tmp:
         times = Path(tmp) / "bodies.txt"
         times.touch()
@@ -110,8 +112,13 @@ def main(argv: list[str]) -> int:
         try:
             for _ in range(WARMUP_JOBS):
                 run_job(host, times, sizes[0][0])
+            pid = host_pid(host)
             for calls, jobs in sizes:
+                cpu_before = cpu_seconds(pid)
                 results[calls] = [run_job(host, times, calls) for _ in range(jobs)]
+                # The activities run inside the host process: their bodies' time is taken off its CPU time.
+                spent = cpu_seconds(pid) - cpu_before - sum(r.body_s for r in results[calls])
+                cpu_ms[calls] = spent * 1000 / (calls * jobs)
         finally:
             host.stop()
 
@@ -127,9 +134,12 @@ def main(argv: list[str]) -> int:
                 f"{statistics.median(r.body_s for r in runs) * 1000:.1f}",
                 f"{statistics.median(per_call):.2f}",
                 f"{percentile(per_call, 90):.2f}",
+                f"{cpu_ms[calls]:.2f}",
             ]
         )
-    print_rows(["job", "jobs", "activities", "wall ms", "bodies ms", "per call p50", "per call p90"], rows)
+    headers = ["job", "jobs", "activities", "wall ms", "bodies ms", "per call p50", "per call p90", "host CPU/call"]
+    print_rows(headers, rows)
+    print("  (ms; host CPU/call: the host process's CPU time outside the activity bodies, per tool call)")
     figures = []
     for calls, runs in results.items():
         median_ms = statistics.median(r.overhead_per_call_ms for r in runs)

@@ -150,10 +150,27 @@ class StepState(BaseModel):
     tool_input: str | None = Field(default=None, max_length=200)
     tool_output: str | None = Field(default=None, max_length=200)
 
+    def published(self) -> tuple[dict[str, Any], int]:
+        """The step as JSON and its size in UTF-16 bytes; a finished tool call's are made once (it stays as it is)."""
+        if self.turn is not None and self.state in FINISHED_STEP_STATES:
+            return self._finished
+        return self._dump()
+
+    def published_brief(self) -> tuple[dict[str, Any], int]:
+        """The brief form of a finished tool call and its size in UTF-16 bytes (made once)."""
+        return self._finished_brief
+
+    def _dump(self) -> tuple[dict[str, Any], int]:
+        return self.model_dump(mode="json", exclude_none=True), _utf16_size(self.model_dump_json(exclude_none=True))
+
     @cached_property
-    def brief_saving(self) -> int:
-        """How many bytes of UTF-16 JSON the brief form saves; computed once, as a finished step stays as it is."""
-        return _utf16_size(self.model_dump_json(exclude_none=True)) - _utf16_size(_compact_json(self.brief()))
+    def _finished(self) -> tuple[dict[str, Any], int]:
+        return self._dump()
+
+    @cached_property
+    def _finished_brief(self) -> tuple[dict[str, Any], int]:
+        brief = self.brief()
+        return brief, _utf16_size(json.dumps(brief, ensure_ascii=False, separators=(",", ":")))
 
     def brief(self) -> dict[str, Any]:
         """The step cut to what the history cannot tell: its id, kind, state, turn and error code."""
@@ -206,21 +223,23 @@ def custom_status(state: JobState) -> dict[str, Any]:
     would not fit, its oldest finished tool calls are cut to ``StepState.brief`` (the job view reads their
     title, attempts, times, usage and input from the history) until it does.
     """
-    payload = state.model_dump(mode="json", exclude_none=True)
-    # Sizes come from pydantic's JSON (compact, unescaped, as the host measures it): every replay publishes often.
-    size = _utf16_size(state.model_dump_json(exclude_none=True))
+    # Sizes are of compact, unescaped JSON, as the host measures it. A replay publishes the state a few times per
+    # tool call and a job may have 64 of them, so each finished tool call is serialized once.
+    entries = [step.published() for step in state.steps]
+    steps = [entry for entry, _ in entries]
+    size = _utf16_size(state.model_dump_json(exclude_none=True, exclude={"steps"}))
+    size += sum(n for _, n in entries) + 2 * (len(',"steps":[]') + max(0, len(entries) - 1))
     for index, step in enumerate(state.steps):
         if size <= STATUS_BUDGET_BYTES:
             break
         if step.turn is None or step.state not in FINISHED_STEP_STATES or index == state.step_index:
             continue
-        size -= step.brief_saving
-        payload["steps"][index] = step.brief()
+        brief, brief_size = step.published_brief()
+        size -= entries[index][1] - brief_size
+        steps[index] = brief
+    payload = state.model_dump(mode="json", exclude_none=True, exclude={"steps"})
+    payload["steps"] = steps
     return payload
-
-
-def _compact_json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _utf16_size(text: str) -> int:
