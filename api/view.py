@@ -18,12 +18,16 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from shared.executors import CALL_TOOL, PLAN, SUPERVISE, kinds_where
+from shared.executors import AGENT_TURN, CALL_TOOL, PLAN, SUPERVISE, kinds_where
+from shared.jobs.agent import AgentLimits
+from shared.jobs.contracts import Usage
 from shared.jobs.models import TERMINAL_RUNTIME, JobState, StepState
 from shared.runtime.streaming.local import PartialOutput
 
 logger = logging.getLogger(__name__)
 PartialReader = Callable[[str, str], PartialOutput | None]
+# How much of an Executor turn's reasoning one log line shows (the model may write 2000 characters).
+MAX_REASONING_CHARS = 500
 # Step kinds whose output streams while they run (shared/runtime/streaming/local.py).
 
 
@@ -98,8 +102,21 @@ def _task_line(event: dict[str, Any]) -> str:
         err = result.get("error") or {}
         return f"{where}: failed {err.get('code')}: {str(err.get('message', ''))[:300]}"
     usage = result.get("usage") or {}
-    detail = _result_detail(result.get("result") or {})
-    return f"{where}: {result.get('status')}{detail} ({usage.get('total_tokens', 0)} tokens)"
+    body = result.get("result") or {}
+    line = f"{where}: {result.get('status')}{_result_detail(body)} ({usage.get('total_tokens', 0)} tokens)"
+    return line + _turn_detail(body) if name == AGENT_TURN else line
+
+
+def _turn_detail(body: Any) -> str:
+    """An Executor turn in the log: the tools it called and its reasoning, bounded."""
+    if not isinstance(body, dict):
+        return ""
+    calls = body.get("tool_calls")
+    tools = [str(c.get("tool"))[:64] for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
+    called = f", calls {', '.join(tools)}" if tools else ", calls no tool"
+    reasoning = " ".join(str(body.get("reasoning") or "").split())
+    cut = reasoning if len(reasoning) <= MAX_REASONING_CHARS else reasoning[: MAX_REASONING_CHARS - 1] + "…"
+    return f"{called} — {cut}" if cut else called
 
 
 def _result_detail(body: Any) -> str:
@@ -114,11 +131,6 @@ def _result_detail(body: Any) -> str:
         return ", SQL drafted"
     if "answer" in body:
         return f", answer with {len(body.get('citations', []))} citations"
-    if isinstance(body.get("tool_calls"), list):
-        # An Executor turn (agent mode): why it acted and which tools it called, so each tool step has its reason.
-        reasoning = " ".join(str(body.get("reasoning") or "").split())[:300] or "(none given)"
-        calls = ", ".join(str(c.get("tool"))[:100] for c in body["tool_calls"] if isinstance(c, dict)) or "none"
-        return f", reasoning: {reasoning}; tool calls: {calls}"
     return ""
 
 
@@ -225,7 +237,7 @@ def step_outputs(history: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any
             continue
         step_id, _, inp = _task_ref(event)
         result = decode(event.get("Result"))
-        if step_id in (None, PLAN) or not isinstance(result, dict) or result.get("status") == "failed":
+        if step_id in (None, PLAN, AGENT_TURN) or not isinstance(result, dict) or result.get("status") == "failed":
             continue
         body = result.get("result") or {}
         if body.get("draft"):
@@ -233,6 +245,45 @@ def step_outputs(history: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any
         elif inp.get("executor_type") != SUPERVISE:
             outputs[str(step_id)] = body
     return outputs, drafts
+
+
+def brief_step_facts(history: list[dict[str, Any]], step_ids: set[str]) -> dict[str, dict[str, Any]]:
+    """What the history tells of brief steps (``custom_status``): attempts, times, usage and the call's input."""
+    facts: dict[str, dict[str, Any]] = {}
+    for event in history:
+        if event.get("EventType") not in ("TaskCompleted", "TaskFailed"):
+            continue
+        step_id, attempt, inp = _task_ref(event)
+        if step_id not in step_ids:
+            continue
+        fact = facts.setdefault(str(step_id), {"attempts": 0, "usage": Usage()})
+        fact["attempts"] = max(fact["attempts"], attempt or 0)
+        fact.setdefault("started_at", event.get("ScheduledTime"))
+        fact["ended_at"] = event.get("Timestamp")
+        result = decode(event.get("Result"))
+        if isinstance(result, dict) and isinstance(result.get("usage"), dict):
+            fact["usage"] = fact["usage"] + Usage.model_validate(result["usage"])
+        task = inp.get("task")
+        if isinstance(task, dict):
+            fact["tool_input"] = task.get("arguments") if inp.get("executor_type") == CALL_TOOL else task
+    return facts
+
+
+def _fill_brief(step: StepState, fact: dict[str, Any] | None) -> StepState:
+    """A brief step made whole again from the history (the custom status cut it to fit)."""
+    filled = step.model_copy(update={"title": f"{step.kind} (turn {step.turn})"})
+    if fact is None:
+        return filled
+    text = json.dumps(fact.get("tool_input"), default=str)
+    return filled.model_copy(
+        update={
+            "attempts": fact["attempts"],
+            "started_at": fact.get("started_at"),
+            "ended_at": fact.get("ended_at"),
+            "usage": fact["usage"],
+            "tool_input": text if len(text) <= 200 else text[:199] + "…",
+        }
+    )
 
 
 def default_partial_reader() -> PartialReader | None:
@@ -300,6 +351,9 @@ def build_view(
     output = decode(status.get("output"))
     outputs, drafts = step_outputs(history)
 
+    if state is not None and any(not step.title for step in state.steps):
+        facts = brief_step_facts(history, {step.id for step in state.steps if not step.title})
+        state.steps = [_fill_brief(step, facts.get(step.id)) if not step.title else step for step in state.steps]
     steps = [_step_entry(step, runtime, outputs, drafts) for step in (state.steps if state else [])]
     live: list[dict[str, Any]] = []
     if runtime not in TERMINAL_RUNTIME and any(
@@ -326,6 +380,7 @@ def build_view(
         if state and state.waiting and runtime not in TERMINAL_RUNTIME
         else None,
         "usage": _usage(state),
+        "agent": _agent(request, state),
         "answer": answer,
         "error": _view_error(runtime, state, output, steps),
         "log": build_log(history, log_cursor, log_limit) | {"live": live},
@@ -364,6 +419,20 @@ def _view_error(runtime: Any, state: JobState | None, output: Any, steps: list[d
         "code": "ORCHESTRATION_FAILED",
         "message": str(output)[:600],
         "step_id": steps[state.step_index]["id"] if state and 0 <= state.step_index < len(steps) else None,
+    }
+
+
+def _agent(request: dict[str, Any], state: JobState | None) -> dict[str, Any] | None:
+    """Agent mode: the Executor's turns and tool calls so far against the job's bounds (None in other modes)."""
+    if request.get("mode") != "agent":
+        return None
+    limits = AgentLimits.model_validate(request.get("agent") or {})
+    steps = state.steps if state else []
+    return {
+        "turns": state.turns if state else 0,
+        "max_turns": limits.max_turns,
+        "tool_calls": sum(1 for s in steps if s.turn is not None),
+        "max_tool_calls": limits.max_tool_calls,
     }
 
 

@@ -62,6 +62,8 @@ class AgentLoop:
         self.run = run
         self.transcript: list[ToolCallRecord] = []
         self.calls = 0
+        # What the user told the Executor: the answer is written for the question as the user explained it.
+        self.replies: list[str] = []
 
     def work(self) -> Gen:
         """Run turns until the Executor calls format_output, stops calling tools, or a bound is reached."""
@@ -205,6 +207,8 @@ class AgentLoop:
         reply = yield from self.run.ask(
             step, "clarify", asked.question, options, default=options[0] if options else None, free_text=True
         )
+        if isinstance(reply.answer, str):
+            self.replies.append(reply.action())
         return {"answer": reply.action() if isinstance(reply.answer, str) else reply.answer}
 
     def family_tool(self, name: str, args: dict[str, Any], step: StepState) -> Gen:
@@ -233,9 +237,10 @@ class AgentLoop:
         """The answer step: the kind that writes answers, over every source the tools found, with its notes."""
         run = self.run
         kind = sorted(kinds_where(lambda spec: spec.writes_answer))[0]
-        spec = PlanStep(
-            id=ANSWER_STEP_ID, kind=kind, title="Write the answer", input=input_for_text(kind, run.job.request.question)
-        )
+        question = run.job.request.question
+        if self.replies:
+            question = f"{question} ({'; '.join(self.replies)})"  # as planned jobs add clarifications
+        spec = PlanStep(id=ANSWER_STEP_ID, kind=kind, title="Write the answer", input=input_for_text(kind, question))
         step = StepState(id=spec.id, kind=kind, title=spec.title)
         run.state.steps.append(step)
         run.state.step_index = len(run.state.steps) - 1

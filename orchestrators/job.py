@@ -57,6 +57,7 @@ from shared.jobs.models import (
     StepStateName,
     UserAnswer,
     Waiting,
+    custom_status,
 )
 from shared.jobs.plan import ALREADY_DONE, ASK_USER, AskUserInput, Plan, PlanStep, SupervisorDecision
 from shared.runtime import telemetry
@@ -67,6 +68,7 @@ Gen = Generator[Any, Any, Any]
 ERROR_OPTIONS = ["retry", "skip", "edit", "abort"]
 APPROVAL_OPTIONS = ["approve", "edit", "reject", "abort"]
 MAX_SQL_ROWS_TO_ANSWER = 20
+MAX_ANSWER_SOURCES = 200  # ExecutionContext.sources
 MAX_SUPERVISOR_RETRIES = 2
 MAX_REPLANS = 2
 
@@ -144,7 +146,7 @@ class JobRun:
 
     def publish(self) -> None:
         """Write the compact state as custom status; log status changes once (not on replay)."""
-        self.ctx.set_custom_status(self.state.model_dump(mode="json", exclude_none=True))
+        self.ctx.set_custom_status(custom_status(self.state))
         if self.state.status != self.last_status:
             if not self.ctx.is_replaying:
                 telemetry.log_job_status(
@@ -367,7 +369,12 @@ class JobRun:
                         "rows_shown": len(shown),
                     }
                 )
-        return sources
+        # A passage several lookups found is one source, and the contract takes at most MAX_ANSWER_SOURCES
+        # (an agent job may make 64 lookups).
+        unique: dict[str, dict[str, Any]] = {}
+        for source in sources:
+            unique.setdefault(str(source["source_id"]), source)
+        return list(unique.values())[:MAX_ANSWER_SOURCES]
 
     # --- policy ------------------------------------------------------------------------------
 

@@ -6,6 +6,8 @@ is bounded. Step outputs are not in it: they live in the Durable history as acti
 
 from __future__ import annotations
 
+import json
+from functools import cached_property
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
@@ -20,6 +22,9 @@ ORCHESTRATOR_NAME = "job_orchestrator"
 # since it never imports the app).
 RUNNING_RUNTIME = frozenset({"Running", "Pending", "ContinuedAsNew", "Suspended"})
 TERMINAL_RUNTIME = frozenset({"Completed", "Failed", "Terminated", "Canceled"})
+FINISHED_STEP_STATES = frozenset({"succeeded", "failed", "skipped", "cancelled"})
+# Durable refuses a custom status over 16 KB of UTF-16 JSON; the job state stays under this, with room to spare.
+STATUS_BUDGET_BYTES = 14 * 1024
 
 
 class Budget(BaseModel):
@@ -122,7 +127,8 @@ class StepState(BaseModel):
 
     id: str
     kind: str
-    title: str = Field(max_length=200)
+    # Empty in a brief step (see ``custom_status``): the job view fills it and the rest in from the history.
+    title: str = Field(default="", max_length=200)
     state: StepStateName = "pending"
     attempts: int = 0
     started_at: str | None = None
@@ -143,6 +149,35 @@ class StepState(BaseModel):
     turn: int | None = None
     tool_input: str | None = Field(default=None, max_length=200)
     tool_output: str | None = Field(default=None, max_length=200)
+
+    def published(self) -> tuple[dict[str, Any], int]:
+        """The step as JSON and its size in UTF-16 bytes; a finished tool call's are made once (it stays as it is)."""
+        if self.turn is not None and self.state in FINISHED_STEP_STATES:
+            return self._finished
+        return self._dump()
+
+    def published_brief(self) -> tuple[dict[str, Any], int]:
+        """The brief form of a finished tool call and its size in UTF-16 bytes (made once)."""
+        return self._finished_brief
+
+    def _dump(self) -> tuple[dict[str, Any], int]:
+        return self.model_dump(mode="json", exclude_none=True), _utf16_size(self.model_dump_json(exclude_none=True))
+
+    @cached_property
+    def _finished(self) -> tuple[dict[str, Any], int]:
+        return self._dump()
+
+    @cached_property
+    def _finished_brief(self) -> tuple[dict[str, Any], int]:
+        brief = self.brief()
+        return brief, _utf16_size(json.dumps(brief, ensure_ascii=False, separators=(",", ":")))
+
+    def brief(self) -> dict[str, Any]:
+        """The step cut to what the history cannot tell: its id, kind, state, turn and error code."""
+        brief: dict[str, Any] = {"id": self.id, "kind": self.kind, "state": self.state, "turn": self.turn}
+        if self.error is not None:
+            brief["error"] = {"code": self.error.code, "message": "", "step_id": self.id}
+        return brief
 
 
 class Waiting(BaseModel):
@@ -179,6 +214,36 @@ class JobState(BaseModel):
     error: ErrorInfo | None = None
     questions_asked: int = 0
     replans: int = 0
+
+
+def custom_status(state: JobState) -> dict[str, Any]:
+    """The state as the orchestration's custom status, kept under Durable's limit of 16 KB of UTF-16 JSON.
+
+    An agent job may make up to 64 tool calls, more steps than that limit holds in full: when the state
+    would not fit, its oldest finished tool calls are cut to ``StepState.brief`` (the job view reads their
+    title, attempts, times, usage and input from the history) until it does.
+    """
+    # Sizes are of compact, unescaped JSON, as the host measures it. A replay publishes the state a few times per
+    # tool call and a job may have 64 of them, so each finished tool call is serialized once.
+    entries = [step.published() for step in state.steps]
+    steps = [entry for entry, _ in entries]
+    size = _utf16_size(state.model_dump_json(exclude_none=True, exclude={"steps"}))
+    size += sum(n for _, n in entries) + 2 * (len(',"steps":[]') + max(0, len(entries) - 1))
+    for index, step in enumerate(state.steps):
+        if size <= STATUS_BUDGET_BYTES:
+            break
+        if step.turn is None or step.state not in FINISHED_STEP_STATES or index == state.step_index:
+            continue
+        brief, brief_size = step.published_brief()
+        size -= entries[index][1] - brief_size
+        steps[index] = brief
+    payload = state.model_dump(mode="json", exclude_none=True, exclude={"steps"})
+    payload["steps"] = steps
+    return payload
+
+
+def _utf16_size(text: str) -> int:
+    return len(text.encode("utf-16-le"))
 
 
 class JobResult(BaseModel):

@@ -183,11 +183,10 @@ def test_a_function_tool_over_rows_an_sql_step_returned(llm: FakeOpenAI, jobs: J
     # The log tells why each tool ran and which tool each call was.
     lines = log_lines(view)
     assert any(
-        line.startswith("agent_turn (attempt 1): success, reasoning: R1; tool calls: execute_azure_sql")
-        for line in lines
+        line.startswith("agent_turn (attempt 1): success") and "calls execute_azure_sql — R1" in line for line in lines
     )
-    assert any("reasoning: R2 the growth of those counts.; tool calls: function.growth_rate" in line for line in lines)
-    assert any("reasoning: That is all the question needs.; tool calls: format_output" in line for line in lines)
+    assert any("calls function.growth_rate — R2 the growth of those counts." in line for line in lines)
+    assert any("calls format_output — That is all the question needs." in line for line in lines)
     assert any(line.startswith("t1 execute_azure_sql (attempt 1): success, 6 rows") for line in lines)
     assert any(line.startswith("t2 call_tool function.growth_rate (attempt 1): success") for line in lines)
     # The Executor's turns are counted apart from the tools they called, and the parts add up to the total.
@@ -261,7 +260,7 @@ def test_mcp_tools_in_parallel_and_a_tool_error_shown_to_the_model(llm: FakeOpen
     lines = log_lines(view)
     assert any(line.startswith("t1 call_tool mcp.t.add (attempt 1): success") for line in lines)
     assert any(line.startswith("t2 call_tool mcp.t.explode (attempt 1): failed TOOL_ERROR") for line in lines)
-    assert any("reasoning: Both at once.; tool calls: mcp.t.add, mcp.t.explode" in line for line in lines)
+    assert any("calls mcp.t.add, mcp.t.explode — Both at once." in line for line in lines)
 
 
 def test_a_family_tool_the_job_does_not_allow_is_refused_without_running(

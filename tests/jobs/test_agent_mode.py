@@ -151,6 +151,8 @@ def test_the_executor_asks_the_user_and_the_answer_resumes_that_question_once() 
     assert result["status"] == "completed" and asked == ["answer:t1-q1"]
     assert transcript_seen(script)[0]["data"] == {"answer": "online orders"}
     assert ctx.custom_status["questions_asked"] == 1
+    # The answer is written for the question as the user explained it (as a planned job's clarification).
+    assert script.calls[-1][1]["task"]["question"] == "What about refunds? (online orders)"
 
 
 def test_get_job_state_is_read_only_and_runs_no_activity() -> None:
@@ -253,3 +255,53 @@ def test_offline_executor_asks_when_nothing_matches_and_searches_the_answer() ->
     assert result["status"] == "completed" and asked == ["answer:t1-q1"]
     kinds = [s["kind"] for s in ctx.custom_status["steps"]]
     assert kinds == ["request_user_feedback", "consult_rag", "generate_response"]
+
+
+def test_a_job_at_its_bounds_fits_the_custom_status_limit_and_the_answer_sources() -> None:
+    # 64 tool calls whose inputs and outputs fill their 200 characters: in full they would not fit 16 KB.
+    long = "refunds " * 200
+    eight = turn(*[("consult_rag", {"query": f"{i} {long}"}) for i in range(8)])
+    # Each lookup finds 8 passages, one of them found before: 449 distinct sources for an answer that takes 200.
+    rags = [
+        ok(
+            {
+                "query": long,
+                "chunks": [{"source_id": f"p{n}#{i}" if i else "p#0", "title": long[:150]} for i in range(8)],
+            }
+        )
+        for n in range(64)
+    ]
+    script = Script(agent_turn=[eight] * 8 + [DONE], consult_rag=rags, generate_response=[ok(ANSWER_OK)])
+    payload = {
+        "job_id": "j1",
+        "request": {
+            "question": "What about refunds?",
+            "mode": "agent",
+            "agent": {"max_turns": 32, "max_tool_calls": 64},
+        },
+        "policy": {"max_attempts_per_model": 3, "first_retry_ms": 1, "max_retry_ms": 5, "output_price": {"m1": 1e-6}},
+    }
+    ctx = InlineContext(payload, script)
+    sizes: list[int] = []
+
+    def publish(status: Any) -> None:
+        sizes.append(len(json.dumps(status).encode("utf-16-le")))
+        ctx.custom_status = status
+
+    ctx.set_custom_status = publish  # type: ignore[method-assign]
+    result = run_inline(job_orchestrator_body, ctx)
+    assert result["status"] == "completed"
+    assert max(sizes) <= 16 * 1024
+    steps = ctx.custom_status["steps"]
+    assert len(steps) == 65 and ctx.custom_status["turns"] == 9
+    # The oldest calls are brief; the latest keep their whole entry; none lost its state or turn.
+    assert steps[0] == {"id": "t1", "kind": "consult_rag", "state": "succeeded", "turn": 1}
+    assert steps[63]["title"] == "consult_rag (turn 8)" and steps[63]["tool_output"].startswith("8 passages")
+    assert [s.get("turn") for s in steps[:64]] == [1 + i // 8 for i in range(64)]
+    assert all(s["state"] == "succeeded" for s in steps)
+    sources = script.calls[-1][1]["execution_context"]["sources"]
+    assert len(sources) == 200 and len({s["source_id"] for s in sources}) == 200
+    assert sources[:2] == [
+        {"source_id": "p#0", "kind": "document", "title": long[:150], "content": ""},
+        {"source_id": "p0#1", "kind": "document", "title": long[:150], "content": ""},
+    ]

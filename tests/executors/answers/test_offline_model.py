@@ -138,3 +138,14 @@ def test_rules_and_reasons_go_to_the_documents(offline: OfflineLLM, question: st
 
 def test_a_measure_the_catalog_lacks_is_not_queried(offline: OfflineLLM) -> None:
     assert "execute_azure_sql" not in [s.kind for s in _plan(offline, "What is our employee turnover rate?").steps]
+
+
+def test_faults_fail_or_slow_the_next_calls_of_a_task() -> None:
+    from shared.providers.llm.offline.model import _parse_faults
+
+    faults, delays = _parse_faults("plan:RATE_LIMITED:2, write_sql:DELAY:1:60000")
+    assert faults == {"plan": (ErrorCode.RATE_LIMITED, 2)}
+    assert delays == {"write_sql": (1, 60.0)}
+    for bad in ("write_sql:DELAY:1", "plan:RATE_LIMITED:1:5", "plan:NOT_A_CODE:1"):
+        with pytest.raises(ValueError):
+            _parse_faults(bad)

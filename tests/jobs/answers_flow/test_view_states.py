@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.view import build_log, build_view, plan_status, retry_message
+from api.view import build_log, build_view, plan_status, retry_message, step_outputs
 from shared.jobs.models import JobState
 
 
@@ -97,37 +97,18 @@ def test_the_executor_usage_is_its_own_line() -> None:
     assert shown["executor"]["total_tokens"] == 11 and shown["planning"]["total_tokens"] == 0
 
 
-def test_an_executor_turn_logs_its_reasoning_and_calls_and_a_tool_call_names_its_tool() -> None:
-    turn = {
-        "reasoning": "The data first,\n then the growth.",
-        "tool_calls": [{"id": "a", "tool": "execute_azure_sql"}, {"id": "b", "tool": "function.growth_rate"}],
-    }
+def test_a_tool_call_line_names_the_tool_that_ran() -> None:
     tool_ok = {"success": True, "data": {"total": 5}}
     history: list[dict[str, Any]] = [
-        {
-            "EventType": "TaskCompleted",
-            "FunctionName": "agent_turn",
-            "Input": {"task_id": "j1:agent_turn:1", "executor_type": "agent_turn"},
-            "Result": {"status": "success", "result": turn, "usage": {"total_tokens": 9}},
-        },
         {
             "EventType": "TaskCompleted",
             "FunctionName": "call_tool",
             "Input": {"task_id": "j1:t2:1", "executor_type": "call_tool", "task": {"tool": "function.growth_rate"}},
             "Result": {"status": "success", "result": tool_ok, "usage": {"total_tokens": 0}},
         },
-        {
-            "EventType": "TaskCompleted",
-            "FunctionName": "agent_turn",
-            "Input": {"task_id": "j1:agent_turn:2", "executor_type": "agent_turn"},
-            "Result": {"status": "success", "result": {"reasoning": "", "tool_calls": []}, "usage": {}},
-        },
     ]
     assert [e["message"] for e in build_log(history, 0, 10)["entries"]] == [
-        "agent_turn (attempt 1): success, reasoning: The data first, then the growth.; "
-        "tool calls: execute_azure_sql, function.growth_rate (9 tokens)",
         "t2 call_tool function.growth_rate (attempt 1): success (0 tokens)",
-        "agent_turn (attempt 2): success, reasoning: (none given); tool calls: none (0 tokens)",
     ]
 
 
@@ -136,3 +117,83 @@ def test_an_agent_job_has_no_plan_and_its_executor_usage_is_shown() -> None:
         {"status": "running", "plan_status": "agent", "executor_usage": {"tokens_input": 5, "tokens_output": 6}}
     )
     assert shown["usage"]["executor"]["total_tokens"] == 11 and shown["plan"]["status"] == "agent"
+
+
+def test_an_executor_turn_line_shows_the_tools_it_called_and_its_reasoning_bounded() -> None:
+    def turn(result: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "EventType": "TaskCompleted",
+            "FunctionName": "agent_turn",
+            "Input": {"task_id": "j1:agent_turn:2"},
+            "Result": {"status": "success", "result": result, "usage": {"total_tokens": 9}},
+        }
+
+    calls = [{"id": "c1", "tool": "consult_rag"}, {"id": "c2", "tool": "execute_azure_sql"}]
+    history = [
+        turn({"reasoning": "Both parts,\n  data and documents.", "tool_calls": calls}),
+        turn({"reasoning": "x" * 2000, "tool_calls": [{"id": "c3", "tool": "format_output"}]}),
+        turn({"reasoning": "", "tool_calls": []}),
+    ]
+    lines = [e["message"] for e in build_log(history, 0, 10)["entries"]]
+    assert lines[0] == (
+        "agent_turn (attempt 2): success (9 tokens), calls consult_rag, execute_azure_sql"
+        " — Both parts, data and documents."
+    )
+    assert lines[1].startswith("agent_turn (attempt 2): success (9 tokens), calls format_output — xxx")
+    assert lines[1].endswith("x…") and len(lines[1]) < 600
+    assert lines[2] == "agent_turn (attempt 2): success (9 tokens), calls no tool"
+    # A turn is no step: it has no output in the view.
+    assert "agent_turn" not in step_outputs(history)[0]
+
+
+def test_an_agent_job_shows_its_turns_tool_calls_and_executor_usage() -> None:
+    steps = [
+        {**STEP, "id": "t1", "state": "succeeded", "turn": 1, "tool_input": '{"query": "refunds"}', "tool_output": "2"},
+        {"id": "answer", "kind": "generate_response", "title": "Write the answer", "state": "running"},
+    ]
+    custom = {"status": "running", "plan_status": "agent", "turns": 2, "steps": steps}
+    custom["executor_usage"] = {"tokens_input": 5, "tokens_output": 6}
+    agent_status = status(custom) | {
+        "input": {"request": {"question": "q", "mode": "agent", "agent": {"max_turns": 4}}}
+    }
+    shown = build_view(agent_status, {}, partials=lambda job, step: None)
+    assert shown["mode"] == "agent" and shown["plan"] == {"status": "agent"}
+    assert shown["agent"] == {"turns": 2, "max_turns": 4, "tool_calls": 1, "max_tool_calls": 12}
+    assert shown["usage"]["executor"]["total_tokens"] == 11
+    assert shown["steps"][0]["turn"] == 1 and shown["steps"][0]["tool_input"] == '{"query": "refunds"}'
+    assert view({"status": "running"})["agent"] is None  # other modes have no agent block
+
+
+def test_a_brief_tool_step_is_made_whole_from_the_history() -> None:
+    def done(step: str, attempt: int, name: str, task: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "EventType": "TaskCompleted",
+            "FunctionName": name,
+            "ScheduledTime": f"2026-01-02T03:00:0{attempt}Z",
+            "Timestamp": f"2026-01-02T03:00:0{attempt}.500Z",
+            "Input": {"task_id": f"j1:{step}:{attempt}", "executor_type": name, "task": task},
+            "Result": result,
+        }
+
+    failed = {"status": "failed", "error": {"code": "TRANSIENT", "message": "x"}, "usage": {"tokens_input": 2}}
+    found = {"status": "success", "result": {"chunks": []}, "usage": {"tokens_input": 3, "tokens_output": 4}}
+    tool = {"status": "success", "result": {"data": 1}, "usage": {}}
+    history = [
+        done("t1", 1, "consult_rag", {"query": "refunds"}, failed),
+        done("t1", 2, "consult_rag", {"query": "refunds"}, found),
+        done("t2", 1, "call_tool", {"tool": "function.percent_change", "arguments": {"old": 1, "new": 2}}, tool),
+    ]
+    brief = [
+        {"id": "t1", "kind": "consult_rag", "state": "succeeded", "turn": 1},
+        {"id": "t2", "kind": "function.percent_change", "state": "succeeded", "turn": 2},
+        {"id": "t3", "kind": "request_user_feedback", "state": "succeeded", "turn": 2},
+    ]
+    shown = view({"status": "running", "plan_status": "agent", "steps": brief}, history=history)["steps"]
+    first, second, third = shown
+    assert first["title"] == "consult_rag (turn 1)" and first["attempts"] == 2 and first["turn"] == 1
+    assert first["started_at"] == "2026-01-02T03:00:01Z" and first["ended_at"] == "2026-01-02T03:00:02.500Z"
+    assert first["duration_ms"] == 1500 and first["usage"]["total_tokens"] == 9
+    assert first["tool_input"] == '{"query": "refunds"}' and first["output"] == {"chunks": []}
+    assert second["tool_input"] == '{"old": 1, "new": 2}' and second["output"] == {"data": 1}
+    # A call that ran no activity keeps what the state had.
+    assert third["title"] == "request_user_feedback (turn 2)" and third["attempts"] == 0 and "tool_input" not in third

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
@@ -31,12 +32,19 @@ T = TypeVar("T", bound=BaseModel)
 OFFLINE_MODEL = "offline"
 
 
-def _parse_faults(spec: str) -> dict[str, tuple[ErrorCode, int]]:
+def _parse_faults(spec: str) -> tuple[dict[str, tuple[ErrorCode, int]], dict[str, tuple[int, float]]]:
+    """``task:CODE:count`` fails the next calls with that code; ``task:DELAY:count:ms`` makes them slow."""
     faults: dict[str, tuple[ErrorCode, int]] = {}
+    delays: dict[str, tuple[int, float]] = {}
     for item in filter(None, (s.strip() for s in spec.split(","))):
-        task, code, count = item.split(":")
-        faults[task] = (ErrorCode(code), int(count))
-    return faults
+        task, code, count, *rest = item.split(":")
+        if code == "DELAY" and len(rest) == 1:
+            delays[task] = (int(count), int(rest[0]) / 1000)
+        elif not rest:
+            faults[task] = (ErrorCode(code), int(count))
+        else:
+            raise ValueError(f"OFFLINE_LLM_FAULTS: {item!r} is neither task:CODE:count nor task:DELAY:count:ms")
+    return faults, delays
 
 
 class OfflineLLM:
@@ -47,7 +55,7 @@ class OfflineLLM:
 
     def __init__(self, clients: Clients) -> None:
         self._clients = clients
-        self._faults = _parse_faults(clients.settings.offline_llm_faults)
+        self._faults, self._delays = _parse_faults(clients.settings.offline_llm_faults)
         self._lock = threading.Lock()
 
     def generate(self, request: LLMRequest[T]) -> LLMResponse[T]:
@@ -77,6 +85,13 @@ class OfflineLLM:
         return LLMResponse(output=output, tokens_input=tokens_in, tokens_output=tokens_out, model_used=OFFLINE_MODEL)
 
     def _maybe_fail(self, task: LLMTask) -> None:
+        with self._lock:
+            delay = self._delays.get(task.value)
+            if delay is not None and delay[0] > 0:
+                self._delays[task.value] = (delay[0] - 1, delay[1])
+        if delay is not None and delay[0] > 0:
+            # A slow model call holds its activity open (tests kill the host during it).
+            time.sleep(delay[1])
         with self._lock:
             fault = self._faults.get(task.value)
             if fault is None or fault[1] <= 0:
