@@ -271,7 +271,8 @@ def test_a_job_at_its_bounds_fits_the_custom_status_limit_and_the_answer_sources
         )
         for n in range(64)
     ]
-    script = Script(agent_turn=[eight] * 8 + [DONE], consult_rag=rags, generate_response=[ok(ANSWER_OK)])
+    # Every call is spent after the eighth turn: no ninth turn is asked for (it could run nothing).
+    script = Script(agent_turn=[eight] * 8, consult_rag=rags, generate_response=[ok(ANSWER_OK)])
     payload = {
         "job_id": "j1",
         "request": {
@@ -293,7 +294,7 @@ def test_a_job_at_its_bounds_fits_the_custom_status_limit_and_the_answer_sources
     assert result["status"] == "completed"
     assert max(sizes) <= 16 * 1024
     steps = ctx.custom_status["steps"]
-    assert len(steps) == 65 and ctx.custom_status["turns"] == 9
+    assert len(steps) == 65 and ctx.custom_status["turns"] == 8
     # The oldest calls are brief; the latest keep their whole entry; none lost its state or turn.
     assert steps[0] == {"id": "t1", "kind": "consult_rag", "state": "succeeded", "turn": 1}
     assert steps[63]["title"] == "consult_rag (turn 8)" and steps[63]["tool_output"].startswith("8 passages")
