@@ -172,6 +172,7 @@ async def submit(req: func.HttpRequest, client: df.DurableOrchestrationClient) -
     """Accept a job and start its orchestration."""
     caller = request_caller(req)
     request = _parse_body(req, JobRequest, "a 'question'")
+    _check_tools(request)
     who = caller.principal
     owner = JobOwner(id=who.id, name=who.name, idp=who.idp) if who else None
     from shared.runtime import telemetry
@@ -193,6 +194,20 @@ async def submit(req: func.HttpRequest, client: df.DurableOrchestrationClient) -
         202,
         headers={"Location": links["status"], "Retry-After": "1"},
     )
+
+
+def _check_tools(request: JobRequest) -> None:
+    """A job may allow only tools this app configures: an unknown one is refused now, not at every turn."""
+    if not request.tools:
+        return
+    from shared.runtime.settings import get_settings
+    from shared.tools import undeclared
+
+    settings = get_settings()
+    for index, name in enumerate(request.tools):
+        problem = undeclared(settings, name)
+        if problem is not None:
+            raise ApiError(400, "INVALID_REQUEST", problem, field=f"tools.{index}")
 
 
 async def view(req: func.HttpRequest, client: df.DurableOrchestrationClient, job_id: str) -> func.HttpResponse:

@@ -406,7 +406,7 @@ class JobRun:
                 return out
             error = out.error
             self.note_failure(step, executor_type, error)
-            caller: Caller = "step" if step is not None else ("plan" if executor_type == PLAN else "supervise")
+            caller = _caller(step, executor_type)
             rejected = _rejected_output(out)
             decision = decide(
                 Failure(error.code, error.retryable, error.retry_after_ms, repairable=rejected is not None),
@@ -427,7 +427,8 @@ class JobRun:
                 self.log("planning: the plan was rejected (%s); one repair turn", error.message[:200])
             elif decision.action == "stop":
                 repaired = f"{first_problem}; after one repair turn: " if first_problem else ""
-                raise JobStop(error.code, f"planning failed: {repaired}{error.message}"[:2000])
+                what = "planning" if executor_type == PLAN else "the Executor"
+                raise JobStop(error.code, f"{what} failed: {repaired}{error.message}"[:2000])
             elif decision.action == "give_up_quietly" or step is None:
                 return None
             elif self.agent_mode and not _writes_answer(executor_type):
@@ -861,6 +862,15 @@ class JobRun:
             )
             for s in plan.steps
         ]
+
+
+def _caller(step: StepState | None, executor_type: str) -> Caller:
+    """Who made a failed call, for the policy: a step, planning, the Executor's turn, or the Supervisor."""
+    if step is not None:
+        return "step"
+    if executor_type == PLAN:
+        return "plan"
+    return "executor" if executor_type == AGENT_TURN else "supervise"
 
 
 def _is_pending(step: StepState) -> bool:

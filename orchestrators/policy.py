@@ -15,8 +15,12 @@ from shared.jobs.models import RetryPolicy
 # Codes specific to one model: another allowed model may succeed where this one did not.
 MODEL_SPECIFIC = frozenset({ErrorCode.CONTENT_FILTERED, ErrorCode.MODEL_NOT_ALLOWED})
 
-Caller = Literal["step", "plan", "supervise"]
+Caller = Literal["step", "plan", "supervise", "executor"]
 Action = Literal["stop_budget", "retry", "fall_back", "repair", "stop", "give_up_quietly", "ask_user"]
+
+
+# Failures no later turn can get past: the job stops with the error instead of answering from nothing.
+CANNOT_WORK = frozenset({ErrorCode.CONFIG_ERROR, ErrorCode.AUTH_FAILED, ErrorCode.MODEL_NOT_ALLOWED})
 
 
 @dataclass(frozen=True)
@@ -72,4 +76,8 @@ def decide(failure: Failure, standing: Standing, policy: RetryPolicy) -> Decisio
         return Decision("stop")
     if standing.caller == "supervise":
         return Decision("give_up_quietly")  # a failed Supervisor never blocks the job: deterministic code goes on
+    if standing.caller == "executor":
+        # A turn the agent-mode Executor could not make: the answer is written from what the tools found,
+        # unless nothing can work (configuration, credentials, a model the job may not use): then say so.
+        return Decision("stop" if failure.code in CANNOT_WORK else "give_up_quietly")
     return Decision("ask_user")

@@ -24,20 +24,36 @@ if TYPE_CHECKING:
 FamilyLoader = Callable[["Settings"], list[Tool]]
 
 _FAMILIES: dict[str, FamilyLoader] = {}
+# Families whose members cannot be listed cheaply (MCP lists over the network) say from settings alone
+# whether a name can be one of theirs; the others are checked against their loaded members.
+Declares = Callable[["Settings", str], bool]
+_DECLARES: dict[str, Declares] = {}
 _LOCK = threading.Lock()
 _LOADED = False
 _NOT_FAMILIES = {"base"}
 
-__all__ = ["Tool", "ToolContext", "ToolResult", "ToolSpec", "family_names", "register_family", "run_tool", "tools"]
+__all__ = [
+    "Tool",
+    "ToolContext",
+    "ToolResult",
+    "ToolSpec",
+    "family_names",
+    "register_family",
+    "run_tool",
+    "tools",
+    "undeclared",
+]
 
 
-def register_family(name: str) -> Callable[[FamilyLoader], FamilyLoader]:
-    """Decorator: register the loader of a tool family."""
+def register_family(name: str, *, declares: Declares | None = None) -> Callable[[FamilyLoader], FamilyLoader]:
+    """Decorator: register the loader of a tool family (and, if listing is costly, how to check a name cheaply)."""
 
     def decorate(loader: FamilyLoader) -> FamilyLoader:
         if name in _FAMILIES and _FAMILIES[name] is not loader:
             raise ValueError(f"tool family {name!r} is registered twice")
         _FAMILIES[name] = loader
+        if declares is not None:
+            _DECLARES[name] = declares
         return loader
 
     return decorate
@@ -60,6 +76,20 @@ def family_names() -> list[str]:
     """The registered tool families, sorted."""
     _load_all()
     return sorted(_FAMILIES)
+
+
+def undeclared(settings: Settings, name: str) -> str | None:
+    """Why a job may not allow this tool name under these settings (None: it is configured); nothing connects."""
+    _load_all()
+    family = name.split(".", 1)[0]
+    if family not in _FAMILIES or "." not in name:
+        return f"{name!r} is not a tool of a family ({', '.join(sorted(_FAMILIES))}: <family>.<name>)"
+    declares = _DECLARES.get(family)
+    try:
+        known = declares(settings, name) if declares else any(t.spec.name == name for t in _FAMILIES[family](settings))
+    except ValueError as exc:
+        return f"the {family} tools are not configured correctly: {exc}"
+    return None if known else f"tool {name!r} is not configured on this app"
 
 
 def tools(settings: Settings) -> dict[str, Tool]:

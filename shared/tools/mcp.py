@@ -105,7 +105,17 @@ class McpTool(Tool):
         return result_data(self.spec.name, result)
 
 
-@register_family(FAMILY)
+def declares(settings: Settings, name: str) -> bool:
+    """Whether ``mcp.<server>.<tool>`` names a configured server and one of its allowed tools (no listing)."""
+    _, _, rest = name.partition(".")
+    server_name, _, tool = rest.partition(".")
+    for server in settings.tools_mcp_servers:
+        if server.name == server_name and tool:
+            return server.allowed_tools == "*" or tool in server.allowed_tools
+    return False
+
+
+@register_family(FAMILY, declares=declares)
 def load_mcp_tools(settings: Settings) -> list[Tool]:
     """The allowed tools of every configured MCP server that could be listed."""
     if not settings.tools_mcp_servers:

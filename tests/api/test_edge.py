@@ -277,3 +277,47 @@ def test_http_bad_settings_answer_503_on_every_request(
     error = resp.json()["error"]
     assert (error["code"], error["field"]) == ("CONFIG_ERROR", "SQL_MAX_ROWS")
     assert "SQL_MAX_ROWS" in error["message"]
+
+
+# ----- agent mode: a job may allow only tools the app configures (api/jobs._check_tools) ---------------------
+
+
+@pytest.mark.parametrize(
+    ("tools", "field", "says"),
+    [
+        (["http.nowhere"], "tools.0", "not configured"),
+        (["function.percent_change", "mcp.crm.lookup"], "tools.1", "not configured"),
+        (["consult_rag"], "tools.0", "not a tool of a family"),
+        (["smtp.send"], "tools.0", "not a tool of a family"),
+    ],
+)
+def test_a_job_that_allows_an_unconfigured_tool_is_400_naming_it(
+    fresh_settings: pytest.MonkeyPatch, tools: list[str], field: str, says: str
+) -> None:
+    body = JobRequest.model_validate({"question": "q", "mode": "agent", "tools": tools})
+    with pytest.raises(ApiError) as caught:
+        api.jobs._check_tools(body)
+    err = caught.value
+    assert (err.status, err.code, err.field) == (400, "INVALID_REQUEST", field) and says in err.message
+
+
+def test_configured_tools_of_every_family_are_accepted_without_listing_a_server(
+    fresh_settings: pytest.MonkeyPatch,
+) -> None:
+    fresh_settings.setenv(
+        "TOOLS_HTTP",
+        json.dumps([{"name": "fx", "description": "rates", "url": "https://api.example.com/fx"}]),
+    )
+    # An MCP server nobody runs: its allowed tools are known from settings alone, nothing connects.
+    fresh_settings.setenv(
+        "TOOLS_MCP_SERVERS",
+        json.dumps([{"name": "crm", "url": "https://crm.invalid/mcp", "allowed_tools": ["lookup"]}]),
+    )
+    body = JobRequest.model_validate(
+        {"question": "q", "mode": "agent", "tools": ["function.growth_rate", "http.fx", "mcp.crm.lookup"]}
+    )
+    api.jobs._check_tools(body)
+    refused = JobRequest.model_validate({"question": "q", "mode": "agent", "tools": ["mcp.crm.delete_all"]})
+    with pytest.raises(ApiError) as caught:
+        api.jobs._check_tools(refused)
+    assert caught.value.field == "tools.0"

@@ -306,3 +306,14 @@ def test_a_job_at_its_bounds_fits_the_custom_status_limit_and_the_answer_sources
         {"source_id": "p#0", "kind": "document", "title": long[:150], "content": ""},
         {"source_id": "p0#1", "kind": "document", "title": long[:150], "content": ""},
     ]
+
+
+def test_a_turn_that_cannot_work_stops_the_job_and_one_that_failed_otherwise_answers() -> None:
+    script = Script(agent_turn=[fail("CONFIG_ERROR", "the job allows tool 'http.x', which is not configured")])
+    result, _ = job(script)
+    assert result["status"] == "failed" and result["error"]["code"] == "CONFIG_ERROR"
+    assert result["error"]["message"].startswith("the Executor failed: ")
+
+    script = Script(agent_turn=[fail("BAD_REQUEST", "not JSON")], generate_response=[ok(ANSWER_OK)])
+    result, _ = job(script)
+    assert result["status"] == "completed" and names(script) == ["agent_turn", "generate_response"]

@@ -32,6 +32,12 @@ ROWS = [
     (("BAD_REQUEST", False, None, 0, 0, 1, True, "plan"), Decision("stop")),
     (("UPSTREAM_ERROR", True, None, 2, 0, 1, True, "plan"), Decision("stop")),
     (("BAD_REQUEST", False, None, 0, 0, 1, True, "supervise"), Decision("give_up_quietly")),
+    # an Executor turn that failed: answer from what was found, unless the job cannot work at all
+    (("BAD_REQUEST", False, None, 0, 0, 1, True, "executor"), Decision("give_up_quietly")),
+    (("RATE_LIMITED", True, None, 2, 0, 1, True, "executor"), Decision("give_up_quietly")),
+    (("RATE_LIMITED", True, None, 0, 0, 1, True, "executor"), Decision("retry", 1000)),
+    (("CONFIG_ERROR", False, None, 0, 0, 1, True, "executor"), Decision("stop")),
+    (("AUTH_FAILED", False, None, 0, 0, 1, True, "executor"), Decision("stop")),
 ]
 
 
