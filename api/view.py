@@ -404,7 +404,9 @@ def _step_entry(
     run_ms = _ms_between(step.started_at, step.ended_at)
     if run_ms is not None:
         entry["duration_ms"] = max(0, run_ms - step.waited_ms)
-    if step.id in outputs:
+    # The orchestrator's state decides: a result already in the history shows once the step has taken it
+    # (calls of one agent turn run together, and the turn goes on when all of them are back).
+    if step.id in outputs and step.state != "running":
         entry["output"] = outputs[step.id]
     if step.id in drafts:
         entry["draft"] = drafts[step.id]

@@ -88,6 +88,10 @@ class InlineContext:
         """A race of the given tasks."""
         return InlineTask("any", children=list(tasks))
 
+    def task_all(self, tasks: list[InlineTask]) -> InlineTask:
+        """All of the given tasks (activities run eagerly, so they are already done)."""
+        return InlineTask("all", children=list(tasks))
+
 
 def _resolve(ctx: InlineContext, task: InlineTask) -> Any:
     if task.kind == "activity":
@@ -97,6 +101,8 @@ def _resolve(ctx: InlineContext, task: InlineTask) -> Any:
         time.sleep(max(0.0, (task.fire_at - ctx.current_utc_datetime).total_seconds()))
         task.done = True
         return None
+    if task.kind == "all":
+        return [_resolve(ctx, child) for child in task.children]
     if task.kind == "any":
         events = [t for t in task.children if t.kind == "event"]
         for event in events:

@@ -21,6 +21,7 @@ from shared.executors import (
     AGENT_TURN,
     CALL_TOOL,
     StepInputError,
+    get_executor,
     input_for_text,
     kinds_where,
     lookup_kinds,
@@ -34,7 +35,7 @@ from shared.jobs.agent import (
     AgentTurn,
     ToolCallRecord,
 )
-from shared.jobs.contracts import ErrorCode, ExecutorOutput
+from shared.jobs.contracts import ErrorCode, ExecutorOutput, SqlAccess
 from shared.jobs.models import StepState
 from shared.jobs.plan import AskUserInput, PlanStep
 
@@ -108,34 +109,87 @@ class AgentLoop:
         return decided
 
     def run_calls(self, calls: list[AgentToolCall], turn: int) -> Gen:
-        """Run one turn's tool calls in order; True when the Executor is done (format_output or out of calls)."""
+        """Run one turn's tool calls; True when the Executor is done (format_output or out of calls)."""
         limit = self.run.job.request.agent.max_tool_calls
+        todo: list[AgentToolCall] = []
+        done = False
         for call in calls:
             if call.tool == FORMAT_OUTPUT:
-                return True
-            if self.calls >= limit:
+                done = True
+                break
+            if self.calls + len(todo) >= limit:
                 self.run.log("the Executor reached its %d tool calls; writing the answer", limit)
-                return True
-            self.transcript.append((yield from self.tool_call(call, turn)))
-        return False
+                done = True
+                break
+            todo.append(call)
+        opened = [(call, self.open_step(call, turn)) for call in todo]
+        self.run.publish()
+        yield from self.prefetch(opened)
+        for call, step in opened:
+            self.transcript.append((yield from self.close_step(call, step)))
+        return done
 
-    def tool_call(self, call: AgentToolCall, turn: int) -> Gen:
-        """One tool call as a step of the job; returns the record the Executor sees next turn."""
+    def prefetch(self, opened: list[tuple[AgentToolCall, StepState]]) -> Gen:
+        """The calls of one turn that need no person start together: their first attempts are one fan-out.
+
+        Each result waits in ``JobRun.prefetched`` for the step that would have scheduled it, which then
+        goes on as usual (retries, failures, the envelope), so the only change is that they ran at once.
+        """
+        firsts = [first for call, step in opened if (first := self.first_attempt(call, step.id))]
+        if len(firsts) < 2:
+            return
+        ctx = self.run.ctx
+        results = yield ctx.task_all([ctx.call_activity(name, payload) for name, payload in firsts])
+        for (_name, payload), raw in zip(firsts, results, strict=True):
+            self.run.prefetched[payload["task_id"]] = raw
+
+    def first_attempt(self, call: AgentToolCall, step_id: str) -> tuple[str, dict[str, Any]] | None:
+        """The activity and payload of a call's first attempt, when it may start without a person; else None."""
+        run, args = self.run, call.arguments()
+        if not isinstance(args, dict):
+            return None
+        allowed = list(run.job.request.tools)
+        if call.tool in lookup_kinds():
+            spec = get_executor(call.tool)
+            if spec is None or (spec.runs_sql and run.job.request.approval.sql != "never"):
+                return None  # an approval may be asked first
+            try:
+                task = validate_step_input(call.tool, args)
+            except StepInputError:
+                return None
+            name, context = call.tool, (SqlAccess(sql_mode="run").model_dump() if spec.runs_sql else {})
+        elif call.tool in allowed:
+            name, task, context = CALL_TOOL, {"tool": call.tool, "arguments": args}, {"allowed_tools": allowed}
+        else:
+            return None
+        models = run.job.request.constraints.allowed_models
+        model = models[0] if models else None
+        payload = run.executor_input(step_id, name, task, context, model, attempt=1)
+        return name, payload.model_dump(mode="json")
+
+    def open_step(self, call: AgentToolCall, turn: int) -> StepState:
+        """A tool call becomes a step of the job, shown running from the moment its turn asked for it."""
         run = self.run
         self.calls += 1
-        args = call.arguments()
         step = StepState(
             id=f"t{self.calls}",
             kind=call.tool[:64],
             title=f"{call.tool} (turn {turn})"[:200],
             turn=turn,
-            tool_input=_short(args),
+            tool_input=_short(call.arguments()),
+            state="running",
+            started_at=run.now_iso(),
         )
         run.state.steps.append(step)
         run.state.step_index = len(run.state.steps) - 1
-        step.started_at = run.now_iso()
+        return step
+
+    def close_step(self, call: AgentToolCall, step: StepState) -> Gen:
+        """Work one opened call to its end; returns the record the Executor sees next turn."""
+        run = self.run
+        run.state.step_index = run.state.steps.index(step)
         run.skip_reason = None
-        record = yield from self.dispatch(call, args, step)
+        record = yield from self.dispatch(call, call.arguments(), step)
         step.ended_at = run.now_iso()
         if record.success:
             step.state = "succeeded"

@@ -128,6 +128,8 @@ class JobRun:
         self.skip_reason: str | None = None
         # Agent mode: a tool step that fails for good goes back to the Executor instead of to the user.
         self.agent_mode = False
+        # Agent mode: outputs of first attempts scheduled together with the other calls of a turn, by task id.
+        self.prefetched: dict[str, Any] = {}
         # Whether a person chose that skip (a Supervisor never re-runs what a person decided to skip).
         self.skipped_by_user = False
         # How many calls each internal executor (planning, supervision) has had: their attempt numbers.
@@ -465,7 +467,28 @@ class JobRun:
             _clear_retry(step)
             step.model = model
             self.publish()
-        inp = ExecutorInput(
+        inp = self.executor_input(step_id, executor_type, task, context, model, attempt)
+        if inp.task_id in self.prefetched:
+            raw = self.prefetched.pop(inp.task_id)  # scheduled ahead with the other calls of its turn
+        else:
+            raw = yield self.ctx.call_activity(executor_type, inp.model_dump(mode="json"))
+        out = ExecutorOutput.model_validate(_as_dict(raw))
+        self.add_usage(step, out.usage, executor_type)
+        if step is not None and out.model_used:
+            step.model = out.model_used
+        return out
+
+    def executor_input(
+        self,
+        step_id: str | None,
+        executor_type: str,
+        task: dict[str, Any],
+        context: dict[str, Any],
+        model: str | None,
+        attempt: int,
+    ) -> ExecutorInput:
+        """The typed input of one executor call (the activity's payload)."""
+        return ExecutorInput(
             task_id=f"{self.job.job_id}:{step_id or executor_type}:{attempt}",
             executor_type=executor_type,
             task=task,
@@ -482,12 +505,6 @@ class JobRun:
             ),
             constraints=Constraints.model_validate(self.job.request.constraints.model_dump(exclude={"budget"})),
         )
-        raw = yield self.ctx.call_activity(executor_type, inp.model_dump(mode="json"))
-        out = ExecutorOutput.model_validate(_as_dict(raw))
-        self.add_usage(step, out.usage, executor_type)
-        if step is not None and out.model_used:
-            step.model = out.model_used
-        return out
 
     def note_failure(self, step: StepState | None, executor_type: str, error: ExecutorError) -> None:
         """Log a failed call and show its error on the step."""

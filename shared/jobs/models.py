@@ -237,6 +237,16 @@ def custom_status(state: JobState) -> dict[str, Any]:
         brief, brief_size = step.published_brief()
         size -= entries[index][1] - brief_size
         steps[index] = brief
+    # Calls of one turn start together: when they still do not fit, the ones waiting behind the current one
+    # are shown brief too (the view reads their input from the history, where they are already scheduled).
+    for index, step in enumerate(state.steps):
+        if size <= STATUS_BUDGET_BYTES:
+            break
+        if step.turn is None or step.state in FINISHED_STEP_STATES or index == state.step_index:
+            continue
+        brief = step.brief()
+        size -= entries[index][1] - _utf16_size(json.dumps(brief, ensure_ascii=False, separators=(",", ":")))
+        steps[index] = brief
     payload = state.model_dump(mode="json", exclude_none=True, exclude={"steps"})
     payload["steps"] = steps
     return payload

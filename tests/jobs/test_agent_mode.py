@@ -286,7 +286,8 @@ def test_a_job_at_its_bounds_fits_the_custom_status_limit_and_the_answer_sources
     sizes: list[int] = []
 
     def publish(status: Any) -> None:
-        sizes.append(len(json.dumps(status).encode("utf-16-le")))
+        # Measured as the host measures it: compact JSON in UTF-16 (devhost's episodes, the extension's check).
+        sizes.append(len(json.dumps(status, separators=(",", ":"), ensure_ascii=False).encode("utf-16-le")))
         ctx.custom_status = status
 
     ctx.set_custom_status = publish  # type: ignore[method-assign]
@@ -317,3 +318,54 @@ def test_a_turn_that_cannot_work_stops_the_job_and_one_that_failed_otherwise_ans
     script = Script(agent_turn=[fail("BAD_REQUEST", "not JSON")], generate_response=[ok(ANSWER_OK)])
     result, _ = job(script)
     assert result["status"] == "completed" and names(script) == ["agent_turn", "generate_response"]
+
+
+class FanOutRecorder(InlineContext):
+    """An inline context that records how many activities each fan-out started together."""
+
+    fan_outs: list[int]
+
+    def task_all(self, tasks: list[Any]) -> Any:
+        self.fan_outs.append(len(tasks))
+        return super().task_all(tasks)
+
+
+def fan_out_job(script: Script, **request: Any) -> tuple[dict[str, Any], FanOutRecorder]:
+    payload = {
+        "job_id": "j1",
+        "request": {"question": "What about refunds?", "mode": "agent", **request},
+        "policy": {"max_attempts_per_model": 3, "first_retry_ms": 1, "max_retry_ms": 5},
+    }
+    ctx = FanOutRecorder(payload, script, lambda _event: {"answer": "approve"})
+    ctx.fan_outs = []
+    return run_inline(job_orchestrator_body, ctx), ctx
+
+
+def test_the_calls_of_one_turn_that_need_no_person_start_together() -> None:
+    calls = (("consult_rag", {"query": "refunds"}), ("execute_azure_sql", {"question": "refunds"}))
+    script = Script(
+        agent_turn=[turn(*calls, ("consult_rag", {"query": "returns"})), DONE],
+        consult_rag=[ok(RAG_OK), fail("TRANSIENT"), ok(RAG_OK)],
+        execute_azure_sql=[ok(SQL_ROWS)],
+        generate_response=[ok(ANSWER_OK)],
+    )
+    result, ctx = fan_out_job(script)
+    assert result["status"] == "completed" and ctx.fan_outs == [3]
+    # The failed first attempt (the second search) is retried by the policy on its own, as any step.
+    steps = ctx.custom_status["steps"]
+    assert [s["attempts"] for s in steps[:3]] == [1, 1, 2]
+    first_ids = [p["task_id"] for n, p in script.calls[1:4]]
+    assert first_ids == ["j1:t1:1", "j1:t2:1", "j1:t3:1"]
+
+
+def test_a_call_that_may_need_a_person_is_not_started_ahead() -> None:
+    draft = ok({"sql": "SELECT 1", "tables": ["orders"], "sensitive_tables": [], "draft": True})
+    script = Script(
+        agent_turn=[turn(("execute_azure_sql", {"question": "q"}), ("consult_rag", {"query": "refunds"})), DONE],
+        execute_azure_sql=[draft, ok(SQL_ROWS)],
+        consult_rag=[ok(RAG_OK)],
+        generate_response=[ok(ANSWER_OK)],
+    )
+    result, ctx = fan_out_job(script, approval={"sql": "always"})
+    assert result["status"] == "completed" and ctx.fan_outs == []  # one call alone is no fan-out
+    assert [n for n, _ in script.calls][1:4] == ["execute_azure_sql", "execute_azure_sql", "consult_rag"]

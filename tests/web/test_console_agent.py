@@ -5,15 +5,16 @@ Headless Chromium against a real devhost running the app on embedded defaults (t
 
 from __future__ import annotations
 
-import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from playwright.sync_api import Locator, Page, expect
 
 from tests.devhost.hostproc import DevHostProcess
 from tests.jobs.jobclient import JobClient
-from tests.web.console import MIXED_Q, fill_form, open_console, status_badge, submit
+from tests.web.console import MIXED_Q, fill_form, open_console, start_host, status_badge, submit
 
 # Markup in the question reaches the tool calls' input: the console must show it as text.
 MARKUP_Q = MIXED_Q.replace("refunds after 30 days", "<b>refunds</b> after 30 days")
@@ -143,13 +144,34 @@ def test_agent_fields_are_checked_in_the_page_then_by_the_server(page: Page, hos
     expect(page.get_by_label("Max turns", exact=True)).to_be_hidden()
 
 
-def test_a_failed_executor_turn_is_shown_in_its_turn(page: Page, host: DevHostProcess, jobs: JobClient) -> None:
+def test_an_unconfigured_tool_is_refused_on_submit_naming_it(page: Page, host: DevHostProcess) -> None:
     open_console(page, host)
-    # A family tool this host does not configure: the Executor's turn fails (CONFIG_ERROR) before any model call.
-    job_id = submit(page, MIXED_Q, mode="agent", tools="http.nowhere")
-    expect(status_badge(page)).to_have_text(re.compile("Completed|Failed"))
-    lines = turn_lines(jobs.view(job_id, log_limit=1000))
-    assert lines and all("failed CONFIG_ERROR" in line for line in lines), lines
+    fill_form(page, MIXED_Q, mode="agent", tools="function.growth_rate http.nowhere")
+    page.get_by_role("button", name="Run job").click()
+    expect(page.locator("#form-error")).to_contain_text("tools.1")
+    expect(page.locator("#form-error")).to_contain_text("not configured")
+    expect(page.get_by_label("Allowed family tools", exact=True)).to_have_attribute("aria-invalid", "true")
+    assert "#job=" not in page.url
+
+
+@pytest.fixture(scope="module")
+def faulty_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevHostProcess]:
+    # The Executor's first turn fails with an error no retry fixes: the job answers from what it has (nothing).
+    proc = start_host(tmp_path_factory.mktemp("faulty-host"), env={"OFFLINE_LLM_FAULTS": "agent_turn:BAD_REQUEST:1"})
+    yield proc
+    proc.stop()
+
+
+def test_a_failed_executor_turn_is_shown_in_its_turn(page: Page, faulty_host: DevHostProcess) -> None:
+    page.goto(f"{faulty_host.base_url}/api/ui/")
+    page.wait_for_selector("html[data-ready='true']", state="attached")
+    assert faulty_host.keys is not None
+    page.get_by_label("Function key", exact=True).fill(faulty_host.keys.function)
+    page.get_by_label("Function key", exact=True).dispatch_event("change")
+    job_id = submit(page, MIXED_Q, mode="agent")
+    expect(status_badge(page)).to_have_text("Completed")
+    lines = turn_lines(JobClient(faulty_host).view(job_id, log_limit=1000))
+    assert lines and all("failed BAD_REQUEST" in line for line in lines), lines
     failed = page.locator("#agent-table tbody.turn[data-turn='1'] .reasoning li.failed .log-message")
     expect(failed).to_have_text(lines)
     expect(page.locator("#agent-table tbody.turn")).to_have_count(2)  # turn 1, then the answer
