@@ -7,9 +7,11 @@ Method
   its body. One job is in flight at a time, on embedded defaults (SQLite state, offline answer writer).
 - A job of N calls runs ceil(N/8) + 1 Executor turns, N ``call_tool`` activities and the answer step.
   Its wall time is the history's ExecutionStarted to ExecutionCompleted (server clock, no HTTP polling);
-  the activities' own time is the sum of their bodies. Everything else is orchestration: the episodes and
+  the activities' own time is the time during which at least one body ran (the calls of one turn start
+  together, so their bodies overlap and a sum would count shared time twice). Everything else is
+  orchestration: the episodes and
   their replays, the state commits, the custom status the loop publishes after every call, dispatch.
-- Overhead per tool call = (wall - activity bodies) / N, median over jobs; the whole job's overhead
+- Overhead per tool call = (wall - time covered by activity bodies) / N, median over jobs; the whole job's overhead
   (the turns and the answer step included) is charged to its tool calls. The marginal cost of one more
   call (the slope between the smallest and largest sizes) and the host process's CPU time per call
   outside the activity bodies (which moves less with other load on the machine) are printed too.
@@ -48,6 +50,8 @@ class AgentJob:
     activities: int
     wall_s: float
     body_s: float
+    # The bodies' times added up: what they cost in CPU when they ran side by side on the host's threads.
+    body_sum_s: float = 0.0
 
     @property
     def overhead_per_call_ms(self) -> float:
@@ -63,11 +67,22 @@ def sizes_from_env() -> list[tuple[int, int]]:
     return [(int(calls), int(jobs)) for calls, _, jobs in (item.partition(":") for item in text.split(","))]
 
 
-def body_times(path: Path, job_id: str) -> list[float]:
-    """Seconds inside each activity body of one job, from the file the bench app appends to."""
+def body_times(path: Path, job_id: str) -> list[tuple[float, float]]:
+    """(start, seconds) of each activity body of one job, from the file the bench app appends to."""
     prefix = f"{job_id}:"
     rows = (line.split() for line in path.read_text(encoding="utf-8").splitlines())
-    return [float(seconds) for task_id, seconds in rows if task_id.startswith(prefix)]
+    return [(float(start), float(seconds)) for task_id, seconds, start in rows if task_id.startswith(prefix)]
+
+
+def covered(bodies: list[tuple[float, float]]) -> float:
+    """Seconds during which at least one activity body ran (bodies of one turn's calls overlap)."""
+    total, reach = 0.0, float("-inf")
+    for start, seconds in sorted(bodies):
+        end = start + seconds
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
 
 
 def run_job(host: DevHostProcess, times: Path, calls: int) -> AgentJob:
@@ -95,7 +110,13 @@ def run_job(host: DevHostProcess, times: Path, calls: int) -> AgentJob:
     completed = sum(1 for e in events if e["EventType"] == "TaskCompleted")
     if len(bodies) != completed:
         raise RuntimeError(f"{len(bodies)} timed activity bodies for {completed} completed activities of {job_id}")
-    return AgentJob(calls=calls, activities=completed, wall_s=ended - started, body_s=sum(bodies))
+    return AgentJob(
+        calls=calls,
+        activities=completed,
+        wall_s=ended - started,
+        body_s=covered(bodies),
+        body_sum_s=sum(s for _, s in bodies),
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -117,7 +138,7 @@ def main(argv: list[str]) -> int:
                 cpu_before = cpu_seconds(pid)
                 results[calls] = [run_job(host, times, calls) for _ in range(jobs)]
                 # The activities run inside the host process: their bodies' time is taken off its CPU time.
-                spent = cpu_seconds(pid) - cpu_before - sum(r.body_s for r in results[calls])
+                spent = cpu_seconds(pid) - cpu_before - sum(r.body_sum_s for r in results[calls])
                 cpu_ms[calls] = spent * 1000 / (calls * jobs)
         finally:
             host.stop()

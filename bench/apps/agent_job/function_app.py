@@ -4,7 +4,7 @@ Two changes from function_app.py, both for measuring: the Executor is scripted (
 cheap built-in ``function.percent_change`` up to 8 times until the job's tool calls are spent, then
 ``format_output``; every other model call goes to the offline model), and every activity is the
 product's own executor call timed from inside, its body time appended to ``BENCH_BODY_TIMES`` as
-``<task_id> <seconds>`` so the benchmark can subtract exactly the time the activities themselves took.
+``<task_id> <seconds> <start>`` so the benchmark can subtract exactly the time the activities themselves took.
 """
 
 from __future__ import annotations
@@ -67,7 +67,9 @@ def _timed(executor_type: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
             spent = time.perf_counter() - started
             if _TIMES:
                 with _LOCK, open(_TIMES, "a", encoding="utf-8") as out:
-                    out.write(f"{payload.get('task_id')} {spent:.9f}\n")
+                    # Start and end on the host's monotonic clock: calls of one turn overlap, so the bench
+                    # subtracts the time covered by at least one body, not the sum of them.
+                    out.write(f"{payload.get('task_id')} {spent:.9f} {started:.9f}\n")
 
     activity.__name__ = activity.__qualname__ = executor_type
     return activity
