@@ -10,9 +10,6 @@ only the orchestrator writes.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -21,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from shared.jobs.contracts import ExecutorInput, ExecutorOutput
 from shared.jobs.plan import ASK_USER, AskUserInput, Plan, PlanStep
+from shared.runtime.plugins import PackageModules
 
 if TYPE_CHECKING:
     from shared.providers.clients import Clients
@@ -60,10 +58,8 @@ AGENT_TURN = "agent_turn"
 CALL_TOOL = "call_tool"
 
 _REGISTRY: dict[str, ExecutorSpec] = {}
-_LOADED = False
-_LOCK = threading.Lock()
 # Modules of this package that are infrastructure, not executors.
-_NOT_EXECUTORS = {"runner", "common"}
+_MODULES = PackageModules(__name__, skip={"runner", "common", "decisions"})
 
 
 def register(
@@ -109,16 +105,7 @@ def register(
 
 
 def _load_all() -> None:
-    global _LOADED
-    if _LOADED:
-        return
-    with _LOCK:
-        if _LOADED:
-            return
-        for module in pkgutil.iter_modules(__path__):
-            if module.name not in _NOT_EXECUTORS and not module.name.startswith("_"):
-                importlib.import_module(f"{__name__}.{module.name}")
-        _LOADED = True
+    _MODULES.load()
 
 
 def executor_types() -> list[str]:

@@ -12,6 +12,7 @@ import ipaddress
 import json
 import os
 import re
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -54,6 +55,20 @@ _HTTP_RESERVED_HEADERS = frozenset(
 )
 # Header names whose values are credentials: only ever by reference to an app setting, never written inline.
 _HTTP_SECRET_HEADER = re.compile(r"authorization|cookie|key|token|secret|password|signature", re.IGNORECASE)
+
+
+def _check_header_name(header: str, reserved: frozenset[str]) -> None:
+    """A header a tool's configuration may set: a plain name, and none that the client sets itself."""
+    if not re.fullmatch(r"[A-Za-z0-9-]{1,64}", header) or header.lower() in reserved:
+        raise ValueError(f"header {header!r} cannot be set by configuration")
+
+
+def _check_identity(auth: str, scope: str | None, headers: Mapping[str, object]) -> None:
+    """Managed identity needs a token scope, and it writes the Authorization header itself."""
+    if auth == "managed_identity" and not scope:
+        raise ValueError("auth managed_identity needs a scope")
+    if auth == "managed_identity" and any(h.lower() == "authorization" for h in headers):
+        raise ValueError("auth managed_identity sets the Authorization header itself")
 
 
 class SettingRef(BaseModel):
@@ -123,8 +138,7 @@ class HttpToolSetting(BaseModel):
     @classmethod
     def _check_headers(cls, value: dict[str, str | SettingRef]) -> dict[str, str | SettingRef]:
         for header, given in value.items():
-            if not re.fullmatch(r"[A-Za-z0-9-]{1,64}", header) or header.lower() in _HTTP_RESERVED_HEADERS:
-                raise ValueError(f"header {header!r} cannot be set by configuration")
+            _check_header_name(header, _HTTP_RESERVED_HEADERS)
             if isinstance(given, str) and _HTTP_SECRET_HEADER.search(header):
                 raise ValueError(f'header {header!r} carries a credential: give it as {{"setting": "<APP_SETTING>"}}')
             if isinstance(given, str) and ("\r" in given or "\n" in given):
@@ -133,10 +147,7 @@ class HttpToolSetting(BaseModel):
 
     @model_validator(mode="after")
     def _check_credentials(self) -> HttpToolSetting:
-        if self.auth == "managed_identity" and not self.scope:
-            raise ValueError("auth managed_identity needs a scope")
-        if self.auth == "managed_identity" and any(h.lower() == "authorization" for h in self.headers):
-            raise ValueError("auth managed_identity sets the Authorization header itself")
+        _check_identity(self.auth, self.scope, self.headers)
         parts = urlsplit(self.url)
         sends_secrets = self.auth != "none" or any(isinstance(v, SettingRef) for v in self.headers.values())
         if sends_secrets and parts.scheme == "http" and (parts.hostname or "") not in self.private_hosts:
@@ -189,18 +200,14 @@ class McpServer(BaseModel):
     @classmethod
     def _check_headers(cls, value: dict[str, str]) -> dict[str, str]:
         for header, setting in value.items():
-            if not re.fullmatch(r"[A-Za-z0-9-]{1,64}", header) or header.lower() in _MCP_RESERVED_HEADERS:
-                raise ValueError(f"header {header!r} cannot be set by configuration")
+            _check_header_name(header, _MCP_RESERVED_HEADERS)
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", setting):
                 raise ValueError(f"header {header!r} must name an app setting (letters, digits, underscores)")
         return value
 
     @model_validator(mode="after")
     def _check_auth(self) -> McpServer:
-        if self.auth == "managed_identity" and not self.scope:
-            raise ValueError("auth managed_identity needs a scope")
-        if self.auth == "managed_identity" and any(h.lower() == "authorization" for h in self.headers):
-            raise ValueError("auth managed_identity sets the Authorization header itself")
+        _check_identity(self.auth, self.scope, self.headers)
         return self
 
 

@@ -8,12 +8,10 @@ family as a prefix (``http.weather``), so one job's allowed list names tools of 
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from shared.runtime.plugins import PackageModules
 from shared.tools.base import Tool, ToolContext, ToolResult, ToolSpec, run_tool
 
 if TYPE_CHECKING:
@@ -28,9 +26,7 @@ _FAMILIES: dict[str, FamilyLoader] = {}
 # whether a name can be one of theirs; the others are checked against their loaded members.
 Declares = Callable[["Settings", str], bool]
 _DECLARES: dict[str, Declares] = {}
-_LOCK = threading.Lock()
-_LOADED = False
-_NOT_FAMILIES = {"base"}
+_MODULES = PackageModules(__name__, skip={"base"})
 
 __all__ = [
     "Tool",
@@ -60,16 +56,7 @@ def register_family(name: str, *, declares: Declares | None = None) -> Callable[
 
 
 def _load_all() -> None:
-    global _LOADED
-    if _LOADED:
-        return
-    with _LOCK:
-        if _LOADED:
-            return
-        for module in pkgutil.iter_modules(__path__):
-            if module.name not in _NOT_FAMILIES and not module.name.startswith("_"):
-                importlib.import_module(f"{__name__}.{module.name}")
-        _LOADED = True
+    _MODULES.load()
 
 
 def family_names() -> list[str]:

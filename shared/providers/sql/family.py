@@ -19,14 +19,12 @@ without building a client that may need a driver).
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from shared.jobs.contracts import ErrorCode, ProviderError
+from shared.runtime.plugins import PackageModules
 
 if TYPE_CHECKING:
     from shared.providers.interfaces import SqlDatabase
@@ -51,10 +49,11 @@ class DatabaseMember:
 
 
 _MEMBERS: dict[str, DatabaseMember] = {}
-_LOCK = threading.Lock()
-_LOADED = False
 # Modules of this package that are not members: importing them registers nothing.
-_NOT_MEMBERS = frozenset({"family", "guard", "bounds", "columns", "catalog", "sampledata", "odbc", "sqlite_limits"})
+_MODULES = PackageModules(
+    "shared.providers.sql",
+    skip={"family", "guard", "bounds", "columns", "catalog", "sampledata", "odbc", "sqlite_limits"},
+)
 
 
 def register_database(
@@ -80,17 +79,7 @@ def register_database(
 
 
 def _load_all() -> None:
-    global _LOADED
-    if _LOADED:
-        return
-    with _LOCK:
-        if _LOADED:
-            return
-        package = importlib.import_module("shared.providers.sql")
-        for module in pkgutil.iter_modules(package.__path__):
-            if module.name not in _NOT_MEMBERS and not module.name.startswith("_"):
-                importlib.import_module(f"shared.providers.sql.{module.name}")
-        _LOADED = True
+    _MODULES.load()
 
 
 def providers() -> list[str]:
