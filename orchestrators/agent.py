@@ -90,6 +90,7 @@ class AgentLoop:
         """One Executor turn (an activity under the policy); None when it failed or its output is not valid."""
         run, limits = self.run, self.run.job.request.agent
         run.state.turns = turn
+        run.publish()  # the view says which turn the Executor is on while it thinks
         task = {
             "question": run.job.request.question,
             "transcript": [r.model_dump(mode="json") for r in self.transcript[-MAX_TRANSCRIPT:]],
@@ -123,10 +124,11 @@ class AgentLoop:
                 break
             todo.append(call)
         opened = [(call, self.open_step(call, turn)) for call in todo]
-        self.run.publish()
         yield from self.prefetch(opened)
         for call, step in opened:
             self.transcript.append((yield from self.close_step(call, step)))
+        # One publish for the turn: every wait inside a step (a retry, a question, a new attempt) publishes first.
+        self.run.publish()
         return done
 
     def prefetch(self, opened: list[tuple[AgentToolCall, StepState]]) -> Gen:
@@ -135,12 +137,18 @@ class AgentLoop:
         Each result waits in ``JobRun.prefetched`` for the step that would have scheduled it, which then
         goes on as usual (retries, failures, the envelope), so the only change is that they ran at once.
         """
-        firsts = [first for call, step in opened if (first := self.first_attempt(call, step.id))]
+        firsts = [(step, first) for call, step in opened if (first := self.first_attempt(call, step.id))]
         if len(firsts) < 2:
+            self.run.publish()
             return
+        for step, (_name, payload) in firsts:
+            # The first attempt starts now; the step's own call takes its result instead of scheduling it.
+            step.attempts = 1
+            step.model = payload["execution_context"]["model"]
+        self.run.publish()
         ctx = self.run.ctx
-        results = yield ctx.task_all([ctx.call_activity(name, payload) for name, payload in firsts])
-        for (_name, payload), raw in zip(firsts, results, strict=True):
+        results = yield ctx.task_all([ctx.call_activity(name, payload) for _step, (name, payload) in firsts])
+        for (_step, (_name, payload)), raw in zip(firsts, results, strict=True):
             self.run.prefetched[payload["task_id"]] = raw
 
     def first_attempt(self, call: AgentToolCall, step_id: str) -> tuple[str, dict[str, Any]] | None:
@@ -199,7 +207,6 @@ class AgentLoop:
         else:
             step.state = "failed"
         step.tool_output = _short(_summary(record.data) if record.success else record.error)
-        run.publish()
         return record
 
     def dispatch(self, call: AgentToolCall, args: Any, step: StepState) -> Gen:

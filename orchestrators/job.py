@@ -460,6 +460,8 @@ class JobRun:
             attempt = self.internal_calls[executor_type] = self.internal_calls.get(executor_type, 0) + 1
             if executor_type == PLAN:
                 self.log("planning attempt %d", attempt)
+        elif step.attempts and f"{self.job.job_id}:{step.id}:{step.attempts}" in self.prefetched:
+            attempt = step.attempts  # its turn started this attempt and has shown it running since
         else:
             attempt = step.attempts + 1
             step.attempts = attempt
@@ -467,10 +469,11 @@ class JobRun:
             _clear_retry(step)
             step.model = model
             self.publish()
-        inp = self.executor_input(step_id, executor_type, task, context, model, attempt)
-        if inp.task_id in self.prefetched:
-            raw = self.prefetched.pop(inp.task_id)  # scheduled ahead with the other calls of its turn
+        task_id = f"{self.job.job_id}:{step_id or executor_type}:{attempt}"
+        if task_id in self.prefetched:
+            raw = self.prefetched.pop(task_id)  # scheduled ahead with the other calls of its turn
         else:
+            inp = self.executor_input(step_id, executor_type, task, context, model, attempt)
             raw = yield self.ctx.call_activity(executor_type, inp.model_dump(mode="json"))
         out = ExecutorOutput.model_validate(_as_dict(raw))
         self.add_usage(step, out.usage, executor_type)
