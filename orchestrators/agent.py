@@ -57,21 +57,48 @@ class ToolStepFailed(Exception):
 
 
 class AgentLoop:
-    """One agent-mode job: Executor turns, their tool calls as steps, then the answer with citations."""
+    """Executor turns and their tool calls: a whole agent-mode job, or one ``agent`` step of a planned job.
 
-    def __init__(self, run: JobRun) -> None:
+    For a job, each tool call is a step of the job and the answer step follows. For a step (``parent``),
+    the calls are the parent step's own, numbered ``<step>-t<n>``; what they found becomes its output.
+    """
+
+    def __init__(self, run: JobRun, question: str | None = None, parent: StepState | None = None) -> None:
         self.run = run
+        self.question = question or run.job.request.question
+        self.parent = parent
         self.transcript: list[ToolCallRecord] = []
         self.calls = 0
+        self.turns = 0
         # What the user told the Executor: the answer is written for the question as the user explained it.
         self.replies: list[str] = []
+        # Agent step: the outputs of its lookups, the sources its output hands to the answer.
+        self.found: list[dict[str, Any]] = []
+
+    def work_step(self) -> Gen:
+        """An agent step: turns until the Executor is done or a bound is reached; its output is what was found."""
+        yield from self.loop()
+        assert self.parent is not None
+        self.parent.tool_output = _short(f"{self.calls} tool calls in {self.turns} turns")
+        return {
+            "question": self.question,
+            "turns": self.turns,
+            "tool_calls": [{"id": r.id, "tool": r.tool, "success": r.success} for r in self.transcript],
+            "parts": self.found,
+        }
 
     def work(self) -> Gen:
         """Run turns until the Executor calls format_output, stops calling tools, or a bound is reached."""
-        run, limits = self.run, self.run.job.request.agent
+        run = self.run
         run.state.plan_status = "agent"
         run.state.status = "running"
         run.publish()
+        yield from self.loop()
+        return (yield from self.write_answer())
+
+    def loop(self) -> Gen:
+        """Executor turns and their calls, within the job's agent bounds."""
+        run, limits = self.run, self.run.job.request.agent
         for turn in range(1, limits.max_turns + 1):
             if self.calls >= limits.max_tool_calls:
                 # No call of a further turn could run: it would only spend tokens (and may hit the budget).
@@ -84,15 +111,16 @@ class AgentLoop:
                 break
         else:
             run.log("the Executor used all %d turns", limits.max_turns)
-        return (yield from self.write_answer())
 
     def turn(self, turn: int) -> Gen:
         """One Executor turn (an activity under the policy); None when it failed or its output is not valid."""
         run, limits = self.run, self.run.job.request.agent
-        run.state.turns = turn
+        self.turns = turn
+        if self.parent is None:
+            run.state.turns = turn
         run.publish()  # the view says which turn the Executor is on while it thinks
         task = {
-            "question": run.job.request.question,
+            "question": self.question,
             "transcript": [r.model_dump(mode="json") for r in self.transcript[-MAX_TRANSCRIPT:]],
             "turns_left": limits.max_turns - turn + 1,
             "calls_left": max(0, limits.max_tool_calls - self.calls),
@@ -180,7 +208,7 @@ class AgentLoop:
         run = self.run
         self.calls += 1
         step = StepState(
-            id=f"t{self.calls}",
+            id=f"t{self.calls}" if self.parent is None else f"{self.parent.id[:24]}-t{self.calls}",
             kind=call.tool[:64],
             title=f"{call.tool} (turn {turn})"[:200],
             turn=turn,
@@ -188,14 +216,16 @@ class AgentLoop:
             state="running",
             started_at=run.now_iso(),
         )
-        run.state.steps.append(step)
-        run.state.step_index = len(run.state.steps) - 1
+        if self.parent is None:
+            run.state.steps.append(step)
+            run.state.step_index = len(run.state.steps) - 1
         return step
 
     def close_step(self, call: AgentToolCall, step: StepState) -> Gen:
         """Work one opened call to its end; returns the record the Executor sees next turn."""
         run = self.run
-        run.state.step_index = run.state.steps.index(step)
+        if self.parent is None:
+            run.state.step_index = run.state.steps.index(step)
         run.skip_reason = None
         record = yield from self.dispatch(call, call.arguments(), step)
         step.ended_at = run.now_iso()
@@ -259,6 +289,7 @@ class AgentLoop:
         result = yield from self.run.run_step(spec, step)
         if result is not None:
             self.run.outputs[step.id] = result
+            self.found.append(result)
         return result
 
     def ask_user(self, args: dict[str, Any], step: StepState) -> Gen:

@@ -59,7 +59,17 @@ from shared.jobs.models import (
     Waiting,
     custom_status,
 )
-from shared.jobs.plan import ALREADY_DONE, ASK_USER, AskUserInput, Plan, PlanStep, SupervisorDecision
+from shared.jobs.plan import (
+    AGENT_STEP,
+    ALREADY_DONE,
+    ASK_USER,
+    ORCHESTRATOR_KINDS,
+    AgentStepInput,
+    AskUserInput,
+    Plan,
+    PlanStep,
+    SupervisorDecision,
+)
 from shared.runtime import telemetry
 
 logger = logging.getLogger(__name__)
@@ -258,7 +268,11 @@ class JobRun:
                 if _writes_answer(spec.kind):
                     answer = result
             self.publish()
-            if self.job.request.mode == "hybrid" and spec.kind != ASK_USER and not _writes_answer(spec.kind):
+            if (
+                self.job.request.mode == "hybrid"
+                and spec.kind not in ORCHESTRATOR_KINDS
+                and not _writes_answer(spec.kind)
+            ):
                 replacement = yield from self.supervise(spec, step, steps, index)
                 if replacement is not None:
                     steps = steps[: index + 1] + replacement
@@ -290,6 +304,10 @@ class JobRun:
             text = reply.action() if isinstance(reply.answer, str) else json.dumps(reply.answer)
             self.clarifications[spec.id] = text
             return {"answer": text}
+
+        if spec.kind == AGENT_STEP:
+            part = AgentStepInput.model_validate(self.task_for(spec))
+            return (yield from AgentLoop(self, part.question, step).work_step())
 
         task = self.task_for(spec)
         if _runs_sql(spec.kind):
@@ -343,8 +361,7 @@ class JobRun:
         """Compact sources for the answer: chunks and SQL rows of the steps it depends on."""
         wanted = spec.depends_on or list(self.outputs)
         sources: list[dict[str, Any]] = []
-        for step_id in wanted:
-            out = self.outputs.get(step_id) or {}
+        for step_id, out in _lookups(wanted, self.outputs):
             for chunk in out.get("chunks", []):
                 sources.append(
                     {
@@ -891,6 +908,16 @@ def _caller(step: StepState | None, executor_type: str) -> Caller:
     if executor_type == PLAN:
         return "plan"
     return "executor" if executor_type == AGENT_TURN else "supervise"
+
+
+def _lookups(wanted: list[str], outputs: dict[str, dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """The outputs of the wanted steps, an agent step's lookups (its ``parts``) each as its own."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    for step_id in wanted:
+        out = outputs.get(step_id) or {}
+        found.append((step_id, out))
+        found.extend((step_id, part) for part in out.get("parts") or [] if isinstance(part, dict))
+    return found
 
 
 def _is_pending(step: StepState) -> bool:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 
 from shared.jobs.contracts import ExecutorInput, ExecutorOutput
-from shared.jobs.plan import ASK_USER, AskUserInput, Plan, PlanStep
+from shared.jobs.plan import ORCHESTRATOR_KINDS, Plan, PlanStep
 from shared.runtime.plugins import PackageModules
 
 if TYPE_CHECKING:
@@ -164,12 +164,12 @@ class StepInputError(ValueError):
 
 
 def input_model_for(kind: str) -> type[BaseModel]:
-    """The typed input model of a step kind (ask_user included); StepInputError for an unknown kind."""
-    if kind == ASK_USER:
-        return AskUserInput
+    """The typed input model of a step kind (the orchestrator's own kinds included); StepInputError if unknown."""
+    if kind in ORCHESTRATOR_KINDS:
+        return ORCHESTRATOR_KINDS[kind][0]
     spec = get_executor(kind)
     if spec is None or spec.internal or spec.input_model is None:
-        known = sorted([*step_kinds(), ASK_USER])
+        known = sorted([*step_kinds(), *ORCHESTRATOR_KINDS])
         raise StepInputError(None, f"unknown step kind {kind!r}; known: {known}")
     return spec.input_model
 
@@ -250,7 +250,7 @@ def check_step(step: PlanStep) -> PlanStep:
     """Check one plan step against its kind's typed input (the kind's text field non-empty); ValueError says why."""
     field = text_field_of(step.kind)
     value = step.input.get(field)
-    known = step.kind == ASK_USER or get_executor(step.kind) is not None
+    known = step.kind in ORCHESTRATOR_KINDS or get_executor(step.kind) is not None
     if known and (not isinstance(value, str) or not value.strip()):
         raise ValueError(f"step {step.id!r} ({step.kind}) needs a non-empty input.{field}")
     try:

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from shared.executors import PLAN, check_plan, input_model_for, register, step_kinds
 from shared.executors.common import call_llm, usage_of
 from shared.jobs.contracts import ErrorCode, ExecutorInput, ExecutorOutput
-from shared.jobs.plan import ASK_USER, Plan, PlanStep
+from shared.jobs.plan import ORCHESTRATOR_KINDS, Plan, PlanStep
 from shared.providers.interfaces import LLMTask
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ def plan_output_model() -> type[BaseModel]:
     OpenAI's strict mode) can only produce steps whose input fits their kind. ``Plan`` stays the validator
     of what the orchestrator runs; this is only what the model is given.
     """
-    kinds = tuple((kind, input_model_for(kind)) for kind in [*sorted(step_kinds()), ASK_USER])
+    kinds = tuple((kind, input_model_for(kind)) for kind in [*sorted(step_kinds()), *ORCHESTRATOR_KINDS])
     cached = _PLAN_MODELS.get(kinds)
     if cached is not None:
         return cached
@@ -107,7 +107,7 @@ def plan(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
             "question": task.question,
             "catalog": clients.catalog.prompt_view(),
             "documents": clients.document_titles(),
-            "step_kinds": kinds | {ASK_USER: "Ask the user a clarifying question with options."},
+            "step_kinds": kinds | {kind: text for kind, (_model, text) in ORCHESTRATOR_KINDS.items()},
             "repair": _repair_lines(task.repair),
         },
         plan_output_model(),
@@ -128,7 +128,7 @@ def plan(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
 
 def _checked_plan(raw: dict[str, Any], kinds: dict[str, str]) -> Plan | str:
     """The plan checked against the registry (kinds, typed inputs, an answer step), or what is wrong with it."""
-    unknown = [s.get("kind") for s in raw.get("steps", []) if s.get("kind") != ASK_USER and s.get("kind") not in kinds]
+    unknown = [s.get("kind") for s in raw.get("steps", []) if s.get("kind") not in ORCHESTRATOR_KINDS | kinds]
     if unknown:
         return f"the plan uses unknown step kinds {unknown}; known: {sorted(kinds)}"
     try:

@@ -6,10 +6,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-# Step kinds are executor types from the registry, plus "ask_user". The domain does not know the kinds:
-# ``shared.executors.check_plan`` checks a plan against the registry (kinds, typed inputs, an answer step).
+# Step kinds are executor types from the registry, plus the kinds the orchestrator works itself (below). The
+# domain does not know the registry: ``shared.executors.check_plan`` checks a plan against it.
 StepKind = str
 ASK_USER = "ask_user"
+# A step the agent-mode Executor works with tools (a bounded loop inside a planned job).
+AGENT_STEP = "agent"
 
 
 class AskUserInput(BaseModel):
@@ -19,6 +21,25 @@ class AskUserInput(BaseModel):
 
     question: str = Field(min_length=1, max_length=1000)
     options: list[str] = Field(default_factory=list, max_length=8)
+
+
+class AgentStepInput(BaseModel):
+    """The input of an agent step: the part of the question the Executor works with tools."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    question: str = Field(min_length=1, max_length=2000)
+
+
+# The kinds the orchestrator works itself, with their typed input and what the planner is told of them.
+ORCHESTRATOR_KINDS: dict[str, tuple[type[BaseModel], str]] = {
+    ASK_USER: (AskUserInput, "Ask the user a clarifying question with options."),
+    AGENT_STEP: (
+        AgentStepInput,
+        "Let the Executor work this part of the question with tools (documents, data, the job's tools), "
+        "calling them as it sees fit; for a part that needs several lookups chosen as results come in.",
+    ),
+}
 
 
 class PlanStep(BaseModel):

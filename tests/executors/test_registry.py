@@ -88,7 +88,7 @@ def test_the_planner_is_held_to_one_step_shape_per_kind(web_lookup: str) -> None
     variants = {
         d["properties"]["kind"]["const"]: d for d in schema["$defs"].values() if "kind" in d.get("properties", {})
     }
-    assert set(variants) == {"consult_rag", "execute_azure_sql", "generate_response", "ask_user", web_lookup}
+    assert set(variants) == {"consult_rag", "execute_azure_sql", "generate_response", "ask_user", "agent", web_lookup}
     web_input = schema["$defs"][variants[web_lookup]["properties"]["input"]["$ref"].split("/")[-1]]
     assert set(web_input["properties"]) == {"url_query"} and web_input["additionalProperties"] is False
     # A step that puts another kind's field in its input does not validate.

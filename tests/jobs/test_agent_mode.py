@@ -369,3 +369,52 @@ def test_a_call_that_may_need_a_person_is_not_started_ahead() -> None:
     result, ctx = fan_out_job(script, approval={"sql": "always"})
     assert result["status"] == "completed" and ctx.fan_outs == []  # one call alone is no fan-out
     assert [n for n, _ in script.calls][1:4] == ["execute_azure_sql", "execute_azure_sql", "consult_rag"]
+
+
+# --- an agent step inside a planned job --------------------------------------------------------------------
+
+AGENT_PLAN = {
+    "steps": [
+        {"id": "s1", "kind": "agent", "title": "work it", "input": {"question": "refunds and their numbers"}},
+        {"id": "s2", "kind": "generate_response", "title": "answer", "input": {"question": "q"}, "depends_on": ["s1"]},
+    ]
+}
+
+
+def test_a_planned_agent_step_works_its_part_with_tools_and_the_answer_cites_what_it_found() -> None:
+    script = Script(
+        plan=[ok(AGENT_PLAN)],
+        agent_turn=[turn(("consult_rag", {"query": "refunds"}), ("execute_azure_sql", {"question": "refunds"})), DONE],
+        consult_rag=[ok(RAG_OK)],
+        execute_azure_sql=[ok({**SQL_ROWS, "source_id": "sql:s1-t2"})],
+        generate_response=[ok(ANSWER_OK)],
+    )
+    result, ctx = job(script, mode="deterministic")
+    assert result["status"] == "completed"
+    steps = ctx.custom_status["steps"]
+    # The plan's steps stay as planned; the agent step's calls are its own, numbered after it.
+    assert [(s["id"], s["kind"], s["state"]) for s in steps] == [
+        ("s1", "agent", "succeeded"),
+        ("s2", "generate_response", "succeeded"),
+    ]
+    assert steps[0]["tool_output"] == "2 tool calls in 2 turns"
+    turns = [p["task"] for n, p in script.calls if n == "agent_turn"]
+    assert turns[0]["question"] == "refunds and their numbers"
+    assert [p["task_id"] for n, p in script.calls if n in ("consult_rag", "execute_azure_sql")] == [
+        "j1:s1-t1:1",
+        "j1:s1-t2:1",
+    ]
+    sources = script.calls[-1][1]["execution_context"]["sources"]
+    assert {s["source_id"] for s in sources} == {"policy#1", "sql:s1-t2"}
+    assert ctx.custom_status["executor_usage"]["total_tokens"] == 40
+
+
+def test_an_agent_step_takes_only_a_question() -> None:
+    plan = {
+        "steps": [
+            {"id": "s1", "kind": "agent", "title": "w", "input": {"question": "q", "tools": ["http.x"]}},
+            {"id": "s2", "kind": "generate_response", "title": "answer", "input": {"question": "q"}},
+        ]
+    }
+    result, _ = job(Script(plan=[ok(plan)]), mode="deterministic")
+    assert result["status"] == "failed" and "input.tools may not be set on a agent step" in result["error"]["message"]
