@@ -22,6 +22,7 @@ from shared.executors import AGENT_TURN, CALL_TOOL, PLAN, SUPERVISE, kinds_where
 from shared.jobs.agent import AgentLimits
 from shared.jobs.contracts import Usage
 from shared.jobs.models import TERMINAL_RUNTIME, JobState, StepState
+from shared.jobs.plan import AGENT_STEP
 from shared.runtime.streaming.local import PartialOutput
 
 logger = logging.getLogger(__name__)
@@ -247,6 +248,38 @@ def step_outputs(history: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any
     return outputs, drafts
 
 
+def agent_step_calls(history: list[dict[str, Any]], step_ids: set[str]) -> dict[str, list[dict[str, Any]]]:
+    """The tool calls of each agent step (``<step>-t<n>``), from the history: tool, input, result, time, usage.
+
+    One entry per call, its last attempt; a call still running has no entry until its result is in.
+    """
+    calls: dict[str, dict[str, dict[str, Any]]] = {}
+    for event in history:
+        if event.get("EventType") not in ("TaskCompleted", "TaskFailed"):
+            continue
+        call_id, attempt, inp = _task_ref(event)
+        parent, sep, number = str(call_id).rpartition("-t")
+        if not sep or parent not in step_ids or not number.isdigit():
+            continue
+        given = inp.get("task")
+        task: dict[str, Any] = given if isinstance(given, dict) else {}
+        result = decode(event.get("Result"))
+        body: dict[str, Any] = result if isinstance(result, dict) else {}
+        failed = event.get("EventType") == "TaskFailed" or body.get("status") == "failed"
+        calls.setdefault(parent, {})[str(call_id)] = {
+            "id": call_id,
+            "tool": task.get("tool") if inp.get("executor_type") == CALL_TOOL else inp.get("executor_type"),
+            "input": task.get("arguments") if inp.get("executor_type") == CALL_TOOL else task,
+            "state": "failed" if failed else "succeeded",
+            "attempts": attempt,
+            "output": body.get("result"),
+            "error": body.get("error") if failed else None,
+            "duration_ms": _ms_between(event.get("ScheduledTime"), event.get("Timestamp")),
+            "usage": body.get("usage"),
+        }
+    return {parent: list(by_id.values()) for parent, by_id in calls.items()}
+
+
 def brief_step_facts(history: list[dict[str, Any]], step_ids: set[str]) -> dict[str, dict[str, Any]]:
     """What the history tells of brief steps (``custom_status``): attempts, times, usage and the call's input."""
     facts: dict[str, dict[str, Any]] = {}
@@ -355,6 +388,10 @@ def build_view(
         facts = brief_step_facts(history, {step.id for step in state.steps if not step.title})
         state.steps = [_fill_brief(step, facts.get(step.id)) if not step.title else step for step in state.steps]
     steps = [_step_entry(step, runtime, outputs, drafts) for step in (state.steps if state else [])]
+    agent_steps = {step["id"] for step in steps if step.get("kind") == AGENT_STEP}
+    if agent_steps:
+        for entry_id, calls in agent_step_calls(history, agent_steps).items():
+            next(e for e in steps if e["id"] == entry_id)["tool_calls"] = calls
     live: list[dict[str, Any]] = []
     if runtime not in TERMINAL_RUNTIME and any(
         e.get("state") == "running" and e.get("kind") in _streaming_kinds() and "output" not in e for e in steps

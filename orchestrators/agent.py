@@ -72,8 +72,9 @@ class AgentLoop:
         self.turns = 0
         # What the user told the Executor: the answer is written for the question as the user explained it.
         self.replies: list[str] = []
-        # Agent step: the outputs of its lookups, the sources its output hands to the answer.
+        # Agent step: the outputs of its lookups (the sources its output hands to the answer) and its reasoning.
         self.found: list[dict[str, Any]] = []
+        self.reasoning: list[str] = []
 
     def work_step(self) -> Gen:
         """An agent step: turns until the Executor is done or a bound is reached; its output is what was found."""
@@ -83,6 +84,7 @@ class AgentLoop:
         return {
             "question": self.question,
             "turns": self.turns,
+            "reasoning": self.reasoning,
             "tool_calls": [{"id": r.id, "tool": r.tool, "success": r.success} for r in self.transcript],
             "parts": self.found,
         }
@@ -135,6 +137,8 @@ class AgentLoop:
             run.log("executor turn %d is not valid (%s); writing the answer", turn, str(exc)[:200])
             return None
         run.log("executor turn %d: %s", turn, decided.reasoning[:500] or "(no reasoning given)")
+        if decided.reasoning:
+            self.reasoning.append(decided.reasoning[:2000])
         return decided
 
     def run_calls(self, calls: list[AgentToolCall], turn: int) -> Gen:

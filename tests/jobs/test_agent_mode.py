@@ -407,6 +407,49 @@ def test_a_planned_agent_step_works_its_part_with_tools_and_the_answer_cites_wha
     sources = script.calls[-1][1]["execution_context"]["sources"]
     assert {s["source_id"] for s in sources} == {"policy#1", "sql:s1-t2"}
     assert ctx.custom_status["executor_usage"]["total_tokens"] == 40
+    assert result["status"] == "completed"
+    agent_out = next(p for n, p in script.calls if n == "generate_response")["execution_context"]["sources"]
+    assert agent_out  # the step's lookups are the answer's sources
+
+
+def test_the_view_shows_an_agent_steps_calls_from_the_history() -> None:
+    from api.view import agent_step_calls
+
+    history = [
+        {
+            "EventType": "TaskCompleted",
+            "FunctionName": "consult_rag",
+            "ScheduledTime": "2026-01-01T00:00:00.000Z",
+            "Timestamp": "2026-01-01T00:00:00.250Z",
+            "Input": {"task_id": "j1:s1-t1:1", "executor_type": "consult_rag", "task": {"query": "refunds"}},
+            "Result": {"status": "success", "result": RAG_OK, "usage": {"total_tokens": 0}},
+        },
+        {
+            "EventType": "TaskCompleted",
+            "FunctionName": "call_tool",
+            "ScheduledTime": "2026-01-01T00:00:01Z",
+            "Timestamp": "2026-01-01T00:00:01.1Z",
+            "Input": {
+                "task_id": "j1:s1-t2:2",
+                "executor_type": "call_tool",
+                "task": {"tool": "function.growth_rate", "arguments": {"values": [1, 2]}},
+            },
+            "Result": {"status": "failed", "error": {"code": "TOOL_ERROR", "message": "no"}, "usage": {}},
+        },
+        {
+            "EventType": "TaskCompleted",
+            "FunctionName": "consult_rag",
+            "Input": {"task_id": "j1:t1:1", "executor_type": "consult_rag", "task": {"query": "x"}},
+            "Result": {"status": "success", "result": RAG_OK},
+        },
+    ]
+    calls = agent_step_calls(history, {"s1"})["s1"]
+    assert [(c["id"], c["tool"], c["state"], c["attempts"], c["duration_ms"]) for c in calls] == [
+        ("s1-t1", "consult_rag", "succeeded", 1, 250),
+        ("s1-t2", "function.growth_rate", "failed", 2, 100),
+    ]
+    assert calls[0]["input"] == {"query": "refunds"} and calls[0]["output"] == RAG_OK
+    assert calls[1]["input"] == {"values": [1, 2]} and calls[1]["error"]["code"] == "TOOL_ERROR"
 
 
 def test_an_agent_step_takes_only_a_question() -> None:
