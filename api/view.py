@@ -382,25 +382,15 @@ def build_view(
     job_input = decode(status.get("input"))
     request = job_input.get("request", {}) if isinstance(job_input, dict) else {}
     output = decode(status.get("output"))
-    outputs, drafts = step_outputs(history)
-
-    if state is not None and any(not step.title for step in state.steps):
-        facts = brief_step_facts(history, {step.id for step in state.steps if not step.title})
-        state.steps = [_fill_brief(step, facts.get(step.id)) if not step.title else step for step in state.steps]
-    steps = [_step_entry(step, runtime, outputs, drafts) for step in (state.steps if state else [])]
-    agent_steps = {step["id"] for step in steps if step.get("kind") == AGENT_STEP}
-    if agent_steps:
-        for entry_id, calls in agent_step_calls(history, agent_steps).items():
-            next(e for e in steps if e["id"] == entry_id)["tool_calls"] = calls
+    steps = _steps(state, runtime, history)
     live: list[dict[str, Any]] = []
-    if runtime not in TERMINAL_RUNTIME and any(
-        e.get("state") == "running" and e.get("kind") in _streaming_kinds() and "output" not in e for e in steps
-    ):
+    if runtime not in TERMINAL_RUNTIME and any(_streams_now(e) for e in steps):
         read = partials if partials is not None else default_partial_reader()
         live = attach_partial_output(str(status.get("instanceId")), steps, read)
     answer = None
     if isinstance(output, dict) and output.get("answer") is not None:
         answer = {"text": output["answer"], "citations": output.get("citations", [])}
+    waiting = state.waiting if state and runtime not in TERMINAL_RUNTIME else None
 
     return {
         "id": status.get("instanceId"),
@@ -413,9 +403,7 @@ def build_view(
         "current_step_index": state.step_index if state else -1,
         "plan": {"status": plan_status(runtime, state)},
         "steps": steps,
-        "waiting": state.waiting.model_dump(mode="json")
-        if state and state.waiting and runtime not in TERMINAL_RUNTIME
-        else None,
+        "waiting": waiting.model_dump(mode="json") if waiting else None,
         "usage": _usage(state),
         "agent": _agent(request, state),
         "answer": answer,
@@ -424,6 +412,27 @@ def build_view(
         "links": links,
         "history_purged_after": history_purged_after(status.get("createdTime"), runtime, retention_days),
     }
+
+
+def _steps(state: JobState | None, runtime: Any, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The steps as the view shows them: brief ones filled from the history, outputs, an agent step's calls."""
+    if state is None:
+        return []
+    outputs, drafts = step_outputs(history)
+    if any(not step.title for step in state.steps):
+        facts = brief_step_facts(history, {step.id for step in state.steps if not step.title})
+        state.steps = [_fill_brief(step, facts.get(step.id)) if not step.title else step for step in state.steps]
+    steps = [_step_entry(step, runtime, outputs, drafts) for step in state.steps]
+    agent_steps = {step["id"] for step in steps if step.get("kind") == AGENT_STEP}
+    if agent_steps:
+        for entry_id, calls in agent_step_calls(history, agent_steps).items():
+            next(e for e in steps if e["id"] == entry_id)["tool_calls"] = calls
+    return steps
+
+
+def _streams_now(entry: dict[str, Any]) -> bool:
+    """A step whose answer is being written now, with no result in the history yet."""
+    return entry.get("state") == "running" and entry.get("kind") in _streaming_kinds() and "output" not in entry
 
 
 def _step_entry(

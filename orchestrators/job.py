@@ -450,10 +450,8 @@ class JobRun:
                 raise JobStop(error.code, f"{what} failed: {repaired}{error.message}"[:2000])
             elif decision.action == "give_up_quietly" or step is None:
                 return None
-            elif self.agent_mode and not _writes_answer(executor_type):
-                raise ToolStepFailed(out)  # the Executor is shown the error and may try something else
             else:
-                verdict = yield from self.ask_after_failure(step, executor_type, task, out, reapprove_edits)
+                verdict = yield from self.settle_failure(step, executor_type, task, out, reapprove_edits)
                 if not isinstance(verdict, dict):
                     return verdict  # None (skipped) or EditedTask
                 task = verdict
@@ -543,6 +541,14 @@ class JobRun:
             step.max_attempts = self.job.policy.max_attempts_per_model
         self.publish()
         yield self.ctx.create_timer(retry_at)
+
+    def settle_failure(
+        self, step: StepState, executor_type: str, task: dict[str, Any], out: ExecutorOutput, reapprove_edits: bool
+    ) -> Gen:
+        """A step that failed for good: in agent mode its error goes back to the Executor, else the user decides."""
+        if self.agent_mode and not _writes_answer(executor_type):
+            raise ToolStepFailed(out)  # the Executor is shown the error and may try something else
+        return (yield from self.ask_after_failure(step, executor_type, task, out, reapprove_edits))
 
     def ask_after_failure(
         self, step: StepState, executor_type: str, task: dict[str, Any], out: ExecutorOutput, reapprove_edits: bool

@@ -428,18 +428,8 @@ class _Guard:
         """Check one table reference; returns its normalized name, or None for a CTE or table function."""
         this = table.this
         if not isinstance(this, exp.Identifier):
-            if isinstance(this, exp.Func):
-                # A table-valued function: the function checks ran on it already.
-                name = _function_name(this)
-                if _function_keys(this) & _SAFE_TABLE_FUNCTIONS:
-                    return None
-                if name.startswith("pragma_") or _function_keys(this) & _SYSTEM_FUNCTIONS:
-                    self._system(f"{name}()")
-                    return None
-                raise _Reject(GuardReason.FORBIDDEN_FUNCTION, f"table function {name}() is not allowed")
-            raise _Reject(
-                GuardReason.CROSS_DATABASE, f"names with more than three parts are not allowed: {table.sql()}"
-            )
+            self._check_table_function(table)
+            return None
         for part in ("catalog", "db"):
             value = table.args.get(part)
             if value is not None and value != "" and not isinstance(value, exp.Identifier):
@@ -454,6 +444,10 @@ class _Guard:
                 self._system(f"{catalog}..{name}")
                 return f"{catalog}.{db}.{name}"
             raise _Reject(GuardReason.CROSS_DATABASE, f"other databases are not allowed: {table.sql()}")
+        return self._check_schema_table(db, name)
+
+    def _check_schema_table(self, db: str, name: str) -> str:
+        """A table of this database, by schema (the default one when none is named): allowed, system, or refused."""
         schema = db or self.default_schema
         if self.dialect == "postgres" and not db and _POSTGRES_SYSTEM_TABLE.match(name):
             # Resolved in pg_catalog before the default schema, whatever the allow-list says.
@@ -466,6 +460,22 @@ class _Guard:
             return f"{schema}.{name}"
         shown = f"{db}.{name}" if db else name
         raise _Reject(GuardReason.TABLE_NOT_ALLOWED, f"table {shown!r} is not on the allow-list")
+
+    def _check_table_function(self, table: exp.Table) -> None:
+        """A table source that is no plain name: a known table function, a system one, or refused."""
+        this = table.this
+        if not isinstance(this, exp.Func):
+            raise _Reject(
+                GuardReason.CROSS_DATABASE, f"names with more than three parts are not allowed: {table.sql()}"
+            )
+        # A table-valued function: the function checks ran on it already.
+        name = _function_name(this)
+        if _function_keys(this) & _SAFE_TABLE_FUNCTIONS:
+            return
+        if name.startswith("pragma_") or _function_keys(this) & _SYSTEM_FUNCTIONS:
+            self._system(f"{name}()")
+            return
+        raise _Reject(GuardReason.FORBIDDEN_FUNCTION, f"table function {name}() is not allowed")
 
     def _is_system_table(self, schema: str, name: str) -> bool:
         if schema in _SYSTEM_SCHEMAS:
@@ -480,28 +490,11 @@ class _Guard:
 
     def _cap(self, root: exp.Expr) -> exp.Expr:
         limit = root.args.get("limit")
-        options = limit.args.get("limit_options") if isinstance(limit, exp.Limit | exp.Fetch) else None
-        if options is not None and options.args.get("percent"):
-            raise _Reject(GuardReason.UNSUPPORTED_ROW_LIMIT, "TOP ... PERCENT does not bound the rows; use TOP n")
-        if options is not None and options.args.get("with_ties") and self.dialect == "sqlite":
-            raise _Reject(GuardReason.UNSUPPORTED_ROW_LIMIT, "WITH TIES has no SQLite form; use LIMIT n")
-        if options is not None and options.args.get("with_ties") and self.dialect == "postgres":
-            if not isinstance(limit, exp.Fetch):  # TOP n WITH TIES read as T-SQL: PostgreSQL has no LIMIT form
-                raise _Reject(
-                    GuardReason.UNSUPPORTED_ROW_LIMIT, "write FETCH FIRST n ROWS WITH TIES for PostgreSQL, not TOP"
-                )
+        self._check_limit_options(limit)
         if self.dialect == "tsql" and isinstance(root, exp.SetOperation):
             return self._cap_tsql_set_operation(root, limit)
         if isinstance(limit, exp.Fetch):
-            count = _literal_int(limit.args.get("count"))
-            keep = count if count is not None and 0 <= count <= self.cap else self.cap
-            if keep != count:
-                self._note_tightened(count)
-            if self.dialect == "sqlite":
-                root.set("limit", exp.Limit(expression=exp.Literal.number(keep)))
-            else:
-                limit.set("count", exp.Literal.number(keep))
-            return root
+            return self._cap_fetch(root, limit)
         if isinstance(limit, exp.Limit):
             count = _literal_int(limit.expression)
             if count is None or count < 0 or count > self.cap:
@@ -516,6 +509,33 @@ class _Guard:
         else:
             root.set("limit", exp.Limit(expression=exp.Literal.number(self.cap)))
         self.notes.append(f"row cap {self.cap} added")
+        return root
+
+    def _check_limit_options(self, limit: exp.Expr | None) -> None:
+        """Row limits that do not bound the rows, or that the dialect cannot write, are refused."""
+        options = limit.args.get("limit_options") if isinstance(limit, exp.Limit | exp.Fetch) else None
+        if options is None:
+            return
+        if options.args.get("percent"):
+            raise _Reject(GuardReason.UNSUPPORTED_ROW_LIMIT, "TOP ... PERCENT does not bound the rows; use TOP n")
+        if options.args.get("with_ties") and self.dialect == "sqlite":
+            raise _Reject(GuardReason.UNSUPPORTED_ROW_LIMIT, "WITH TIES has no SQLite form; use LIMIT n")
+        if options.args.get("with_ties") and self.dialect == "postgres" and not isinstance(limit, exp.Fetch):
+            # TOP n WITH TIES read as T-SQL: PostgreSQL has no LIMIT form of it.
+            raise _Reject(
+                GuardReason.UNSUPPORTED_ROW_LIMIT, "write FETCH FIRST n ROWS WITH TIES for PostgreSQL, not TOP"
+            )
+
+    def _cap_fetch(self, root: exp.Expr, limit: exp.Fetch) -> exp.Expr:
+        """FETCH FIRST n ROWS: n held to the cap (SQLite writes it as LIMIT)."""
+        count = _literal_int(limit.args.get("count"))
+        keep = count if count is not None and 0 <= count <= self.cap else self.cap
+        if keep != count:
+            self._note_tightened(count)
+        if self.dialect == "sqlite":
+            root.set("limit", exp.Limit(expression=exp.Literal.number(keep)))
+        else:
+            limit.set("count", exp.Literal.number(keep))
         return root
 
     def _cap_tsql_set_operation(self, root: exp.Expr, limit: exp.Expr | None) -> exp.Expr:

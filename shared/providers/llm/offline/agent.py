@@ -84,31 +84,9 @@ def agent_turn_offline(
             reasoning="The bounds of this job are nearly spent, so I write the answer from what I have.",
             tool_calls=[_call(FORMAT_OUTPUT, {}, n + 1)],
         )
-    reasons: list[str] = []
-    planned: list[AgentToolCall] = []
-    parts = split(question)
-    for i, part in enumerate(parts):
-        tried = [c for c in calls if c.get("tool") in (SQL_KIND, SEARCH_KIND) and _about(c, part)]
-        if any(_found(c) for c in tried):
-            continue
-        step = _next_lookup(parts, i, tried, route, covers_data, docs_have, offered)
-        if step is not None:
-            kind, text, why = step
-            planned.append(_lookup(kind, text, n + len(planned) + 1))
-            reasons.append(why)
-        elif tried:
-            reasons.append(f"Neither source has anything on '{part}'; the answer will say so.")
-    asked = [c for c in calls if c.get("tool") == REQUEST_USER_FEEDBACK]
-    if not planned and not calls and REQUEST_USER_FEEDBACK in offered:
-        question_text = "I could not match the question to the data or the documents. Which topic do you mean?"
-        planned.append(_call(REQUEST_USER_FEEDBACK, {"question": question_text, "options": TOPICS}, n + 1))
-        reasons.append("Nothing in the data or the documents matches the question, so I ask the user.")
-    elif not planned and asked and len(asked) == len(calls):
-        reply = _dict(asked[-1].get("data"))
-        answer = str(reply.get("answer") or "").strip()
-        if answer:
-            planned.append(_lookup(SEARCH_KIND, f"{question} {answer}", n + 1))
-            reasons.append(f"The user means '{answer[:80]}', so I search the documents for that.")
+    planned, reasons = _lookups(split(question), calls, route, covers_data, docs_have, offered)
+    if not planned:
+        planned, reasons = _with_the_user(question, calls, offered, reasons)
     planned = planned[:calls_left]
     if not planned:
         return AgentTurn(
@@ -116,6 +94,49 @@ def agent_turn_offline(
             tool_calls=[_call(FORMAT_OUTPUT, {}, n + 1)],
         )
     return AgentTurn(reasoning=" ".join(reasons)[:2000], tool_calls=planned)
+
+
+def _lookups(
+    parts: list[str],
+    calls: list[dict[str, Any]],
+    route: Route,
+    covers_data: Callable[[str], bool],
+    docs_have: Callable[[str], bool],
+    offered: set[str],
+) -> tuple[list[AgentToolCall], list[str]]:
+    """This turn's lookups, one per part of the question that no call has found anything for yet, and why."""
+    reasons: list[str] = []
+    planned: list[AgentToolCall] = []
+    for i, part in enumerate(parts):
+        tried = [c for c in calls if c.get("tool") in (SQL_KIND, SEARCH_KIND) and _about(c, part)]
+        if any(_found(c) for c in tried):
+            continue
+        step = _next_lookup(parts, i, tried, route, covers_data, docs_have, offered)
+        if step is not None:
+            kind, text, why = step
+            planned.append(_lookup(kind, text, len(calls) + len(planned) + 1))
+            reasons.append(why)
+        elif tried:
+            reasons.append(f"Neither source has anything on '{part}'; the answer will say so.")
+    return planned, reasons
+
+
+def _with_the_user(
+    question: str, calls: list[dict[str, Any]], offered: set[str], reasons: list[str]
+) -> tuple[list[AgentToolCall], list[str]]:
+    """When no lookup is left: ask the user once if nothing matched, or search what the user answered."""
+    n = len(calls)
+    asked = [c for c in calls if c.get("tool") == REQUEST_USER_FEEDBACK]
+    if not calls and REQUEST_USER_FEEDBACK in offered:
+        question_text = "I could not match the question to the data or the documents. Which topic do you mean?"
+        call = _call(REQUEST_USER_FEEDBACK, {"question": question_text, "options": TOPICS}, n + 1)
+        return [call], [*reasons, "Nothing in the data or the documents matches the question, so I ask the user."]
+    if asked and len(asked) == len(calls):
+        answer = str(_dict(asked[-1].get("data")).get("answer") or "").strip()
+        if answer:
+            call = _lookup(SEARCH_KIND, f"{question} {answer}", n + 1)
+            return [call], [*reasons, f"The user means '{answer[:80]}', so I search the documents for that."]
+    return [], reasons
 
 
 def _next_lookup(
