@@ -114,6 +114,13 @@ CASES: list[tuple[str, str]] = [
     ("Which segment has the higher average order value?",
      f"SELECT u.segment, ROUND(SUM(i.quantity * i.unit_price) / COUNT(DISTINCT o.order_id), 2) {SALES} "
      "GROUP BY u.segment ORDER BY 2 DESC LIMIT 1"),
+    # "Orders were returned" asks for returns, not for all orders.
+    ("How many orders were returned in Q3?",
+     "SELECT COUNT(*) FROM returns WHERE return_date BETWEEN '2025-07-01' AND '2025-09-30'"),
+    ("Which region had the most orders returned?",
+     "SELECT g.name, COUNT(*) FROM returns r JOIN order_items i ON i.order_item_id = r.order_item_id "
+     "JOIN orders o ON o.order_id = i.order_id JOIN regions g ON g.region_id = o.region_id "
+     "GROUP BY g.name ORDER BY 2 DESC LIMIT 1"),
 ]  # fmt: skip
 
 NOT_COVERED = [
@@ -199,6 +206,20 @@ def test_values_are_quoted_safely(sample_db: SqliteOdbcDatabase) -> None:
     verdict = guard_sql(draft.sql, dialect="sqlite", allowed_tables=CATALOG.allowed_tables(), max_rows=10)
     assert verdict.accepted and verdict.sql
     assert sample_db.execute(verdict.sql, max_rows=10, timeout_s=5).rows == [[0]]
+
+
+@pytest.mark.parametrize(
+    ("question", "bounds"),
+    [
+        ("How many orders were returned in 1999?", ("returns.return_date >= '1999-01-01'", "< '2000-01-01'")),
+        ("Revenue in May 1999?", ("orders.order_date >= '1999-05-01'", "< '1999-06-01'")),
+        ("How many orders in 2024?", ("orders.order_date >= '2024-01-01'", "< '2025-01-01'")),
+    ],
+)
+def test_a_year_the_question_names_is_never_dropped(question: str, bounds: tuple[str, str]) -> None:
+    # A year outside the data is still a filter: the query finds nothing, and the answer says so.
+    draft = write_sql_offline(question, CATALOG, "sqlite")
+    assert draft is not None and all(b in draft.sql for b in bounds), draft
 
 
 def test_unknown_dialect_gives_none() -> None:

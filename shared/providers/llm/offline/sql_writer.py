@@ -193,7 +193,7 @@ _RECENT = r"(last|previous|past|latest|most recent|this|current)"
 
 def _years(text: str, data_year: int) -> list[int]:
     """Years the question names, with "this year", "last year" and "YTD" read as the data's latest year."""
-    years = [int(y) for y in re.findall(_WORD + r"(20\d\d)" + _END, text)]
+    years = [int(y) for y in re.findall(_WORD + r"((?:19|20)\d\d)" + _END, text)]
     if re.search(_WORD + r"(this|last|previous|past|latest|current) year" + _END, text) or re.search(
         _WORD + r"(ytd|year to date)" + _END, text
     ):
@@ -215,7 +215,7 @@ def _months(text: str) -> list[int]:
     months: list[int] = []
     for i, name in enumerate(_MONTHS, start=1):
         if name == "may":
-            if re.search(_WORD + r"(in|during|for|of|since) may" + _END, text) or re.search(r"may 20\d\d", text):
+            if re.search(_WORD + r"(in|during|for|of|since) may" + _END, text) or re.search(r"may (?:19|20)\d\d", text):
                 months.append(i)
         elif re.search(_WORD + name + _END, text):
             months.append(i)
@@ -446,7 +446,7 @@ def _unknown_names(question: str, text: str, spans: list[_Span], customer: str |
         if m.start() == 0 or re.search(r"[.!?:]\s*$", question[: m.start()]):
             continue  # the first word of a sentence is capitalized anyway
         words = _normalize(m.group(1)).split()
-        if any(w not in known and not re.fullmatch(r"q[1-4]|h[12]|20\d\d", w) for w in words):
+        if any(w not in known and not re.fullmatch(r"q[1-4]|h[12]|(?:19|20)\d\d", w) for w in words):
             return True
     return False
 
@@ -512,7 +512,7 @@ def _modified_metric(question: str, text: str, span: _Span, spans: list[_Span]) 
     for word, at in ((before, span.start - 2), (after, span.end + 1)):
         if not word or at in covered or word in _MEASURE_NEIGHBOURS:
             continue
-        if re.fullmatch(r"\d[\d,.]*|q[1-4]|h[12]|20\d\d|'s|s", word):
+        if re.fullmatch(r"\d[\d,.]*|q[1-4]|h[12]|(?:19|20)\d\d|'s|s", word):
             continue
         if word in {"rate", "rates", "margin", "margins", "ratio", "share", "growth", "cost", "costs", "per"}:
             return True  # a different measure built on this one
