@@ -136,6 +136,8 @@ class JobRun:
         self.last_status: str | None = None
         # Why the step being run was skipped (set where it is skipped, read when the step ends).
         self.skip_reason: str | None = None
+        # How often the Supervisor has re-run each step (retry or another tool), by step id.
+        self.supervisor_reruns: dict[str, int] = {}
         # Agent mode: a tool step that fails for good goes back to the Executor instead of to the user.
         self.agent_mode = False
         # Agent mode: outputs of first attempts scheduled together with the other calls of a turn, by task id.
@@ -836,12 +838,16 @@ class JobRun:
             self.log("ignoring an invalid supervisor decision after %s: %s", spec.id, _problems(exc))
             return None
         self.log("supervisor after %s: %s (%s)", spec.id, decision.action, decision.reason[:80])
-        if decision.action == "retry" and step.attempts <= MAX_SUPERVISOR_RETRIES:
-            step.state = "pending"
-            self.outputs.pop(spec.id, None)
-            return None
-        if decision.action == "choose_tool" and step.attempts <= MAX_SUPERVISOR_RETRIES:
-            self.switch_tool(spec, step, steps, index, decision.executor_type)
+        # The Supervisor may run a step again (retry or another tool) a bounded number of times, counted apart
+        # from the step's own attempts: a step whose retries the policy spent may still be re-run once it is skipped.
+        reruns = self.supervisor_reruns.get(step.id, 0)
+        if decision.action in ("retry", "choose_tool") and reruns < MAX_SUPERVISOR_RETRIES:
+            self.supervisor_reruns[step.id] = reruns + 1
+            if decision.action == "retry":
+                step.state = "pending"
+                self.outputs.pop(spec.id, None)
+            else:
+                self.switch_tool(spec, step, steps, index, decision.executor_type)
             return None
         if decision.action == "ask_user" and decision.question:
             reply = yield from self.ask(

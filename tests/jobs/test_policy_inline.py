@@ -395,3 +395,19 @@ def test_no_notes_when_every_step_ran() -> None:
     run(script)
     answer_call = [p for n, p in script.calls if n == "generate_response"][0]
     assert answer_call["execution_context"]["step_notes"] == []
+
+
+def test_hybrid_supervisor_reruns_a_step_whose_retries_the_policy_spent() -> None:
+    # Three transient failures spend the policy's attempts; nobody answers, so the step is skipped; the
+    # Supervisor's re-runs are counted apart from those attempts, so it may still run the step again.
+    retry = ok({"action": "retry", "reason": "skipped after a transient failure"})
+    script = Script(
+        plan=[ok(PLAN)],
+        consult_rag=[fail("TRANSIENT"), fail("TRANSIENT"), fail("TRANSIENT"), ok(RAG_OK)],
+        supervise=[retry, ok({"action": "continue", "reason": "fine"})],
+        generate_response=[ok(ANSWER_OK)],
+    )
+    result, ctx = run(script, mode="hybrid", wait={"timeout_seconds": 1, "on_expiry": "default"})
+    assert result["status"] == "completed"
+    assert sum(1 for n, _ in script.calls if n == "consult_rag") == 4
+    assert ctx.custom_status["steps"][0]["state"] == "succeeded"
