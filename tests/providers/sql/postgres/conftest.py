@@ -11,10 +11,12 @@ from dataclasses import dataclass
 
 import pytest
 from psycopg import sql
+from pydantic import SecretStr
 
 from shared.providers.sql.catalog import load_catalog
 from shared.providers.sql.postgres import PostgresDatabase, PostgresLogin
 from shared.providers.sql.sampledata import postgres_load_sql
+from shared.runtime.settings import Settings
 from tests.providers.sql.postgres.server import INSTALL_HINT, PostgresServer, find_bindir, new_password
 
 DBNAME = "sample"
@@ -32,6 +34,22 @@ class Sample:
     dbname: str
     reader_password: str
     sensitive_password: str
+
+    def settings(self, **overrides: object) -> Settings:
+        """App settings that reach this sample through the app's own setting names (offline model)."""
+        values: dict[str, object] = {
+            "sql_provider": "postgresql",
+            "llm_provider": "offline",
+            "postgres_host": self.host,
+            "postgres_port": self.port,
+            "postgres_database": self.dbname,
+            "postgres_user": READER,
+            "postgres_password": SecretStr(self.reader_password),
+            "postgres_sensitive_user": SENSITIVE,
+            "postgres_sensitive_password": SecretStr(self.sensitive_password),
+            "postgres_sslmode": "disable",
+        }
+        return Settings(**(values | overrides))  # type: ignore[arg-type]
 
     def database(self, *, sensitive_login: bool = True, **kwargs: object) -> PostgresDatabase:
         """The member as the app builds it: the reader's login, the sensitive login for approved statements."""

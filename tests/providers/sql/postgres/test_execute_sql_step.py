@@ -5,13 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pydantic import SecretStr
 
 from shared.executors.runner import run_executor
 from shared.providers.clients import Clients
 from shared.providers.sql.sqlite import SqliteOdbcDatabase
-from shared.runtime.settings import Settings
-from tests.providers.sql.postgres.conftest import DBNAME, READER, SENSITIVE, Sample
+from tests.providers.sql.postgres.conftest import Sample
 
 pytestmark = pytest.mark.slow  # a real server starts for these tests
 
@@ -20,18 +18,7 @@ QUESTION = "Which region had the most returns in Q3?"
 
 @pytest.fixture(scope="module")
 def clients(pg_sample: Sample) -> Clients:
-    settings = Settings(
-        sql_provider="postgresql",
-        llm_provider="offline",
-        postgres_host=pg_sample.host,
-        postgres_port=pg_sample.port,
-        postgres_database=DBNAME,
-        postgres_user=READER,
-        postgres_password=SecretStr(pg_sample.reader_password),
-        postgres_sensitive_user=SENSITIVE,
-        postgres_sensitive_password=SecretStr(pg_sample.sensitive_password),
-        postgres_sslmode="disable",
-    )
+    settings = pg_sample.settings()
     return Clients(settings)
 
 
