@@ -18,6 +18,7 @@ from urllib.parse import quote, unquote
 from starlette.requests import Request
 from starlette.responses import Response
 
+from devhost.history import parse_json_or_text
 from devhost.model import EngineError, InstanceNotFound, InvalidRequest, NotSupported
 from devhost.statuses import RUNNING_STATES, TERMINAL_STATES
 
@@ -123,6 +124,24 @@ class Engine(Protocol):
 
     async def purge_by(self, created_from: datetime, created_to: datetime | None, statuses: list[str] | None) -> int:
         """Delete instances matching the filter; returns the number deleted."""
+
+    async def signal_entity(self, name: str, key: str, operation: str, input_text: str | None) -> None:
+        """Send a one-way operation to an entity."""
+
+    async def read_entity_state(self, name: str, key: str) -> tuple[bool, str | None]:
+        """(exists, state JSON text) of an entity."""
+
+    async def list_entities(
+        self,
+        *,
+        name: str | None,
+        op_from: float | None,
+        op_to: float | None,
+        top: int,
+        continuation: str | None,
+        fetch_state: bool,
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """One page of entity statuses and the next continuation token."""
 
 
 def json_response(payload: Any, status_code: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -331,7 +350,7 @@ class DurableHttpApi:
         if head == "orchestrators" and len(parts) in (2, 3) and method == "POST":
             return await self._start(request, parts[1], parts[2] if len(parts) == 3 else None, origin)
         if head == "entities":
-            raise NotSupported("Durable entities are not supported by the devhost.")
+            return await self._entities(request, parts[1:])
         if head == "instances":
             if len(parts) == 1:
                 if method == "GET":
@@ -480,3 +499,72 @@ class DurableHttpApi:
         if deleted == 0:
             return Response(status_code=404)
         return json_response({"instancesDeleted": deleted}, 200)
+
+    # ----- entities (the extension's /entities/{entityName?}/{entityKey?} route) ------------------
+
+    async def _entities(self, request: Request, parts: list[str]) -> Response:
+        method = request.method.upper()
+        if len(parts) > 2:
+            return Response(status_code=404)
+        name = parts[0] if parts else ""
+        key = parts[1] if len(parts) == 2 else ""
+        if method == "GET" and key:
+            return await self._entity_state(name, "" if key == EMPTY_ENTITY_KEY else key)
+        if method == "GET":
+            return await self._entity_list(request, name or None)
+        if method in ("POST", "DELETE"):
+            return await self._entity_signal(request, name, key)
+        return Response(status_code=404)
+
+    async def _entity_state(self, name: str, key: str) -> Response:
+        exists, state = await self.engine.read_entity_state(name, key)
+        if not exists:
+            return Response(status_code=404)
+        return json_response(None if state is None else parse_json_or_text(state), 200)
+
+    async def _entity_list(self, request: Request, name: str | None) -> Response:
+        q = _query(request)
+        # The extension ignores values it cannot parse (TryGet...QueryParameterValue) rather than refusing them.
+        top = int(q["top"]) if re.fullmatch(r"\d{1,9}", q.get("top", "").strip()) and int(q["top"]) > 0 else 100
+        op_from = _lenient_datetime(q.get("lastoperationtimefrom"))
+        op_to = _lenient_datetime(q.get("lastoperationtimeto"))
+        items, token = await self.engine.list_entities(
+            name=name,
+            op_from=op_from,
+            op_to=op_to,
+            top=top,
+            continuation=request.headers.get(CONTINUATION_HEADER) or None,
+            fetch_state=parse_bool(q.get("fetchstate"), False),
+        )
+        return json_response(items, 200, headers={CONTINUATION_HEADER: token} if token else None)
+
+    async def _entity_signal(self, request: Request, name: str, key: str) -> Response:
+        operation = "delete" if request.method.upper() == "DELETE" else _query(request).get("op", "")
+        body = await request.body()
+        input_text: str | None = None
+        if body:
+            text = body.decode("utf-8-sig", errors="replace")
+            media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+            if media == "application/json":
+                try:
+                    input_text = json.dumps(json.loads(text), ensure_ascii=False, separators=(",", ":"))
+                except ValueError as exc:
+                    raise InvalidRequest(f"Could not parse JSON content: {exc}") from None
+            else:
+                input_text = json.dumps(text, ensure_ascii=False)  # other content is the operation's string input
+        await self.engine.signal_entity(name, key, operation, input_text)
+        return Response(status_code=202)
+
+
+# The key the extension's GET reads as the empty key.
+EMPTY_ENTITY_KEY = "$"
+
+
+def _lenient_datetime(value: str | None) -> float | None:
+    """A query date as epoch seconds, or None when absent or not a date (the extension ignores it then)."""
+    if not value:
+        return None
+    try:
+        return parse_datetime("time", value).timestamp()
+    except InvalidRequest:
+        return None
