@@ -222,9 +222,11 @@ class Entities(Retries):
         after: str | None = None
         if continuation:
             try:
-                after = base64.urlsafe_b64decode(continuation.encode("ascii")).decode("utf-8")
+                after = base64.b64decode(continuation.encode("ascii"), altchars=b"-_", validate=True).decode("utf-8")
             except (ValueError, binascii.Error, UnicodeError) as exc:
                 raise InvalidRequest("The continuation token is not valid.") from exc
+            if not after.startswith("@"):
+                raise InvalidRequest("The continuation token is not valid.")
         prefix = entity_id_of(name, "") if name else "@"
         rows = self._store.query_entities(prefix=prefix, op_from=op_from, op_to=op_to, after=after, limit=top + 1)
         token = None

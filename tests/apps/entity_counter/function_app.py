@@ -24,7 +24,7 @@ def _crash_if_told(value: int) -> None:
 
 @app.entity_trigger(context_name="context")
 def counter(context: df.DurableEntityContext) -> None:
-    """add / reset / get / fail / delete, as the public counter sample has them."""
+    """add / reset / get / fail / delete as the public counter sample has them; poison breaks the batch."""
     current = context.get_state(lambda: 0)
     operation = context.operation_name
     if operation == "add":
@@ -39,6 +39,8 @@ def counter(context: df.DurableEntityContext) -> None:
         raise ValueError(f"counter cannot {context.get_input()}")
     elif operation == "delete":
         context.destruct_on_exit()
+    elif operation == "poison":
+        context.set_state(object())  # cannot be serialised: the whole batch fails, the state stays
     else:
         raise ValueError(f"unknown operation {operation}")
 
