@@ -30,8 +30,9 @@ from devhost.logs import current_invocation
 from devhost.model import FunctionInfo, InvalidRequest
 from devhost.timeutil import epoch_to_history, epoch_to_status
 
-# Operations one entity function call runs at most (the rest wait for the next batch).
-ENTITY_BATCH = 100
+# Operations one entity function call runs at most (the rest wait for the next batch); the extension allows
+# up to 5000 (maxEntityOperationBatchSize), 1000 keeps a fan-in of replies to few orchestrator replays.
+ENTITY_BATCH = 1000
 
 
 class _OperationResult(BaseModel):

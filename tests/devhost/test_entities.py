@@ -14,6 +14,7 @@ import pytest
 
 from devhost import history as h
 from devhost.engine import Engine
+from devhost.engine.entities import ENTITY_BATCH
 from devhost.store import SCHEMA_VERSION, Store
 from tests.devhost.conftest import APPS, EngineRunner, complete, sdk_input
 
@@ -115,9 +116,10 @@ def test_destruct_on_exit_deletes_the_state_and_the_entity_leaves_the_listing(ru
 
 def test_parallel_calls_to_one_entity_run_one_at_a_time(run_engine: EngineRunner) -> None:
     async def body(engine: Engine) -> None:
-        status = await _orchestrate(engine, "fan_out_adds", {"key": "d", "count": 120})
-        assert status["output"] == 120
-        assert engine.entity_batches_run >= 2  # 121 operations do not fit in one batch
+        count = ENTITY_BATCH + 20  # more than one batch holds
+        status = await _orchestrate(engine, "fan_out_adds", {"key": "d", "count": count})
+        assert status["output"] == count
+        assert engine.entity_batches_run >= 2
 
     _run(run_engine, body)
 
