@@ -5,6 +5,7 @@ The app is tests/apps/entity_counter (a counter entity plus orchestrations that 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 
 from devhost import history as h
-from devhost.engine import Engine
+from devhost.engine import Engine, StoreUnavailable
 from devhost.engine.entities import ENTITY_BATCH
 from devhost.store import SCHEMA_VERSION, Store
 from tests.devhost.conftest import APPS, EngineRunner, complete, sdk_input
@@ -207,6 +208,31 @@ def test_pending_operations_survive_a_stop_and_run_after_the_next_start(
 
     _run(run_engine, send, data_dir=data)
     _run(run_engine, check, data_dir=data)
+
+
+def test_a_signal_the_store_cannot_write_is_refused_whole_and_the_entity_heals(run_engine: EngineRunner) -> None:
+    async def body(engine: Engine) -> None:
+        await engine.signal_entity("counter", "f", "add", json.dumps("1"))
+        assert await _state(engine, "f") == (True, 1)
+        db = engine._store.db
+        pages = int(db.execute("PRAGMA page_count").fetchone()[0])
+        db.execute(f"PRAGMA max_page_count={pages}")  # the disk is full
+        big = json.dumps(json.dumps("x" * 200_000))  # needs new pages
+        with pytest.raises(StoreUnavailable):
+            await engine.signal_entity("counter", "f", "add", big)
+        with pytest.raises(StoreUnavailable):  # refused before anything changes while the store is faulty
+            await engine.signal_entity("counter", "f", "add", json.dumps("5"))
+        db.execute("PRAGMA max_page_count=1073741823")
+        for _ in range(3000):
+            if engine.store_fault is None:
+                break
+            await asyncio.sleep(0.01)
+        assert engine.store_fault is None
+        assert engine._store.pending_entity_ops("@counter@f") == 0  # nothing of the refused signals
+        await engine.signal_entity("counter", "f", "add", json.dumps("2"))
+        assert await _state(engine, "f") == (True, 3)
+
+    _run(run_engine, body)
 
 
 def test_a_version_1_store_is_migrated_to_hold_entities(tmp_path: Path) -> None:
