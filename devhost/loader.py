@@ -19,6 +19,7 @@ import re
 import sys
 import threading
 import traceback
+import typing
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -277,6 +278,7 @@ def _describe(fn: Any) -> FunctionInfo:
     except (TypeError, ValueError):
         params = {}  # type: ignore[assignment]
     wants_context = "context" in params and "context" not in binding_names
+    _check_parameters(name, user_function, set(params), binding_names)
     client_binding = next(
         (str(b["name"]) for b in bindings if str(b.get("type", "")).lower() == "durableclient" and b.get("name")),
         None,
@@ -291,6 +293,45 @@ def _describe(fn: Any) -> FunctionInfo:
         is_async=inspect.iscoroutinefunction(user_function),
         wants_context=wants_context,
         client_binding=client_binding,
+    )
+
+
+def _check_parameters(name: str, user_function: Any, params: set[str], binding_names: set[str]) -> None:
+    """Refuse a function whose parameters and bindings differ, with the Python worker's FunctionLoadError text."""
+    # azure_functions_runtime/functions.py (azure-functions-runtime 1.3.0), Registry.is_context_required and
+    # validate_function_params; the worker fails indexing with these, so no function of the app is loaded.
+    bound = binding_names - {"$return"}
+    if "context" in params and "context" not in bound:
+        params = params - {"context"}
+        _check_context_annotation(name, user_function)
+    if params - bound:
+        raise _function_load_error(
+            name,
+            "the following parameters are declared in Python but not in the function definition "
+            f"(function.json or function decorators):  {params - bound!r}",
+        )
+    if bound - params:
+        raise _function_load_error(
+            name,
+            "Extra parameters in binding definition \u2014 the following parameters are declared as bindings "
+            f"but are not present in Python: {bound - params!r}",
+        )
+
+
+def _check_context_annotation(name: str, user_function: Any) -> None:
+    try:
+        annotation = typing.get_type_hints(user_function).get("context")
+    except Exception:  # noqa: BLE001 - an annotation Python cannot resolve is the app's, not checked here
+        return
+    if annotation is not None and (not isinstance(annotation, type) or annotation.__name__ != "Context"):
+        raise _function_load_error(
+            name, f'the "context" parameter is expected to be of type azure.functions.Context, got "{annotation!r}"'
+        )
+
+
+def _function_load_error(name: str, message: str) -> AppLoadError:
+    return AppLoadError(
+        f"Worker failed to index functions: FunctionLoadError: cannot load the {name} function: {message}"
     )
 
 
