@@ -14,6 +14,7 @@ import importlib.util
 import inspect
 import itertools
 import json
+import logging
 import os
 import re
 import sys
@@ -25,6 +26,8 @@ from types import ModuleType
 from typing import Any
 
 from devhost.model import AppLoadError, FunctionInfo, FunctionKind, HostConfig, LoadedApp
+
+log = logging.getLogger("devhost.loader")
 
 _TRIGGER_KINDS: dict[str, FunctionKind] = {
     "httptrigger": "http",
@@ -69,7 +72,53 @@ def load_app(root: Path) -> LoadedApp:
         raise AppLoadError(f"Indexing the functions of {script_name} failed: {type(exc).__name__}: {exc}") from exc
     infos = [_describe(fn) for fn in functions]
     _check_unique_names(infos)
+    for note in startup_notes(host):
+        log.warning("%s", note)
     return LoadedApp(root=root, host=host, functions=infos)
+
+
+# extensions.durableTask.storageProvider.type values the extension's provider factories answer to.
+_STORAGE_PROVIDERS = {
+    "azurestorage": "Azure Storage",
+    "netherite": "Netherite",
+    "mssql": "MSSQL",
+    "azuremanaged": "Durable Task Scheduler",
+}
+
+
+def startup_notes(host: HostConfig) -> list[str]:
+    """One line per host.json Durable setting devhost does not follow, saying what it does instead."""
+    durable = _dict_at(_dict_at(host.raw, "extensions"), "durableTask")
+    notes: list[str] = []
+    provider = _dict_at(durable, "storageProvider").get("type")
+    if provider is not None:
+        label = _STORAGE_PROVIDERS.get(str(provider).lower())
+        if label is None:
+            notes.append(
+                f"host.json storageProvider type '{provider}' is none the extension knows "
+                f"(AzureStorage, Netherite, mssql, azureManaged); devhost keeps Durable state in SQLite regardless."
+            )
+        else:
+            notes.append(
+                f"host.json storageProvider '{provider}' ({label}): devhost keeps Durable state in SQLite in its data "
+                f"directory instead and ignores the provider's settings; no {label} backend is contacted."
+            )
+    hub = durable.get("hubName")
+    missing = _missing_refs(hub)
+    if missing:
+        names = ", ".join(missing)
+        notes.append(
+            f"host.json hubName '{hub}': app setting {names} is not set (the extension would keep the name as "
+            f"written, which Azure Storage refuses); devhost uses task hub '{host.hub_name}' instead."
+        )
+    return notes
+
+
+def _missing_refs(value: Any) -> list[str]:
+    """The ``%NAME%`` app-setting references in ``value`` whose setting is unset or empty."""
+    if not isinstance(value, str):
+        return []
+    return [name for name in _ENV_REF.findall(value) if not os.environ.get(name)]
 
 
 def read_host_config(root: Path) -> HostConfig:
