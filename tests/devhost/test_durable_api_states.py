@@ -123,6 +123,7 @@ ALREADY_EXISTS = _error(
 ENDPOINTS: dict[str, tuple[str, str, dict[str, str]]] = {
     "status": ("GET", "", {}),
     "status_500_on_failure": ("GET", "", {"returnInternalServerErrorOnFailure": "true"}),
+    "history": ("GET", "", {"showHistory": "true", "showHistoryOutput": "true"}),
     "raise_event": ("POST", "/raiseEvent/go", {}),
     "terminate": ("POST", "/terminate", {"reason": "r"}),
     "suspend": ("POST", "/suspend", {"reason": "r"}),
@@ -140,6 +141,8 @@ TABLE: dict[str, tuple[Expected, ...]] = {
     # ... and 500 for Failed when returnInternalServerErrorOnFailure=true.
     "status_500_on_failure": ((404, EMPTY), (202, "status"), (202, "status"), (202, "status"))
     + ((200, "status"), (500, "status"), (200, "status")),
+    # The same handler with showHistory=true: the same codes, the body with historyEvents.
+    "history": ((404, EMPTY), (202, "history"), (202, "history"), (202, "history")) + ((200, "history"),) * 3,
     # HandleRaiseEventRequestAsync: 410 for Failed/Canceled/Terminated/Completed, before the body is read.
     "raise_event": ((404, EMPTY),) + ((202, EMPTY),) * 3 + ((410, EMPTY),) * 3,
     # HandleTerminateInstanceRequestAsync: IsCompletedStatus (Completed/Terminated/Canceled/Failed) → 410.
@@ -182,8 +185,9 @@ async def _call(engine: Engine, method: str, path: str, **kwargs: Any) -> httpx.
 def _check_body(resp: httpx.Response, expected: Any, iid: str, state: str) -> None:
     if expected == EMPTY:
         assert resp.content == b"", resp.text
-    elif expected == "status":
+    elif expected in ("status", "history"):
         assert resp.json()["runtimeStatus"] == state and resp.json()["instanceId"] == iid
+        assert ("historyEvents" in resp.json()) == (expected == "history")
     elif expected == "created":
         assert set(resp.json()) >= {"id", "statusQueryGetUri", "suspendPostUri", "resumePostUri"}
     elif expected[0] == "purged":
