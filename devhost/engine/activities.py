@@ -90,7 +90,8 @@ class Activities(Dispatcher):
             # The host's line: the invocation's exception, then the worker's RpcException text, whose stack
             # holds the whole chain ("The above exception was the direct cause ...").
             flog.error(
-                "Exception while executing function: Functions.%s (Id=%s). Result: Failure\nException: %s: %s\nStack: %s",
+                "Exception while executing function: Functions.%s (Id=%s). Result: Failure\n"
+                "Exception: %s: %s\nStack: %s",
                 fn.name,
                 invocation_id,
                 exc_name,

@@ -48,6 +48,8 @@ _EXCEPTION_TYPES: dict[str, str] = {
     "PreconditionFailed": "System.InvalidOperationException",
     "NotSupported": "System.NotSupportedException",
     "StoreUnavailable": "System.InvalidOperationException",
+    "InvalidJson": "Newtonsoft.Json.JsonReaderException",
+    "RestartOfUnknownInstance": "System.ArgumentException",
 }
 # Operations answered after the instance's state is checked; rewind is refused (410) only when finished
 # without failing.
@@ -56,7 +58,6 @@ _REWIND_GONE = TERMINAL_STATES - {"Failed"}
 _MESSAGES: dict[int, str] = {
     400: "One or more of the arguments submitted is incorrect",
     404: "The requested resource was not found",
-    409: "An orchestration with this instance ID already exists",
     410: "The orchestration instance is no longer running",
     500: "Something went wrong while processing your request",
     501: "This operation is not implemented by the devhost",
@@ -141,7 +142,7 @@ def error_response(exc: BaseException) -> Response:
         status = exc.status_code
         kind = type(exc).__name__
         body = {
-            "Message": getattr(exc, "http_message", None) or _MESSAGES.get(status, "An error has occurred."),
+            "Message": exc.http_message or _MESSAGES.get(status, "An error has occurred."),
             "ExceptionMessage": str(exc) or kind,
             "ExceptionType": _EXCEPTION_TYPES.get(kind, "System.Exception"),
             "StackTrace": "",
@@ -162,11 +163,16 @@ def error_response(exc: BaseException) -> Response:
     )
 
 
-def _invalid_json(exc: ValueError) -> InvalidRequest:
-    """The extension's 400 for a body that is not JSON (Message "Invalid JSON content")."""
-    error = InvalidRequest(f"The request body is not valid JSON: {exc}")
-    error.http_message = "Invalid JSON content"
-    return error
+class InvalidJson(InvalidRequest):
+    """A body that is not JSON: the extension's 400 "Invalid JSON content" (a Json.NET reader exception)."""
+
+    http_message = "Invalid JSON content"
+
+
+class RestartOfUnknownInstance(InvalidRequest):
+    """HandleRestartInstanceRequestAsync's 400 for an id no instance has."""
+
+    http_message = "InstanceId does not match a valid orchestration instance."
 
 
 def parse_bool(value: str | None, default: bool) -> bool:
@@ -457,7 +463,7 @@ class DurableHttpApi:
             text = body.decode("utf-8-sig")
             json.loads(text)  # an empty body is invalid JSON there too (JToken.Load)
         except ValueError as exc:
-            raise _invalid_json(exc) from None
+            raise InvalidJson(f"The request body is not valid JSON: {exc}") from None
         await self.engine.raise_event(instance_id, event_name, text)
         return Response(status_code=202)
 
@@ -499,9 +505,9 @@ class DurableHttpApi:
         except InstanceNotFound:
             # HandleRestartInstanceRequestAsync's ArgumentException reply; the message (typo included) is
             # DurableClient.RestartAsync's.
-            exc = InvalidRequest(f"An orchestrastion with the instanceId {instance_id} was not found.")
-            exc.http_message = "InstanceId does not match a valid orchestration instance."
-            raise exc from None
+            raise RestartOfUnknownInstance(
+                f"An orchestrastion with the instanceId {instance_id} was not found."
+            ) from None
         return await self._created_reply(request, q, new_id, origin)
 
     async def _purge(self, instance_id: str) -> Response:

@@ -270,7 +270,7 @@ def test_raise_event_checks_state_then_media_type_then_json(run_engine: EngineRu
             )
             assert bad.status_code == 400
             assert bad.json()["Message"] == "Invalid JSON content"
-            assert bad.json()["ExceptionType"] == "System.ArgumentException"
+            assert bad.json()["ExceptionType"] == "Newtonsoft.Json.JsonReaderException"
         status = await engine.get_status(iid, show_history=True)
         assert status is not None and status["runtimeStatus"] == "Running"
         assert all(e["EventType"] != "EventRaised" for e in status["historyEvents"])
