@@ -44,6 +44,13 @@ def _run(app_dir: Path, tmp_path: Path) -> tuple[int, str]:
             ],
         ),
         (
+            "broken_context_name",
+            [
+                'FunctionLoadError: cannot load the work function: the "context" parameter is expected to be of type '
+                "azure.functions.Context, got \"<class 'azure.functions._durable_functions.OrchestrationContext'>\""
+            ],
+        ),
+        (
             "broken_client_binding",
             [
                 "FunctionLoadError: cannot load the work function: Extra parameters in binding definition \u2014 the "
