@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from devhost.history import parse_json_or_text
-from devhost.model import EngineError, InstanceNotFound, InvalidRequest, NotSupported
+from devhost.model import EngineError, InstanceNotFound, InvalidRequest, NotSupported, PreconditionFailed
 from devhost.statuses import RUNNING_STATES, TERMINAL_STATES
 
 log = logging.getLogger("devhost.durable")
@@ -49,13 +49,18 @@ _EXCEPTION_TYPES: dict[str, str] = {
     "PreconditionFailed": "System.InvalidOperationException",
     "NotSupported": "System.NotSupportedException",
     "StoreUnavailable": "System.InvalidOperationException",
+    "InvalidJson": "Newtonsoft.Json.JsonReaderException",
+    "RestartOfUnknownInstance": "System.ArgumentException",
 }
+# Operations answered after the instance's state is checked; rewind is refused (410) only when finished
+# without failing.
+_STATE_OPERATIONS = frozenset({"terminate", "suspend", "resume", "rewind"})
+_REWIND_GONE = TERMINAL_STATES - {"Failed"}
 _MESSAGES: dict[int, str] = {
     400: "One or more of the arguments submitted is incorrect",
     404: "The requested resource was not found",
-    409: "An orchestration with this instance ID already exists",
     410: "The orchestration instance is no longer running",
-    412: "The operation is not valid for the instance's current state",
+    500: "Something went wrong while processing your request",
     501: "This operation is not implemented by the devhost",
     503: "The durable store cannot write right now; retry later",
 }
@@ -156,7 +161,7 @@ def error_response(exc: BaseException) -> Response:
         status = exc.status_code
         kind = type(exc).__name__
         body = {
-            "Message": _MESSAGES.get(status, "An error has occurred."),
+            "Message": exc.http_message or _MESSAGES.get(status, "An error has occurred."),
             "ExceptionMessage": str(exc) or kind,
             "ExceptionType": _EXCEPTION_TYPES.get(kind, "System.Exception"),
             "StackTrace": "",
@@ -175,6 +180,18 @@ def error_response(exc: BaseException) -> Response:
         },
         500,
     )
+
+
+class InvalidJson(InvalidRequest):
+    """A body that is not JSON: the extension's 400 "Invalid JSON content" (a Json.NET reader exception)."""
+
+    http_message = "Invalid JSON content"
+
+
+class RestartOfUnknownInstance(InvalidRequest):
+    """HandleRestartInstanceRequestAsync's 400 for an id no instance has."""
+
+    http_message = "InstanceId does not match a valid orchestration instance."
 
 
 def parse_bool(value: str | None, default: bool) -> bool:
@@ -443,23 +460,43 @@ class DurableHttpApi:
         headers = {CONTINUATION_HEADER: next_token} if next_token else None
         return json_response(items, 200, headers=headers)
 
+    async def _precheck(self, instance_id: str, gone: frozenset[str]) -> Response | None:
+        """The handlers' GetStatusAsync first: 404 unknown, 410 in a ``gone`` state, both without a body."""
+        status = await self.engine.get_status(instance_id, show_input=False)
+        if status is None:
+            return Response(status_code=404)
+        if status.get("runtimeStatus") in gone:
+            return Response(status_code=410)
+        return None
+
     async def _raise_event(self, request: Request, instance_id: str, event_name: str) -> Response:
+        # HttpApiHandler.HandleRaiseEventRequestAsync: state first, then the media type, then the JSON.
+        refused = await self._precheck(instance_id, TERMINAL_STATES)
+        if refused is not None:
+            return refused
         content_type = request.headers.get("content-type", "")
         if content_type.split(";")[0].strip().lower() != "application/json":
-            raise InvalidRequest("Only application/json request content is supported")
+            return json_response({"Message": "Only application/json request content is supported"}, 400)
         body = await request.body()
-        text = body.decode("utf-8-sig", errors="strict") if body else ""
-        if text.strip() == "":
-            text = "null"
         try:
-            json.loads(text)
+            text = body.decode("utf-8-sig")
+            json.loads(text)  # an empty body is invalid JSON there too (JToken.Load)
         except ValueError as exc:
-            raise InvalidRequest(f"The request body is not valid JSON: {exc}") from None
+            raise InvalidJson(f"The request body is not valid JSON: {exc}") from None
         await self.engine.raise_event(instance_id, event_name, text)
         return Response(status_code=202)
 
     async def _operation(self, request: Request, instance_id: str, op: str, origin: str) -> Response:
         q = _query(request)
+        if op == "restart":
+            return await self._restart(request, q, instance_id, origin)
+        if op not in _STATE_OPERATIONS:
+            return Response(status_code=404)
+        # Terminate, suspend and resume answer 410 for any finished instance, rewind only for one that
+        # did not fail (HttpApiHandler.Handle{Terminate,Suspend,Resume,Rewind}InstanceRequestAsync).
+        refused = await self._precheck(instance_id, _REWIND_GONE if op == "rewind" else TERMINAL_STATES)
+        if refused is not None:
+            return refused
         reason = q.get("reason")
         if op == "terminate":
             await self.engine.terminate(instance_id, reason)
@@ -467,31 +504,48 @@ class DurableHttpApi:
             await self.engine.suspend(instance_id, reason)
         elif op == "resume":
             await self.engine.resume(instance_id, reason)
-        elif op == "rewind":
-            await self.engine.rewind(instance_id, reason)
-        elif op == "restart":
-            new_id_wanted = parse_bool(q.get("restartwithnewinstanceid"), True)
-            try:
-                new_id = await self.engine.restart(instance_id, new_id_wanted)
-            except InstanceNotFound as exc:
-                # The extension reports an unknown id on restart as a bad argument.
-                raise InvalidRequest(str(exc)) from None
-            return await self._created_reply(request, q, new_id, origin)
         else:
-            return Response(status_code=404)
+            await self._rewind(instance_id, reason)
         return Response(status_code=202)
 
+    async def _rewind(self, instance_id: str, reason: str | None) -> None:
+        try:
+            await self.engine.rewind(instance_id, reason)
+        except PreconditionFailed:
+            # DurableClient.RewindAsync's message for an instance that is still in flight.
+            raise PreconditionFailed(
+                "The rewind operation is only supported on failed orchestration instances."
+            ) from None
+
+    async def _restart(self, request: Request, q: dict[str, str], instance_id: str, origin: str) -> Response:
+        new_id_wanted = parse_bool(q.get("restartwithnewinstanceid"), True)
+        try:
+            new_id = await self.engine.restart(instance_id, new_id_wanted)
+        except InstanceNotFound:
+            # HandleRestartInstanceRequestAsync's ArgumentException reply; the message (typo included) is
+            # DurableClient.RestartAsync's.
+            raise RestartOfUnknownInstance(
+                f"An orchestrastion with the instanceId {instance_id} was not found."
+            ) from None
+        return await self._created_reply(request, q, new_id, origin)
+
     async def _purge(self, instance_id: str) -> Response:
-        deleted = await self.engine.purge(instance_id)
-        if deleted == 0:
+        # HandleDeleteHistoryByIdRequestAsync: 404 only for an unknown id, else 200 with the count, even 0.
+        if await self.engine.get_status(instance_id, show_input=False) is None:
+            return Response(status_code=404)
+        try:
+            deleted = await self.engine.purge(instance_id)
+        except InstanceNotFound:
             return Response(status_code=404)
         return json_response({"instancesDeleted": deleted}, 200)
 
     async def _purge_by(self, request: Request) -> Response:
         q = _query(request)
-        if not q.get("createdtimefrom"):
-            raise InvalidRequest("The 'createdTimeFrom' query parameter is required to purge instance history.")
-        created_from = parse_datetime("createdTimeFrom", q["createdtimefrom"])
+        try:
+            created_from = parse_datetime("createdTimeFrom", q.get("createdtimefrom") or "")
+        except InvalidRequest:
+            # HandleDeleteHistoryWithFiltersRequestAsync answers a missing or unreadable value with a JSON string.
+            return json_response("Please provide value for 'createdTimeFrom' parameter.", 400)
         created_to = (
             parse_datetime("createdTimeTo", q["createdtimeto"]) if q.get("createdtimeto") else datetime.now(UTC)
         )
