@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import errno
 import json
+import linecache
 import math
 import os
 import resource
@@ -109,17 +110,21 @@ def _classify(exc: BaseException, limits: dict[str, Any]) -> tuple[str, str]:
     detail = _user_traceback(exc)
     if isinstance(exc, MemoryError):
         return "limit", f"memory limit of {limits['memory_mb']} MB reached\n{detail}"
-    if isinstance(exc, OSError) and exc.errno == errno.EAGAIN and _in_fork(exc):
+    if _process_limit(exc):
         return "limit", f"process limit of {limits['max_processes']} reached\n{detail}"
     if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
         return "limit", f"file size limit of {limits['max_file_bytes']} bytes reached\n{detail}"
     return "error", detail
 
 
-def _in_fork(exc: BaseException) -> bool:
-    """Whether an EAGAIN came from starting a process (fork, spawn, a thread) rather than from I/O."""
+def _process_limit(exc: BaseException) -> bool:
+    """Whether starting a process or thread failed for want of room (RLIMIT_NPROC counts both)."""
+    if isinstance(exc, RuntimeError) and "can't start new thread" in str(exc):
+        return True
+    if not (isinstance(exc, OSError) and exc.errno == errno.EAGAIN):
+        return False
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).lower()
-    return any(word in text for word in ("fork", "spawn", "popen", "start_new_thread", "thread"))
+    return any(word in text for word in ("fork", "spawn", "popen", "thread"))
 
 
 def _jsonable(value: Any) -> Any:
@@ -163,8 +168,11 @@ def _files(limits: dict[str, Any]) -> list[dict[str, Any]]:
 def _run(request: dict[str, Any], limits: dict[str, Any]) -> dict[str, Any]:
     """Run the code and describe the outcome; any exception from the code becomes an error status."""
     namespace = _namespace(request.get("inputs") or {})
+    code = request["code"]
+    # Tracebacks then quote the code's own lines.
+    linecache.cache[CODE_FILENAME] = (len(code), None, code.splitlines(keepends=True), CODE_FILENAME)
     try:
-        exec(compile(request["code"], CODE_FILENAME, "exec"), namespace)  # noqa: S102 - the sandbox's purpose
+        exec(compile(code, CODE_FILENAME, "exec"), namespace)  # noqa: S102 - the sandbox's purpose
     except SystemExit as exc:
         if exc.code not in (None, 0):
             return {"status": "error", "error": f"SystemExit: {exc.code}"[:ERROR_CHARS]}
