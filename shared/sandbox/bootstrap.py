@@ -139,7 +139,9 @@ def _jsonable(value: Any) -> Any:
         return [_jsonable(v) for v in value]
     if hasattr(value, "to_dict") and hasattr(value, "columns"):  # a DataFrame: the same shape as the inputs
         return {"columns": [str(c) for c in value.columns], "rows": _jsonable(value.values.tolist())}
-    if hasattr(value, "tolist"):  # numpy arrays and scalars, pandas Series
+    if hasattr(value, "to_dict") and hasattr(value, "index"):  # a Series: its index as the keys
+        return _jsonable(value.to_dict())
+    if hasattr(value, "tolist"):  # numpy arrays and scalars
         return _jsonable(value.tolist())
     if hasattr(value, "isoformat"):  # dates, datetimes, pandas Timestamps
         return str(value.isoformat())

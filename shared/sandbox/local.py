@@ -137,7 +137,8 @@ def _probe(venv: Path) -> _Runtime | SandboxUnavailable:
         return exc
     probe = _execute(runtime, SandboxRequest(code="result = 1"), SandboxLimits(wall_seconds=20))
     if probe.status != "ok" or probe.result != 1:
-        detail = (probe.error or probe.stdout or "no output").strip()[-500:]
+        # bwrap's own complaint (say, "No permissions to create new namespace") arrives on the output.
+        detail = " / ".join(part.strip() for part in (probe.stdout, probe.error or "") if part.strip())[-500:]
         return SandboxUnavailable(f"bubblewrap cannot isolate code on this machine (user namespaces?): {detail}")
     return runtime
 
