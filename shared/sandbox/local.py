@@ -471,16 +471,16 @@ class LocalSandbox:
 
     def __init__(self, venv: Path | None = None) -> None:
         """Use ``venv`` (default: the repo's .venv-sandbox, built by `make sandbox`) for the libraries."""
-        self._venv = (venv or DEFAULT_VENV).absolute()
+        self.venv = (venv or DEFAULT_VENV).absolute()
 
     def available(self) -> bool:
         """Whether this machine can isolate (probed once per venv, then cached)."""
         try:
-            _runtime(self._venv)
+            _runtime(self.venv)
         except SandboxUnavailable:
             return False
         return True
 
     def run(self, request: SandboxRequest, limits: SandboxLimits) -> SandboxResult:
         """Run the request's code in a new sandbox; SandboxUnavailable when this machine cannot isolate."""
-        return _execute(_runtime(self._venv), request, limits)
+        return _execute(_runtime(self.venv), request, limits)
