@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from shared.sandbox import seccomp
 from shared.sandbox.base import (
     SandboxFile,
     SandboxLimits,
@@ -109,6 +110,9 @@ def _locate(venv: Path) -> _Runtime:
     site_packages = venv / "lib" / f"python{version}" / "site-packages"
     if not executable.is_file() or not site_packages.is_dir():
         raise SandboxUnavailable(f"the sandbox venv {venv} is incomplete: run `make sandbox`")
+    if os.geteuid() == 0 and not seccomp.supported():
+        # Root mode relies on the filter to keep the code from making user namespaces (see seccomp.py).
+        raise SandboxUnavailable("running as root, the sandbox needs its seccomp filter (x86_64, aarch64 only)")
     mplconfig = venv / "mplconfig"
     found = mplconfig if mplconfig.is_dir() else None
     return _Runtime(bwrap, executable.parent.parent, executable, site_packages, os.geteuid() == 0, found)
@@ -163,7 +167,7 @@ def _mount_points(path: Path) -> list[str]:
     return args
 
 
-def _command(runtime: _Runtime, limits: SandboxLimits, envelope_fd: int) -> list[str]:
+def _command(runtime: _Runtime, limits: SandboxLimits, envelope_fd: int, seccomp_fd: int | None) -> list[str]:
     """The bwrap command line for one run; the bootstrap writes its envelope on ``envelope_fd``."""
     args = [runtime.bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
     # --as-pid-1: the bootstrap is bwrap's direct child, so wait4 on bwrap reports the CPU of the whole run.
@@ -203,7 +207,10 @@ def _command(runtime: _Runtime, limits: SandboxLimits, envelope_fd: int) -> list
     args += ["--proc", "/proc", "--dev", "/dev"]
     tmp_size = limits.max_file_bytes + TMP_HEADROOM_BYTES
     args += ["--perms", "1777", "--size", str(tmp_size), "--tmpfs", "/tmp"]
-    args += ["--remount-ro", "/", "--chdir", "/tmp"]
+    # /dev is a tmpfs of its own: read-only, or it would be unbounded memory outside RLIMIT_AS.
+    args += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/tmp"]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
     python = [str(runtime.executable), "-I", "-S", "-B", "-X", "utf8"]
     return [*args, "--", *python, INSIDE_BOOTSTRAP, str(envelope_fd)]
 
@@ -329,24 +336,39 @@ def _reap(proc: subprocess.Popen[bytes], deadline: float, kill: bool) -> tuple[i
     return proc.returncode, int((usage.ru_utime + usage.ru_stime) * 1000), timed_out
 
 
+def _seccomp_fd() -> int | None:
+    """A pipe's read end holding the seccomp program for bwrap (small enough never to block), if there is one."""
+    if not seccomp.supported():
+        return None
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, seccomp.program())
+    finally:
+        os.close(write_end)
+    return read_end
+
+
 def _spawn(runtime: _Runtime, limits: SandboxLimits) -> tuple[subprocess.Popen[bytes], int]:
     """Start bwrap with an empty environment; returns the process and the envelope's read end."""
     envelope_r, envelope_w = os.pipe()
+    filter_fd = _seccomp_fd()
     try:
         proc = subprocess.Popen(  # noqa: S603 - a fixed argv, no shell
-            _command(runtime, limits, envelope_w),
+            _command(runtime, limits, envelope_w, filter_fd),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             env={},
             start_new_session=True,
-            pass_fds=(envelope_w,),
+            pass_fds=(envelope_w,) if filter_fd is None else (envelope_w, filter_fd),
         )
     except BaseException:
         os.close(envelope_r)
         raise
     finally:
         os.close(envelope_w)
+        if filter_fd is not None:
+            os.close(filter_fd)
     return proc, envelope_r
 
 
