@@ -468,6 +468,10 @@ def _execute(runtime: _Runtime, request: SandboxRequest, limits: SandboxLimits) 
     """One run: start the sandbox, feed it, collect, kill whatever is left, reap and describe."""
     uid = _run_uid() if runtime.as_root else None
     payload = {"code": request.code, "inputs": request.inputs, "limits": limits.model_dump(), "uid": uid}
+    try:
+        stdin = json.dumps(payload).encode("utf-8")
+    except (TypeError, ValueError) as exc:  # inputs are the caller's: say which part is not JSON
+        return SandboxResult(status="error", error=f"the inputs are not JSON: {exc}")
     started = time.monotonic()
     try:
         proc, envelope_r = _spawn(runtime, limits)
@@ -475,7 +479,7 @@ def _execute(runtime: _Runtime, request: SandboxRequest, limits: SandboxLimits) 
         raise SandboxUnavailable(f"bubblewrap could not be started: {exc}") from exc
     got = _Collected(killed_for="interrupted")
     try:
-        got = _pump(proc, envelope_r, json.dumps(payload).encode("utf-8"), started + limits.wall_seconds, limits)
+        got = _pump(proc, envelope_r, stdin, started + limits.wall_seconds, limits)
     finally:
         os.close(envelope_r)
         for pipe in (proc.stdin, proc.stdout):

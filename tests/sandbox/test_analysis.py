@@ -100,6 +100,14 @@ def test_results_are_made_json(run: Runner) -> None:
     }
 
 
+def test_inputs_that_are_not_json_are_a_clear_error(run: Runner) -> None:
+    """Inputs must be JSON values: anything else is refused before a sandbox starts, saying what."""
+    result = run("result = 1", None, tags={"a", "b"})
+    assert result.status == "error"
+    assert result.error is not None and result.error.startswith("the inputs are not JSON")
+    assert "set" in result.error
+
+
 def test_unserialisable_result_is_a_clear_error(run: Runner) -> None:
     """A result that is not JSON says so."""
     result = run("result = object()")
