@@ -1,13 +1,13 @@
 """The runner inside the sandbox: reads one request on stdin, runs its code, writes one envelope on a fd.
 
-Runs as ``python -I -S -B -X utf8 bootstrap.py <envelope fd>`` under bubblewrap (see local.py) and imports
+Runs as ``python -I -S -B -X utf8 bootstrap.py <envelope fd> <uid or ->`` under bubblewrap (see local.py) and imports
 only the standard library at start. It is trusted code running next to untrusted code in one process, so
 everything it sends back is still treated as untrusted by the parent (which re-checks every cap). Its own
 failures never print: stdout and stderr belong to the user's code.
 
-Order matters: drop to the run's own uid (when started as root), set the resource limits, and only then
-build the inputs and run the code. Imports are kept to what every run needs (the start-up time is the
-sandbox's overhead): traceback and linecache only when the code failed.
+Order matters: drop to the run's own uid (when started as root) before reading the request, set the
+resource limits, and only then build the inputs and run the code. Imports are kept to what every run
+needs (the start-up time is the sandbox's overhead): traceback and linecache only when the code failed.
 """
 
 from __future__ import annotations
@@ -213,10 +213,10 @@ def _run(request: dict[str, Any], limits: dict[str, Any]) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     """Read the request, run it, write the envelope; returns the process exit code."""
     envelope_fd = int(argv[1])
+    if argv[2] != "-":
+        _drop_privileges(int(argv[2]))
     request = json.loads(sys.stdin.buffer.read())
     limits = request["limits"]
-    if request.get("uid") is not None:
-        _drop_privileges(int(request["uid"]))
     _set_limits(limits)
     sys.path.append(LIB_DIR)
     if os.path.isdir(MPL_CACHE):

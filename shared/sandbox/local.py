@@ -1,20 +1,24 @@
 """The local sandbox: untrusted Python in its own process behind bubblewrap, never a bare ``exec``.
 
 The boundary (one bwrap per run):
-- namespaces: no network (a new net namespace: not even loopback reaches the host), a new pid namespace with
-  its own /proc (the host's processes, environment and the parent are invisible), new IPC/UTS/cgroup ones;
+- namespaces: no network (a new net namespace: 127.0.0.1 inside is its own, nothing reaches the host), a new
+  pid namespace with its own /proc (the code is pid 1; the host's processes and the parent are invisible),
+  new IPC/UTS/cgroup ones;
 - files: a read-only root made of /usr (and the /lib*, /bin links), the interpreter's prefix, the sandbox
-  venv's site-packages at /sandbox/lib and the bootstrap, plus a private size-limited tmpfs at /tmp (the
-  only writable place; the out dir is /tmp/out). No /etc, no /work, no app settings, no Durable store;
-- environment: cleared (bwrap itself starts with an empty one, so not even /proc/1/environ holds a secret);
+  venv's site-packages at /sandbox/lib and the bootstrap, a read-only /dev, plus a private size-limited
+  tmpfs at /tmp (the only writable place; the out dir is /tmp/out). No /etc, no /work, no app settings, no
+  Durable store;
+- environment: cleared (bwrap itself is started with an empty one);
 - session: --new-session (no TIOCSTI into the caller's terminal), --die-with-parent;
+- system calls: a seccomp filter (seccomp.py) refuses new user namespaces;
 - limits, set by the bootstrap before the code runs: RLIMIT_CPU, RLIMIT_AS, RLIMIT_NPROC, RLIMIT_FSIZE;
   the wall time and the output size are enforced here (the whole sandbox killed on excess).
 
 Root bypasses RLIMIT_NPROC, so the code never runs as root: as root, bwrap keeps only CAP_SETUID/SETGID and
-the bootstrap drops to a uid of this run's own before anything else (root mode); as another user, bwrap
+the bootstrap drops to a uid of this run's own before it reads anything (root mode); as another user, bwrap
 makes a user namespace (no further ones allowed) and the limit counts that namespace's processes only.
 If bwrap, the sandbox venv or the namespaces are missing, ``SandboxUnavailable`` says so: never a bare run.
+The probe that finds out runs once per venv and process; its answer, a refusal included, is kept.
 """
 
 from __future__ import annotations
@@ -129,7 +133,7 @@ def _runtime(venv: Path) -> _Runtime:
             _runtimes[venv] = _probe(venv)
         found = _runtimes[venv]
     if isinstance(found, SandboxUnavailable):
-        raise found
+        raise SandboxUnavailable(str(found))
     return found
 
 
@@ -167,8 +171,12 @@ def _mount_points(path: Path) -> list[str]:
     return args
 
 
-def _command(runtime: _Runtime, limits: SandboxLimits, envelope_fd: int, seccomp_fd: int | None) -> list[str]:
-    """The bwrap command line for one run; the bootstrap writes its envelope on ``envelope_fd``."""
+def _command(
+    runtime: _Runtime, limits: SandboxLimits, fds: tuple[int, int | None], uid: int | None = None
+) -> list[str]:
+    """The bwrap command line for one run: ``fds`` are the envelope's (written by the bootstrap) and the
+    seccomp program's; ``uid`` is the one the bootstrap drops to (root mode)."""
+    envelope_fd, seccomp_fd = fds
     args = [runtime.bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
     # --as-pid-1: the bootstrap is bwrap's direct child, so wait4 on bwrap reports the CPU of the whole run.
     args += ["--unshare-cgroup-try", "--as-pid-1", "--die-with-parent", "--new-session", "--clearenv"]
@@ -212,7 +220,7 @@ def _command(runtime: _Runtime, limits: SandboxLimits, envelope_fd: int, seccomp
     if seccomp_fd is not None:
         args += ["--seccomp", str(seccomp_fd)]
     python = [str(runtime.executable), "-I", "-S", "-B", "-X", "utf8"]
-    return [*args, "--", *python, INSIDE_BOOTSTRAP, str(envelope_fd)]
+    return [*args, "--", *python, INSIDE_BOOTSTRAP, str(envelope_fd), str(uid if uid is not None else "-")]
 
 
 @dataclass
@@ -348,13 +356,13 @@ def _seccomp_fd() -> int | None:
     return read_end
 
 
-def _spawn(runtime: _Runtime, limits: SandboxLimits) -> tuple[subprocess.Popen[bytes], int]:
+def _spawn(runtime: _Runtime, limits: SandboxLimits, uid: int | None) -> tuple[subprocess.Popen[bytes], int]:
     """Start bwrap with an empty environment; returns the process and the envelope's read end."""
     envelope_r, envelope_w = os.pipe()
     filter_fd = _seccomp_fd()
     try:
         proc = subprocess.Popen(  # noqa: S603 - a fixed argv, no shell
-            _command(runtime, limits, envelope_w, filter_fd),
+            _command(runtime, limits, (envelope_w, filter_fd), uid),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -467,14 +475,14 @@ def _outcome(got: _Collected, exit_code: int, usage: tuple[int, int], limits: Sa
 def _execute(runtime: _Runtime, request: SandboxRequest, limits: SandboxLimits) -> SandboxResult:
     """One run: start the sandbox, feed it, collect, kill whatever is left, reap and describe."""
     uid = _run_uid() if runtime.as_root else None
-    payload = {"code": request.code, "inputs": request.inputs, "limits": limits.model_dump(), "uid": uid}
+    payload = {"code": request.code, "inputs": request.inputs, "limits": limits.model_dump()}
     try:
         stdin = json.dumps(payload).encode("utf-8")
     except (TypeError, ValueError) as exc:  # inputs are the caller's: say which part is not JSON
         return SandboxResult(status="error", error=f"the inputs are not JSON: {exc}")
     started = time.monotonic()
     try:
-        proc, envelope_r = _spawn(runtime, limits)
+        proc, envelope_r = _spawn(runtime, limits, uid)
     except OSError as exc:
         raise SandboxUnavailable(f"bubblewrap could not be started: {exc}") from exc
     got = _Collected(killed_for="interrupted")
