@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import base64
+import os
 import struct
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -165,3 +167,19 @@ def test_without_pandas_a_table_is_a_list_of_dicts(tmp_path: Path) -> None:
     assert result.result == ["list", {"region": "North", "quarter": "Q3", "revenue": 1500.0}, 5250.0]
     no_numpy = sandbox.run(SandboxRequest(code="import numpy"), SandboxLimits())
     assert no_numpy.status == "error" and "ModuleNotFoundError" in (no_numpy.error or "")
+
+
+def test_runs_side_by_side_are_apart(local_sandbox: LocalSandbox) -> None:
+    """Concurrent runs each get their own sandbox (and, as root, their own uid): no run sees another's files."""
+    code = "import os\nopen(f'{name}.txt', 'w').write(name)\nresult = [os.getuid(), sorted(os.listdir('.'))]"
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        runs = list(
+            pool.map(
+                lambda name: local_sandbox.run(SandboxRequest(code=code, inputs={"name": name}), SandboxLimits()),
+                ["a", "b", "c"],
+            )
+        )
+    assert [r.status for r in runs] == ["ok", "ok", "ok"], [r.error for r in runs]
+    assert [r.result[1] for r in runs] == [["a.txt"], ["b.txt"], ["c.txt"]]
+    if os.geteuid() == 0:
+        assert len({r.result[0] for r in runs}) == 3
