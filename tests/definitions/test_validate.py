@@ -347,3 +347,8 @@ def test_validate_takes_a_catalog_of_its_own() -> None:
     node = {"id": "s", "kind": "step", "step": "consult_rag", "input": {"query": {"value": "q"}}}
     definition = parse("workflow", wf(node))
     assert [i.code for i in validate(definition, SAVED, Catalog())] == ["UNKNOWN_STEP"]
+
+
+def test_a_broken_graph_still_reports_unknown_references_but_no_types() -> None:
+    found = issues("workflow", wf(ask("a", agent="ghost"), ask("b", after=["c"]), ask("c", after=["b"])))
+    assert [(i.path, i.code) for i in found] == [("nodes.1.after", "CYCLE"), ("nodes.0.agent", "UNKNOWN_AGENT")]
