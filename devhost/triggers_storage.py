@@ -38,6 +38,7 @@ from typing import Any
 from devhost.http.httpmap import InvocationContext
 from devhost.loader import _resolve_env_refs
 from devhost.model import AppLoadError, FunctionInfo
+from devhost.storage import asks_for_development_storage
 from devhost.timers import Host
 
 log = logging.getLogger("devhost.storage")
@@ -162,6 +163,8 @@ def plan_function(fn: FunctionInfo, environ: typing.Mapping[str, str]) -> Storag
     if fn.kind == "blob" and "/" not in resource.strip("/"):
         return f"not run: the path {resource!r} must be container/blob-pattern"
     if "AccountKey=" not in value and "SharedAccessSignature=" not in value:
+        if asks_for_development_storage(value):
+            return f"not run: {setting} asks for development storage but Azurite is off (--no-azurite)"
         if any(key.startswith(f"{setting}__") for key in environ):
             return f"not run: the connection {setting} is identity-based; the devhost needs a connection string"
         return (
