@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from devhost.azurite import Azurite
 from devhost.jobs.definitions import CliError, load_documents
 from tests.devhost.hostproc import REPO_ROOT, DevHostProcess
 
@@ -20,8 +19,9 @@ EXAMPLES = REPO_ROOT / "examples" / "definitions"
 
 
 @pytest.fixture(scope="module")
-def host(azurite: Azurite, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevHostProcess]:
-    env = {"AzureWebJobsStorage": azurite.connection_string, "DEFINITIONS_TABLE": "cli" + uuid.uuid4().hex[:12]}
+def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevHostProcess]:
+    # Development storage, as local.settings.example.json asks for it: devhost starts Azurite for the app.
+    env = {"AzureWebJobsStorage": "UseDevelopmentStorage=true", "DEFINITIONS_TABLE": "cli" + uuid.uuid4().hex[:12]}
     proc = DevHostProcess(REPO_ROOT, tmp_path_factory.mktemp("defs-host"), env=env)
     proc.start()
     yield proc
