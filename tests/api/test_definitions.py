@@ -156,6 +156,8 @@ SUB_CALL = {"id": "sub", "kind": "workflow", "workflow": "inner", "input": {"q":
 INVALID = [
     ("agents", {**WRITER, "temperature": 1}, "temperature", "INVALID_FIELD"),
     ("agents", {**WRITER, "id": "Not A Slug"}, "id", "INVALID_FIELD"),
+    # Who owns a definition comes from the signed-in principal alone, never from the body.
+    ("agents", {**WRITER, "owner": {"id": "oid-mallory"}}, "owner", "INVALID_FIELD"),
     ("agents", {**WRITER, "tools": ["teleport"]}, "tools.0", "UNKNOWN_TOOL"),
     ("agents", {**WRITER, "tools": ["http.weather"]}, "tools.0", "UNKNOWN_TOOL"),
     ("agents", {**WRITER, "tools": ["consult_rag", "consult_rag"]}, "tools.1", "DUPLICATE_TOOL"),

@@ -90,3 +90,14 @@ def test_load_documents_reads_yaml_streams_lists_and_json(tmp_path: Path) -> Non
         broken.write_text(text, encoding="utf-8")
         with pytest.raises(CliError, match=message):
             load_documents(broken)
+
+
+def test_delete_over_http_archives(host: DevHostProcess) -> None:
+    assert host.keys is not None
+    headers = {"x-functions-key": host.keys.function}
+    body = {"id": "scratch", "name": "Scratch", "instructions": "Nothing."}
+    assert host.client.post("/api/agents", json=body, headers=headers).status_code == 201
+    deleted = host.client.delete("/api/agents/scratch", headers=headers)
+    assert deleted.status_code == 200 and deleted.json()["archived"] is True
+    assert host.client.get("/api/agents/scratch", headers=headers).json()["error"]["code"] == "DEFINITION_NOT_FOUND"
+    assert host.client.delete("/api/agents/scratch").status_code == 401  # the function key is required
