@@ -299,6 +299,11 @@ def test_with_easy_auth_each_user_sees_their_own_definitions(env: pytest.MonkeyP
     mine = call("GET", "agents", headers=principal("alice"))[1]["agents"]
     assert [a["id"] for a in mine] == ["writer"]
     assert call("GET", "agents/writer", headers=principal("carol", "Jobs.Admin"))[0] == 200
+    # An archived id stays alice's: bob cannot take it up (and so read its old versions).
+    assert call("DELETE", "agents/writer", headers=principal("alice"))[0] == 200
+    assert error(*call("POST", "agents", WRITER, headers=principal("bob"))) == (409, "DEFINITION_EXISTS", "id")
+    revived = call("POST", "agents", WRITER, headers=principal("alice"))[1]
+    assert revived["version"] == 2  # taken up again: the version numbers go on
 
 
 # ----- /api/llm -----------------------------------------------------------------------------------------------
