@@ -133,7 +133,30 @@ def structure_issues(workflow: Workflow, graph: Graph) -> list[Issue]:
     issues.extend(_cycle_issues(workflow, graph))
     if not issues:
         issues.extend(_reach_issues(workflow, graph))
+        issues.extend(_loop_edge_issues(workflow, graph))
     return issues
+
+
+def _loop_edge_issues(workflow: Workflow, graph: Graph) -> Iterator[Issue]:
+    """A loop is entered and left through its loop node: no edge crosses into or out of its body otherwise."""
+    for i, node in enumerate(workflow.nodes):
+        inside = graph.loop_of.get(node.id)
+        for j, before in enumerate(node.after):
+            loop = graph.loop_of.get(before)
+            if loop is not None and loop != inside:
+                yield _issue(
+                    f"nodes.{i}.after.{j}",
+                    "INVALID_GRAPH",
+                    f"node {node.id!r} waits for {before!r} inside loop {loop!r}: wait for the loop instead",
+                    node.id,
+                )
+            elif inside is not None and loop is None and inside not in _reach(before, graph.edges):
+                yield _issue(
+                    f"nodes.{i}.after.{j}",
+                    "INVALID_GRAPH",
+                    f"node {node.id!r} in loop {inside!r} waits for {before!r}, which does not run before the loop",
+                    node.id,
+                )
 
 
 def _id_issues(workflow: Workflow) -> Iterator[Issue]:

@@ -299,6 +299,7 @@ class WorkflowCheck:
         # On a broken graph, what runs before what means little: only the references to other definitions,
         # step kinds and tools are checked, not the mappings.
         self.typed = not self.issues
+        self._input_defaults()
         self.outputs = {node.id: self.output_of(node) for node in self.wf.nodes}
         for node in self.wf.nodes:
             self._node(node)
@@ -345,14 +346,28 @@ class WorkflowCheck:
             self._step_node(node)
         elif isinstance(node, ToolNode):
             self._tool_node(node)
-        elif isinstance(node, HumanNode) and self.typed:
-            self.mapping(self.node_path(node.id, "question"), node.question, {"type": "string"}, node.id)
+        elif isinstance(node, HumanNode):
+            self._human_node(node)
         elif isinstance(node, WorkflowNode):
             self._workflow_node(node)
         elif isinstance(node, ConditionNode):
             self.condition(self.node_path(node.id, "if"), node.if_, node.id)
         elif isinstance(node, LoopNode) and node.until is not None:
             self.condition(self.node_path(node.id, "until"), node.until, node.id)
+
+    def _human_node(self, node: HumanNode) -> None:
+        if not node.options and not node.free_text:
+            message = f"human node {node.id!r} needs options or free_text: true, or nobody can answer it"
+            self.add(self.node_path(node.id, "options"), "INVALID_FIELD", message, node.id)
+        if self.typed:
+            self.mapping(self.node_path(node.id, "question"), node.question, {"type": "string"}, node.id)
+
+    def _input_defaults(self) -> None:
+        for name, spec in self.wf.inputs.items():
+            if spec.default is not None and not compatible(_literal_schema(spec.default), {"type": spec.type}):
+                found = describe(_literal_schema(spec.default))
+                message = f"the default of input {name!r} is {found}, not {spec.type}"
+                self.add(f"inputs.{name}.default", "TYPE_MISMATCH", message)
 
     def _agent_node(self, node: AgentNode) -> None:
         if self.resolver.find("agent", node.agent, node.version) is None:

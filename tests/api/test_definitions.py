@@ -197,6 +197,11 @@ INVALID = [
     ("workflows", flow(ask(), {"id": "c", "kind": "condition", "after": ["ask"],
                                "if": {"left": "ask.score", "op": "eq", "right": "high"}}),
      "nodes.1.if.right", "TYPE_MISMATCH"),
+    ("workflows", flow({"id": "h", "kind": "human", "question": {"value": "?"}}), "nodes.0.options", "INVALID_FIELD"),
+    ("workflows", {**flow(ask()), "inputs": {"q": {"type": "integer", "default": "x"}}}, "inputs.q.default",
+     "TYPE_MISMATCH"),
+    ("workflows", flow(ask("a"), {"id": "l", "kind": "loop", "after": ["a"], "body": ["b"], "max_iterations": 2},
+                       ask("b"), ask("c", after=["b"])), "nodes.3.after.0", "INVALID_GRAPH"),
     ("workflows", flow({**SUB_CALL, "workflow": "ghost"}), "nodes.0.workflow", "UNKNOWN_WORKFLOW"),
     ("workflows", flow({**SUB_CALL, "input": {"q": {"value": 1}}}), "nodes.0.input.q", "TYPE_MISMATCH"),
 ]  # fmt: skip
