@@ -27,7 +27,6 @@ from types import TracebackType
 # The development account every Azure Storage emulator accepts (documented, public, not a secret).
 ACCOUNT_NAME = "devstoreaccount1"
 ACCOUNT_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
-DEVELOPMENT_STORAGE = "UseDevelopmentStorage=true"
 ENV_BINARY = "DEVHOST_AZURITE"
 LOG_NAME = "azurite.log"
 SERVICES = ("blob", "queue", "table")
