@@ -146,33 +146,43 @@ class StorageTarget:
 
 def plan_function(fn: FunctionInfo, environ: typing.Mapping[str, str]) -> StorageTarget | str:
     """The target a queue or blob function listens on, or why the devhost does not run it."""
-    trigger = fn.trigger
-    setting = str(trigger.get("connection") or DEFAULT_CONNECTION)
-    value = environ.get(setting, "")
+    setting = str(fn.trigger.get("connection") or DEFAULT_CONNECTION)
     resource_key = "queueName" if fn.kind == "queue" else "path"
-    resource = _resolve_env_refs(trigger.get(resource_key))
+    resource = _resolve_env_refs(fn.trigger.get(resource_key))
     param_type = trigger_parameter_type(fn)
-    if fn.kind == "blob" and str(trigger.get("source", "")).lower() == "eventgrid":
-        return "not run: source=EventGrid needs Event Grid (the devhost polls: drop source or use LogsAndContainerScan)"
+    problem = _trigger_problem(fn, resource_key, resource, param_type) or _connection_problem(setting, environ)
+    if problem is not None or resource is None:
+        return f"not run: {problem}"
+    return StorageTarget(fn, setting, environ[setting], resource.strip("/"), param_type)
+
+
+def _trigger_problem(fn: FunctionInfo, resource_key: str, resource: str | None, param_type: str) -> str | None:
+    """What in the trigger itself keeps the devhost from running it (None when nothing does)."""
+    if fn.kind == "blob" and str(fn.trigger.get("source", "")).lower() == "eventgrid":
+        return "source=EventGrid needs Event Grid (the devhost polls: drop source or use LogsAndContainerScan)"
     if param_type not in _PASSABLE[fn.kind]:
         allowed = ", ".join(_PASSABLE[fn.kind])
-        return (
-            f"not run: the parameter type {param_type} needs an SDK-type binding extension (devhost passes {allowed})"
-        )
+        return f"the parameter type {param_type} needs an SDK-type binding extension (devhost passes {allowed})"
     if not resource:
-        return f"not run: {resource_key} {trigger.get(resource_key)!r} is empty or names an unset app setting"
+        return f"{resource_key} {fn.trigger.get(resource_key)!r} is empty or names an unset app setting"
     if fn.kind == "blob" and "/" not in resource.strip("/"):
-        return f"not run: the path {resource!r} must be container/blob-pattern"
-    if "AccountKey=" not in value and "SharedAccessSignature=" not in value:
-        if asks_for_development_storage(value):
-            return f"not run: {setting} asks for development storage but Azurite is off (--no-azurite)"
-        if any(key.startswith(f"{setting}__") for key in environ):
-            return f"not run: the connection {setting} is identity-based; the devhost needs a connection string"
-        return (
-            f"not run: the connection setting {setting} is not a connection string "
-            "(set it to UseDevelopmentStorage=true and the devhost starts Azurite)"
-        )
-    return StorageTarget(fn, setting, value, resource.strip("/"), param_type)
+        return f"the path {resource!r} must be container/blob-pattern"
+    return None
+
+
+def _connection_problem(setting: str, environ: typing.Mapping[str, str]) -> str | None:
+    """Why the connection setting cannot be used (None when it holds a connection string)."""
+    value = environ.get(setting, "")
+    if "AccountKey=" in value or "SharedAccessSignature=" in value:
+        return None
+    if asks_for_development_storage(value):
+        return f"{setting} asks for development storage but Azurite is off (--no-azurite)"
+    if any(key.startswith(f"{setting}__") for key in environ):
+        return f"the connection {setting} is identity-based; the devhost needs a connection string"
+    return (
+        f"the connection setting {setting} is not a connection string "
+        "(set it to UseDevelopmentStorage=true and the devhost starts Azurite)"
+    )
 
 
 def _decode_queue_body(content: str, options: QueueOptions) -> bytes:
