@@ -212,7 +212,7 @@ def current_state(runtime: str | None, custom: Any, output: Any, now: str) -> li
                 kind=step.kind,
                 state=shown,
                 attempt=attempt,
-                retry_at=step.retry_at if shown == "retrying" else None,
+                retry_at=_iso(step.retry_at) if shown == "retrying" and step.retry_at else None,
             )
         )
     if state.waiting is not None:
