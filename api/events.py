@@ -108,7 +108,10 @@ class JobFeed:
 
     async def _run(self) -> None:
         failures = 0
+        loop = asyncio.get_running_loop()
         while True:
+            # Polls start every poll_s (not poll_s after the last one ended): a read's own time is not added.
+            started = loop.time()
             try:
                 await self.poll()
                 failures = 0
@@ -119,10 +122,10 @@ class JobFeed:
                 logger.warning("events of %s: read failed (%d): %s", self.job_id, failures, exc)
             if self.snapshot.ended or self.snapshot.gone:
                 return
-            await asyncio.sleep(self.poll_s * min(1 + failures, 20))
+            await asyncio.sleep(max(0.0, started + self.poll_s * min(1 + failures, 20) - loop.time()))
 
     async def poll(self) -> None:
-        """Read the job once and publish a new snapshot when anything changed."""
+        """Read the job once (status, history, custom status: one request) and publish what changed."""
         status = await self.client.get_status(
             self.job_id, show_history=True, show_history_output=True, show_input=False
         )
@@ -131,17 +134,15 @@ class JobFeed:
             return
         data = status.to_json()
         history = getattr(status, "historyEvents", None) or data.get("historyEvents") or data.get("history") or []
-        runtime = data.get("runtimeStatus")
-        custom = data.get("customStatus")
+        runtime, custom = data.get("runtimeStatus"), data.get("customStatus")
         key = (len(history), runtime, str(custom), data.get("lastUpdatedTime"))
         previous = self.snapshot
+        committed, state, ended = previous.committed, previous.state, previous.ended
         if key != self._seen:
             output = decode(data.get("output"))
             committed = committed_events(history, runtime, output, custom, self._streaming)
             state = current_state(runtime, custom, output, _now())
             ended = runtime in TERMINAL_RUNTIME and bool(committed) and isinstance(committed[-1], EndEvent)
-        else:
-            committed, state, ended = previous.committed, previous.state, previous.ended
         answer = await self._read_answer(custom, runtime, previous.answer)
         if key == self._seen and answer == previous.answer:
             return
