@@ -225,3 +225,59 @@ def test_event_ids_parse_back_to_their_cursor() -> None:
     assert parse_event_id("c12") == Cursor(12)
     assert parse_event_id("c12.p3.2.540") == Cursor(12, 3, 2, 540)
     assert Cursor(12, 3, 2, 540).provisional_id() == "c12.p3.2.540"
+
+
+class _Status:
+    def __init__(self, history: list[dict[str, Any]], runtime: str, custom: Any = None) -> None:
+        self.name = "job_orchestrator"
+        self.historyEvents = history
+        self._data = {
+            "runtimeStatus": runtime,
+            "customStatus": custom,
+            "output": {"status": "completed", "answer": "A."},
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self._data)
+
+
+class _Client:
+    """A durable client whose job advances one history event per read."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    async def get_status(self, job_id: str, **_: Any) -> _Status:
+        self.reads += 1
+        cut = min(self.reads, len(HISTORY))
+        return _Status(HISTORY[:cut], "Completed" if cut == len(HISTORY) else "Running")
+
+
+def test_many_subscribers_share_one_poller_and_a_stalled_one_blocks_nobody() -> None:
+    import asyncio
+
+    from api.events import FEEDS, stream
+
+    async def scenario() -> tuple[list[list[str]], int, int]:
+        client = _Client()
+
+        async def subscriber() -> list[str]:
+            got: list[str] = []
+            async for chunk in stream("job-x", client, Cursor(), poll_s=0.001, keepalive_s=5, max_s=30):  # type: ignore[arg-type]
+                got.extend(i for i in _ids([chunk]) if "." not in i)
+            return got
+
+        stalled = stream("job-x", client, Cursor(), poll_s=0.001, keepalive_s=5, max_s=30)  # type: ignore[arg-type]
+        await stalled.__anext__()  # joined, then never read again
+        readers = await asyncio.gather(*(subscriber() for _ in range(50)))
+        subscribed = FEEDS.by_job["job-x"].subscribers
+        await stalled.aclose()
+        return readers, client.reads, subscribed
+
+    readers, reads, subscribed_after = asyncio.run(scenario())
+    whole = committed_events(HISTORY, "Completed", {"status": "completed", "answer": "A."}, None, STREAMING)
+    assert all(r == [f"c{i}" for i in range(1, len(whole) + 1)] for r in readers)
+    # One poller for 51 subscribers: about one read per history event, not one per subscriber.
+    assert reads <= len(HISTORY) + 2
+    assert subscribed_after == 1
+    assert "job-x" not in FEEDS.by_job and FEEDS.open == 0
