@@ -64,6 +64,7 @@ def adapt(handler: Handler, trigger: str) -> Callable[..., Awaitable[Any]]:
         result = await handler(*args, **kwargs) if is_async else await asyncio.to_thread(handler, *args, **kwargs)
         return to_response(result) if streams else result
 
+    adapted.streams_compat = True  # type: ignore[attr-defined]
     return adapted
 
 
