@@ -206,6 +206,10 @@ def _after(snapshot: Snapshot, cursor: Cursor, streamed: set[tuple[str, int]]) -
     """The SSE messages a subscriber at ``cursor`` has not had from this snapshot, and its new cursor."""
     out: list[str] = []
     total = len(snapshot.committed)
+    if cursor.seq > total and snapshot.ended:
+        # The whole story is known and shorter: no instance ever sent this id for this job. (While the job runs,
+        # this instance may only be a poll behind the one that sent it: then the cursor waits for the history.)
+        cursor = Cursor(total, 0, cursor.attempt, cursor.chars)
     if cursor.seq < total:
         for seq in range(cursor.seq, total):
             event = snapshot.committed[seq]

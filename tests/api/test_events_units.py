@@ -281,3 +281,9 @@ def test_many_subscribers_share_one_poller_and_a_stalled_one_blocks_nobody() -> 
     assert reads <= len(HISTORY) + 2
     assert subscribed_after == 1
     assert "job-x" not in FEEDS.by_job and FEEDS.open == 0
+
+
+def test_an_id_beyond_the_story_resumes_from_its_end() -> None:
+    committed = committed_events(HISTORY, "Completed", {"status": "completed", "answer": "A."}, None, STREAMING)
+    out, cursor = _after(Snapshot(committed=committed, ended=True), Cursor(999), set())
+    assert out == [] and cursor.seq == len(committed)
