@@ -21,7 +21,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import azure.durable_functions as df
-from azurefunctions.extensions.http.fastapi import JSONResponse, Request, Response, StreamingResponse
+import starlette.responses
+from azurefunctions.extensions.http.fastapi import JSONResponse, Request, Response
 
 from api.errors import ApiError
 from api.events_derive import committed_events, current_state, streaming_kinds, streaming_step
@@ -284,6 +285,33 @@ async def stream(
         FEEDS.leave(feed)
 
 
+# A client whose socket accepts nothing for this long (its buffers are full) is dropped; it reconnects with
+# Last-Event-ID. Until its buffers fill, a client that does not read costs only them.
+SEND_TIMEOUT_S = 30.0
+
+
+class DroppingStreamingResponse(starlette.responses.StreamingResponse):
+    """A streaming response that drops a client which stopped reading, instead of waiting on it forever."""
+
+    def __init__(self, *args: Any, send_timeout_s: float = SEND_TIMEOUT_S, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.send_timeout_s = send_timeout_s
+
+    async def stream_response(self, send: Any) -> None:
+        """Stream with a bounded wait on each send; on a stalled client, close the body generator and stop."""
+
+        async def bounded(message: Any) -> None:
+            await asyncio.wait_for(send(message), self.send_timeout_s)
+
+        try:
+            await super().stream_response(bounded)
+        except TimeoutError:
+            logger.info("event stream: dropped a client that read nothing for %.0f s", self.send_timeout_s)
+            close = getattr(self.body_iterator, "aclose", None)
+            if close is not None:
+                await close()
+
+
 def _cursor_of(req: Request) -> Cursor:
     """Where a reconnecting client resumes: ``Last-Event-ID``, else ``?after=``; the start otherwise."""
     for name, text in (("Last-Event-ID", req.headers.get("last-event-id")), ("after", req.query_params.get("after"))):
@@ -325,7 +353,7 @@ async def events(req: Request, client: df.DurableOrchestrationClient, job_id: st
         max_s=settings.events_max_stream_s,
     )
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    return StreamingResponse(body, media_type="text/event-stream", headers=headers)
+    return DroppingStreamingResponse(body, media_type="text/event-stream", headers=headers)
 
 
 async def guarded_events(req: Request, client: df.DurableOrchestrationClient, job_id: str) -> Response:

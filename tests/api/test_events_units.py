@@ -287,3 +287,28 @@ def test_an_id_beyond_the_story_resumes_from_its_end() -> None:
     committed = committed_events(HISTORY, "Completed", {"status": "completed", "answer": "A."}, None, STREAMING)
     out, cursor = _after(Snapshot(committed=committed, ended=True), Cursor(999), set())
     assert out == [] and cursor.seq == len(committed)
+
+
+def test_a_client_that_stops_reading_is_dropped_and_leaves_the_feed() -> None:
+    import asyncio
+
+    from api.events import FEEDS, DroppingStreamingResponse, stream
+
+    async def scenario() -> tuple[int, int]:
+        client = _Client()
+        body = stream("job-y", client, Cursor(), poll_s=0.001, keepalive_s=5, max_s=30)  # type: ignore[arg-type]
+        response = DroppingStreamingResponse(body, media_type="text/event-stream", send_timeout_s=0.05)
+        sent: list[dict[str, Any]] = []
+        blocked = asyncio.Event()
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+            if message.get("body"):
+                await blocked.wait()  # the socket's buffers are full: this send never completes
+
+        await response.stream_response(send)
+        return len(sent), FEEDS.open
+
+    sends, still_open = asyncio.run(scenario())
+    assert sends == 2  # the response start, then the first body that never went out
+    assert still_open == 0 and "job-y" not in FEEDS.by_job
