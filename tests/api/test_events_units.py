@@ -312,3 +312,24 @@ def test_a_client_that_stops_reading_is_dropped_and_leaves_the_feed() -> None:
     sends, still_open = asyncio.run(scenario())
     assert sends == 2  # the response start, then the first body that never went out
     assert still_open == 0 and "job-y" not in FEEDS.by_job
+
+
+def test_agent_tool_calls_become_tool_call_events_beside_their_steps() -> None:
+    lookup = _task("t1", 1, "consult_rag", "2026-01-01T00:00:01.5Z")
+    family = _task("t2", 1, "call_tool", "2026-01-01T00:00:02.5Z", failed=True)
+    family["Input"]["task"] = {"tool": "http.weather", "arguments": {"city": "Oslo"}}
+    turn = _task("turn-1", 1, "agent_turn", "2026-01-01T00:00:00.5Z")
+    nested = _task("research-t3", 2, "execute_azure_sql", "2026-01-01T00:00:03.5Z")
+    events = committed_events([turn, lookup, family, nested], "Running", None, None, STREAMING)
+    calls = [(e.step_id, e.tool, e.state, e.summary) for e in events if e.type == "tool_call"]
+    assert calls == [
+        ("t1", "consult_rag", "started", None),
+        ("t1", "consult_rag", "succeeded", None),
+        ("t2", "http.weather", "started", None),
+        ("t2", "http.weather", "failed", "stream broke"),
+        ("research-t3", "execute_azure_sql", "started", None),
+        ("research-t3", "execute_azure_sql", "succeeded", None),
+    ]
+    # The Executor's turn is a step, not a tool call; a failed tool call of a non-streaming kind is not superseded.
+    assert ("turn-1", "succeeded") in [(e.step_id, e.state) for e in events if isinstance(e, StepEvent)]
+    assert not [e for e in events if e.type == "superseded"]
