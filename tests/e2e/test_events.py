@@ -201,3 +201,22 @@ def test_many_subscribers_share_one_poller_and_a_client_that_never_reads_costs_b
         for sock in idle:
             sock.close()
     assert os.path.exists(f"/proc/{host.proc.pid}")
+
+
+def test_an_agent_job_streams_its_tool_calls(jobs: JobClient) -> None:
+    question = (
+        "What does the returns policy say about refunds after 30 days, and which region had the most returns in Q3?"
+    )
+    job_id = jobs.submit(question, mode="agent")
+    found = read(jobs.http, job_id)
+    view = jobs.wait(job_id)
+    calls = [(d["step_id"], d["tool"], d["state"]) for m in found if m.event == "tool_call" and (d := m.data or {})]
+    tool_steps = [s for s in view["steps"] if s.get("turn") is not None]
+    # Calls of one turn run together, so they may end in any order; each one starts, then succeeds.
+    assert tool_steps and sorted(calls) == sorted(
+        call for s in tool_steps for call in ((s["id"], s["kind"], "started"), (s["id"], s["kind"], "succeeded"))
+    )
+    for step in tool_steps:
+        mine = [state for step_id, _, state in calls if step_id == step["id"]]
+        assert mine == ["started", "succeeded"]
+    assert found[-1].event == "end" and (found[-1].data or {})["status"] == "completed"
