@@ -206,45 +206,50 @@ FEEDS = Feeds()
 def _after(snapshot: Snapshot, cursor: Cursor, streamed: set[tuple[str, int]]) -> tuple[list[str], Cursor]:
     """The SSE messages a subscriber at ``cursor`` has not had from this snapshot, and its new cursor."""
     out: list[str] = []
-    total = len(snapshot.committed)
-    if cursor.seq > total and snapshot.ended:
-        # The whole story is known and shorter: no instance ever sent this id for this job. (While the job runs,
-        # this instance may only be a poll behind the one that sent it: then the cursor waits for the history.)
-        cursor = Cursor(total, 0, cursor.attempt, cursor.chars)
-    if cursor.seq < total:
-        for seq in range(cursor.seq, total):
-            event = snapshot.committed[seq]
-            out.append(sse(f"c{seq + 1}", event))
-            if isinstance(event, SupersededEvent):
-                streamed.add((event.step_id, event.attempt))
-        # The current state is re-sent against the new committed position (it is idempotent).
-        cursor = Cursor(total, 0, cursor.attempt, cursor.chars)
+    cursor = _committed_after(snapshot, cursor, streamed, out)
     if snapshot.ended:
         return out, cursor
     for index in range(cursor.state, len(snapshot.state)):
         cursor = Cursor(cursor.seq, index + 1, cursor.attempt, cursor.chars)
         out.append(sse(cursor.provisional_id(), snapshot.state[index]))
-    answer = snapshot.answer
-    if answer is None:
-        return out, cursor
+    if snapshot.answer is not None:
+        cursor = _answer_after(snapshot.answer, cursor, streamed, out)
+    return out, cursor
+
+
+def _committed_after(snapshot: Snapshot, cursor: Cursor, streamed: set[tuple[str, int]], out: list[str]) -> Cursor:
+    """Append the committed events after ``cursor``; the current state is then re-sent (it is idempotent)."""
+    total = len(snapshot.committed)
+    if cursor.seq > total and snapshot.ended:
+        # The whole story is known and shorter: no instance ever sent this id for this job. (While the job runs,
+        # this instance may only be a poll behind the one that sent it: then the cursor waits for the history.)
+        return Cursor(total, 0, cursor.attempt, cursor.chars)
+    if cursor.seq >= total:
+        return cursor
+    for seq in range(cursor.seq, total):
+        event = snapshot.committed[seq]
+        out.append(sse(f"c{seq + 1}", event))
+        if isinstance(event, SupersededEvent):
+            streamed.add((event.step_id, event.attempt))
+    return Cursor(total, 0, cursor.attempt, cursor.chars)
+
+
+def _answer_after(answer: Answer, cursor: Cursor, streamed: set[tuple[str, int]], out: list[str]) -> Cursor:
+    """Append the answer text after ``cursor`` (a newer attempt first voids the one the subscriber followed)."""
     if cursor.attempt != answer.attempt:
         if cursor.attempt and (answer.step_id, cursor.attempt) not in streamed:
             streamed.add((answer.step_id, cursor.attempt))
             void = SupersededEvent(at=_now(), committed=False, step_id=answer.step_id, attempt=cursor.attempt)
-            cursor = Cursor(cursor.seq, cursor.state, answer.attempt, 0)
-            out.append(sse(cursor.provisional_id(), void))
+            out.append(sse(Cursor(cursor.seq, cursor.state, answer.attempt, 0).provisional_id(), void))
         cursor = Cursor(cursor.seq, cursor.state, answer.attempt, 0)
-    if len(answer.text) > cursor.chars:
-        delta = DeltaEvent(
-            at=_now(),
-            step_id=answer.step_id,
-            attempt=answer.attempt,
-            offset=cursor.chars,
-            text=answer.text[cursor.chars :],
-        )
-        cursor = Cursor(cursor.seq, cursor.state, answer.attempt, len(answer.text))
-        out.append(sse(cursor.provisional_id(), delta))
-    return out, cursor
+    if len(answer.text) <= cursor.chars:
+        return cursor
+    delta = DeltaEvent(
+        at=_now(), step_id=answer.step_id, attempt=answer.attempt, offset=cursor.chars, text=answer.text[cursor.chars :]
+    )
+    cursor = Cursor(cursor.seq, cursor.state, answer.attempt, len(answer.text))
+    out.append(sse(cursor.provisional_id(), delta))
+    return cursor
 
 
 async def stream(
