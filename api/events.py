@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -29,12 +29,12 @@ from api.events_derive import committed_events, current_state, streaming_kinds, 
 from api.view import decode
 from shared.jobs.events import (
     KEEP_ALIVE,
+    AnyEvent,
     Cursor,
     DeltaEvent,
     EndEvent,
     ReconnectEvent,
     SupersededEvent,
-    _Event,
     parse_event_id,
     sse,
 )
@@ -61,8 +61,8 @@ class Answer:
 class Snapshot:
     """What one poll of a job found; shared by every subscriber of the job (never mutated once published)."""
 
-    committed: list[_Event] = field(default_factory=list)
-    state: list[_Event] = field(default_factory=list)
+    committed: list[AnyEvent] = field(default_factory=list)
+    state: list[AnyEvent] = field(default_factory=list)
     answer: Answer | None = None
     ended: bool = False
     gone: bool = False
@@ -260,7 +260,7 @@ async def stream(
     poll_s: float,
     keepalive_s: float,
     max_s: float,
-) -> AsyncIterator[str]:
+) -> AsyncGenerator[str, None]:
     """The messages of one subscriber until the job's end, the maximum duration or the client leaving.
 
     The subscriber joins the job's feed when the response starts and leaves it however the stream ends

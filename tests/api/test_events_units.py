@@ -263,11 +263,11 @@ def test_many_subscribers_share_one_poller_and_a_stalled_one_blocks_nobody() -> 
 
         async def subscriber() -> list[str]:
             got: list[str] = []
-            async for chunk in stream("job-x", client, Cursor(), poll_s=0.001, keepalive_s=5, max_s=30):  # type: ignore[arg-type]
+            async for chunk in stream("job-x", client, Cursor(), poll_s=0.001, keepalive_s=5, max_s=30):
                 got.extend(i for i in _ids([chunk]) if "." not in i)
             return got
 
-        stalled = stream("job-x", client, Cursor(), poll_s=0.001, keepalive_s=5, max_s=30)  # type: ignore[arg-type]
+        stalled = stream("job-x", client, Cursor(), poll_s=0.001, keepalive_s=5, max_s=30)
         await stalled.__anext__()  # joined, then never read again
         readers = await asyncio.gather(*(subscriber() for _ in range(50)))
         subscribed = FEEDS.by_job["job-x"].subscribers
@@ -296,7 +296,7 @@ def test_a_client_that_stops_reading_is_dropped_and_leaves_the_feed() -> None:
 
     async def scenario() -> tuple[int, int]:
         client = _Client()
-        body = stream("job-y", client, Cursor(), poll_s=0.001, keepalive_s=5, max_s=30)  # type: ignore[arg-type]
+        body = stream("job-y", client, Cursor(), poll_s=0.001, keepalive_s=5, max_s=30)
         response = DroppingStreamingResponse(body, media_type="text/event-stream", send_timeout_s=0.05)
         sent: list[dict[str, Any]] = []
         blocked = asyncio.Event()

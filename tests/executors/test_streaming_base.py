@@ -111,9 +111,13 @@ def test_without_a_sink_the_model_is_called_without_streaming(tmp_path: Path) ->
     settings = Settings(partial_output_store="off")
     calls: list[object] = []
 
+    def call(on_delta: Callable[[str], None] | None) -> str:
+        calls.append(on_delta)
+        return "done"
+
     class Plain(StreamingRun):
         def chunks(self) -> Chunks:
-            got = yield from self.model(lambda on_delta: calls.append(on_delta) or "done")
+            got = yield from self.model(call)
             return ExecutorOutput(status="success", result={"answer": got})
 
     assert Plain(_inp(), _Clients(settings)).run().result == {"answer": "done"}  # type: ignore[arg-type]
