@@ -220,3 +220,25 @@ def test_an_agent_job_streams_its_tool_calls(jobs: JobClient) -> None:
         mine = [state for step_id, _, state in calls if step_id == step["id"]]
         assert mine == ["started", "succeeded"]
     assert found[-1].event == "end" and (found[-1].data or {})["status"] == "completed"
+
+
+def test_the_stream_belongs_to_the_jobs_owner_like_the_view(tmp_path_factory: pytest.TempPathFactory) -> None:
+    data = tmp_path_factory.mktemp("events-owner")
+    proc = DevHostProcess(REPO_ROOT, data / "data", env=_env(data), extra_args=["--principal-header"])
+    proc.start()
+    try:
+        alice, bob, nobody = (
+            httpx.Client(base_url=proc.base_url, headers=h, timeout=60)
+            for h in ({"X-Devhost-Principal": "alice"}, {"X-Devhost-Principal": "bob"}, {})
+        )
+        resp = alice.post("/api/jobs", json={"question": SQL_Q, "approval": {"sql": "always"}})
+        assert resp.status_code == 202, resp.text
+        job_id = resp.json()["id"]
+        theirs = bob.get(f"/api/jobs/{job_id}/events")
+        assert theirs.status_code == 404 and theirs.json()["error"]["code"] == "JOB_NOT_FOUND"
+        anonymous = nobody.get(f"/api/jobs/{job_id}/events")
+        assert anonymous.status_code == 401 and anonymous.json()["error"]["code"] == "UNAUTHENTICATED"
+        mine = read(alice, job_id, stop=_is_question)
+        assert mine[-1].event == "question"
+    finally:
+        proc.stop()
