@@ -203,15 +203,34 @@ class Feeds:
 FEEDS = Feeds()
 
 
-def _after(snapshot: Snapshot, cursor: Cursor, streamed: set[tuple[str, int]]) -> tuple[list[str], Cursor]:
+@dataclass
+class Sent:
+    """What one connection already told its client that a later snapshot may repeat."""
+
+    superseded: set[tuple[str, int]] = field(default_factory=set)
+    # The last current-state event sent per subject (the status, a step, the question), without its time.
+    state: dict[str, str] = field(default_factory=dict)
+
+
+def _subject(event: AnyEvent) -> str:
+    """What a current-state event is about: a newer one about the same subject replaces it."""
+    return f"{event.type}:{getattr(event, 'step_id', '') or ''}"
+
+
+def _after(snapshot: Snapshot, cursor: Cursor, sent: Sent) -> tuple[list[str], Cursor]:
     """The SSE messages a subscriber at ``cursor`` has not had from this snapshot, and its new cursor."""
     out: list[str] = []
-    cursor = _committed_after(snapshot, cursor, streamed, out)
+    cursor = _committed_after(snapshot, cursor, sent.superseded, out)
     if snapshot.ended:
         return out, cursor
-    for index in range(cursor.state, len(snapshot.state)):
-        cursor = Cursor(cursor.seq, index + 1, cursor.attempt, cursor.chars)
-        out.append(sse(cursor.provisional_id(), snapshot.state[index]))
+    for event in snapshot.state:
+        # The current state is derived again on every change: what this client already has is not repeated.
+        said = event.model_dump_json(exclude={"at"})
+        if sent.state.get(_subject(event)) != said:
+            sent.state[_subject(event)] = said
+            cursor = Cursor(cursor.seq, cursor.state + 1, cursor.attempt, cursor.chars)
+            out.append(sse(cursor.provisional_id(), event))
+    streamed = sent.superseded
     if snapshot.answer is not None:
         cursor = _answer_after(snapshot.answer, cursor, streamed, out)
     return out, cursor
@@ -267,12 +286,12 @@ async def stream(
     (a client that disconnects cancels the generator where it waits).
     """
     deadline = time.monotonic() + max_s
-    streamed: set[tuple[str, int]] = set()
+    sent = Sent()
     feed = FEEDS.join(job_id, client, poll_s)
     try:
         while True:
             snapshot = feed.snapshot
-            messages, cursor = _after(snapshot, cursor, streamed) if feed.ready.is_set() else ([], cursor)
+            messages, cursor = _after(snapshot, cursor, sent) if feed.ready.is_set() else ([], cursor)
             if messages:
                 yield "".join(messages)
             if snapshot.ended or snapshot.gone:

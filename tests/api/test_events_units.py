@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from api.events import Answer, Snapshot, _after
+from api.events import Answer, Sent, Snapshot, _after
 from api.events_derive import committed_events, current_state
 from shared.jobs.events import Cursor, StepEvent, parse_event_id
 from shared.runtime.settings import Settings
@@ -190,7 +190,7 @@ def test_a_subscriber_cursor_gets_each_event_once_and_deltas_by_offset() -> None
     committed = committed_events(HISTORY[:2], "Running", None, None, STREAMING)
     state = current_state("Running", {"status": "running", "steps": []}, None, "now")
     snap = Snapshot(committed=committed, state=state, answer=Answer("answer", 1, "Hello"))
-    streamed: set[tuple[str, int]] = set()
+    streamed = Sent()
     first, cursor = _after(snap, Cursor(), streamed)
     assert _ids(first) == [f"c{i}" for i in range(1, len(committed) + 1)] + [
         f"c{len(committed)}.p1.0.0",
@@ -210,9 +210,9 @@ def test_a_subscriber_cursor_gets_each_event_once_and_deltas_by_offset() -> None
     # Resuming from the last id re-sends the current state but no text; from a committed id, the text from 0.
     parsed = parse_event_id(_ids(out)[-1])
     assert parsed is not None
-    resumed, _ = _after(retried, Cursor(parsed.seq, 0, parsed.attempt, parsed.chars), set())
+    resumed, _ = _after(retried, Cursor(parsed.seq, 0, parsed.attempt, parsed.chars), Sent())
     assert resumed and not any("event: delta" in m for m in resumed)
-    from_committed, _ = _after(retried, Cursor(parsed.seq), set())
+    from_committed, _ = _after(retried, Cursor(parsed.seq), Sent())
     assert any('"offset":0,"text":"Again"' in m for m in from_committed)
 
 
@@ -285,7 +285,7 @@ def test_many_subscribers_share_one_poller_and_a_stalled_one_blocks_nobody() -> 
 
 def test_an_id_beyond_the_story_resumes_from_its_end() -> None:
     committed = committed_events(HISTORY, "Completed", {"status": "completed", "answer": "A."}, None, STREAMING)
-    out, cursor = _after(Snapshot(committed=committed, ended=True), Cursor(999), set())
+    out, cursor = _after(Snapshot(committed=committed, ended=True), Cursor(999), Sent())
     assert out == [] and cursor.seq == len(committed)
 
 
@@ -333,3 +333,23 @@ def test_agent_tool_calls_become_tool_call_events_beside_their_steps() -> None:
     # The Executor's turn is a step, not a tool call; a failed tool call of a non-streaming kind is not superseded.
     assert ("turn-1", "succeeded") in [(e.step_id, e.state) for e in events if isinstance(e, StepEvent)]
     assert not [e for e in events if e.type == "superseded"]
+
+
+def test_current_state_a_client_already_has_is_not_repeated() -> None:
+    committed = committed_events(HISTORY[:2], "Running", None, None, STREAMING)
+    running = {
+        "status": "running",
+        "steps": [{"id": "answer", "kind": "generate_response", "state": "running", "attempts": 1}],
+    }
+    sent = Sent()
+    first, cursor = _after(
+        Snapshot(committed=committed, state=current_state("Running", running, None, "t1")), Cursor(), sent
+    )
+    assert [m.split("\n")[1] for m in first[len(committed) :]] == ["event: status", "event: step"]
+    # One more committed event: the state is derived again (new time), but nothing in it changed for this client.
+    more = committed_events(HISTORY[:3], "Running", None, None, STREAMING)
+    again, cursor = _after(Snapshot(committed=more, state=current_state("Running", running, None, "t2")), cursor, sent)
+    assert len(again) == len(more) - len(committed) and all('"committed":true' in m for m in again)
+    waiting = {**running, "status": "waiting_for_user"}
+    changed, _ = _after(Snapshot(committed=more, state=current_state("Running", waiting, None, "t3")), cursor, sent)
+    assert len(changed) == 1 and '"status":"waiting_for_user"' in changed[0]
