@@ -56,6 +56,7 @@ def test_a_client_reads_a_whole_job_in_order_and_the_stream_ends(jobs: JobClient
     job_id = jobs.submit(DOCS_Q)
     live = read(jobs.http, job_id)
     view = jobs.wait(job_id)
+    assert view["links"]["events"].endswith(f"/api/jobs/{job_id}/events")
     ids = committed_ids(live)
     assert _numbers(ids) == list(range(1, len(ids) + 1))
     assert live[-1].event == "end" and live[-1].data == {
