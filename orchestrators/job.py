@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrators.agent import AgentLoop, ToolStepFailed
 from orchestrators.policy import Caller, Failure, Standing, decide
+from orchestrators.python_step import PythonStep, result_note, runs_code, sandbox_ms
 from shared.executors import (
     AGENT_TURN,
     PLAN,
@@ -71,6 +72,7 @@ from shared.jobs.plan import (
     SupervisorDecision,
 )
 from shared.runtime import telemetry
+from shared.tools.python import PYTHON_TOOL
 
 logger = logging.getLogger(__name__)
 
@@ -146,6 +148,8 @@ class JobRun:
         self.skipped_by_user = False
         # How many calls each internal executor (planning, supervision) has had: their attempt numbers.
         self.internal_calls: dict[str, int] = {}
+        # Sandbox time the job's run_python calls used (their outputs say), for budget.max_sandbox_seconds.
+        self.sandbox_ms = 0
 
     # --- plumbing ----------------------------------------------------------------------------
 
@@ -312,6 +316,8 @@ class JobRun:
             return (yield from AgentLoop(self, part.question, step).work_step())
 
         task = self.task_for(spec)
+        if runs_code(spec.kind):
+            return (yield from PythonStep(self, spec, step).work(task))
         if _runs_sql(spec.kind):
             return (yield from self.run_sql_step(spec, step, task))
         extra: dict[str, Any] = {}
@@ -353,11 +359,17 @@ class JobRun:
     def notes_for(self, spec: PlanStep) -> list[str]:
         """What the answer must say about the steps it depends on that did not run, and why."""
         wanted = set(spec.depends_on) if spec.depends_on else None
-        return [
+        notes = [
             f"The step '{s.title}' did not run: {s.note or 'it was skipped'}."
             for s in self.state.steps
             if s.state == "skipped" and s.id != spec.id and (wanted is None or s.id in wanted)
-        ][:12]
+        ]
+        # What code computed reaches the answer as a note (it is neither a passage nor SQL rows to cite).
+        for s in self.state.steps:
+            ran_code = runs_code(s.kind) or s.kind == PYTHON_TOOL
+            if ran_code and s.id in self.outputs and (wanted is None or s.id in wanted):
+                notes.append(result_note(s.title, self.outputs[s.id]))
+        return notes[:12]
 
     def sources_for(self, spec: PlanStep) -> list[dict[str, Any]]:
         """Compact sources for the answer: chunks and SQL rows of the steps it depends on."""
@@ -494,6 +506,7 @@ class JobRun:
             raw = yield self.ctx.call_activity(executor_type, inp.model_dump(mode="json"))
         out = ExecutorOutput.model_validate(_as_dict(raw))
         self.add_usage(step, out.usage, executor_type)
+        self.sandbox_ms += sandbox_ms(out)
         if step is not None and out.model_used:
             step.model = out.model_used
         return out
