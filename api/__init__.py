@@ -2,6 +2,7 @@
 
 import azure.durable_functions as df
 
+from api.artifacts import register as register_artifacts
 from api.health import register as register_health
 from api.jobs import register as register_jobs
 from api.maintenance import register as register_maintenance
@@ -10,5 +11,6 @@ from api.ui import register as register_ui
 blueprint = df.Blueprint()
 register_health(blueprint)
 register_jobs(blueprint)
+register_artifacts(blueprint)
 register_ui(blueprint)
 register_maintenance(blueprint)

@@ -239,7 +239,9 @@ class JobRun:
     def make_plan(self, question: str, context_note: str | None = None) -> Gen:
         """Run the plan executor (with the same retry policy as steps) and validate its plan."""
         task: dict[str, Any] = {"question": question if not context_note else f"{question}\n\n{context_note}"}
-        out = yield from self.execute(None, PLAN, task)
+        # The planner is offered the kinds the job's tools allow (run_python only with python.run).
+        tools = {"allowed_tools": list(self.job.request.tools)} if self.job.request.tools else None
+        out = yield from self.execute(None, PLAN, task, tools)
         if out is None:
             raise JobStop("PLAN_SKIPPED", "planning was skipped, so there is nothing to run")
         # The plan executor checked it too; the orchestrator trusts no activity output.

@@ -25,7 +25,7 @@ FAMILY = "python"
 PYTHON_TOOL = "python.run"
 # The step kind that runs it (shared/executors/run_python.py).
 RUN_PYTHON = "run_python"
-INPUT_NAME = r"^[a-z_][a-z0-9_]{0,31}$"
+INPUT_NAME = r"^[a-z][a-z0-9_]{0,31}$"
 STEP_REF = r"^[a-z0-9_-]{1,32}$"
 
 CODE_HELP = (
