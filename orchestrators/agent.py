@@ -246,7 +246,7 @@ class AgentLoop:
 
     def dispatch(self, call: AgentToolCall, args: Any, step: StepState) -> Gen:
         """Run a call by its kind of tool; every refusal and failure becomes an envelope, never an exception."""
-        record = ToolCallRecord(id=call.id, tool=call.tool, arguments=args, success=False)
+        record = ToolCallRecord(id=call.id, tool=call.tool, arguments=args, success=False, step=step.id)
         if not isinstance(args, dict):
             return self.refuse(record, step, ErrorCode.INVALID_INPUT, "arguments_json must be a JSON object")
         try:

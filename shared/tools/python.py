@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from shared.jobs.contracts import ErrorCode
 from shared.tools import register_family
@@ -27,6 +27,8 @@ PYTHON_TOOL = "python.run"
 RUN_PYTHON = "run_python"
 INPUT_NAME = r"^[a-z][a-z0-9_]{0,31}$"
 STEP_REF = r"^[a-z0-9_-]{1,32}$"
+# Names the sandbox itself defines for the code.
+RESERVED = frozenset({"inputs", "result"})
 
 CODE_HELP = (
     "Python 3 run in an isolated sandbox with no network. Each name in `inputs` is a variable holding that "
@@ -52,6 +54,14 @@ class RunPythonInput(BaseModel):
         max_length=8,
         description="Variable name -> id of an earlier step (or tool call) whose output the code reads.",
     )
+
+    @field_validator("inputs")
+    @classmethod
+    def _not_reserved(cls, value: dict[str, str]) -> dict[str, str]:
+        taken = sorted(set(value) & RESERVED)
+        if taken:
+            raise ValueError(f"input name {taken[0]!r} is reserved inside the sandbox")
+        return value
 
 
 class PythonTool(Tool):
