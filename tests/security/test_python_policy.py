@@ -44,7 +44,9 @@ def python_out(*, wall_ms: int = 40, files: list[dict[str, Any]] | None = None, 
 
 
 def plan(*python_steps: dict[str, Any]) -> dict[str, Any]:
-    steps = [{"id": "s1", "kind": "execute_azure_sql", "title": "data", "input": {"question": "revenue by month"}}]
+    steps: list[dict[str, Any]] = [
+        {"id": "s1", "kind": "execute_azure_sql", "title": "data", "input": {"question": "revenue by month"}}
+    ]
     for index, inp in enumerate(python_steps, start=2):
         steps.append({"id": f"s{index}", "kind": "run_python", "title": f"compute {index}", "input": inp})
     ids = [s["id"] for s in steps]
@@ -118,7 +120,8 @@ def test_a_run_python_input_cannot_carry_policy(field: str) -> None:
 
 
 def test_input_names_and_step_refs_are_plain_identifiers() -> None:
-    for inputs in ({"__import__": "s1"}, {"rows": "../s1"}, {"rows": {"columns": [], "rows": []}}):
+    bad: list[dict[str, Any]] = [{"__import__": "s1"}, {"rows": "../s1"}, {"rows": {"columns": []}}, {"result": "s1"}]
+    for inputs in bad:
         with pytest.raises(StepInputError):
             validate_step_input("run_python", {**GROWTH, "inputs": inputs})
 

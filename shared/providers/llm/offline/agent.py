@@ -135,7 +135,7 @@ def _analysis(
     rows = next((c for c in calls if c.get("tool") == SQL_KIND and _found(c) and c.get("step")), None)
     if rows is None:
         return [], reasons
-    arguments = {"question": f"Growth rate and chart of: {question}"[:500], "code": ANALYSIS_CODE}
+    arguments: dict[str, Any] = {"question": f"Growth rate and chart of: {question}"[:500], "code": ANALYSIS_CODE}
     arguments["inputs"] = {"rows": str(rows["step"])}
     why = f"The question asks for a computation over the rows of {rows['step']}, so I run code over them."
     return [_call(PYTHON_TOOL, arguments, len(calls) + 1)], [*reasons, why]
