@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrators.agent import AgentLoop, ToolStepFailed
+from orchestrators.outcomes import EditedTask, ExpiredAnswer, JobStop
 from orchestrators.policy import Caller, Failure, Standing, decide
 from orchestrators.python_step import PythonStep, result_note, runs_code, sandbox_ms
 from shared.executors import (
@@ -105,25 +106,6 @@ class SqlDraftResult(BaseModel):
     sensitive_tables: list[str] = Field(default_factory=list)
     # Which database the draft was made on (choose_sql_tool); the approved statement runs there.
     database: DatabaseChoice | None = None
-
-
-class ExpiredAnswer(UserAnswer):
-    """The default taken when a wait expired: no human said it, so it never approves a sensitive read."""
-
-
-class EditedTask:
-    """An edit of a SQL step that already passed approval: the new input must be drafted and approved again."""
-
-    def __init__(self, task: dict[str, Any]) -> None:
-        self.task = task
-
-
-class JobStop(Exception):
-    """Ends the job as failed with a code, at a step."""
-
-    def __init__(self, code: str, message: str, step_id: str | None = None) -> None:
-        super().__init__(message)
-        self.info = ErrorInfo(code=code, message=message[:600], step_id=step_id)
 
 
 class JobRun:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from orchestrators.outcomes import EditedTask, ExpiredAnswer, JobStop
 from shared.executors import StepInputError, apply_edits, get_executor
 from shared.jobs.contracts import ErrorCode, ExecutorOutput
 from shared.jobs.plan import PlanStep
@@ -69,8 +70,6 @@ class PythonStep:
 
     def work(self, task: dict[str, Any]) -> Gen:
         """Run the step as the job's policy says; returns its result, or None when skipped."""
-        from orchestrators.job import EditedTask
-
         run = self.run
         if PYTHON_TOOL not in run.job.request.tools:
             return self.refuse(f"the job does not allow {PYTHON_TOOL}, so no code runs in it")
@@ -128,8 +127,6 @@ class PythonStep:
         if budget is not None:
             left = round(budget - run.sandbox_ms / 1000, 3)
             if left <= 0:
-                from orchestrators.job import JobStop
-
                 raise JobStop(
                     ErrorCode.BUDGET_EXCEEDED,
                     f"stopped before {self.step.id}: the job used {run.sandbox_ms / 1000:g} s of sandbox time, "
@@ -148,14 +145,10 @@ class PythonStep:
         message = f"input {name!r} refers to {ref!r}, which is not an earlier step with an output"
         if self.step.turn is not None:
             raise StepInputError(f"inputs.{name}", message)
-        from orchestrators.job import JobStop
-
         raise JobStop(ErrorCode.BAD_REQUEST, f"step {self.step.id!r} (run_python): {message}", self.step.id)
 
     def approve(self, task: dict[str, Any], written: list[Any] | None) -> Gen:
         """Ask a human about the code: True to run it, a new task after an edit, None when it is skipped."""
-        from orchestrators.job import ExpiredAnswer, JobStop
-
         run, policy = self.run, self.run.job.request.approval
         details: dict[str, Any] = {"code": task.get("code"), "inputs": task.get("inputs") or {}}
         if written is not None:

@@ -1454,13 +1454,41 @@ function docResult(step, out) {
   );
 }
 
+/** Files a step wrote (run_python): PNGs shown inline, the others as download links; fetched with the key, as blobs. */
+function artifactList(step) {
+  if (!Array.isArray(step.artifacts) || !step.artifacts.length || !state.detail) return null;
+  const base = `${API}/${encodeURIComponent(state.detail.id)}/artifacts/`;
+  const load = async (a) => {
+    const headers = {};
+    const key = state.auth.signIn ? '' : getKey();
+    if (key) headers['x-functions-key'] = key;
+    const resp = await fetch(base + encodeURIComponent(a.ref), { headers, credentials: 'same-origin' });
+    if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
+    return URL.createObjectURL(await resp.blob());
+  };
+  return h('ul', { class: 'artifacts' }, ...step.artifacts.map((a) => {
+    const label = `${a.name} (${fmtNumber(a.size)} bytes)`;
+    if (a.media_type === 'image/png') {
+      const img = h('img', { class: 'artifact-image', alt: label });
+      load(a).then((url) => { img.src = url; }, () => { img.alt = `${label}: could not be loaded`; });
+      return h('li', {}, img, h('span', { class: 'muted', text: label }));
+    }
+    const link = h('a', { href: '#', text: label });
+    link.addEventListener('click', (ev) => {
+      ev.preventDefault();
+      load(a).then((url) => { const save = h('a', { href: url, download: a.name }); save.click(); }, () => { link.textContent = `${label}: could not be loaded`; });
+    });
+    return h('li', {}, link);
+  }));
+}
+
 function renderResults(steps) {
   const items = [];
   for (const step of steps) {
     if (step.output && step.kind === 'execute_azure_sql') items.push(sqlResult(step, step.output));
     else if (step.output && step.kind === 'consult_rag') items.push(docResult(step, step.output));
     else if (step.output && step.kind !== 'generate_response') {
-      items.push(h('article', { class: 'result' }, h('h4', {}, `${step.id} · ${step.title}`), h('pre', { class: 'code' }, JSON.stringify(step.output, null, 2))));
+      items.push(h('article', { class: 'result' }, h('h4', {}, `${step.id} · ${step.title}`), h('pre', { class: 'code' }, JSON.stringify(step.output, null, 2)), artifactList(step)));
     }
     if (step.draft && !step.output && step.state !== 'waiting') {
       items.push(h('article', { class: 'result result-draft' }, h('h4', {}, `${step.id} · drafted SQL (not run)`), h('pre', { class: 'code sql' }, formatSql(step.draft.sql || ''))));
