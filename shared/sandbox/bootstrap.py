@@ -1,28 +1,25 @@
 """The runner inside the sandbox: reads one request on stdin, runs its code, writes one envelope on a fd.
 
-Runs as ``python -I -S -B -X utf8 bootstrap.py <envelope fd>`` under bubblewrap (see local.py) and imports
+Runs as ``python -I -S -B -X utf8 bootstrap.py <envelope fd> <uid or ->`` under bubblewrap (see local.py) and imports
 only the standard library at start. It is trusted code running next to untrusted code in one process, so
 everything it sends back is still treated as untrusted by the parent (which re-checks every cap). Its own
 failures never print: stdout and stderr belong to the user's code.
 
-Order matters: drop to the run's own uid (when started as root), set the resource limits, and only then
-build the inputs and run the code.
+Order matters: drop to the run's own uid (when started as root) before reading the request, set the
+resource limits, and only then build the inputs and run the code. Imports are kept to what every run
+needs (the start-up time is the sandbox's overhead): traceback and linecache only when the code failed.
 """
 
 from __future__ import annotations
 
-import base64
+import binascii
 import errno
 import json
-import linecache
 import math
 import os
 import resource
-import shutil
 import signal
 import sys
-import traceback
-from pathlib import Path
 from typing import Any
 
 CODE_FILENAME = "<code>"
@@ -95,8 +92,13 @@ def _namespace(inputs: dict[str, Any]) -> dict[str, Any]:
     return namespace
 
 
-def _user_traceback(exc: BaseException) -> str:
+def _user_traceback(exc: BaseException, code: str) -> str:
     """The last lines of the traceback, from the user's code only (the bootstrap's frames dropped)."""
+    import linecache  # noqa: PLC0415 - only a failed run pays for it
+    import traceback  # noqa: PLC0415
+
+    # The traceback then quotes the code's own lines.
+    linecache.cache[CODE_FILENAME] = (len(code), None, code.splitlines(keepends=True), CODE_FILENAME)
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename != CODE_FILENAME:
         tb = tb.tb_next
@@ -105,26 +107,25 @@ def _user_traceback(exc: BaseException) -> str:
     return "\n".join(text[-TRACEBACK_LINES:])[-ERROR_CHARS:]
 
 
-def _classify(exc: BaseException, limits: dict[str, Any]) -> tuple[str, str]:
+def _classify(exc: BaseException, code: str, limits: dict[str, Any]) -> tuple[str, str]:
     """Map an exception out of the code to (status, error); hitting a limit says which one."""
-    detail = _user_traceback(exc)
+    detail = _user_traceback(exc, code)
     if isinstance(exc, MemoryError):
         return "limit", f"memory limit of {limits['memory_mb']} MB reached\n{detail}"
-    if _process_limit(exc):
+    if _process_limit(exc, detail):
         return "limit", f"process limit of {limits['max_processes']} reached\n{detail}"
     if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
         return "limit", f"file size limit of {limits['max_file_bytes']} bytes reached\n{detail}"
     return "error", detail
 
 
-def _process_limit(exc: BaseException) -> bool:
+def _process_limit(exc: BaseException, detail: str) -> bool:
     """Whether starting a process or thread failed for want of room (RLIMIT_NPROC counts both)."""
     if isinstance(exc, RuntimeError) and "can't start new thread" in str(exc):
         return True
     if not (isinstance(exc, OSError) and exc.errno == errno.EAGAIN):
         return False
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).lower()
-    return any(word in text for word in ("fork", "spawn", "popen", "thread"))
+    return any(word in detail.lower() for word in ("fork", "spawn", "popen", "thread"))
 
 
 def _jsonable(value: Any) -> Any:
@@ -139,45 +140,68 @@ def _jsonable(value: Any) -> Any:
         return [_jsonable(v) for v in value]
     if hasattr(value, "to_dict") and hasattr(value, "columns"):  # a DataFrame: the same shape as the inputs
         return {"columns": [str(c) for c in value.columns], "rows": _jsonable(value.values.tolist())}
-    if hasattr(value, "tolist"):  # numpy arrays and scalars, pandas Series
+    if hasattr(value, "to_dict") and hasattr(value, "index"):  # a Series: its index as the keys
+        return _jsonable(value.to_dict())
+    if hasattr(value, "tolist"):  # numpy arrays and scalars
         return _jsonable(value.tolist())
     if hasattr(value, "isoformat"):  # dates, datetimes, pandas Timestamps
         return str(value.isoformat())
     raise TypeError(f"result is not JSON-serialisable ({type(value).__name__})")
 
 
+def _walk(root: str) -> list[str]:
+    """Relative names of the regular files under ``root`` (symlinks never followed nor returned), sorted."""
+    names = []
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in files:
+            path = os.path.join(folder, name)
+            if not os.path.islink(path) and os.path.isfile(path):
+                names.append(os.path.relpath(path, root))
+    return sorted(names)
+
+
 def _files(limits: dict[str, Any]) -> list[dict[str, Any]]:
-    """Regular files under the out dir (symlinks skipped), at most one past each cap so the parent sees it."""
+    """The files written under the out dir, at most one past each cap so the parent sees the excess."""
     found: list[dict[str, Any]] = []
     total = 0
-    root = Path(OUT_DIR)
-    for path in sorted(root.rglob("*")):
-        if path.is_symlink() or not path.is_file():
-            continue
-        size = path.stat().st_size
+    for name in _walk(OUT_DIR):
+        path = os.path.join(OUT_DIR, name)
+        size = os.path.getsize(path)
         total += size
-        entry: dict[str, Any] = {"name": path.relative_to(root).as_posix(), "size": size}
+        entry: dict[str, Any] = {"name": name, "size": size}
         if total <= int(limits["max_file_bytes"]):
-            entry["data_b64"] = base64.b64encode(path.read_bytes()).decode("ascii")
+            with open(path, "rb") as f:
+                entry["data_b64"] = binascii.b2a_base64(f.read(), newline=False).decode("ascii")
         found.append(entry)
         if len(found) > int(limits["max_files"]) or total > int(limits["max_file_bytes"]):
             break
     return found
 
 
+def _copy_tree(source: str, target: str) -> None:
+    """Copy the files of ``source`` into ``target`` (flat: matplotlib's cache dir holds files only)."""
+    os.makedirs(target, exist_ok=True)
+    for name in os.listdir(source):
+        path = os.path.join(source, name)
+        if os.path.isfile(path):
+            with open(path, "rb") as src, open(os.path.join(target, name), "wb") as dst:
+                dst.write(src.read())
+
+
 def _run(request: dict[str, Any], limits: dict[str, Any]) -> dict[str, Any]:
     """Run the code and describe the outcome; any exception from the code becomes an error status."""
     namespace = _namespace(request.get("inputs") or {})
     code = request["code"]
-    # Tracebacks then quote the code's own lines.
-    linecache.cache[CODE_FILENAME] = (len(code), None, code.splitlines(keepends=True), CODE_FILENAME)
     try:
         exec(compile(code, CODE_FILENAME, "exec"), namespace)  # noqa: S102 - the sandbox's purpose
     except SystemExit as exc:
         if exc.code not in (None, 0):
             return {"status": "error", "error": f"SystemExit: {exc.code}"[:ERROR_CHARS]}
     except BaseException as exc:  # noqa: BLE001 - everything the code raises is its own failure
-        status, error = _classify(exc, limits)
+        if isinstance(exc, MemoryError):
+            namespace.clear()  # free what the code held, so reporting the error has memory to work with
+        status, error = _classify(exc, code, limits)
         return {"status": status, "error": error}
     try:
         result = _jsonable(namespace.get("result"))
@@ -189,15 +213,15 @@ def _run(request: dict[str, Any], limits: dict[str, Any]) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     """Read the request, run it, write the envelope; returns the process exit code."""
     envelope_fd = int(argv[1])
+    if argv[2] != "-":
+        _drop_privileges(int(argv[2]))
     request = json.loads(sys.stdin.buffer.read())
     limits = request["limits"]
-    if request.get("uid") is not None:
-        _drop_privileges(int(request["uid"]))
     _set_limits(limits)
     sys.path.append(LIB_DIR)
     if os.path.isdir(MPL_CACHE):
-        shutil.copytree(MPL_CACHE, os.environ.get("MPLCONFIGDIR", "/tmp/.matplotlib"), dirs_exist_ok=True)
-    Path(OUT_DIR).mkdir(parents=True, exist_ok=True)
+        _copy_tree(MPL_CACHE, os.environ.get("MPLCONFIGDIR", "/tmp/.matplotlib"))
+    os.makedirs(OUT_DIR, exist_ok=True)
     os.chdir(OUT_DIR)
     me = os.getpid()
     try:

@@ -1,20 +1,24 @@
 """The local sandbox: untrusted Python in its own process behind bubblewrap, never a bare ``exec``.
 
 The boundary (one bwrap per run):
-- namespaces: no network (a new net namespace: not even loopback reaches the host), a new pid namespace with
-  its own /proc (the host's processes, environment and the parent are invisible), new IPC/UTS/cgroup ones;
+- namespaces: no network (a new net namespace: 127.0.0.1 inside is its own, nothing reaches the host), a new
+  pid namespace with its own /proc (the code is pid 1; the host's processes and the parent are invisible),
+  new IPC/UTS/cgroup ones;
 - files: a read-only root made of /usr (and the /lib*, /bin links), the interpreter's prefix, the sandbox
-  venv's site-packages at /sandbox/lib and the bootstrap, plus a private size-limited tmpfs at /tmp (the
-  only writable place; the out dir is /tmp/out). No /etc, no /work, no app settings, no Durable store;
-- environment: cleared (bwrap itself starts with an empty one, so not even /proc/1/environ holds a secret);
+  venv's site-packages at /sandbox/lib and the bootstrap, a read-only /dev, plus a private size-limited
+  tmpfs at /tmp (the only writable place; the out dir is /tmp/out). No /etc, no /work, no app settings, no
+  Durable store;
+- environment: cleared (bwrap itself is started with an empty one);
 - session: --new-session (no TIOCSTI into the caller's terminal), --die-with-parent;
+- system calls: a seccomp filter (seccomp.py) refuses new user namespaces;
 - limits, set by the bootstrap before the code runs: RLIMIT_CPU, RLIMIT_AS, RLIMIT_NPROC, RLIMIT_FSIZE;
   the wall time and the output size are enforced here (the whole sandbox killed on excess).
 
 Root bypasses RLIMIT_NPROC, so the code never runs as root: as root, bwrap keeps only CAP_SETUID/SETGID and
-the bootstrap drops to a uid of this run's own before anything else (root mode); as another user, bwrap
+the bootstrap drops to a uid of this run's own before it reads anything (root mode); as another user, bwrap
 makes a user namespace (no further ones allowed) and the limit counts that namespace's processes only.
 If bwrap, the sandbox venv or the namespaces are missing, ``SandboxUnavailable`` says so: never a bare run.
+The probe that finds out runs once per venv and process; its answer, a refusal included, is kept.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from shared.sandbox import seccomp
 from shared.sandbox.base import (
     SandboxFile,
     SandboxLimits,
@@ -109,6 +114,9 @@ def _locate(venv: Path) -> _Runtime:
     site_packages = venv / "lib" / f"python{version}" / "site-packages"
     if not executable.is_file() or not site_packages.is_dir():
         raise SandboxUnavailable(f"the sandbox venv {venv} is incomplete: run `make sandbox`")
+    if os.geteuid() == 0 and not seccomp.supported():
+        # Root mode relies on the filter to keep the code from making user namespaces (see seccomp.py).
+        raise SandboxUnavailable("running as root, the sandbox needs its seccomp filter (x86_64, aarch64 only)")
     mplconfig = venv / "mplconfig"
     found = mplconfig if mplconfig.is_dir() else None
     return _Runtime(bwrap, executable.parent.parent, executable, site_packages, os.geteuid() == 0, found)
@@ -125,7 +133,7 @@ def _runtime(venv: Path) -> _Runtime:
             _runtimes[venv] = _probe(venv)
         found = _runtimes[venv]
     if isinstance(found, SandboxUnavailable):
-        raise found
+        raise SandboxUnavailable(str(found))
     return found
 
 
@@ -137,7 +145,8 @@ def _probe(venv: Path) -> _Runtime | SandboxUnavailable:
         return exc
     probe = _execute(runtime, SandboxRequest(code="result = 1"), SandboxLimits(wall_seconds=20))
     if probe.status != "ok" or probe.result != 1:
-        detail = (probe.error or probe.stdout or "no output").strip()[-500:]
+        # bwrap's own complaint (say, "No permissions to create new namespace") arrives on the output.
+        detail = " / ".join(part.strip() for part in (probe.stdout, probe.error or "") if part.strip())[-500:]
         return SandboxUnavailable(f"bubblewrap cannot isolate code on this machine (user namespaces?): {detail}")
     return runtime
 
@@ -162,8 +171,12 @@ def _mount_points(path: Path) -> list[str]:
     return args
 
 
-def _command(runtime: _Runtime, limits: SandboxLimits, envelope_fd: int) -> list[str]:
-    """The bwrap command line for one run; the bootstrap writes its envelope on ``envelope_fd``."""
+def _command(
+    runtime: _Runtime, limits: SandboxLimits, fds: tuple[int, int | None], uid: int | None = None
+) -> list[str]:
+    """The bwrap command line for one run: ``fds`` are the envelope's (written by the bootstrap) and the
+    seccomp program's; ``uid`` is the one the bootstrap drops to (root mode)."""
+    envelope_fd, seccomp_fd = fds
     args = [runtime.bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
     # --as-pid-1: the bootstrap is bwrap's direct child, so wait4 on bwrap reports the CPU of the whole run.
     args += ["--unshare-cgroup-try", "--as-pid-1", "--die-with-parent", "--new-session", "--clearenv"]
@@ -202,9 +215,12 @@ def _command(runtime: _Runtime, limits: SandboxLimits, envelope_fd: int) -> list
     args += ["--proc", "/proc", "--dev", "/dev"]
     tmp_size = limits.max_file_bytes + TMP_HEADROOM_BYTES
     args += ["--perms", "1777", "--size", str(tmp_size), "--tmpfs", "/tmp"]
-    args += ["--remount-ro", "/", "--chdir", "/tmp"]
+    # /dev is a tmpfs of its own: read-only, or it would be unbounded memory outside RLIMIT_AS.
+    args += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/tmp"]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
     python = [str(runtime.executable), "-I", "-S", "-B", "-X", "utf8"]
-    return [*args, "--", *python, INSIDE_BOOTSTRAP, str(envelope_fd)]
+    return [*args, "--", *python, INSIDE_BOOTSTRAP, str(envelope_fd), str(uid if uid is not None else "-")]
 
 
 @dataclass
@@ -328,24 +344,39 @@ def _reap(proc: subprocess.Popen[bytes], deadline: float, kill: bool) -> tuple[i
     return proc.returncode, int((usage.ru_utime + usage.ru_stime) * 1000), timed_out
 
 
-def _spawn(runtime: _Runtime, limits: SandboxLimits) -> tuple[subprocess.Popen[bytes], int]:
+def _seccomp_fd() -> int | None:
+    """A pipe's read end holding the seccomp program for bwrap (small enough never to block), if there is one."""
+    if not seccomp.supported():
+        return None
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, seccomp.program())
+    finally:
+        os.close(write_end)
+    return read_end
+
+
+def _spawn(runtime: _Runtime, limits: SandboxLimits, uid: int | None) -> tuple[subprocess.Popen[bytes], int]:
     """Start bwrap with an empty environment; returns the process and the envelope's read end."""
     envelope_r, envelope_w = os.pipe()
+    filter_fd = _seccomp_fd()
     try:
         proc = subprocess.Popen(  # noqa: S603 - a fixed argv, no shell
-            _command(runtime, limits, envelope_w),
+            _command(runtime, limits, (envelope_w, filter_fd), uid),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             env={},
             start_new_session=True,
-            pass_fds=(envelope_w,),
+            pass_fds=(envelope_w,) if filter_fd is None else (envelope_w, filter_fd),
         )
     except BaseException:
         os.close(envelope_r)
         raise
     finally:
         os.close(envelope_w)
+        if filter_fd is not None:
+            os.close(filter_fd)
     return proc, envelope_r
 
 
@@ -444,15 +475,19 @@ def _outcome(got: _Collected, exit_code: int, usage: tuple[int, int], limits: Sa
 def _execute(runtime: _Runtime, request: SandboxRequest, limits: SandboxLimits) -> SandboxResult:
     """One run: start the sandbox, feed it, collect, kill whatever is left, reap and describe."""
     uid = _run_uid() if runtime.as_root else None
-    payload = {"code": request.code, "inputs": request.inputs, "limits": limits.model_dump(), "uid": uid}
+    payload = {"code": request.code, "inputs": request.inputs, "limits": limits.model_dump()}
+    try:
+        stdin = json.dumps(payload).encode("utf-8")
+    except (TypeError, ValueError) as exc:  # inputs are the caller's: say which part is not JSON
+        return SandboxResult(status="error", error=f"the inputs are not JSON: {exc}")
     started = time.monotonic()
     try:
-        proc, envelope_r = _spawn(runtime, limits)
+        proc, envelope_r = _spawn(runtime, limits, uid)
     except OSError as exc:
         raise SandboxUnavailable(f"bubblewrap could not be started: {exc}") from exc
     got = _Collected(killed_for="interrupted")
     try:
-        got = _pump(proc, envelope_r, json.dumps(payload).encode("utf-8"), started + limits.wall_seconds, limits)
+        got = _pump(proc, envelope_r, stdin, started + limits.wall_seconds, limits)
     finally:
         os.close(envelope_r)
         for pipe in (proc.stdin, proc.stdout):
@@ -470,16 +505,16 @@ class LocalSandbox:
 
     def __init__(self, venv: Path | None = None) -> None:
         """Use ``venv`` (default: the repo's .venv-sandbox, built by `make sandbox`) for the libraries."""
-        self._venv = (venv or DEFAULT_VENV).absolute()
+        self.venv = (venv or DEFAULT_VENV).absolute()
 
     def available(self) -> bool:
         """Whether this machine can isolate (probed once per venv, then cached)."""
         try:
-            _runtime(self._venv)
+            _runtime(self.venv)
         except SandboxUnavailable:
             return False
         return True
 
     def run(self, request: SandboxRequest, limits: SandboxLimits) -> SandboxResult:
         """Run the request's code in a new sandbox; SandboxUnavailable when this machine cannot isolate."""
-        return _execute(_runtime(self._venv), request, limits)
+        return _execute(_runtime(self.venv), request, limits)
