@@ -126,9 +126,18 @@ class AzureSessionsSandbox:
 
     def run(self, request: SandboxRequest, limits: SandboxLimits) -> SandboxResult:
         """Upload the inputs, run the code through the runner, download what it wrote."""
-        run_id = uuid.uuid4().hex[:16]
         started = time.monotonic()
-        token = self.credential.get_token(SCOPE).token
+        try:
+            token = self.credential.get_token(SCOPE).token
+        except Exception as exc:  # azure-identity raises its own types; the contract has one code for them
+            raise ProviderError(ErrorCode.AUTH_FAILED, f"no token for the session pool: {exc}"[:500]) from exc
+        try:
+            return self._run(request, limits, token, started)
+        except httpx.TransportError as exc:
+            raise ProviderError(ErrorCode.TRANSIENT, f"the session pool could not be reached: {exc}"[:500]) from exc
+
+    def _run(self, request: SandboxRequest, limits: SandboxLimits, token: str, started: float) -> SandboxResult:
+        run_id = uuid.uuid4().hex[:16]
         headers = {"Authorization": f"Bearer {token}"}
         timeout = httpx.Timeout(limits.wall_seconds + 10, connect=10)
         with httpx.Client(headers=headers, timeout=timeout, verify=self.verify) as client:

@@ -101,6 +101,18 @@ def test_service_failures_map_to_the_contracts_codes(pool: FakeSessionsPool) -> 
     assert down.value.code is ErrorCode.UPSTREAM_ERROR
 
 
+def test_no_token_or_no_pool_is_a_classified_failure(pool: FakeSessionsPool) -> None:
+    no_token = StaticTokenCredential(error=RuntimeError("identity endpoint down"))
+    box = AzureSessionsSandbox(pool.endpoint, no_token, "job-1", verify=ssl.create_default_context(cafile=pool.ca_file))
+    with pytest.raises(ProviderError) as denied:
+        box.run(SandboxRequest(code="result = 1"), SandboxLimits())
+    assert denied.value.code is ErrorCode.AUTH_FAILED
+    gone = AzureSessionsSandbox("https://127.0.0.1:9", StaticTokenCredential(pool.token), "job-1")
+    with pytest.raises(ProviderError) as unreachable:
+        gone.run(SandboxRequest(code="result = 1"), SandboxLimits())
+    assert unreachable.value.code is ErrorCode.TRANSIENT
+
+
 def test_without_an_endpoint_the_sandbox_is_unavailable() -> None:
     with pytest.raises(SandboxUnavailable, match="SANDBOX_SESSIONS_ENDPOINT"):
         AzureSessionsSandbox.from_settings(Settings(sandbox_provider="azure_sessions"), "job-1")
@@ -108,3 +120,13 @@ def test_without_an_endpoint_the_sandbox_is_unavailable() -> None:
         AzureSessionsSandbox.from_settings(
             Settings(sandbox_provider="azure_sessions", sandbox_sessions_endpoint="http://x"), "job-1"
         )
+
+
+def test_the_setting_picks_one_session_per_job() -> None:
+    from shared.tools.python import build_sandbox
+
+    settings = Settings(sandbox_provider="azure_sessions", sandbox_sessions_endpoint="https://pool.example/")
+    first, again = build_sandbox(settings, "job-9"), build_sandbox(settings, "job-9")
+    assert isinstance(first, AzureSessionsSandbox) and isinstance(again, AzureSessionsSandbox)
+    assert first.identifier == again.identifier == session_identifier("job-9") != session_identifier("job-10")
+    assert first.endpoint == "https://pool.example"
