@@ -47,3 +47,19 @@ def test_a_steps_png_is_shown_inline(page: Page, host: DevHostProcess, jobs: Job
     )
     assert image.evaluate("i => i.src.startsWith('blob:')")
     page.screenshot(path=str(shots / "artifact-chart.png"), full_page=True)
+
+
+def test_a_python_approval_shows_the_code_and_its_files_and_approve_runs_it(
+    page: Page, host: DevHostProcess, jobs: JobClient
+) -> None:
+    job_id = jobs.submit(QUESTION, tools=["python.run"], approval={"python": "writes_files"})
+    jobs.wait(job_id, {"waiting_for_user"})
+    open_console(page, host, f"#job={job_id}")
+    code = page.locator("#waiting-code")
+    expect(code).to_be_visible()
+    assert "growth_rate" in code.input_value()
+    expect(page.get_by_text("Files it writes: chart.png")).to_be_visible()
+    expect(page.locator("#waiting-sql")).to_have_count(0)
+    page.get_by_role("button", name="Approve", exact=True).click()
+    expect(status_badge(page)).to_have_text("Completed")
+    expect(page.locator("img.artifact-image")).to_have_count(1)
