@@ -12,7 +12,7 @@ from shared.jobs.models import ErrorInfo, UserAnswer
 
 
 class ExpiredAnswer(UserAnswer):
-    """The default taken when a wait expired: no human said it, so it never approves a sensitive read."""
+    """The default taken when a wait expired: no human said it, so it never approves a sensitive read or code."""
 
 
 class EditedTask:
