@@ -21,6 +21,8 @@ class SandboxLimits(BaseModel):
 
     cpu_seconds: float = Field(default=10, gt=0)
     wall_seconds: float = Field(default=30, gt=0)
+    # Address space (RLIMIT_AS locally). numpy's BLAS needs ~150 MB of it: below that, its import spins
+    # until the CPU limit ends the run.
     memory_mb: int = Field(default=512, gt=0)
     max_processes: int = Field(default=16, gt=0)
     # stdout + stderr kept; the rest is dropped and the result says so (stdout_truncated).

@@ -191,9 +191,11 @@ def _copy_tree(source: str, target: str) -> None:
 
 def _run(request: dict[str, Any], limits: dict[str, Any]) -> dict[str, Any]:
     """Run the code and describe the outcome; any exception from the code becomes an error status."""
-    namespace = _namespace(request.get("inputs") or {})
     code = request["code"]
+    namespace: dict[str, Any] = {}
     try:
+        # Inside the try: building a DataFrame is under the run's limits too (pandas alone is ~100 MB).
+        namespace = _namespace(request.get("inputs") or {})
         exec(compile(code, CODE_FILENAME, "exec"), namespace)  # noqa: S102 - the sandbox's purpose
     except SystemExit as exc:
         if exc.code not in (None, 0):
@@ -217,12 +219,13 @@ def main(argv: list[str]) -> int:
         _drop_privileges(int(argv[2]))
     request = json.loads(sys.stdin.buffer.read())
     limits = request["limits"]
-    _set_limits(limits)
-    sys.path.append(LIB_DIR)
+    # The bootstrap's own files first: the file size limit is for the code's.
     if os.path.isdir(MPL_CACHE):
         _copy_tree(MPL_CACHE, os.environ.get("MPLCONFIGDIR", "/tmp/.matplotlib"))
     os.makedirs(OUT_DIR, exist_ok=True)
     os.chdir(OUT_DIR)
+    _set_limits(limits)
+    sys.path.append(LIB_DIR)
     me = os.getpid()
     try:
         outcome = _run(request, limits)
