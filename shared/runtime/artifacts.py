@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel, Field
 
 from shared.jobs.contracts import ErrorCode, ProviderError
-from shared.runtime.localstore import BLOB_TIMEOUT_S, ContainerOnce, SqliteFile
+from shared.runtime.localstore import BLOB_TIMEOUT_S, ContainerOnce, SqliteFile, blob_service_client
 
 if TYPE_CHECKING:
     from azure.core.credentials import TokenCredential
@@ -158,23 +158,22 @@ def build_blob_artifacts(
     *,
     credential: TokenCredential | None = None,
     connection_verify: bool | str | None = None,
+    connection_string: str | None = None,
 ) -> BlobArtifactStore:
-    """The blob store on ``blob_service_uri`` with the managed identity (no network until first use)."""
-    if not blob_service_uri:
+    """The blob store on ``blob_service_uri`` with the managed identity, or on a connection string (Azurite);
+    no network until first use."""
+    if not blob_service_uri and not connection_string:
         raise ProviderError(
             ErrorCode.CONFIG_ERROR,
             "ARTIFACT_STORE=azure_blob needs AzureWebJobsStorage__blobServiceUri (the host storage's blob endpoint)",
         )
-    from azure.storage.blob import BlobServiceClient
-
-    if credential is None:
-        from azure.identity import DefaultAzureCredential
-
-        credential = DefaultAzureCredential(managed_identity_client_id=settings.azure_client_id)
-    kwargs: dict[str, Any] = {"retry_total": 2}
-    if connection_verify is not None:
-        kwargs["connection_verify"] = connection_verify
-    service = BlobServiceClient(blob_service_uri, credential=credential, **kwargs)
+    service = blob_service_client(
+        blob_service_uri=blob_service_uri,
+        connection_string=connection_string,
+        credential=credential,
+        connection_verify=connection_verify,
+        client_id=settings.azure_client_id,
+    )
     return BlobArtifactStore(service.get_container_client(settings.artifact_container))
 
 

@@ -1,13 +1,13 @@
-"""The artifact stores keep one contract: local SQLite, and Azure Blob through the real SDK against the fake."""
+"""The artifact stores keep one contract: local SQLite, and Azure Blob through the real SDK against Azurite."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from devhost.azurite import Azurite
 from shared.runtime.artifacts import (
     ArtifactRef,
     ArtifactStore,
@@ -18,26 +18,14 @@ from shared.runtime.artifacts import (
     valid_ref,
 )
 from shared.runtime.settings import Settings
-from tests.fakes.blob_server import FakeBlobServer
-from tests.fakes.credentials import StaticTokenCredential
-
-TOKEN = "storage-token-artifacts"
-
-
-@pytest.fixture(scope="module")
-def blobs() -> Iterator[FakeBlobServer]:
-    with FakeBlobServer(token=TOKEN) as server:
-        yield server
 
 
 @pytest.fixture(params=["local", "azure_blob"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> ArtifactStore:
     if request.param == "local":
         return SqliteArtifactStore(tmp_path / "artifacts.sqlite3")
-    blobs: FakeBlobServer = request.getfixturevalue("blobs")
-    return build_blob_artifacts(
-        Settings(), blobs.endpoint, credential=StaticTokenCredential(TOKEN), connection_verify=blobs.ca_file
-    )
+    azurite: Azurite = request.getfixturevalue("azurite")
+    return build_blob_artifacts(Settings(), None, connection_string=azurite.connection_string)
 
 
 def test_both_stores_keep_bytes_by_job_and_ref(store: ArtifactStore) -> None:
