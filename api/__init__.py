@@ -2,6 +2,7 @@
 
 import azure.durable_functions as df
 
+from api.artifacts import register as register_artifacts
 from api.events import register as register_events
 from api.health import register as register_health
 from api.jobs import register as register_jobs
@@ -13,6 +14,7 @@ blueprint = df.Blueprint()
 register_health(blueprint)
 register_jobs(blueprint)
 register_events(blueprint)
+register_artifacts(blueprint)
 register_ui(blueprint)
 register_maintenance(blueprint)
 # On Azure the streams extension serves every HTTP function: the others keep their azure.functions types.

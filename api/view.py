@@ -454,6 +454,10 @@ def _step_entry(
     # (calls of one agent turn run together, and the turn goes on when all of them are back).
     if step.id in outputs and step.state != "running":
         entry["output"] = outputs[step.id]
+        # Files a step wrote (run_python): references only; GET /api/jobs/{id}/artifacts/{ref} serves the bytes.
+        files = outputs[step.id].get("files")
+        if isinstance(files, list) and files:
+            entry["artifacts"] = [f for f in files if isinstance(f, dict) and "ref" in f]
     if step.id in drafts:
         entry["draft"] = drafts[step.id]
     return entry

@@ -139,6 +139,12 @@ param jobsAdminRole string = 'Jobs.Admin'
 @description('Days a finished job (completed, failed, cancelled) stays in the Durable store before the app purges its history.')
 param jobHistoryRetentionDays int = 30
 
+@description('Deploy a code interpreter session pool for run_python steps (docs/sandbox.md); false = no code runs.')
+param deploySessionPool bool = true
+
+@description('USD per session-hour of the pool, for the estimated cost of run_python steps (SANDBOX_PRICE_PER_HOUR).')
+param sandboxPricePerHour string = '0.03'
+
 var abbrs = loadJsonContent('abbreviations.json')
 var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
 var tags = {
@@ -255,6 +261,17 @@ module durableTaskScheduler 'modules/dts.bicep' = if (useDurableTaskScheduler) {
   }
 }
 
+module sessions 'modules/sessions.bicep' = if (deploySessionPool) {
+  name: 'session-pool'
+  scope: rg
+  params: {
+    name: '${abbrs.appSessionPools}${resourceToken}'
+    location: location
+    tags: tags
+    appPrincipalId: identity.outputs.principalId
+  }
+}
+
 module functionApp 'modules/functionapp.bicep' = {
   name: 'function-app'
   scope: rg
@@ -287,6 +304,8 @@ module functionApp 'modules/functionapp.bicep' = {
     easyAuthTenantId: easyAuthTenantId
     jobsAdminRole: jobsAdminRole
     jobHistoryRetentionDays: jobHistoryRetentionDays
+    sandboxSessionsEndpoint: deploySessionPool ? sessions.outputs.poolManagementEndpoint : ''
+    sandboxPricePerHour: sandboxPricePerHour
   }
 }
 

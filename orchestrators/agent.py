@@ -38,6 +38,7 @@ from shared.jobs.agent import (
 from shared.jobs.contracts import ErrorCode, ExecutorOutput, SqlAccess
 from shared.jobs.models import StepState
 from shared.jobs.plan import AskUserInput, PlanStep
+from shared.tools.python import PYTHON_TOOL, RUN_PYTHON
 
 if TYPE_CHECKING:
     from orchestrators.job import Gen, JobRun
@@ -198,7 +199,7 @@ class AgentLoop:
             except StepInputError:
                 return None
             name, context = call.tool, (SqlAccess(sql_mode="run").model_dump() if spec.runs_sql else {})
-        elif call.tool in allowed:
+        elif call.tool in allowed and call.tool != PYTHON_TOOL:
             name, task, context = CALL_TOOL, {"tool": call.tool, "arguments": args}, {"allowed_tools": allowed}
         else:
             return None
@@ -245,7 +246,7 @@ class AgentLoop:
 
     def dispatch(self, call: AgentToolCall, args: Any, step: StepState) -> Gen:
         """Run a call by its kind of tool; every refusal and failure becomes an envelope, never an exception."""
-        record = ToolCallRecord(id=call.id, tool=call.tool, arguments=args, success=False)
+        record = ToolCallRecord(id=call.id, tool=call.tool, arguments=args, success=False, step=step.id)
         if not isinstance(args, dict):
             return self.refuse(record, step, ErrorCode.INVALID_INPUT, "arguments_json must be a JSON object")
         try:
@@ -255,6 +256,9 @@ class AgentLoop:
                 data = self.job_state()
             elif call.tool in lookup_kinds():
                 data = yield from self.lookup(call.tool, args, step)
+            elif call.tool == PYTHON_TOOL and call.tool in self.run.job.request.tools:
+                # Code runs as a run_python step: inputs resolved, approval and sandbox budget applied.
+                data = yield from self.lookup(RUN_PYTHON, args, step)
             elif call.tool in self.run.job.request.tools:
                 data = yield from self.family_tool(call.tool, args, step)
             else:

@@ -23,7 +23,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrators.agent import AgentLoop, ToolStepFailed
+from orchestrators.outcomes import EditedTask, ExpiredAnswer, JobStop
 from orchestrators.policy import Caller, Failure, Standing, decide
+from orchestrators.python_step import PythonStep, result_note, runs_code, sandbox_ms
 from shared.executors import (
     AGENT_TURN,
     PLAN,
@@ -71,6 +73,7 @@ from shared.jobs.plan import (
     SupervisorDecision,
 )
 from shared.runtime import telemetry
+from shared.tools.python import PYTHON_TOOL
 
 logger = logging.getLogger(__name__)
 
@@ -105,25 +108,6 @@ class SqlDraftResult(BaseModel):
     database: DatabaseChoice | None = None
 
 
-class ExpiredAnswer(UserAnswer):
-    """The default taken when a wait expired: no human said it, so it never approves a sensitive read."""
-
-
-class EditedTask:
-    """An edit of a SQL step that already passed approval: the new input must be drafted and approved again."""
-
-    def __init__(self, task: dict[str, Any]) -> None:
-        self.task = task
-
-
-class JobStop(Exception):
-    """Ends the job as failed with a code, at a step."""
-
-    def __init__(self, code: str, message: str, step_id: str | None = None) -> None:
-        super().__init__(message)
-        self.info = ErrorInfo(code=code, message=message[:600], step_id=step_id)
-
-
 class JobRun:
     """One execution of the job orchestration; a plain object that tests can drive."""
 
@@ -146,6 +130,8 @@ class JobRun:
         self.skipped_by_user = False
         # How many calls each internal executor (planning, supervision) has had: their attempt numbers.
         self.internal_calls: dict[str, int] = {}
+        # Sandbox time the job's run_python calls used (their outputs say), for budget.max_sandbox_seconds.
+        self.sandbox_ms = 0
 
     # --- plumbing ----------------------------------------------------------------------------
 
@@ -235,7 +221,9 @@ class JobRun:
     def make_plan(self, question: str, context_note: str | None = None) -> Gen:
         """Run the plan executor (with the same retry policy as steps) and validate its plan."""
         task: dict[str, Any] = {"question": question if not context_note else f"{question}\n\n{context_note}"}
-        out = yield from self.execute(None, PLAN, task)
+        # The planner is offered the kinds the job's tools allow (run_python only with python.run).
+        tools = {"allowed_tools": list(self.job.request.tools)} if self.job.request.tools else None
+        out = yield from self.execute(None, PLAN, task, tools)
         if out is None:
             raise JobStop("PLAN_SKIPPED", "planning was skipped, so there is nothing to run")
         # The plan executor checked it too; the orchestrator trusts no activity output.
@@ -312,6 +300,8 @@ class JobRun:
             return (yield from AgentLoop(self, part.question, step).work_step())
 
         task = self.task_for(spec)
+        if runs_code(spec.kind):
+            return (yield from PythonStep(self, spec, step).work(task))
         if _runs_sql(spec.kind):
             return (yield from self.run_sql_step(spec, step, task))
         extra: dict[str, Any] = {}
@@ -353,11 +343,17 @@ class JobRun:
     def notes_for(self, spec: PlanStep) -> list[str]:
         """What the answer must say about the steps it depends on that did not run, and why."""
         wanted = set(spec.depends_on) if spec.depends_on else None
-        return [
+        notes = [
             f"The step '{s.title}' did not run: {s.note or 'it was skipped'}."
             for s in self.state.steps
             if s.state == "skipped" and s.id != spec.id and (wanted is None or s.id in wanted)
-        ][:12]
+        ]
+        # What code computed reaches the answer as a note (it is neither a passage nor SQL rows to cite).
+        for s in self.state.steps:
+            ran_code = runs_code(s.kind) or s.kind == PYTHON_TOOL
+            if ran_code and s.id in self.outputs and (wanted is None or s.id in wanted):
+                notes.append(result_note(s.title, self.outputs[s.id]))
+        return notes[:12]
 
     def sources_for(self, spec: PlanStep) -> list[dict[str, Any]]:
         """Compact sources for the answer: chunks and SQL rows of the steps it depends on."""
@@ -494,6 +490,7 @@ class JobRun:
             raw = yield self.ctx.call_activity(executor_type, inp.model_dump(mode="json"))
         out = ExecutorOutput.model_validate(_as_dict(raw))
         self.add_usage(step, out.usage, executor_type)
+        self.sandbox_ms += sandbox_ms(out)
         if step is not None and out.model_used:
             step.model = out.model_used
         return out

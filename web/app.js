@@ -43,6 +43,7 @@ const KIND_LABELS = {
 const OPTION_LABELS = {
   approval: { approve: 'Approve', edit: 'Run edited SQL', reject: 'Reject (skip the query)', abort: 'Abort job' },
   error: { retry: 'Retry', skip: 'Skip step', edit: 'Retry with edited input', abort: 'Abort job' },
+  code: { approve: 'Approve', edit: 'Run edited code', reject: 'Reject (skip the step)', abort: 'Abort job' },
 };
 // Only these failures can go away on a plain retry (shared/jobs/contracts.py RETRYABLE_CODES); for any other code
 // a retry repeats the same failure, so the primary action is to edit the input.
@@ -1032,8 +1033,10 @@ function primaryOption(w) {
 function renderWaiting(d, w) {
   const status = h('div', { class: 'answer-status', role: 'status' });
   const alertEl = h('div', { class: 'alert', role: 'alert', hidden: true });
-  const labels = OPTION_LABELS[w.kind] || {};
   const details = w.details || {};
+  // A run_python approval shows the code (and the files a draft run wrote) instead of SQL.
+  const codeApproval = w.kind === 'approval' && typeof details.code === 'string';
+  const labels = OPTION_LABELS[codeApproval ? 'code' : w.kind] || {};
   const body = [];
   let editor = null;
   let editors = [];
@@ -1041,7 +1044,11 @@ function renderWaiting(d, w) {
     // The job asks again because the last edit could not be applied: say why, in words.
     body.push(h('div', { class: 'alert inline', id: 'refused-edit' }, errorBox({ code: 'EDIT_REFUSED', message: details.refused_edit }, { title: 'Your last edit was not applied:' })));
   }
-  if (w.kind === 'approval') {
+  if (codeApproval) {
+    editor = h('textarea', { id: 'waiting-code', class: 'code', rows: editorRows(details.code, 6), spellcheck: 'false', value: details.code });
+    const files = Array.isArray(details.files) ? details.files.map((f) => `${f.name} (${fmtNumber(f.size)} bytes)`) : [];
+    body.push(h('label', { for: 'waiting-code' }, 'Python to run (edit it, then choose “Run edited code”)'), editor, files.length ? h('p', { class: 'muted' }, 'Files it writes: ', files.join(', ')) : null);
+  } else if (w.kind === 'approval') {
     const sensitive = details.sensitive_tables || [];
     if (sensitive.length) {
       body.push(h('p', { class: 'warning' }, 'This query reads tables marked sensitive: ', sensitive.join(', ')));
@@ -1112,11 +1119,11 @@ function renderWaiting(d, w) {
     if (w.kind === 'approval') {
       const sql = editor.value.trim();
       if (!sql) {
-        showAlert(alertEl, { code: 'INVALID_ANSWER', message: 'Enter the SQL to run.' });
+        showAlert(alertEl, { code: 'INVALID_ANSWER', message: codeApproval ? 'Enter the code to run.' : 'Enter the SQL to run.' });
         editor.focus();
         return undefined;
       }
-      return send({ action: 'edit', sql }, button);
+      return send(codeApproval ? { action: 'edit', code: sql } : { action: 'edit', sql }, button);
     }
     if (editors.length) {
       const changed = editedFields(editors);
@@ -1454,13 +1461,41 @@ function docResult(step, out) {
   );
 }
 
+/** Files a step wrote (run_python): PNGs shown inline, the others as download links; fetched with the key, as blobs. */
+function artifactList(step) {
+  if (!Array.isArray(step.artifacts) || !step.artifacts.length || !state.detail) return null;
+  const base = `${API}/${encodeURIComponent(state.detail.id)}/artifacts/`;
+  const load = async (a) => {
+    const headers = {};
+    const key = state.auth.signIn ? '' : getKey();
+    if (key) headers['x-functions-key'] = key;
+    const resp = await fetch(base + encodeURIComponent(a.ref), { headers, credentials: 'same-origin' });
+    if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
+    return URL.createObjectURL(await resp.blob());
+  };
+  return h('ul', { class: 'artifacts' }, ...step.artifacts.map((a) => {
+    const label = `${a.name} (${fmtNumber(a.size)} bytes)`;
+    if (a.media_type === 'image/png') {
+      const img = h('img', { class: 'artifact-image', alt: label });
+      load(a).then((url) => { img.src = url; }, () => { img.alt = `${label}: could not be loaded`; });
+      return h('li', {}, img, h('span', { class: 'muted', text: label }));
+    }
+    const link = h('a', { href: '#', text: label });
+    link.addEventListener('click', (ev) => {
+      ev.preventDefault();
+      load(a).then((url) => { const save = h('a', { href: url, download: a.name }); save.click(); }, () => { link.textContent = `${label}: could not be loaded`; });
+    });
+    return h('li', {}, link);
+  }));
+}
+
 function renderResults(steps) {
   const items = [];
   for (const step of steps) {
     if (step.output && step.kind === 'execute_azure_sql') items.push(sqlResult(step, step.output));
     else if (step.output && step.kind === 'consult_rag') items.push(docResult(step, step.output));
     else if (step.output && step.kind !== 'generate_response') {
-      items.push(h('article', { class: 'result' }, h('h4', {}, `${step.id} · ${step.title}`), h('pre', { class: 'code' }, JSON.stringify(step.output, null, 2))));
+      items.push(h('article', { class: 'result' }, h('h4', {}, `${step.id} · ${step.title}`), h('pre', { class: 'code' }, JSON.stringify(step.output, null, 2)), artifactList(step)));
     }
     if (step.draft && !step.output && step.state !== 'waiting') {
       items.push(h('article', { class: 'result result-draft' }, h('h4', {}, `${step.id} · drafted SQL (not run)`), h('pre', { class: 'code sql' }, formatSql(step.draft.sql || ''))));

@@ -42,6 +42,11 @@ param jobsAdminRole string = 'Jobs.Admin'
 @description('Days before a finished job\'s history is purged (read by api/maintenance.py as JOB_HISTORY_RETENTION_DAYS).')
 param jobHistoryRetentionDays int = 30
 
+@description('Management endpoint of the code interpreter session pool; empty = no code runs (SANDBOX_PROVIDER=off).')
+param sandboxSessionsEndpoint string = ''
+@description('USD per session-hour, read by run_python as SANDBOX_PRICE_PER_HOUR.')
+param sandboxPricePerHour string = '0.03'
+
 @description('Python version of the Flex runtime; keep it equal to CI and the devcontainer.')
 param pythonVersion string = '3.12'
 
@@ -72,6 +77,9 @@ var appCodeSettings = {
   APPLICATIONINSIGHTS_CONNECTION_STRING: applicationInsights.properties.ConnectionString
   JOBS_ADMIN_ROLE: jobsAdminRole
   JOB_HISTORY_RETENTION_DAYS: string(jobHistoryRetentionDays)
+  SANDBOX_PROVIDER: empty(sandboxSessionsEndpoint) ? 'off' : 'azure_sessions'
+  SANDBOX_SESSIONS_ENDPOINT: sandboxSessionsEndpoint
+  SANDBOX_PRICE_PER_HOUR: sandboxPricePerHour
 }
 
 // Read by the Functions host and its extensions (documented in docs/settings.md).

@@ -48,6 +48,8 @@ class ExecutorSpec:
     # is not supervised), or it runs SQL (the approval policy applies).
     writes_answer: bool = False
     runs_sql: bool = False
+    # It runs model-written code (run_python): only when the job allows the tool, under the approval policy.
+    runs_code: bool = False
 
 
 # The internal executors the orchestrator calls by their role, not as plan steps.
@@ -74,6 +76,7 @@ def register(
     telemetry_operation: str = "chat",
     writes_answer: bool = False,
     runs_sql: bool = False,
+    runs_code: bool = False,
 ) -> Callable[[ExecutorFn], ExecutorFn]:
     """Decorator: register a function as the executor for ``executor_type``."""
     if not internal and input_model is None:
@@ -98,6 +101,7 @@ def register(
             telemetry_operation,
             writes_answer,
             runs_sql,
+            runs_code,
         )
         return fn
 
@@ -143,9 +147,10 @@ def kinds_where(predicate: Callable[[ExecutorSpec], bool]) -> set[str]:
 def lookup_kinds() -> set[str]:
     """Step kinds that look something up for the answer: every plan step kind except the one that writes it.
 
-    The Supervisor may switch a step to one of them, and the agent-mode Executor calls them as tools.
+    The Supervisor may switch a step to one of them, and the agent-mode Executor calls them as tools. A kind
+    that runs code is not one: it runs only where the job allows its tool (the Executor calls it by that name).
     """
-    return set(step_kinds()) - kinds_where(lambda spec: spec.writes_answer)
+    return set(step_kinds()) - kinds_where(lambda spec: spec.writes_answer or spec.runs_code)
 
 
 def uses_llm(executor_type: str) -> bool:

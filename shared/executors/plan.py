@@ -7,11 +7,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from shared.executors import PLAN, check_plan, input_model_for, register, step_kinds
+from shared.executors import PLAN, check_plan, input_model_for, kinds_where, register, step_kinds
 from shared.executors.common import call_llm, usage_of
 from shared.jobs.contracts import ErrorCode, ExecutorInput, ExecutorOutput
 from shared.jobs.plan import ORCHESTRATOR_KINDS, Plan, PlanStep
 from shared.providers.interfaces import LLMTask
+from shared.tools.python import PYTHON_TOOL
 
 if TYPE_CHECKING:
     from shared.providers.clients import Clients
@@ -59,14 +60,15 @@ def _any_of(node: Any) -> Any:
 _PLAN_MODELS: dict[tuple[tuple[str, type[BaseModel]], ...], type[BaseModel]] = {}
 
 
-def plan_output_model() -> type[BaseModel]:
+def plan_output_model(kinds_offered: set[str] | None = None) -> type[BaseModel]:
     """The plan shape the model is asked for: one step variant per kind, each with that kind's typed input.
 
     Built from the registry, so a server that constrains output to a schema (llama.cpp's grammar,
     OpenAI's strict mode) can only produce steps whose input fits their kind. ``Plan`` stays the validator
     of what the orchestrator runs; this is only what the model is given.
     """
-    kinds = tuple((kind, input_model_for(kind)) for kind in [*sorted(step_kinds()), *ORCHESTRATOR_KINDS])
+    offered = step_kinds() if kinds_offered is None else kinds_offered
+    kinds = tuple((kind, input_model_for(kind)) for kind in [*sorted(offered), *ORCHESTRATOR_KINDS])
     cached = _PLAN_MODELS.get(kinds)
     if cached is not None:
         return cached
@@ -99,6 +101,9 @@ def plan(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
     """Ask the planner for a plan and check every step kind against the registry."""
     task = PlanTask.model_validate(inp.task)
     kinds = step_kinds()
+    if PYTHON_TOOL not in inp.execution_context.allowed_tools:
+        # Code runs only in jobs that allow it: the planner is not offered the kind elsewhere.
+        kinds = {k: v for k, v in kinds.items() if k not in kinds_where(lambda spec: spec.runs_code)}
     response = call_llm(
         inp,
         clients,
@@ -110,7 +115,7 @@ def plan(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
             "step_kinds": kinds | {kind: text for kind, (_model, text) in ORCHESTRATOR_KINDS.items()},
             "repair": _repair_lines(task.repair),
         },
-        plan_output_model(),
+        plan_output_model(set(kinds)),
     )
     usage = usage_of(response, clients)
     raw = response.output.model_dump(mode="json", exclude_none=True)

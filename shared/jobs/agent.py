@@ -64,6 +64,8 @@ class ToolCallRecord(BaseModel):
     tool: str
     arguments: Any = None
     success: bool
+    # The job step the call ran as: what a later python.run names in its inputs to read this call's output.
+    step: str | None = None
     data: Any = None
     error: dict[str, str] | None = None
     truncated: bool = False

@@ -108,6 +108,12 @@ class ExecutionContext(BaseModel):
     previous_attempt: PreviousAttempt | None = None
     # Agent mode: the tools of the families this job may call (from the job request, set by the orchestrator).
     allowed_tools: list[str] = Field(default_factory=list, max_length=32)
+    # run_python: the named inputs the orchestrator resolved from earlier steps' outputs (never from the model),
+    # "draft" (run, but keep no files: the approval policy looks at what it would write), and what is left of
+    # the job's sandbox time budget.
+    python_inputs: dict[str, Any] = Field(default_factory=dict, max_length=8)
+    python_mode: Literal["draft", "run"] = "run"
+    sandbox_seconds_left: float | None = None
 
 
 class SqlAccess(BaseModel):

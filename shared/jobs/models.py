@@ -34,6 +34,8 @@ class Budget(BaseModel):
 
     max_total_tokens: int | None = Field(default=None, ge=1)
     max_estimated_cost: float | None = Field(default=None, ge=0)
+    # Seconds of sandbox time (run_python steps) the job may use in all.
+    max_sandbox_seconds: float | None = Field(default=None, gt=0)
 
 
 class JobConstraints(Constraints):
@@ -49,6 +51,9 @@ class ApprovalPolicy(BaseModel):
 
     # never: no approval; always: every SQL query; sensitive: queries touching tables marked sensitive.
     sql: Literal["never", "always", "sensitive"] = "never"
+    # never: code runs without asking; always: a human approves every run_python step's code before it runs;
+    # writes_files: the code runs once keeping nothing, and a human approves it when it wrote files.
+    python: Literal["never", "always", "writes_files"] = "never"
     timeout_seconds: int = Field(default=3600, ge=1, le=7 * 86_400)
     on_timeout: Literal["fail", "approve", "reject"] = "fail"
 

@@ -345,6 +345,21 @@ class Settings(BaseSettings):
     # How long one process keeps a server's tool list before listing again (0: list on every load).
     tools_mcp_list_ttl_seconds: float = Field(default=300.0, ge=0, le=86_400)
 
+    # --- Code sandbox (shared/sandbox, the run_python step and the python.run tool) ----------------
+    # Where model-written Python runs: "local" (bubblewrap on this machine), "azure_sessions" (Azure Container
+    # Apps dynamic sessions, SANDBOX_SESSIONS_ENDPOINT), or "off" (python.run is not offered).
+    sandbox_provider: Literal["local", "azure_sessions", "off"] = "local"
+    # The session pool's management endpoint (https://<region>.dynamicsessions.io/subscriptions/.../sessionPools/<name>).
+    sandbox_sessions_endpoint: str | None = None
+    # Wall-clock seconds one run may take (the job's sandbox budget may cut it shorter).
+    sandbox_wall_seconds: float = Field(default=30.0, gt=0, le=220)
+    # USD per sandbox hour, counted into a step's estimated cost (Azure bills dynamic sessions per session-hour).
+    sandbox_price_per_hour: float = Field(default=0.0, ge=0)
+    # Where files written by code (charts, CSV) are kept for the job view: as PARTIAL_OUTPUT_STORE.
+    artifact_store: Literal["auto", "local", "azure_blob"] = "auto"
+    artifact_path: Path = REPO_ROOT / ".devhost" / "artifacts.sqlite3"
+    artifact_container: str = Field(default="job-artifacts", pattern=r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
+
     # --- Monitoring ------------------------------------------------------------------------
     applicationinsights_connection_string: SecretStr | None = None
     otel_exporter_otlp_endpoint: str | None = None

@@ -26,6 +26,8 @@ CODE_FILENAME = "<code>"
 OUT_DIR = "/tmp/out"
 LIB_DIR = "/sandbox/lib"
 # matplotlib's font list, built once by `make sandbox`: copied in so no run rebuilds it (a second and more).
+# The MPLCONFIGDIR local.py sets for the sandbox (a constant: the code inside may change its environment).
+MPL_CONFIG_DIR = "/tmp/.matplotlib"
 MPL_CACHE = "/sandbox/mplconfig"
 TRACEBACK_LINES = 12
 ERROR_CHARS = 2000
@@ -221,7 +223,7 @@ def main(argv: list[str]) -> int:
     limits = request["limits"]
     # The bootstrap's own files first: the file size limit is for the code's.
     if os.path.isdir(MPL_CACHE):
-        _copy_tree(MPL_CACHE, os.environ.get("MPLCONFIGDIR", "/tmp/.matplotlib"))
+        _copy_tree(MPL_CACHE, MPL_CONFIG_DIR)
     os.makedirs(OUT_DIR, exist_ok=True)
     os.chdir(OUT_DIR)
     _set_limits(limits)

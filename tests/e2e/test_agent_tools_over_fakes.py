@@ -322,6 +322,7 @@ def test_the_executor_asks_the_user_and_one_answer_resumes_that_question(llm: Fa
             "tool": "request_user_feedback",
             "arguments": ask,
             "success": True,
+            "step": "t1",
             "data": {"answer": "JPY"},
             "error": None,
             "truncated": False,

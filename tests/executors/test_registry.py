@@ -64,6 +64,7 @@ def test_a_registered_kind_reaches_every_part_that_asks_about_kinds(web_lookup: 
 def test_roles_come_from_the_specs() -> None:
     assert kinds_where(lambda s: s.writes_answer) == {"generate_response"}
     assert kinds_where(lambda s: s.runs_sql) == {"execute_azure_sql"}
+    assert kinds_where(lambda s: s.runs_code) == {"run_python"}
     assert kinds_where(lambda s: s.internal) == {"plan", "supervise", "agent_turn", "call_tool"}
     assert _streaming_kinds() == {"generate_response"}
 
@@ -88,7 +89,15 @@ def test_the_planner_is_held_to_one_step_shape_per_kind(web_lookup: str) -> None
     variants = {
         d["properties"]["kind"]["const"]: d for d in schema["$defs"].values() if "kind" in d.get("properties", {})
     }
-    assert set(variants) == {"consult_rag", "execute_azure_sql", "generate_response", "ask_user", "agent", web_lookup}
+    assert set(variants) == {
+        "consult_rag",
+        "execute_azure_sql",
+        "generate_response",
+        "run_python",
+        "ask_user",
+        "agent",
+        web_lookup,
+    }
     web_input = schema["$defs"][variants[web_lookup]["properties"]["input"]["$ref"].split("/")[-1]]
     assert set(web_input["properties"]) == {"url_query"} and web_input["additionalProperties"] is False
     # A step that puts another kind's field in its input does not validate.

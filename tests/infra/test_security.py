@@ -28,6 +28,7 @@ SEARCH_INDEX_DATA_READER = "1407120a-92aa-4202-b7e9-c0e197c71c8f"
 SEARCH_INDEX_DATA_CONTRIBUTOR = "8ebe5a00-799e-43f5-93ac-243d3dce84a7"
 SEARCH_SERVICE_CONTRIBUTOR = "7ca78c08-252a-4471-8644-bb5ff32d4ba0"
 DURABLE_TASK_DATA_CONTRIBUTOR = "0ad04412-c4d5-4796-b79c-f76d14c8d402"
+CONTAINERAPPS_SESSION_EXECUTOR = "0fb8eba5-a2bb-4abe-b1c1-49dfad359bb0"
 
 # (module file, principal, role) for every assignment the templates may make, and nothing else.
 EXPECTED_ASSIGNMENTS = {
@@ -38,6 +39,7 @@ EXPECTED_ASSIGNMENTS = {
     ("openai.bicep", "appPrincipalId", COGNITIVE_SERVICES_OPENAI_USER),
     ("search.bicep", "appPrincipalId", SEARCH_INDEX_DATA_READER),
     ("dts.bicep", "appPrincipalId", DURABLE_TASK_DATA_CONTRIBUTOR),
+    ("sessions.bicep", "appPrincipalId", CONTAINERAPPS_SESSION_EXECUTOR),
     ("openai.bicep", "deployerPrincipalId", COGNITIVE_SERVICES_OPENAI_USER),
     ("search.bicep", "deployerPrincipalId", SEARCH_INDEX_DATA_CONTRIBUTOR),
     ("search.bicep", "deployerPrincipalId", SEARCH_SERVICE_CONTRIBUTOR),
@@ -69,6 +71,7 @@ def test_role_assignments_are_exactly_the_least_privilege_set() -> None:
         SEARCH_INDEX_DATA_CONTRIBUTOR,
         SEARCH_SERVICE_CONTRIBUTOR,
         DURABLE_TASK_DATA_CONTRIBUTOR,
+        CONTAINERAPPS_SESSION_EXECUTOR,
     }
     assert not {a.role_id for a in found} & BROAD_ROLES
 

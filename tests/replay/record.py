@@ -22,6 +22,7 @@ from tests.jobs.jobclient import JobClient
 HISTORIES = Path(__file__).with_name("histories")
 SQL_Q = "Which region had the most returns in Q3?"
 MIXED_Q = "Which region had the most returns in Q3, and what does the returns policy say about refunds after 30 days?"
+GROWTH_Q = "Compute the growth rate of revenue by month in 2025 and chart it"
 
 
 def _completed(jobs: JobClient) -> str:
@@ -57,6 +58,19 @@ def _retried(jobs: JobClient) -> str:
     return job_id
 
 
+def _python_waiting(jobs: JobClient) -> str:
+    job_id = jobs.submit(GROWTH_Q, tools=["python.run"], approval={"python": "writes_files"})
+    jobs.wait(job_id, {"waiting_for_user"}, timeout_s=120)
+    return job_id
+
+
+def _python_approved(jobs: JobClient) -> str:
+    job_id = _python_waiting(jobs)
+    assert jobs.answer(job_id, "approve").status_code == 202
+    jobs.wait(job_id, timeout_s=120)
+    return job_id
+
+
 # scenario -> (host environment, how to drive the job)
 SCENARIOS: dict[str, tuple[dict[str, str], Callable[[JobClient], str]]] = {
     "completed": ({}, _completed),
@@ -64,6 +78,9 @@ SCENARIOS: dict[str, tuple[dict[str, str], Callable[[JobClient], str]]] = {
     "approved_then_completed": ({}, _approved),
     "aborted_at_approval": ({}, _aborted),
     "retried_after_rate_limit": ({"OFFLINE_LLM_FAULTS": "write_answer:RATE_LIMITED:1"}, _retried),
+    # run_python (needs the local sandbox): a draft that wrote a chart waits for approval, then runs for real.
+    "python_waiting_for_approval": ({}, _python_waiting),
+    "python_approved_then_completed": ({}, _python_approved),
 }
 
 
@@ -94,7 +111,8 @@ def record(names: list[str]) -> None:
         env, drive = SCENARIOS[name]
         with tempfile.TemporaryDirectory() as tmp:
             data = Path(tmp) / "data"
-            host = DevHostProcess(REPO_ROOT, data, env={"JOB_RETRY_FIRST_INTERVAL_MS": "50", **env})
+            base = {"JOB_RETRY_FIRST_INTERVAL_MS": "50", "ARTIFACT_PATH": str(Path(tmp) / "artifacts.sqlite3")}
+            host = DevHostProcess(REPO_ROOT, data, env={**base, **env})
             host.start()
             try:
                 job_id = drive(JobClient(host))

@@ -40,6 +40,8 @@ def test_every_scenario_is_recorded() -> None:
         "approved_then_completed",
         "aborted_at_approval",
         "retried_after_rate_limit",
+        "python_waiting_for_approval",
+        "python_approved_then_completed",
     }
 
 

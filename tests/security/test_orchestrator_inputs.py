@@ -50,6 +50,7 @@ def test_every_step_kind_declares_a_closed_input_model() -> None:
         "consult_rag": ["filter", "query", "top_k"],
         "execute_azure_sql": ["question", "sql"],
         "generate_response": ["question"],
+        "run_python": ["code", "inputs", "question"],
         "ask_user": ["options", "question"],
     }
     assert set(step_kinds()) | {"ask_user"} == set(expected)

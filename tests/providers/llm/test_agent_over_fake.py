@@ -310,6 +310,7 @@ def test_the_executor_asks_the_user_and_the_answer_resumes_that_question_once(
         "tool": "request_user_feedback",
         "arguments": question,
         "success": True,
+        "step": "t1",
         "data": {"answer": "Online"},
         "error": None,
         "truncated": False,

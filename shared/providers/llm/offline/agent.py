@@ -21,6 +21,7 @@ from shared.jobs.agent import FORMAT_OUTPUT, REQUEST_USER_FEEDBACK, AgentToolCal
 
 SQL_KIND = "execute_azure_sql"
 SEARCH_KIND = "consult_rag"
+PYTHON_TOOL = "python.run"
 TOPICS = ["revenue", "returns", "orders", "policies"]
 Route = Callable[[list[str], int], tuple[str | None, str]]
 
@@ -86,6 +87,8 @@ def agent_turn_offline(
         )
     planned, reasons = _lookups(split(question), calls, route, covers_data, docs_have, offered)
     if not planned:
+        planned, reasons = _analysis(question, calls, offered, reasons)
+    if not planned:
         planned, reasons = _with_the_user(question, calls, offered, reasons)
     planned = planned[:calls_left]
     if not planned:
@@ -119,6 +122,23 @@ def _lookups(
         elif tried:
             reasons.append(f"Neither source has anything on '{part}'; the answer will say so.")
     return planned, reasons
+
+
+def _analysis(
+    question: str, calls: list[dict[str, Any]], offered: set[str], reasons: list[str]
+) -> tuple[list[AgentToolCall], list[str]]:
+    """Once the data is in: python.run over the first SQL rows found, when the question asks for growth or a chart."""
+    from shared.providers.llm.offline.code import ANALYSIS_CODE, wants_code
+
+    if PYTHON_TOOL not in offered or not wants_code(question) or any(c.get("tool") == PYTHON_TOOL for c in calls):
+        return [], reasons
+    rows = next((c for c in calls if c.get("tool") == SQL_KIND and _found(c) and c.get("step")), None)
+    if rows is None:
+        return [], reasons
+    arguments: dict[str, Any] = {"question": f"Growth rate and chart of: {question}"[:500], "code": ANALYSIS_CODE}
+    arguments["inputs"] = {"rows": str(rows["step"])}
+    why = f"The question asks for a computation over the rows of {rows['step']}, so I run code over them."
+    return [_call(PYTHON_TOOL, arguments, len(calls) + 1)], [*reasons, why]
 
 
 def _with_the_user(

@@ -62,7 +62,10 @@ class OfflineLLM:
         """Answer one request deterministically."""
         self._maybe_fail(request.task)
         if request.task is LLMTask.PLAN:
-            output: BaseModel = self._plan(str(request.inputs["question"]))
+            kinds = request.inputs.get("step_kinds")
+            output: BaseModel = self._plan(
+                str(request.inputs["question"]), set(kinds) if isinstance(kinds, dict) else set()
+            )
         elif request.task is LLMTask.WRITE_SQL:
             output = self._write_sql(str(request.inputs["question"]), str(request.inputs.get("dialect", "sqlite")))
         elif request.task is LLMTask.WRITE_ANSWER:
@@ -103,7 +106,7 @@ class OfflineLLM:
             retry_after_ms=200 if fault[0] is ErrorCode.RATE_LIMITED else None,
         )
 
-    def _plan(self, text: str) -> Plan:
+    def _plan(self, text: str, kinds: set[str] | None = None) -> Plan:
         # A replan carries what already ran after the question; those parts are not planned again.
         question, _, note = text.partition(f"\n\n{ALREADY_DONE}")
         done = {json.loads(m) for m in DONE_TEXT.findall(note)}
@@ -144,6 +147,7 @@ class OfflineLLM:
                     depends_on=["s1"],
                 ),
             ]
+        steps.extend(_analysis(question, steps, kinds or set()))
         ids = [s.id for s in steps]
         steps.append(
             PlanStep(
@@ -243,3 +247,26 @@ class OfflineLLM:
             for piece in re.findall(r"\S+\s*", answer.answer):
                 request.on_delta(piece)
         return answer
+
+
+def _analysis(question: str, steps: list[PlanStep], kinds: set[str]) -> list[PlanStep]:
+    """A run_python step over the first SQL step's rows when the question asks for a growth rate or a chart."""
+    from shared.providers.llm.offline.code import ANALYSIS_CODE, wants_code
+
+    sql = next((s for s in steps if s.kind == "execute_azure_sql"), None)
+    if "run_python" not in kinds or sql is None or not wants_code(question):
+        return []
+    asked = str(sql.input.get("question") or question)
+    return [
+        PlanStep(
+            id=f"s{len(steps) + 1}",
+            kind="run_python",
+            title=f"Compute the growth and chart it: {asked}"[:200],
+            input={
+                "question": f"Growth rate and chart of: {asked}"[:500],
+                "code": ANALYSIS_CODE,
+                "inputs": {"rows": sql.id},
+            },
+            depends_on=[sql.id],
+        )
+    ]

@@ -1,0 +1,55 @@
+"""GET /api/jobs/{id}/artifacts/{ref}: a file a step of the job produced (a chart, a CSV), for whoever sees the job.
+
+The same auth and ownership as the job view: another user's job answers 404 exactly like a missing one. The
+bytes come from the artifact store (shared/runtime/artifacts.py), keyed by the job id, so a ref of another job
+is never found. Files were written by model code: only images are shown inline; everything else is an
+attachment, with ``nosniff`` and a sandboxing CSP, so nothing a file holds runs in the console's origin.
+"""
+
+from __future__ import annotations
+
+import azure.durable_functions as df
+import azure.functions as func
+
+from api.errors import ApiError, guarded
+from api.jobs import _route_auth_level, _status, request_caller
+
+# Shown in the page (an <img>); any other type is downloaded.
+INLINE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif"})
+
+
+async def artifact(
+    req: func.HttpRequest, client: df.DurableOrchestrationClient, job_id: str, ref: str
+) -> func.HttpResponse:
+    """The bytes of one artifact of a job the caller may see."""
+    from shared.runtime.artifacts import get_artifact_store, valid_ref
+    from shared.runtime.settings import get_settings
+
+    if not valid_ref(ref):
+        raise ApiError(400, "INVALID_REQUEST", f"{ref!r} is not an artifact reference", field="ref")
+    await _status(client, job_id, request_caller(req))
+    found = get_artifact_store(get_settings()).get(job_id, ref)
+    if found is None:
+        raise ApiError(404, "ARTIFACT_NOT_FOUND", f"job {job_id} has no artifact {ref!r}", field="ref")
+    meta, data = found
+    safe_name = "".join(c if c.isalnum() or c in "._-" else "_" for c in meta.name)[:120] or "artifact"
+    disposition = "inline" if meta.media_type in INLINE_TYPES else "attachment"
+    headers = {
+        "Content-Disposition": f'{disposition}; filename="{safe_name}"',
+        "X-Content-Type-Options": "nosniff",
+        "Content-Security-Policy": "default-src 'none'; sandbox",
+        "Cache-Control": "private, max-age=300",
+    }
+    media_type = meta.media_type if meta.media_type in INLINE_TYPES else "application/octet-stream"
+    return func.HttpResponse(data, status_code=200, mimetype=media_type, headers=headers)
+
+
+def register(bp: df.Blueprint) -> None:
+    """Register the artifact route on the blueprint."""
+
+    @bp.route(route="jobs/{job_id}/artifacts/{ref}", methods=["GET"], auth_level=_route_auth_level())
+    @bp.durable_client_input(client_name="client")
+    async def get_artifact(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+        """GET /api/jobs/{job_id}/artifacts/{ref}."""
+        params = req.route_params
+        return await guarded("get_artifact", lambda: artifact(req, client, params["job_id"], params["ref"]))

@@ -1,0 +1,30 @@
+"""What a step of the job orchestration may end in besides a result: stopping the job, an edit, an expired wait.
+
+Shared by the orchestrator's modules (job.py and the step kinds it works in modules of their own), so none of them
+imports another for these.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.jobs.models import ErrorInfo, UserAnswer
+
+
+class ExpiredAnswer(UserAnswer):
+    """The default taken when a wait expired: no human said it, so it never approves a sensitive read or code."""
+
+
+class EditedTask:
+    """An edit of a SQL step that already passed approval: the new input must be drafted and approved again."""
+
+    def __init__(self, task: dict[str, Any]) -> None:
+        self.task = task
+
+
+class JobStop(Exception):
+    """Ends the job as failed with a code, at a step."""
+
+    def __init__(self, code: str, message: str, step_id: str | None = None) -> None:
+        super().__init__(message)
+        self.info = ErrorInfo(code=code, message=message[:600], step_id=step_id)
