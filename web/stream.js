@@ -25,11 +25,6 @@ export function followStream(url, handlers) {
     if (msg.lastEventId) lastId = msg.lastEventId;
     failures = 0;
     sawEvent = true;
-    if (type === 'reconnect') {
-      // The server ends streams after their maximum duration: pick up where this one stopped.
-      open(lastId);
-      return;
-    }
     let data;
     try {
       data = JSON.parse(msg.data);
@@ -37,6 +32,11 @@ export function followStream(url, handlers) {
       return; // not an event of the documented format: nothing to show
     }
     if (!data || typeof data !== 'object') return;
+    if (type === 'reconnect') {
+      // The server ends streams after their maximum duration: pick up where this one stopped.
+      open(typeof data.after === 'string' && data.after ? data.after : lastId);
+      return;
+    }
     handlers.onEvent(type, data, msg.lastEventId || null);
     if (type === 'end') {
       stop();

@@ -10,6 +10,8 @@ const MIN_SPAN_MS = 1000;
 const TICK_MS = 500;
 const FINISHED = new Set(['succeeded', 'failed', 'skipped', 'cancelled']);
 const TERMINAL_STATUS = new Set(['completed', 'failed', 'cancelled']);
+// The log line of a person's answer (api/view.py _answered_line).
+const ANSWERED = /^user answered\b/;
 const LEGEND = [
   ['attempt', 'running', 'Attempt running'],
   ['attempt', 'succeeded', 'Attempt succeeded'],
@@ -52,7 +54,7 @@ function el(tag, props, ...children) {
 
 /** An empty timeline model. */
 export function newModel() {
-  return { source: null, t0: null, tLast: null, endAt: null, status: null, rows: new Map(), order: [] };
+  return { source: null, t0: null, tLast: null, endAt: null, status: null, rows: new Map(), order: [], answers: [] };
 }
 
 function rowOf(model, stepId, kind) {
@@ -97,23 +99,54 @@ function applyStep(model, data, at) {
   row.state = data.state;
   if (attempt) row.attempts = Math.max(row.attempts, attempt);
   if (data.error) row.error = data.error;
-  if (data.state === 'started') {
-    closeAll(row, at, 'failed');
-    const n = attempt || lastAttempt(row) + 1;
-    row.attempts = Math.max(row.attempts, n);
-    row.segments.push({ kind: 'attempt', attempt: n, start: at, end: null, state: 'running' });
-  } else if (data.state === 'retrying') {
+  if (data.state === 'started') startAttempt(model, row, attempt || lastAttempt(row) + 1, at, data.committed);
+  else if (data.state === 'retrying') {
+    const open = openSegment(row, 'retry');
+    if (open) {
+      open.planned = ms(data.retry_at); // the current state, said again
+      return;
+    }
     const running = openSegment(row, 'attempt');
     close(running, at, 'failed');
     if (running && data.error) running.error = data.error;
     const next = Math.max(lastAttempt(row), attempt || 0) + 1;
     row.segments.push({ kind: 'retry', attempt: next, start: at, end: null, planned: ms(data.retry_at), state: 'waiting' });
   } else if (data.state === 'waiting') {
+    if (openSegment(row, 'human')) return;
     closeAll(row, at, 'failed');
     row.segments.push({ kind: 'human', start: at, end: null, state: 'waiting' });
   } else if (FINISHED.has(data.state)) {
-    finishRow(row, data, at);
+    const done = row.segments.find((seg) => seg.kind === 'attempt' && seg.attempt === attempt && seg.end !== null);
+    if (!done || openSegment(row)) finishRow(row, data, at);
   }
+}
+
+/** An attempt begins; the same attempt said again (current state, then history) only sets its start right. */
+function startAttempt(model, row, n, at, committed) {
+  row.attempts = Math.max(row.attempts, n);
+  const same = row.segments.find((seg) => seg.kind === 'attempt' && seg.attempt === n);
+  if (same) {
+    // The history's time (the attempt's scheduled time) is the truth; the current state's is an estimate.
+    if (committed && same.end === null) same.start = at;
+    return;
+  }
+  closeAll(row, at, 'failed');
+  fillGap(model, row, at);
+  row.segments.push({ kind: 'attempt', attempt: n, start: at, end: null, state: 'running' });
+}
+
+/**
+ * A stream read after the fact holds only the history: the time between an attempt's end and the next attempt
+ * was a person's wait when someone answered in it (a `user answered` log line), else a retry backoff.
+ */
+function fillGap(model, row, at) {
+  const before = row.segments.filter((seg) => seg.end !== null && seg.end <= at);
+  if (!before.length) return;
+  const last = before.reduce((a, b) => (b.end > a.end ? b : a));
+  if (last.kind !== 'attempt' || last.end >= at) return;
+  const answered = model.answers.find((t) => t > last.end && t <= at);
+  if (answered !== undefined) row.segments.push({ kind: 'human', start: last.end, end: answered, state: 'waiting', inferred: true });
+  else if (last.state === 'failed') row.segments.push({ kind: 'retry', attempt: last.attempt + 1, start: last.end, end: at, state: 'waiting', inferred: true });
 }
 
 function finishRow(row, data, at) {
@@ -133,7 +166,7 @@ export function applyEvent(model, type, data) {
   if (model.source === 'view') {
     // The stream tells the whole story from the start: the coarse bars drawn from the view give way.
     for (const row of model.rows.values()) row.segments = [];
-    Object.assign(model, { t0: null, tLast: null, endAt: null });
+    Object.assign(model, { t0: null, tLast: null, endAt: null, answers: [] });
   }
   model.source = 'events';
   if (model.t0 === null || at < model.t0) model.t0 = at;
@@ -148,6 +181,10 @@ export function applyEvent(model, type, data) {
       closeAll(row, at, 'failed');
       row.segments.push({ kind: 'human', start: at, end: null, state: 'waiting' });
     }
+  } else if (type === 'log' && ANSWERED.test(String(data.message))) {
+    // A person answered: their wait ends here (and a stream read after the fact learns of the wait).
+    model.answers.push(at);
+    for (const row of model.rows.values()) close(openSegment(row, 'human'), at);
   } else if (type === 'status') applyStatus(model, data.status, at);
   else if (type === 'end') {
     applyStatus(model, data.status, at);
@@ -344,7 +381,7 @@ export function createTimeline(slot) {
 
 // ----- the answer as it is written --------------------------------------------------------------------
 
-/** The provisional answer text per (step, attempt): deltas append, `superseded` voids an attempt's text. */
+/** The provisional answer text per (step, attempt): deltas write at their offset, `superseded` voids an attempt. */
 export function createDraft() {
   const texts = new Map();
   let latest = null;
@@ -355,7 +392,9 @@ export function createDraft() {
       const k = key(data);
       const entry = texts.get(k) || { step: String(data.step_id), attempt: data.attempt, text: '', void: false };
       if (entry.void) return;
-      entry.text += data.text;
+      // `text` belongs at character `offset` of the attempt's answer, replacing what was there from it on.
+      const offset = Number.isInteger(data.offset) ? Math.min(data.offset, entry.text.length) : entry.text.length;
+      entry.text = entry.text.slice(0, offset) + data.text;
       texts.set(k, entry);
       latest = k;
     },
