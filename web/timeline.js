@@ -230,11 +230,14 @@ function coarseRow(row, s) {
   row.error = s.error || null;
   row.segments = [];
   const start = ms(s.started_at);
-  if (start !== null) {
-    const state = s.state === 'retrying' || s.state === 'waiting' ? 'failed' : FINISHED.has(s.state) ? s.state : 'running';
-    row.segments.push({ kind: 'attempt', attempt: row.attempts || 1, start, end: ms(s.ended_at), state, coarse: true });
-  }
   const since = ms(s.waiting_since);
+  if (start !== null) {
+    const paused = s.state === 'retrying' || s.state === 'waiting';
+    const state = paused ? 'failed' : FINISHED.has(s.state) ? s.state : 'running';
+    // A step that waits now ran until its wait began (or, waiting out a backoff, until its last failure).
+    const end = ms(s.ended_at) ?? (s.state === 'waiting' && since !== null ? since : paused ? Math.min(Date.now(), ms(s.retry_at) ?? Date.now()) : null);
+    row.segments.push({ kind: 'attempt', attempt: row.attempts || 1, start, end: end === null ? null : Math.max(start, end), state, coarse: true });
+  }
   if (s.state === 'waiting' && since !== null) row.segments.push({ kind: 'human', start: since, end: null, state: 'waiting' });
   if (s.state === 'retrying' && ms(s.retry_at) !== null) {
     const from = Math.min(ms(s.retry_at), Date.now());
