@@ -92,33 +92,51 @@ function lastAttempt(row) {
   return row.segments.filter((s) => s.kind === 'attempt').reduce((n, s) => Math.max(n, s.attempt || 0), 0);
 }
 
-/** One `step` event applied to its row: attempts open and close, retry and human waits begin and end. */
-function applyStep(model, data, at) {
+/** The end of the row's last closed bar (null when none closed yet). */
+function lastEnd(row) {
+  const ends = row.segments.filter((seg) => seg.end !== null).map((seg) => seg.end);
+  return ends.length ? Math.max(...ends) : null;
+}
+
+/**
+ * One `step` event applied to its row: attempts open and close, retry and human waits begin and end. The
+ * current state (provisional events) carries the step's start as its time, not the change's: a change it tells
+ * is placed at the end of the row's last bar, or at ``now`` (the latest time the stream told).
+ */
+function applyStep(model, data, at, now) {
   const row = rowOf(model, String(data.step_id), data.kind);
   const attempt = Number.isInteger(data.attempt) ? data.attempt : null;
+  const when = data.committed ? at : now;
   row.state = data.state;
-  if (attempt) row.attempts = Math.max(row.attempts, attempt);
   if (data.error) row.error = data.error;
-  if (data.state === 'started') startAttempt(model, row, attempt || lastAttempt(row) + 1, at, data.committed);
-  else if (data.state === 'retrying') {
-    const open = openSegment(row, 'retry');
-    if (open) {
-      open.planned = ms(data.retry_at); // the current state, said again
-      return;
-    }
-    const running = openSegment(row, 'attempt');
-    close(running, at, 'failed');
-    if (running && data.error) running.error = data.error;
-    const next = Math.max(lastAttempt(row), attempt || 0) + 1;
-    row.segments.push({ kind: 'retry', attempt: next, start: at, end: null, planned: ms(data.retry_at), state: 'waiting' });
-  } else if (data.state === 'waiting') {
+  if (data.state === 'started') startAttempt(model, row, attempt || lastAttempt(row) + 1, when, data.committed);
+  else if (data.state === 'retrying') beginRetry(row, data, attempt, when);
+  else if (data.state === 'waiting') {
     if (openSegment(row, 'human')) return;
-    closeAll(row, at, 'failed');
-    row.segments.push({ kind: 'human', start: at, end: null, state: 'waiting' });
+    const running = openSegment(row, 'attempt');
+    closeAll(row, when, 'failed');
+    row.segments.push({ kind: 'human', start: running ? when : lastEnd(row) ?? when, end: null, state: 'waiting' });
   } else if (FINISHED.has(data.state)) {
     const done = row.segments.find((seg) => seg.kind === 'attempt' && seg.attempt === attempt && seg.end !== null);
-    if (!done || openSegment(row)) finishRow(row, data, at);
+    if (!done || openSegment(row)) finishRow(row, data, when);
   }
+}
+
+/** A failed attempt waits out its backoff; ``attempt`` is the one that comes next (api/events_derive.py). */
+function beginRetry(row, data, attempt, when) {
+  const open = openSegment(row, 'retry');
+  if (open) {
+    open.planned = ms(data.retry_at); // the current state, said again
+    return;
+  }
+  const running = openSegment(row, 'attempt');
+  close(running, when, 'failed');
+  if (running && data.error) running.error = data.error;
+  const last = lastAttempt(row);
+  const next = attempt && attempt > last ? attempt : last + 1;
+  row.attempts = Math.max(row.attempts, last);
+  const start = running ? when : lastEnd(row) ?? when;
+  row.segments.push({ kind: 'retry', attempt: next, start, end: null, planned: ms(data.retry_at), state: 'waiting' });
 }
 
 /** An attempt begins; the same attempt said again (current state, then history) only sets its start right. */
@@ -127,7 +145,10 @@ function startAttempt(model, row, n, at, committed) {
   const same = row.segments.find((seg) => seg.kind === 'attempt' && seg.attempt === n);
   if (same) {
     // The history's time (the attempt's scheduled time) is the truth; the current state's is an estimate.
-    if (committed && same.end === null) same.start = at;
+    if (committed && same.end === null) {
+      for (const seg of row.segments) if (seg !== same && seg.end !== null && seg.end > at && seg.end <= same.start) seg.end = Math.max(seg.start, at);
+      same.start = at;
+    }
     return;
   }
   closeAll(row, at, 'failed');
@@ -169,15 +190,19 @@ export function applyEvent(model, type, data) {
     Object.assign(model, { t0: null, tLast: null, endAt: null, answers: [] });
   }
   model.source = 'events';
+  const now = model.tLast === null ? at : Math.max(model.tLast, at);
   if (model.t0 === null || at < model.t0) model.t0 = at;
-  model.tLast = model.tLast === null ? at : Math.max(model.tLast, at);
-  if (type === 'step') applyStep(model, data, at);
+  model.tLast = now;
+  if (type === 'step') applyStep(model, data, at, now);
   else if (type === 'tool_call' && data.step_id) {
     const row = rowOf(model, String(data.step_id));
     if (data.tool && !row.tools.includes(String(data.tool))) row.tools.push(String(data.tool));
   } else if (type === 'question' && data.step_id) {
+    // The question's time is when it was asked: the person's wait begins there.
     const row = rowOf(model, String(data.step_id));
-    if (!openSegment(row, 'human')) {
+    const open = openSegment(row, 'human');
+    if (open) open.start = Math.max(lastEnd(row) ?? at, at);
+    else {
       closeAll(row, at, 'failed');
       row.segments.push({ kind: 'human', start: at, end: null, state: 'waiting' });
     }
@@ -210,7 +235,8 @@ export function applyView(model, view) {
     if (model.source !== 'events') coarseRow(row, s);
   }
   const known = steps.map((s) => String(s.id));
-  model.order = [...known, ...model.order.filter((id) => !known.includes(id))];
+  // Rows the plan does not list (the planning itself) come first: they ran first.
+  model.order = [...model.order.filter((id) => !known.includes(id)), ...known];
   if (model.source !== 'events') {
     model.source = 'view';
     model.status = view.status;

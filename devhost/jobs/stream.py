@@ -180,13 +180,14 @@ def step_line(data: dict[str, Any]) -> str:
     error = data.get("error") if isinstance(data.get("error"), dict) else None
     why = f": {error.get('code')}: {str(error.get('message') or '')[:200]}" if error else ""
     took = f" in {data['duration_ms'] / 1000:.1f} s" if isinstance(data.get("duration_ms"), int) else ""
-    if state == "started":
-        return f"{where}: attempt {attempt} started"
     if state == "retrying":
-        return f"{where}: attempt {attempt} failed{why}; retrying at {_clock(data.get('retry_at'))}"
+        # The current state names the attempt that comes next (docs/events.md).
+        return f"{where}: retrying, attempt {attempt} at {_clock(data.get('retry_at'))}"
     if state == "waiting":
         return f"{where}: waiting for a person"
-    return f"{where}: {state}{f' (attempt {attempt})' if attempt > 1 else ''}{took}{why}"
+    if state == "skipped":
+        return f"{where}: skipped{why}"
+    return f"{where}: attempt {attempt} {state}{took}{why}"
 
 
 def event_line(event: JobEvent, seen: set[tuple[Any, ...]]) -> str | None:

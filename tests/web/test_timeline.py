@@ -72,10 +72,10 @@ def test_the_timeline_shows_steps_attempts_a_retry_wait_and_a_human_wait(
     expect(status_badge(page)).to_have_text("Completed")
     expect(page.locator("#final-answer")).to_contain_text("West")
 
-    # One row per step, in the plan's order.
+    # One row for the planning, then one per step in the plan's order.
     ids = [s["id"] for s in jobs.view(job_id)["steps"]]
-    expect(timeline.locator(".tl-row")).to_have_count(len(ids))
-    assert timeline.locator(".tl-row").evaluate_all("rows => rows.map(r => r.dataset.stepId)") == ids
+    expect(timeline.locator(".tl-row")).to_have_count(len(ids) + 1)
+    assert timeline.locator(".tl-row").evaluate_all("rows => rows.map(r => r.dataset.stepId)") == ["plan", *ids]
     # The SQL step: the person's wait, closed, then the approved query ran.
     expect(page.locator(human)).to_have_attribute("data-open", "false")
     sql_runs = page.locator(f'#timeline .tl-row[data-step-id="{sql}"] .tl-bar[data-kind="attempt"]')
