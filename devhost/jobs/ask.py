@@ -1,5 +1,8 @@
 """``python -m devhost ask "question"``: submit a job, show live progress, answer its questions.
 
+Progress comes from the job's event stream (devhost/jobs/stream.py), resumed after a break; a host without
+the stream is polled.
+
 Uses a running host when one answers at ``--url``; otherwise starts one in this process on a free
 port (with the app and data directories given). Exit codes: 0 completed, 1 failed, 2 usage or
 connection error, 3 cancelled, 4 waiting for input with ``--no-input``, 130 interrupted (Ctrl+C; the job
