@@ -917,11 +917,27 @@ function renderHeader(d, v) {
       { class: 'meta' },
       h('div', {}, h('dt', {}, 'Job'), h('dd', {}, h('code', {}, v.id))),
       h('div', {}, h('dt', {}, 'Created'), h('dd', {}, timeEl(v.created_at))),
-      h('div', {}, h('dt', {}, 'Updated'), h('dd', {}, timeEl(v.updated_at))),
+      h('div', {}, h('dt', {}, 'Updated'), h('dd', { id: 'job-updated' }, timeEl(v.updated_at))),
       v.mode && v.mode !== 'deterministic' ? h('div', {}, h('dt', {}, 'Mode'), h('dd', {}, v.mode)) : null,
-      h('div', {}, h('dt', {}, 'Updates'), h('dd', { id: 'job-updates' }, TERMINAL.has(v.status) ? 'final' : d.streaming ? 'live, as they happen (event stream)' : 'live, every second')),
+      h('div', {}, h('dt', {}, 'Updates'), h('dd', { id: 'job-updates' }, updatesText(d, v))),
     ),
   );
+}
+
+function updatesText(d, v) {
+  if (TERMINAL.has(v.status)) return 'final';
+  return d.streaming ? 'live, as they happen (event stream)' : 'live, every second';
+}
+
+/** The header's changing parts, set in place: a stream brings many views, and the question must not flicker. */
+function updateHeader(d, v) {
+  const updated = document.getElementById('job-updated');
+  if (updated && updated.dataset.value !== String(v.updated_at)) {
+    updated.dataset.value = String(v.updated_at);
+    updated.replaceChildren(timeEl(v.updated_at));
+  }
+  const updates = document.getElementById('job-updates');
+  if (updates) updates.textContent = updatesText(d, v);
 }
 
 function renderActions(d, terminal) {
@@ -1530,7 +1546,8 @@ function render(d, v) {
     d.lastStatus = v.status;
     updateListedStatus(v.id, v.status);
   }
-  renderSlot(d, 'header', { q: v.question, s: v.status, id: v.id, c: v.created_at, u: v.updated_at, m: v.mode, st: d.streaming }, () => renderHeader(d, v));
+  renderSlot(d, 'header', { q: v.question, s: v.status, id: v.id, c: v.created_at, m: v.mode }, () => renderHeader(d, v));
+  updateHeader(d, v);
   renderSlot(d, 'actions', { terminal }, ({ terminal: t }) => renderActions(d, t));
   renderSlot(d, 'failure', v.status === 'failed' && v.error ? { e: v.error, steps: v.steps.map((s) => [s.id, s.title]) } : null, () => renderFailure(v));
   // Keyed by the question only: polling must not wipe what the user is typing.
