@@ -15,25 +15,26 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import azure.durable_functions as df
-from azurefunctions.extensions.http.fastapi import JSONResponse, Request, Response, StreamingResponse
+import starlette.responses
+from azurefunctions.extensions.http.fastapi import JSONResponse, Request, Response
 
 from api.errors import ApiError
 from api.events_derive import committed_events, current_state, streaming_kinds, streaming_step
 from api.view import decode
 from shared.jobs.events import (
     KEEP_ALIVE,
+    AnyEvent,
     Cursor,
     DeltaEvent,
     EndEvent,
     ReconnectEvent,
     SupersededEvent,
-    _Event,
     parse_event_id,
     sse,
 )
@@ -60,8 +61,8 @@ class Answer:
 class Snapshot:
     """What one poll of a job found; shared by every subscriber of the job (never mutated once published)."""
 
-    committed: list[_Event] = field(default_factory=list)
-    state: list[_Event] = field(default_factory=list)
+    committed: list[AnyEvent] = field(default_factory=list)
+    state: list[AnyEvent] = field(default_factory=list)
     answer: Answer | None = None
     ended: bool = False
     gone: bool = False
@@ -108,7 +109,10 @@ class JobFeed:
 
     async def _run(self) -> None:
         failures = 0
+        loop = asyncio.get_running_loop()
         while True:
+            # Polls start every poll_s (not poll_s after the last one ended): a read's own time is not added.
+            started = loop.time()
             try:
                 await self.poll()
                 failures = 0
@@ -119,10 +123,10 @@ class JobFeed:
                 logger.warning("events of %s: read failed (%d): %s", self.job_id, failures, exc)
             if self.snapshot.ended or self.snapshot.gone:
                 return
-            await asyncio.sleep(self.poll_s * min(1 + failures, 20))
+            await asyncio.sleep(max(0.0, started + self.poll_s * min(1 + failures, 20) - loop.time()))
 
     async def poll(self) -> None:
-        """Read the job once and publish a new snapshot when anything changed."""
+        """Read the job once (status, history, custom status: one request) and publish what changed."""
         status = await self.client.get_status(
             self.job_id, show_history=True, show_history_output=True, show_input=False
         )
@@ -131,17 +135,15 @@ class JobFeed:
             return
         data = status.to_json()
         history = getattr(status, "historyEvents", None) or data.get("historyEvents") or data.get("history") or []
-        runtime = data.get("runtimeStatus")
-        custom = data.get("customStatus")
+        runtime, custom = data.get("runtimeStatus"), data.get("customStatus")
         key = (len(history), runtime, str(custom), data.get("lastUpdatedTime"))
         previous = self.snapshot
+        committed, state, ended = previous.committed, previous.state, previous.ended
         if key != self._seen:
             output = decode(data.get("output"))
             committed = committed_events(history, runtime, output, custom, self._streaming)
             state = current_state(runtime, custom, output, _now())
             ended = runtime in TERMINAL_RUNTIME and bool(committed) and isinstance(committed[-1], EndEvent)
-        else:
-            committed, state, ended = previous.committed, previous.state, previous.ended
         answer = await self._read_answer(custom, runtime, previous.answer)
         if key == self._seen and answer == previous.answer:
             return
@@ -201,44 +203,72 @@ class Feeds:
 FEEDS = Feeds()
 
 
-def _after(snapshot: Snapshot, cursor: Cursor, streamed: set[tuple[str, int]]) -> tuple[list[str], Cursor]:
+@dataclass
+class Sent:
+    """What one connection already told its client that a later snapshot may repeat."""
+
+    superseded: set[tuple[str, int]] = field(default_factory=set)
+    # The last current-state event sent per subject (the status, a step, the question), without its time.
+    state: dict[str, str] = field(default_factory=dict)
+
+
+def _subject(event: AnyEvent) -> str:
+    """What a current-state event is about: a newer one about the same subject replaces it."""
+    return f"{event.type}:{getattr(event, 'step_id', '') or ''}"
+
+
+def _after(snapshot: Snapshot, cursor: Cursor, sent: Sent) -> tuple[list[str], Cursor]:
     """The SSE messages a subscriber at ``cursor`` has not had from this snapshot, and its new cursor."""
     out: list[str] = []
-    total = len(snapshot.committed)
-    if cursor.seq < total:
-        for seq in range(cursor.seq, total):
-            event = snapshot.committed[seq]
-            out.append(sse(f"c{seq + 1}", event))
-            if isinstance(event, SupersededEvent):
-                streamed.add((event.step_id, event.attempt))
-        # The current state is re-sent against the new committed position (it is idempotent).
-        cursor = Cursor(total, 0, cursor.attempt, cursor.chars)
+    cursor = _committed_after(snapshot, cursor, sent.superseded, out)
     if snapshot.ended:
         return out, cursor
-    for index in range(cursor.state, len(snapshot.state)):
-        cursor = Cursor(cursor.seq, index + 1, cursor.attempt, cursor.chars)
-        out.append(sse(cursor.provisional_id(), snapshot.state[index]))
-    answer = snapshot.answer
-    if answer is None:
-        return out, cursor
+    for event in snapshot.state:
+        # The current state is derived again on every change: what this client already has is not repeated.
+        said = event.model_dump_json(exclude={"at"})
+        if sent.state.get(_subject(event)) != said:
+            sent.state[_subject(event)] = said
+            cursor = Cursor(cursor.seq, cursor.state + 1, cursor.attempt, cursor.chars)
+            out.append(sse(cursor.provisional_id(), event))
+    streamed = sent.superseded
+    if snapshot.answer is not None:
+        cursor = _answer_after(snapshot.answer, cursor, streamed, out)
+    return out, cursor
+
+
+def _committed_after(snapshot: Snapshot, cursor: Cursor, streamed: set[tuple[str, int]], out: list[str]) -> Cursor:
+    """Append the committed events after ``cursor``; the current state is then re-sent (it is idempotent)."""
+    total = len(snapshot.committed)
+    if cursor.seq > total and snapshot.ended:
+        # The whole story is known and shorter: no instance ever sent this id for this job. (While the job runs,
+        # this instance may only be a poll behind the one that sent it: then the cursor waits for the history.)
+        return Cursor(total, 0, cursor.attempt, cursor.chars)
+    if cursor.seq >= total:
+        return cursor
+    for seq in range(cursor.seq, total):
+        event = snapshot.committed[seq]
+        out.append(sse(f"c{seq + 1}", event))
+        if isinstance(event, SupersededEvent):
+            streamed.add((event.step_id, event.attempt))
+    return Cursor(total, 0, cursor.attempt, cursor.chars)
+
+
+def _answer_after(answer: Answer, cursor: Cursor, streamed: set[tuple[str, int]], out: list[str]) -> Cursor:
+    """Append the answer text after ``cursor`` (a newer attempt first voids the one the subscriber followed)."""
     if cursor.attempt != answer.attempt:
         if cursor.attempt and (answer.step_id, cursor.attempt) not in streamed:
             streamed.add((answer.step_id, cursor.attempt))
             void = SupersededEvent(at=_now(), committed=False, step_id=answer.step_id, attempt=cursor.attempt)
-            cursor = Cursor(cursor.seq, cursor.state, answer.attempt, 0)
-            out.append(sse(cursor.provisional_id(), void))
+            out.append(sse(Cursor(cursor.seq, cursor.state, answer.attempt, 0).provisional_id(), void))
         cursor = Cursor(cursor.seq, cursor.state, answer.attempt, 0)
-    if len(answer.text) > cursor.chars:
-        delta = DeltaEvent(
-            at=_now(),
-            step_id=answer.step_id,
-            attempt=answer.attempt,
-            offset=cursor.chars,
-            text=answer.text[cursor.chars :],
-        )
-        cursor = Cursor(cursor.seq, cursor.state, answer.attempt, len(answer.text))
-        out.append(sse(cursor.provisional_id(), delta))
-    return out, cursor
+    if len(answer.text) <= cursor.chars:
+        return cursor
+    delta = DeltaEvent(
+        at=_now(), step_id=answer.step_id, attempt=answer.attempt, offset=cursor.chars, text=answer.text[cursor.chars :]
+    )
+    cursor = Cursor(cursor.seq, cursor.state, answer.attempt, len(answer.text))
+    out.append(sse(cursor.provisional_id(), delta))
+    return cursor
 
 
 async def stream(
@@ -249,19 +279,19 @@ async def stream(
     poll_s: float,
     keepalive_s: float,
     max_s: float,
-) -> AsyncIterator[str]:
+) -> AsyncGenerator[str, None]:
     """The messages of one subscriber until the job's end, the maximum duration or the client leaving.
 
     The subscriber joins the job's feed when the response starts and leaves it however the stream ends
     (a client that disconnects cancels the generator where it waits).
     """
     deadline = time.monotonic() + max_s
-    streamed: set[tuple[str, int]] = set()
+    sent = Sent()
     feed = FEEDS.join(job_id, client, poll_s)
     try:
         while True:
             snapshot = feed.snapshot
-            messages, cursor = _after(snapshot, cursor, streamed) if feed.ready.is_set() else ([], cursor)
+            messages, cursor = _after(snapshot, cursor, sent) if feed.ready.is_set() else ([], cursor)
             if messages:
                 yield "".join(messages)
             if snapshot.ended or snapshot.gone:
@@ -277,6 +307,33 @@ async def stream(
                 yield KEEP_ALIVE
     finally:
         FEEDS.leave(feed)
+
+
+# A client whose socket accepts nothing for this long (its buffers are full) is dropped; it reconnects with
+# Last-Event-ID. Until its buffers fill, a client that does not read costs only them.
+SEND_TIMEOUT_S = 30.0
+
+
+class DroppingStreamingResponse(starlette.responses.StreamingResponse):
+    """A streaming response that drops a client which stopped reading, instead of waiting on it forever."""
+
+    def __init__(self, *args: Any, send_timeout_s: float = SEND_TIMEOUT_S, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.send_timeout_s = send_timeout_s
+
+    async def stream_response(self, send: Any) -> None:
+        """Stream with a bounded wait on each send; on a stalled client, close the body generator and stop."""
+
+        async def bounded(message: Any) -> None:
+            await asyncio.wait_for(send(message), self.send_timeout_s)
+
+        try:
+            await super().stream_response(bounded)
+        except TimeoutError:
+            logger.info("event stream: dropped a client that read nothing for %.0f s", self.send_timeout_s)
+            close = getattr(self.body_iterator, "aclose", None)
+            if close is not None:
+                await close()
 
 
 def _cursor_of(req: Request) -> Cursor:
@@ -320,7 +377,7 @@ async def events(req: Request, client: df.DurableOrchestrationClient, job_id: st
         max_s=settings.events_max_stream_s,
     )
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    return StreamingResponse(body, media_type="text/event-stream", headers=headers)
+    return DroppingStreamingResponse(body, media_type="text/event-stream", headers=headers)
 
 
 async def guarded_events(req: Request, client: df.DurableOrchestrationClient, job_id: str) -> Response:

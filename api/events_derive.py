@@ -17,6 +17,7 @@ from api.view import _line, _ms_between, _task_ref, decode, job_status
 from shared.executors import AGENT_TURN, CALL_TOOL, PLAN, kinds_where
 from shared.jobs.contracts import Usage
 from shared.jobs.events import (
+    AnyEvent,
     EndEvent,
     EventError,
     LogEvent,
@@ -27,7 +28,6 @@ from shared.jobs.events import (
     SupersededEvent,
     ToolCallEvent,
     UsageEvent,
-    _Event,
 )
 from shared.jobs.models import TERMINAL_RUNTIME, JobState
 
@@ -41,7 +41,7 @@ class _Fold:
 
     streaming: set[str]
     usage: Usage = field(default_factory=Usage)
-    events: list[_Event] = field(default_factory=list)
+    events: list[AnyEvent] = field(default_factory=list)
 
 
 def streaming_kinds() -> set[str]:
@@ -55,7 +55,7 @@ def committed_events(
     output: Any,
     custom: Any = None,
     streaming: set[str] | None = None,
-) -> list[_Event]:
+) -> list[AnyEvent]:
     """Every committed event of the job, in order: one pass over the history.
 
     The end is derived only once the runtime status is terminal too (the history may show the last event a
@@ -96,12 +96,12 @@ def _iso(text: str | None) -> str:
     return (text or "").replace("+00:00", "Z")
 
 
-def _started(event: dict[str, Any], fold: _Fold) -> Iterator[_Event]:
+def _started(event: dict[str, Any], fold: _Fold) -> Iterator[AnyEvent]:
     """The job was accepted: it runs."""
     yield StatusEvent(at=_at(event), status="running")
 
 
-def _task(event: dict[str, Any], fold: _Fold) -> Iterator[_Event]:
+def _task(event: dict[str, Any], fold: _Fold) -> Iterator[AnyEvent]:
     """One finished step attempt: started (at its scheduled time), then how it ended, its tool call, its usage."""
     step_id, attempt, inp = _task_ref(event)
     if step_id is None:
@@ -159,7 +159,7 @@ def _tool_of(step_id: str, kind: str, inp: dict[str, Any]) -> str | None:
     return None
 
 
-def _skipped(event: dict[str, Any], custom: Any) -> Iterator[_Event]:
+def _skipped(event: dict[str, Any], custom: Any) -> Iterator[AnyEvent]:
     """Steps that never ran: only the final custom status tells (final once the job has ended)."""
     state = JobState.model_validate(custom) if isinstance(custom, dict) else None
     for step in state.steps if state else []:
@@ -167,7 +167,7 @@ def _skipped(event: dict[str, Any], custom: Any) -> Iterator[_Event]:
             yield StepEvent(at=_at(event), step_id=step.id, kind=step.kind, state="skipped", attempt=step.attempts)
 
 
-def _ending(event: dict[str, Any], runtime: str | None, output: Any) -> Iterator[_Event]:
+def _ending(event: dict[str, Any], runtime: str | None, output: Any) -> Iterator[AnyEvent]:
     """The job's final status and the end."""
     status = job_status(runtime, None, output)
     answer = isinstance(output, dict) and output.get("answer") is not None
@@ -175,7 +175,7 @@ def _ending(event: dict[str, Any], runtime: str | None, output: Any) -> Iterator
     yield EndEvent(at=_at(event), status=status, answer_available=answer)
 
 
-_DERIVE: dict[str, Callable[[dict[str, Any], _Fold], Iterator[_Event]]] = {
+_DERIVE: dict[str, Callable[[dict[str, Any], _Fold], Iterator[AnyEvent]]] = {
     "ExecutionStarted": _started,
     "TaskCompleted": _task,
     "TaskFailed": _task,
@@ -191,12 +191,12 @@ _NOW_STATES: dict[str, StepEventState] = {
 }
 
 
-def current_state(runtime: str | None, custom: Any, output: Any, now: str) -> list[_Event]:
+def current_state(runtime: str | None, custom: Any, output: Any, now: str) -> list[AnyEvent]:
     """The provisional state of a running job from its custom status: its status, running steps, the question."""
     if runtime in TERMINAL_RUNTIME:
         return []
     state = JobState.model_validate(custom) if isinstance(custom, dict) else None
-    events: list[_Event] = [StatusEvent(at=now, committed=False, status=job_status(runtime, state, output))]
+    events: list[AnyEvent] = [StatusEvent(at=now, committed=False, status=job_status(runtime, state, output))]
     if state is None:
         return events
     for step in state.steps:
@@ -212,7 +212,7 @@ def current_state(runtime: str | None, custom: Any, output: Any, now: str) -> li
                 kind=step.kind,
                 state=shown,
                 attempt=attempt,
-                retry_at=step.retry_at if shown == "retrying" else None,
+                retry_at=_iso(step.retry_at) if shown == "retrying" and step.retry_at else None,
             )
         )
     if state.waiting is not None:

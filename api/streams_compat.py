@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import azure.durable_functions as df
@@ -51,7 +51,7 @@ def to_response(result: Any) -> Any:
     return result
 
 
-def adapt(handler: Handler, trigger: str) -> Callable[..., Awaitable[Any]]:
+def adapt(handler: Handler, trigger: str) -> Callable[..., Coroutine[Any, Any, Any]]:
     """``handler`` taking a Starlette request too (converted both ways); an ``HttpRequest`` passes through."""
     is_async = inspect.iscoroutinefunction(handler)
 
@@ -64,6 +64,7 @@ def adapt(handler: Handler, trigger: str) -> Callable[..., Awaitable[Any]]:
         result = await handler(*args, **kwargs) if is_async else await asyncio.to_thread(handler, *args, **kwargs)
         return to_response(result) if streams else result
 
+    adapted.streams_compat = True  # type: ignore[attr-defined]
     return adapted
 
 

@@ -127,7 +127,7 @@ class ReconnectEvent(_Event):
     after: str
 
 
-JobEvent = Annotated[
+AnyEvent = (
     StatusEvent
     | StepEvent
     | LogEvent
@@ -137,9 +137,10 @@ JobEvent = Annotated[
     | SupersededEvent
     | UsageEvent
     | EndEvent
-    | ReconnectEvent,
-    Field(discriminator="type"),
-]
+    | ReconnectEvent
+)
+# One event as a client parses it: ``TypeAdapter(JobEvent).validate_json(data)``.
+JobEvent = Annotated[AnyEvent, Field(discriminator="type")]
 
 
 @dataclass(frozen=True, order=True)
