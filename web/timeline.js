@@ -381,8 +381,10 @@ export function renderTimeline(model, now = Date.now()) {
 export function createTimeline(slot) {
   const model = newModel();
   let timer = null;
+  // How far the page's clock is ahead of the server's: current-state events are stamped with the server's now.
+  let skew = 0;
   const draw = () => {
-    const card = renderTimeline(model);
+    const card = renderTimeline(model, Date.now() - skew);
     slot.replaceChildren(...(card ? [card] : []));
     slot.hidden = !card;
     if (isLive(model) && timer === null) timer = setInterval(draw, TICK_MS);
@@ -394,6 +396,7 @@ export function createTimeline(slot) {
   return {
     model,
     event(type, data) {
+      if (type === 'status' && data.committed === false && ms(data.at) !== null) skew = Date.now() - ms(data.at);
       applyEvent(model, type, data);
       draw();
     },
