@@ -9,14 +9,18 @@ TOOLS_VENV := .venv-tools
 TOOLS_STAMP := $(TOOLS_VENV)/.installed
 REALMODEL_VENV := .venv-realmodel
 REALMODEL_STAMP := $(REALMODEL_VENV)/.installed
+AZURITE_DIR := tools/azurite
+AZURITE_STAMP := $(AZURITE_DIR)/node_modules/.installed
+SANDBOX_VENV := .venv-sandbox
+SANDBOX_STAMP := $(SANDBOX_VENV)/.installed
 
-.PHONY: install tools realmodel run serve test test-fast lint format bench clean
+.PHONY: install azurite tools realmodel sandbox run serve test test-fast lint format bench clean
 
-install: $(STAMP)
+install: $(STAMP) $(AZURITE_STAMP) $(SANDBOX_STAMP)
 	@$(BIN)/python -m shared.providers.sql.sqlite_limits >/dev/null  # the SQLite limits extension (no-op when built)
 
 $(STAMP): requirements.txt requirements-dev.txt scripts/install-system-deps.sh
-	@echo "==> [1/4] system packages, only the missing ones (unixODBC, SQLite ODBC driver, gcc, chromium, postgresql)"
+	@echo "==> [1/4] system packages, only the missing ones (unixODBC, SQLite ODBC driver, gcc, chromium, postgresql, nodejs)"
 	@scripts/install-system-deps.sh
 	@echo "==> [2/4] virtual environment $(VENV)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,6 +30,16 @@ $(STAMP): requirements.txt requirements-dev.txt scripts/install-system-deps.sh
 	@$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements-dev.txt
 	@touch $(STAMP)
 	@echo "==> installed; next time this step is skipped (delete $(STAMP) to reinstall)"
+
+# Azurite (local Azure Storage emulator) from npm, pinned by tools/azurite/package-lock.json: devhost starts it
+# for apps on UseDevelopmentStorage=true, the tests through the `azurite` fixture. Node and npm come from the
+# system step of $(STAMP) (order-only: a newer venv does not reinstall Azurite).
+azurite: $(AZURITE_STAMP)
+
+$(AZURITE_STAMP): $(AZURITE_DIR)/package.json $(AZURITE_DIR)/package-lock.json | $(STAMP)
+	@echo "==> Azurite from npm (npm ci in $(AZURITE_DIR))"
+	@cd $(AZURITE_DIR) && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+	@touch $(AZURITE_STAMP)
 
 # checkov (Bicep checks in tests/infra) lives in its own venv: its pins clash with the app's.
 tools: $(TOOLS_STAMP)
@@ -42,17 +56,27 @@ realmodel: $(REALMODEL_STAMP)
 $(REALMODEL_STAMP): requirements-realmodel.txt scripts/install-realmodel.sh
 	@PYTHON=$(PYTHON) REALMODEL_VENV=$(REALMODEL_VENV) scripts/install-realmodel.sh
 
+# The code sandbox's libraries (shared/sandbox/local.py): numpy, pandas, matplotlib in their own venv, bound
+# read-only into each bubblewrap sandbox; matplotlib's font list is built here once, not on every run.
+sandbox: $(SANDBOX_STAMP)
+
+$(SANDBOX_STAMP): requirements-sandbox.txt
+	@test -x $(SANDBOX_VENV)/bin/python || $(PYTHON) -m venv $(SANDBOX_VENV)
+	@$(SANDBOX_VENV)/bin/python -m pip install -q --disable-pip-version-check -r requirements-sandbox.txt
+	@MPLCONFIGDIR=$(SANDBOX_VENV)/mplconfig MPLBACKEND=Agg $(SANDBOX_VENV)/bin/python -c "import matplotlib.pyplot"
+	@touch $(SANDBOX_STAMP)
+
 # The main job on embedded defaults, on a host serving the app at :$(PORT) (kept running; Ctrl+C stops it).
 QUESTION ?= Which region had the most returns in Q3, and what does the returns policy say about refunds after 30 days?
-run: $(STAMP)
+run: $(STAMP) $(AZURITE_STAMP)
 	@echo "==> asking the sample question on http://127.0.0.1:$(PORT) (a host is started here if none runs)"
 	$(BIN)/python -m devhost ask "$(QUESTION)" --url http://127.0.0.1:$(PORT) --keep-serving
 
-serve: $(STAMP)
+serve: $(STAMP) $(AZURITE_STAMP)
 	$(BIN)/python -m devhost serve --port $(PORT)
 
-test: $(STAMP) $(TOOLS_STAMP) $(REALMODEL_STAMP)
-	REALMODEL_REQUIRED=1 $(BIN)/python -m pytest
+test: $(STAMP) $(AZURITE_STAMP) $(TOOLS_STAMP) $(REALMODEL_STAMP) $(SANDBOX_STAMP)
+	REALMODEL_REQUIRED=1 SANDBOX_REQUIRED=1 $(BIN)/python -m pytest
 
 # Everything that starts no process (devhost, a browser, llama.cpp, checkov): under a minute on 2 cores.
 test-fast: $(STAMP)
@@ -68,8 +92,8 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-bench: $(STAMP)
+bench: $(STAMP) $(SANDBOX_STAMP)
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) $(TOOLS_VENV) $(REALMODEL_VENV) .build .devhost .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(AZURITE_DIR)/node_modules $(TOOLS_VENV) $(REALMODEL_VENV) $(SANDBOX_VENV) .build .devhost .pytest_cache .mypy_cache .ruff_cache

@@ -18,12 +18,24 @@ logger = logging.getLogger(__name__)
 class ApiError(Exception):
     """An error the client caused or must know about, with a stable code."""
 
-    def __init__(self, status: int, code: str, message: str, *, field: str | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        field: str | None = None,
+        errors: list[dict[str, str]] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.field = field
+        # Every problem when there are several (a definition's validation): {path, code, message[, node]}.
+        self.errors = errors
+        self.headers = headers
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> func.HttpResponse:
@@ -31,12 +43,21 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
     return func.HttpResponse(json.dumps(body), status_code=status, mimetype="application/json", headers=headers)
 
 
-def error_response(status: int, code: str, message: str, field: str | None = None) -> func.HttpResponse:
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    field: str | None = None,
+    errors: list[dict[str, str]] | None = None,
+    headers: dict[str, str] | None = None,
+) -> func.HttpResponse:
     """The error body every endpoint uses."""
     error: dict[str, Any] = {"code": code, "message": message}
     if field:
         error["field"] = field
-    return json_response({"error": error}, status)
+    if errors:
+        error["errors"] = errors
+    return json_response({"error": error}, status, headers)
 
 
 # What a field must be, by pydantic error type: said in terms of the request, never of a model class.
@@ -130,7 +151,7 @@ async def guarded(route: str, handler: Callable[[], Awaitable[func.HttpResponse]
         get_settings()  # bad settings answer 503 on every request, whatever the handler would touch
         return await handler()
     except ApiError as exc:
-        return error_response(exc.status, exc.code, exc.message, exc.field)
+        return error_response(exc.status, exc.code, exc.message, exc.field, exc.errors, exc.headers)
     except ConfigError as exc:
         logger.error("%s: %s", route, exc)
         err = config_error(exc)

@@ -47,7 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--cors-credentials", action="store_true", help="allow credentialed cross-origin requests")
     serve.add_argument("--data", default=None, help="state directory (default <app>/.devhost)")
-    serve.add_argument("--no-auth", action="store_true", help="do not enforce function/admin/system keys")
+    serve.add_argument(
+        "--no-auth",
+        "--no-keys",
+        action="store_true",
+        help="do not enforce function/admin/system keys (what `func start` does unless given --enableAuth)",
+    )
     serve.add_argument("--grace", type=float, default=10.0, help="seconds to let in-flight work finish on shutdown")
     serve.add_argument(
         "--sync",
@@ -81,6 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="start with a new, empty durable store when the existing one is empty or missing (its jobs are lost)",
     )
+    serve.add_argument(
+        "--no-azurite",
+        action="store_true",
+        help="do not start Azurite for settings that are UseDevelopmentStorage=true (storage triggers then do not run)",
+    )
     serve.add_argument("--verbose", action="store_true", help="debug logging")
     from devhost.jobs.ask import add_parser as add_ask_parser  # noqa: PLC0415
 
@@ -98,7 +108,7 @@ def main(argv: list[str] | None = None, *, engine_factory: EngineFactory | None 
         from devhost.jobs.ask import main as ask_main  # noqa: PLC0415
 
         return ask_main(args)
-    if args.command == "jobs":
+    if args.command in ("jobs", "agents", "workflows", "teams"):
         from devhost.jobs.commands import main as jobs_main  # noqa: PLC0415
 
         return jobs_main(args)
@@ -132,6 +142,7 @@ def main(argv: list[str] | None = None, *, engine_factory: EngineFactory | None 
         verbose=args.verbose,
         sync=args.sync,
         reset_store=args.reset_store,
+        azurite=not args.no_azurite,
         easy_auth=easy_auth,
         cors=CorsPolicy.parse(
             args.cors if args.cors is not None else setting_text(host_settings.get("CORS")),

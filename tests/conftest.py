@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from devhost.azurite import Azurite
 from tests.devhost.hostproc import APPS_DIR, DevHostProcess
 
 HostFactory = Callable[..., DevHostProcess]
@@ -34,9 +35,28 @@ def devhost_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostFa
         host.stop()
 
 
+@pytest.fixture(scope="session")
+def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
+    """One Azurite (npm, installed by `make install`) on loopback for the whole session; stopped at its end.
+
+    Tests share the account, so each uses its own container, queue or table names.
+    """
+    with Azurite(tmp_path_factory.mktemp("azurite")) as emulator:
+        yield emulator
+
+
 # `make test-fast` runs `pytest -m "not slow"`. A test module is slow when it starts processes (devhost,
-# llama.cpp, a browser, checkov) or lives in a folder that always does; `make test` runs everything.
-_SLOW_SIGNS = ("DevHostProcess", "devhost_factory", "running_host", "subprocess", "Popen", "LlamaServer", "checkov")
+# llama.cpp, a browser, checkov, Azurite) or lives in a folder that always does; `make test` runs everything.
+_SLOW_SIGNS = (
+    "DevHostProcess",
+    "azurite",
+    "devhost_factory",
+    "running_host",
+    "subprocess",
+    "Popen",
+    "LlamaServer",
+    "checkov",
+)
 _SLOW_DIRS = {"web", "realmodel"}
 _TESTS = Path(__file__).resolve().parent
 

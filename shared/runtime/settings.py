@@ -321,6 +321,15 @@ class Settings(BaseSettings):
     # App role whose members see, answer and cancel every job (with Easy Auth on).
     jobs_admin_role: str = Field(default="Jobs.Admin", min_length=1, max_length=200)
 
+    # --- Definitions (agents, workflows, teams: shared/definitions/store.py) ----------------
+    # The Table service URL used with the managed identity; unset: the host storage's table endpoint
+    # (AzureWebJobsStorage__tableServiceUri), else the AzureWebJobsStorage connection string (Azurite).
+    definitions_table_endpoint: str | None = Field(default=None, pattern=r"^https?://[^\s]+$")
+    definitions_table: str = Field(default="definitions", pattern=r"^[A-Za-z][A-Za-z0-9]{2,62}$")
+    # The Functions host's storage connection string (env AzureWebJobsStorage); locally
+    # UseDevelopmentStorage=true, which devhost replaces with its Azurite's. Unset on Azure (identity-based).
+    azurewebjobsstorage: SecretStr | None = None
+
     # --- Local runs ------------------------------------------------------------------------
     # Set to true by Core Tools (`func start`) and devhost, never on Azure: bad settings then fail the
     # app's start (check_settings_at_startup) instead of answering 503 CONFIG_ERROR on every request.

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+from azure.core.pipeline.transport import RequestsTransport
 
 from api.events import Answer, Sent, Snapshot, _after
 from api.events_derive import committed_events, current_state
@@ -15,27 +15,19 @@ from shared.jobs.events import Cursor, StepEvent, parse_event_id
 from shared.runtime.settings import Settings
 from shared.runtime.streaming.azure import BlobPartialOutputStore, build_blob_store
 from shared.runtime.streaming.local import PartialOutputStore, SqlitePartialOutputStore
-from tests.fakes.blob_server import FakeBlobServer
-from tests.fakes.credentials import StaticTokenCredential
 
-TOKEN = "storage-token-ev"
+if TYPE_CHECKING:
+    from devhost.azurite import Azurite
+
 STREAMING = {"generate_response"}
-
-
-@pytest.fixture(scope="module")
-def blobs() -> Iterator[FakeBlobServer]:
-    with FakeBlobServer(token=TOKEN) as server:
-        yield server
 
 
 @pytest.fixture(params=["local", "azure_blob"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> PartialOutputStore:
     if request.param == "local":
         return SqlitePartialOutputStore(tmp_path / "p.sqlite3")
-    blobs: FakeBlobServer = request.getfixturevalue("blobs")
-    return build_blob_store(
-        Settings(), blobs.endpoint, credential=StaticTokenCredential(TOKEN), connection_verify=blobs.ca_file
-    )
+    azurite: Azurite = request.getfixturevalue("azurite")
+    return build_blob_store(Settings(), None, connection_string=azurite.connection_string)
 
 
 def test_a_follower_reads_only_new_text_and_a_new_attempt_supersedes(store: PartialOutputStore) -> None:
@@ -68,23 +60,29 @@ def test_a_follower_reads_only_new_text_and_a_new_attempt_supersedes(store: Part
     assert done is not None and (done.text, done.complete) == (" try", True)
 
 
-def test_the_blob_store_follows_with_ranged_reads(blobs: FakeBlobServer) -> None:
-    store: BlobPartialOutputStore = build_blob_store(
-        Settings(), blobs.endpoint, credential=StaticTokenCredential(TOKEN), connection_verify=blobs.ca_file
-    )
+def test_the_blob_store_follows_with_ranged_reads(azurite: Azurite, monkeypatch: pytest.MonkeyPatch) -> None:
+    store: BlobPartialOutputStore = build_blob_store(Settings(), None, connection_string=azurite.connection_string)
     job = f"job-{time.monotonic_ns()}"
     store.append(job, "a", 1, "é" * 10)
     first = store.read_from(job, "a", 1, 0)
     assert first is not None and first.end == 10
     store.append(job, "a", 1, "ü and more")
-    blobs.requests.clear()
+    # What the SDK sends to Azurite, seen at its transport.
+    requests: list[Any] = []
+    send = RequestsTransport.send
+
+    def recording_send(self: RequestsTransport, request: Any, **kwargs: Any) -> Any:
+        requests.append(request)
+        return send(self, request, **kwargs)
+
+    monkeypatch.setattr(RequestsTransport, "send", recording_send)
     second = store.read_from(job, "a", 1, 10)
     assert second is not None and second.text == "ü and more"
-    reads = [r for r in blobs.requests if r.method == "GET"]
-    # One ranged GET from byte 20 (ten two-byte characters), not the whole blob again.
+    reads = [r for r in requests if r.method == "GET"]
+    # One ranged GET from byte 19 (the last byte of ten two-byte characters), not the whole blob again.
     assert len(reads) == 1
     wanted = reads[0].headers.get("x-ms-range") or reads[0].headers.get("range")
-    assert wanted is not None and wanted.startswith("bytes=20-")
+    assert wanted is not None and wanted.startswith("bytes=19-")
 
 
 def _task(step: str, attempt: int, kind: str, at: str, *, failed: bool = False, tokens: int = 10) -> dict[str, Any]:

@@ -331,6 +331,7 @@ class FakeOpenAI:
         supports_json_schema: bool = True,
         supports_temperature: bool = True,
         response_model: str | None = None,
+        models: list[str] | None = None,
     ) -> None:
         """``api_key``: require ``Authorization: Bearer <key>`` (or ``api-key``); ``response_model``:
         the ``model`` every reply reports (default: echo the requested one);
@@ -339,6 +340,8 @@ class FakeOpenAI:
         self.supports_json_schema = supports_json_schema
         self.supports_temperature = supports_temperature
         self.response_model = response_model
+        # What ``GET /v1/models`` lists (OpenAI and OpenAI-compatible servers such as Ollama answer it).
+        self.models = models if models is not None else ["gpt-4.1-mini"]
         self.requests: list[RecordedRequest] = []
         self.failures: list[str] = []
         self._queue: list[tuple[str | None, Reply]] = []
@@ -434,8 +437,21 @@ class FakeOpenAI:
 
     # --- request handling ---
 
+    def _authorized(self, headers: dict[str, str]) -> bool:
+        given = headers.get("api-key") or headers.get("authorization", "").removeprefix("Bearer ")
+        return self.api_key is None or given == self.api_key
+
+    def _list_models(self, request: Request) -> Response:
+        """``GET /v1/models``: the OpenAI list shape."""
+        if not self._authorized({k.lower(): v for k, v in request.headers.items()}):
+            return _error_response(auth_error(401))
+        data = [{"id": m, "object": "model", "created": 1_700_000_000, "owned_by": "fake"} for m in self.models]
+        return JSONResponse({"object": "list", "data": data})
+
     async def _dispatch(self, request: Request) -> Response:
         path = request.url.path
+        if request.method == "GET" and path.rstrip("/").endswith("/models"):
+            return self._list_models(request)
         if path.endswith("/chat/completions"):
             api: Literal["chat", "responses"] = "chat"
         elif path.endswith("/responses"):
@@ -450,10 +466,8 @@ class FakeOpenAI:
         recorded = RecordedRequest(path, headers, body, api, task_of_text(_all_text(api, body)))
         with self._lock:
             self.requests.append(recorded)
-        if self.api_key is not None:
-            given = headers.get("api-key") or headers.get("authorization", "").removeprefix("Bearer ")
-            if given != self.api_key:
-                return _error_response(auth_error(401))
+        if not self._authorized(headers):
+            return _error_response(auth_error(401))
         if not self.supports_temperature and "temperature" in body:
             return _error_response(temperature_unsupported_error(body["temperature"]))
         if not self.supports_json_schema and recorded.format_kind == "json_schema" and not _forced_tool(api, body):

@@ -1,0 +1,259 @@
+"""The definitions API: list, get (with versions), create, update and delete agents, workflows and teams.
+
+Thin handlers over ``shared.definitions``: the body is parsed and validated there (every problem with its
+path and a stable code: 400 ``INVALID_DEFINITION``; over the size limit 413 ``PAYLOAD_TOO_LARGE``), saved
+as a new immutable version in the table store, and shown with its versions. Auth and ownership are the
+job API's: the function key, or with Easy Auth the principal, who sees only what they created (admins
+everything). Delete archives, and is refused while runs are in flight or another definition names it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import azure.durable_functions as df
+import azure.functions as func
+
+from api.auth import Caller
+from api.errors import ApiError, guarded, json_response
+from api.jobs import MAX_JSON_DEPTH, _depth_exceeds, _int_param, _route_auth_level, request_caller
+from shared.definitions import store as store_module
+from shared.definitions.issues import DefinitionInvalid, DefinitionTooLarge
+from shared.definitions.models import MAX_DEFINITION_BYTES, Definition
+from shared.definitions.store import DefinitionStore, Head, Owner, StoreError
+
+T = TypeVar("T")
+PLURALS = {"agents": "agent", "workflows": "workflow", "teams": "team"}
+# The raw body may be pretty-printed: twice the stored limit, then the definition itself is measured.
+MAX_BODY_BYTES = 2 * MAX_DEFINITION_BYTES
+# Each store error's status; the code is the error's own.
+STORE_STATUS = {
+    "DEFINITION_NOT_FOUND": 404,
+    "DEFINITION_EXISTS": 409,
+    "DEFINITION_CONFLICT": 409,
+    # Not configured is the deployment's state, not a failure of the request or the server: 409, never 5xx.
+    "DEFINITIONS_NOT_CONFIGURED": 409,
+    "DEFINITIONS_STORE_UNAVAILABLE": 503,
+}
+
+
+def _store() -> DefinitionStore:
+    from shared.runtime.settings import get_settings
+
+    try:
+        return store_module.get_store(get_settings())
+    except StoreError as exc:
+        raise ApiError(STORE_STATUS.get(exc.code, 503), exc.code, exc.message) from exc
+
+
+async def _in_store(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run a (blocking) store call off the event loop, its errors as API errors."""
+    try:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+    except StoreError as exc:
+        status = STORE_STATUS.get(exc.code, 503)
+        headers = {"Retry-After": "5"} if status == 503 else None
+        raise ApiError(status, exc.code, exc.message, headers=headers) from exc
+
+
+def _read_body(req: func.HttpRequest) -> Any:
+    raw = req.get_body() or b""
+    if len(raw) > MAX_BODY_BYTES:
+        raise ApiError(
+            413, "PAYLOAD_TOO_LARGE", f"the body is {len(raw)} bytes; at most {MAX_BODY_BYTES} bytes are accepted"
+        )
+    try:
+        body = json.loads(raw or b"null")
+    except ValueError as exc:
+        raise ApiError(400, "INVALID_JSON", f"the body is not valid JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise ApiError(400, "INVALID_JSON", f"the body nests deeper than {MAX_JSON_DEPTH} levels") from exc
+    if _depth_exceeds(body, MAX_JSON_DEPTH):
+        raise ApiError(400, "INVALID_JSON", f"the body nests deeper than {MAX_JSON_DEPTH} levels")
+    return body
+
+
+def _checked(kind: str, body: Any, store: DefinitionStore) -> Definition:
+    """Parse and validate a definition against the store and the app; 400 / 413 with every problem."""
+    from shared.definitions.catalog import app_catalog
+    from shared.definitions.validate import check
+    from shared.runtime.settings import get_settings
+
+    try:
+        definition, _text = check(kind, body, store, app_catalog(get_settings()))
+    except DefinitionTooLarge as exc:
+        raise ApiError(413, "PAYLOAD_TOO_LARGE", str(exc)) from exc
+    except DefinitionInvalid as exc:
+        first = exc.issues[0]
+        more = f" (and {len(exc.issues) - 1} more problem(s), see errors)" if len(exc.issues) > 1 else ""
+        raise ApiError(
+            400,
+            "INVALID_DEFINITION",
+            f"{first.message}{more}",
+            field=first.path or None,
+            errors=[issue.as_dict() for issue in exc.issues],
+        ) from exc
+    return definition
+
+
+def _visible(head: Head | None, caller: Caller, kind: str, def_id: str) -> Head:
+    """The head when this caller may see it; another user's definition answers like a missing one."""
+    owner = {"id": head.owner.id} if head is not None and head.owner else None
+    if head is None or head.archived or not caller.sees({"owner": owner}):
+        raise ApiError(404, "DEFINITION_NOT_FOUND", f"there is no {kind} {def_id!r}")
+    return head
+
+
+def _owner(caller: Caller) -> Owner | None:
+    who = caller.principal
+    return Owner(who.id, who.name) if who else None
+
+
+async def _view(store: DefinitionStore, head: Head, version: int | None = None) -> dict[str, Any]:
+    """A definition as the API shows it: one version (the latest by default) and the list of versions."""
+    chosen = version or head.latest
+    definition = await _in_store(store.get_version, head.kind, head.id, chosen)
+    versions = await _in_store(store.versions, head.kind, head.id)
+    return {
+        **head.summary(),
+        "version": chosen,
+        "definition": definition.model_dump(mode="json", by_alias=True, exclude_defaults=True),
+        "versions": [v.as_dict() for v in versions],
+    }
+
+
+# --- Handlers ---------------------------------------------------------------------------------------------
+
+
+async def list_definitions(req: func.HttpRequest, plural: str) -> func.HttpResponse:
+    """The caller's live definitions of one kind, by id."""
+    caller = request_caller(req)
+    store = _store()
+    heads = await _in_store(store.heads, PLURALS[plural])
+    owners = [{"owner": {"id": h.owner.id} if h.owner else None} for h in heads]
+    return json_response({plural: [h.summary() for h, o in zip(heads, owners, strict=True) if caller.sees(o)]})
+
+
+async def get_definition(req: func.HttpRequest, plural: str, def_id: str) -> func.HttpResponse:
+    """One definition: the latest version (or ``?version=N``) and its versions."""
+    kind = PLURALS[plural]
+    caller = request_caller(req)
+    version = _int_param(req, "version", 0, 0, 1_000_000) or None
+    store = _store()
+    head = _visible(await _in_store(store.head, kind, def_id), caller, kind, def_id)
+    if version is not None and version > head.latest:
+        raise ApiError(404, "DEFINITION_NOT_FOUND", f"{kind} {def_id!r} has no version {version}", field="version")
+    return json_response(await _view(store, head, version))
+
+
+async def create_definition(req: func.HttpRequest, plural: str) -> func.HttpResponse:
+    """Create a definition (version 1, or the next version of an archived id); 409 when the id is live."""
+    kind = PLURALS[plural]
+    caller = request_caller(req)
+    body = _read_body(req)
+    store = _store()
+    definition = await asyncio.to_thread(_checked_in_store, kind, body, store)
+    head = await _in_store(store.head, kind, definition.id)
+    if head is not None and head.archived and not caller.sees({"owner": {"id": head.owner.id} if head.owner else None}):
+        # An archived id keeps its versions (pinned runs read them): only its owner (or an admin) takes it up again.
+        raise ApiError(409, "DEFINITION_EXISTS", f"{kind} id {definition.id!r} is taken; choose another", field="id")
+    saved = await _in_store(store.save, definition, owner=_owner(caller), create=True)
+    location = f"{req.url.split('?', 1)[0].rstrip('/')}/{definition.id}"
+    return json_response(await _view(store, saved.head), 201, headers={"Location": location})
+
+
+def _checked_in_store(kind: str, body: Any, store: DefinitionStore) -> Definition:
+    # Validation reads other definitions (the resolver): store errors become API errors here as well.
+    try:
+        return _checked(kind, body, store)
+    except StoreError as exc:
+        raise ApiError(STORE_STATUS.get(exc.code, 503), exc.code, exc.message) from exc
+
+
+async def update_definition(req: func.HttpRequest, plural: str, def_id: str) -> func.HttpResponse:
+    """Save a new version (the same content as the latest saves nothing); ``?expected_version=N`` guards it."""
+    kind = PLURALS[plural]
+    caller = request_caller(req)
+    body = _read_body(req)
+    if isinstance(body, dict):
+        if body.setdefault("id", def_id) != def_id:
+            raise ApiError(400, "INVALID_DEFINITION", f"id must be {def_id!r}, the id in the URL", field="id")
+    expected = _int_param(req, "expected_version", 0, 0, 1_000_000) or None
+    store = _store()
+    _visible(await _in_store(store.head, kind, def_id), caller, kind, def_id)
+    definition = await asyncio.to_thread(_checked_in_store, kind, body, store)
+    saved = await _in_store(store.save, definition, owner=_owner(caller), create=False, expected_version=expected)
+    return json_response({**await _view(store, saved.head), "created": saved.created})
+
+
+async def delete_definition(req: func.HttpRequest, plural: str, def_id: str, client: Any) -> func.HttpResponse:
+    """Archive a definition; 409 while runs of it are in flight or other definitions name it."""
+    from shared.definitions.usage import referrers, runs_in_flight
+
+    kind = PLURALS[plural]
+    caller = request_caller(req)
+    store = _store()
+    _visible(await _in_store(store.head, kind, def_id), caller, kind, def_id)
+    running = await runs_in_flight(kind, def_id, client)
+    if running:
+        shown = ", ".join(running[:5]) + (" ..." if len(running) > 5 else "")
+        raise ApiError(409, "DEFINITION_IN_USE", f"{kind} {def_id!r} has runs in flight ({shown}); wait or cancel them")
+    users = await _in_store(referrers, store, kind, def_id)
+    if users:
+        raise ApiError(
+            409, "DEFINITION_REFERENCED", f"{kind} {def_id!r} is used by {', '.join(users)}; change those first"
+        )
+    await _in_store(store.archive, kind, def_id)
+    return json_response({"id": def_id, "kind": kind, "archived": True})
+
+
+# --- Routes -----------------------------------------------------------------------------------------------
+
+
+def _register_kind(bp: df.Blueprint, plural: str, level: func.AuthLevel | None) -> None:
+    """The five routes of one kind (function names must be unique across the app)."""
+
+    @bp.function_name(name=f"list_{plural}")
+    @bp.route(route=plural, methods=["GET"], auth_level=level)
+    async def list_route(req: func.HttpRequest) -> func.HttpResponse:
+        return await guarded(f"list_{plural}", lambda: list_definitions(req, plural))
+
+    @bp.function_name(name=f"create_{plural}")
+    @bp.route(route=plural, methods=["POST"], auth_level=level)
+    async def create_route(req: func.HttpRequest) -> func.HttpResponse:
+        return await guarded(f"create_{plural}", lambda: create_definition(req, plural))
+
+    @bp.function_name(name=f"get_{plural}")
+    @bp.route(route=f"{plural}/{{def_id}}", methods=["GET"], auth_level=level)
+    async def get_route(req: func.HttpRequest) -> func.HttpResponse:
+        return await guarded(f"get_{plural}", lambda: get_definition(req, plural, req.route_params["def_id"]))
+
+    @bp.function_name(name=f"update_{plural}")
+    @bp.route(route=f"{plural}/{{def_id}}", methods=["PUT"], auth_level=level)
+    async def update_route(req: func.HttpRequest) -> func.HttpResponse:
+        return await guarded(f"update_{plural}", lambda: update_definition(req, plural, req.route_params["def_id"]))
+
+    @bp.function_name(name=f"delete_{plural}")
+    @bp.route(route=f"{plural}/{{def_id}}", methods=["DELETE"], auth_level=level)
+    @bp.generic_input_binding(arg_name="client", type="durableClient")
+    async def delete_route(req: func.HttpRequest, client: str) -> func.HttpResponse:
+        return await guarded(
+            f"delete_{plural}", lambda: delete_definition(req, plural, req.route_params["def_id"], client)
+        )
+
+
+def register(bp: df.Blueprint) -> None:
+    """Register the definition routes and the LLM routes on the blueprint."""
+    from api.llm import register as register_llm
+
+    level = _route_auth_level()
+    for plural in PLURALS:
+        _register_kind(bp, plural, level)
+    register_llm(bp, level)
+
+
+blueprint = df.Blueprint()
+register(blueprint)
