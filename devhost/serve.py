@@ -328,6 +328,9 @@ def _uvicorn_config(app: DevHost, graceful_s: float) -> uvicorn.Config:
         proxy_headers=False,
         server_header=False,
         timeout_graceful_shutdown=max(1, round(graceful_s)),
+        # Longer than any client's idle keep-alive (aiohttp, which the Durable SDK uses, keeps 15 s): a server that
+        # closes an idle connection first races the client reusing it (a POST then fails to be written).
+        timeout_keep_alive=75,
     )
 
 

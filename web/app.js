@@ -2,6 +2,9 @@
 // Plain ES module, no dependencies. Every piece of data reaches the page through textContent or
 // element properties (never innerHTML), and every request goes to this origin's /api.
 
+import { followStream } from './stream.js';
+import { createDraft, createTimeline } from './timeline.js';
+
 const API = '/api/jobs';
 const KEY_STORAGE = 'durable-ai-jobs.function-key';
 const LOGIN_PATH = '/.auth/login/aad';
@@ -822,7 +825,7 @@ function dataTable(columns, rows, { caption, label } = {}) {
 
 // ----- the job detail ---------------------------------------------------------------------------
 
-const SLOTS = ['header', 'actions', 'failure', 'waiting', 'answer', 'citations', 'steps', 'results', 'usage', 'log'];
+const SLOTS = ['header', 'actions', 'failure', 'waiting', 'answer', 'citations', 'steps', 'timeline', 'results', 'usage', 'log'];
 
 function section(title, id, ...children) {
   return h('section', { class: 'card', 'aria-labelledby': id }, h('h3', { id }, title), children);
@@ -915,11 +918,27 @@ function renderHeader(d, v) {
       { class: 'meta' },
       h('div', {}, h('dt', {}, 'Job'), h('dd', {}, h('code', {}, v.id))),
       h('div', {}, h('dt', {}, 'Created'), h('dd', {}, timeEl(v.created_at))),
-      h('div', {}, h('dt', {}, 'Updated'), h('dd', {}, timeEl(v.updated_at))),
+      h('div', {}, h('dt', {}, 'Updated'), h('dd', { id: 'job-updated' }, timeEl(v.updated_at))),
       v.mode && v.mode !== 'deterministic' ? h('div', {}, h('dt', {}, 'Mode'), h('dd', {}, v.mode)) : null,
-      h('div', {}, h('dt', {}, 'Updates'), h('dd', {}, TERMINAL.has(v.status) ? 'final' : 'live, every second')),
+      h('div', {}, h('dt', {}, 'Updates'), h('dd', { id: 'job-updates' }, updatesText(d, v))),
     ),
   );
+}
+
+function updatesText(d, v) {
+  if (TERMINAL.has(v.status)) return 'final';
+  return d.streaming ? 'live, as they happen (event stream)' : 'live, every second';
+}
+
+/** The header's changing parts, set in place: a stream brings many views, and the question must not flicker. */
+function updateHeader(d, v) {
+  const updated = document.getElementById('job-updated');
+  if (updated && updated.dataset.value !== String(v.updated_at)) {
+    updated.dataset.value = String(v.updated_at);
+    updated.replaceChildren(timeEl(v.updated_at));
+  }
+  const updates = document.getElementById('job-updates');
+  if (updates) updates.textContent = updatesText(d, v);
 }
 
 function renderActions(d, terminal) {
@@ -1562,12 +1581,14 @@ function render(d, v) {
     d.lastStatus = v.status;
     updateListedStatus(v.id, v.status);
   }
-  renderSlot(d, 'header', { q: v.question, s: v.status, id: v.id, c: v.created_at, u: v.updated_at, m: v.mode }, () => renderHeader(d, v));
+  renderSlot(d, 'header', { q: v.question, s: v.status, id: v.id, c: v.created_at, m: v.mode }, () => renderHeader(d, v));
+  updateHeader(d, v);
   renderSlot(d, 'actions', { terminal }, ({ terminal: t }) => renderActions(d, t));
   renderSlot(d, 'failure', v.status === 'failed' && v.error ? { e: v.error, steps: v.steps.map((s) => [s.id, s.title]) } : null, () => renderFailure(v));
   // Keyed by the question only: polling must not wipe what the user is typing.
   renderSlot(d, 'waiting', v.waiting && !terminal ? { q: v.waiting.question_id } : null, () => renderWaiting(d, v.waiting));
-  const live = !v.answer ? liveAnswer(v) : null;
+  // While the event stream is open the answer being written comes from its deltas, else from the view.
+  const live = !v.answer ? (d.streaming ? d.draft.current() : liveAnswer(v)) : null;
   const writer = v.steps.find((s) => s.kind === 'generate_response' && s.state === 'succeeded');
   renderSlot(d, 'answer', v.answer ? { answer: v.answer, model: writer ? writer.model || null : null } : live ? { live } : null, renderAnswer);
   renderSlot(d, 'citations', v.answer ? v.answer.citations || [] : null, renderCitations);
@@ -1576,9 +1597,61 @@ function render(d, v) {
   const stepsKey = { s: v.steps.map(({ output, draft, partial_output: p, ...rest }) => rest), t: v.steps.length ? null : v.status };
   if (agent) renderSlot(d, 'steps', { ...stepsKey, a: d.turnLines, done: TERMINAL.has(v.status) }, () => renderAgent(v.steps, v.status, d.turnLines));
   else renderSlot(d, 'steps', stepsKey, () => renderSteps(v.steps, v.status));
+  d.timeline.view(v);
   renderSlot(d, 'results', v.steps.map((s) => [s.id, s.state, s.output || null, s.draft || null]), () => renderResults(v.steps));
   renderSlot(d, 'usage', { usage: v.usage, agent, steps: v.steps.map((s) => ({ id: s.id, kind: s.kind, turn: s.turn })) }, renderUsage);
   appendLog(d, v.log);
+}
+
+// ----- the event stream -------------------------------------------------------------------------
+
+// Committed events after which the view (steps, results, question, usage, log) is read again.
+const REFRESH_TYPES = new Set(['status', 'step', 'question', 'tool_call', 'usage', 'end']);
+
+function streamUrl(id) {
+  const key = state.auth.signIn ? '' : currentKey();
+  // EventSource sends no headers: the function key goes in the `code` parameter Azure Functions reads.
+  return `${jobUrl(id, '/events')}${key ? `?code=${encodeURIComponent(key)}` : ''}`;
+}
+
+/** Follow the job through its event stream; when it cannot be opened, the view is polled instead. */
+function startStream(d) {
+  if (d.stopped || d.stream || d.ended || typeof EventSource !== 'function') return;
+  d.streaming = true;
+  d.stream = followStream(streamUrl(d.id), {
+    after: d.lastEventId,
+    onEvent: (type, data, id) => onStreamEvent(d, type, data, id),
+    onOpen: () => clearAlert(d.connection),
+    onBreak: () => showAlert(d.connection, { message: 'The live stream was interrupted; reconnecting where it stopped…' }),
+    onUnavailable: () => {
+      d.stream = null;
+      d.streaming = false;
+      pollNow(d);
+    },
+    onEnd: () => {
+      d.stream = null;
+      d.streaming = false;
+      d.ended = true;
+      pollNow(d);
+    },
+  });
+}
+
+function onStreamEvent(d, type, data, id) {
+  if (d.stopped) return;
+  if (id) d.lastEventId = id;
+  d.timeline.event(type, data);
+  if (type === 'delta') d.draft.add(data);
+  else if (type === 'superseded') d.draft.supersede(data);
+  if (type === 'delta' || type === 'superseded') showDraft(d);
+  else if (REFRESH_TYPES.has(type) && !(d.view && TERMINAL.has(d.view.status))) pollNow(d);
+}
+
+/** The answer as it is written (deltas), until the view holds the committed one. */
+function showDraft(d) {
+  if (!d.view || d.view.answer) return;
+  const live = d.draft.current();
+  renderSlot(d, 'answer', live ? { live } : null, renderAnswer);
 }
 
 // ----- polling ----------------------------------------------------------------------------------
@@ -1601,6 +1674,7 @@ function resumeDetail(d) {
   d.halted = false;
   clearAlert(d.connection);
   pollNow(d);
+  startStream(d);
 }
 
 async function poll(d) {
@@ -1636,7 +1710,8 @@ async function poll(d) {
   clearAlert(d.connection);
   render(d, view);
   const moreLog = view.log && !view.log.complete;
-  if (TERMINAL.has(view.status) && !moreLog && !d.again) return;
+  // While the event stream is open it says when to read the view again: no polling.
+  if ((TERMINAL.has(view.status) || d.streaming) && !moreLog && !d.again) return;
   schedule(d, moreLog || d.again ? 0 : POLL_MS);
 }
 
@@ -1646,6 +1721,8 @@ function closeJob() {
   d.stopped = true;
   clearTimeout(d.timer);
   if (d.controller) d.controller.abort();
+  if (d.stream) d.stream.close();
+  d.timeline.stop();
   state.detail = null;
 }
 
@@ -1670,11 +1747,20 @@ function openJob(id, { focus = false } = {}) {
     turnLines: [],
     turnSeq: -1,
     turnsEnded: 0,
+    // The event stream: its follower, the last event id read, whether it reached the job's end.
+    stream: null,
+    streaming: false,
+    lastEventId: null,
+    ended: false,
+    draft: createDraft(),
+    timeline: null,
   };
   state.detail = d;
   buildDetail(d);
+  d.timeline = createTimeline(d.slots.timeline);
   markSelected(id);
   poll(d).then(() => {
+    if (!d.halted) startStream(d);
     if (focus && state.detail === d) {
       const heading = document.getElementById('detail-heading');
       if (heading) heading.focus();

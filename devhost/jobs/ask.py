@@ -1,5 +1,8 @@
 """``python -m devhost ask "question"``: submit a job, show live progress, answer its questions.
 
+Progress comes from the job's event stream (devhost/jobs/stream.py), resumed after a break; a host without
+the stream is polled.
+
 Uses a running host when one answers at ``--url``; otherwise starts one in this process on a free
 port (with the app and data directories given). Exit codes: 0 completed, 1 failed, 2 usage or
 connection error, 3 cancelled, 4 waiting for input with ``--no-input``, 130 interrupted (Ctrl+C; the job
@@ -28,8 +31,12 @@ from rich.prompt import Prompt
 from rich.syntax import Syntax
 from rich.table import Table
 
+from devhost.jobs.stream import AnswerDraft, EventStream, StreamLost, StreamUnavailable, apply_to_view, event_line
+
 EXIT_COMPLETED, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED, EXIT_WAITING = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED = 130
+# Events after which the view is read again (the question's options, the usage, the end).
+VIEW_EVENTS = frozenset({"status", "question", "usage", "end"})
 OFFLINE_NOTE = (
     "answered by the offline model: a deterministic, keyword-matching stand-in, not an LLM "
     "(set LLM_PROVIDER to use a real model)"
@@ -158,9 +165,14 @@ def tool_io(step: dict[str, Any]) -> str:
     return f"{given[:120]} → {shown[:120]}" if given or shown else ""
 
 
-def render_live(view: dict[str, Any]) -> Group:
-    """The progress table, plus the answer as it streams in."""
+def render_live(view: dict[str, Any], draft: AnswerDraft | None = None) -> Group:
+    """The progress table, plus the answer as it streams in (from the stream's deltas, else from the view)."""
     parts: list[Any] = [render_progress(view)]
+    written = draft.current() if draft is not None else None
+    if written is not None:
+        step_id, attempt, text = written
+        title = f"{step_id}: writing the answer, attempt {attempt} ({len(text)} chars)"
+        return Group(*parts, Panel(text[-1200:], title=title, border_style="yellow"))
     for step in view.get("steps", []):
         partial = step.get("partial_output") or {}
         if partial.get("text") and step.get("state") == "running":
@@ -287,44 +299,113 @@ def run_job(client: httpx.Client, body: dict[str, Any], console: Console, *, int
 
 
 def follow_job(client: httpx.Client, job_id: str, console: Console, *, interactive: bool) -> tuple[int, Any]:
-    """Follow a job live until it ends (answering its questions when interactive); returns code and view."""
-    answered: set[str] = set()
-    view: dict[str, Any] = {}
-    url = str(client.base_url).rstrip("/")
-    with Live(console=console, refresh_per_second=8, transient=False) as live:
-        while True:
-            got = client.get(f"/api/jobs/{job_id}", params={"log_limit": 1})
-            if got.status_code != 200:
-                live.stop()
-                console.print(f"[red]cannot read job {job_id}:[/] {http_problem(got, url)}")
-                return EXIT_USAGE, None
-            view = got.json()
-            live.update(render_live(view))
-            status = view.get("status")
-            if status in ("completed", "failed", "cancelled"):
-                break
-            waiting = view.get("waiting")
-            if status == "waiting_for_user" and waiting and waiting["question_id"] not in answered:
-                if not interactive:
-                    live.stop()
-                    console.print(
-                        f"[magenta]the job waits for input:[/] {escape(waiting['question'])} "
-                        f"(answer with POST /api/jobs/{job_id}/feedback)"
-                    )
-                    return EXIT_WAITING, view
-                live.stop()
-                reply = ask_user(console, waiting)
-                posted = client.post(f"/api/jobs/{job_id}/feedback", json=reply)
-                if posted.status_code >= 400:
-                    console.print(f"[red]{http_problem(posted, url)}[/]")
-                else:
-                    answered.add(waiting["question_id"])
-                live.start()
-            time.sleep(0.25)
+    """Follow a job live until it ends (answering its questions when interactive); returns code and view.
+
+    The job's event stream is followed (resumed after a break); a host without one is polled instead.
+    """
+    try:
+        return follow_stream(client, job_id, console, interactive=interactive)
+    except (StreamUnavailable, StreamLost) as exc:
+        console.print(f"[dim]no event stream ({escape(str(exc))}); polling the job instead[/]")
+        return poll_job(client, job_id, console, interactive=interactive)
+
+
+class ViewUnreadable(Exception):
+    """The job view could not be read (said as a sentence)."""
+
+
+def read_view(client: httpx.Client, job_id: str) -> dict[str, Any]:
+    """The job view, or ViewUnreadable with the API's reason."""
+    got = client.get(f"/api/jobs/{job_id}", params={"log_limit": 1})
+    if got.status_code != 200:
+        raise ViewUnreadable(f"cannot read job {job_id}: {http_problem(got, str(client.base_url).rstrip('/'))}")
+    view: dict[str, Any] = got.json()
+    return view
+
+
+def answer_if_asked(
+    client: httpx.Client, view: dict[str, Any], console: Console, live: Live, answered: set[str], *, interactive: bool
+) -> bool:
+    """Answer the question the job waits on, once; returns False when it waits and no one may answer here."""
+    waiting = view.get("waiting")
+    if view.get("status") != "waiting_for_user" or not waiting or waiting["question_id"] in answered:
+        return True
+    live.stop()
+    if not interactive:
+        console.print(
+            f"[magenta]the job waits for input:[/] {escape(waiting['question'])} "
+            f"(answer with POST /api/jobs/{view['id']}/feedback)"
+        )
+        return False
+    reply = ask_user(console, waiting)
+    posted = client.post(f"/api/jobs/{view['id']}/feedback", json=reply)
+    if posted.status_code >= 400:
+        console.print(f"[red]{http_problem(posted, str(client.base_url).rstrip('/'))}[/]")
+    else:
+        answered.add(waiting["question_id"])
+    live.start()
+    return True
+
+
+def finish(view: dict[str, Any], console: Console) -> tuple[int, Any]:
+    """Print the job's result; its exit code and view."""
     console.print()
     console.print(render_result(view))
     code = {"completed": EXIT_COMPLETED, "failed": EXIT_FAILED, "cancelled": EXIT_CANCELLED}[view["status"]]
     return code, view
+
+
+def follow_stream(client: httpx.Client, job_id: str, console: Console, *, interactive: bool) -> tuple[int, Any]:
+    """Follow the job's event stream: a line per step change, the answer as it is written, then the result."""
+    answered: set[str] = set()
+    seen: set[tuple[Any, ...]] = set()
+    draft = AnswerDraft()
+    try:
+        view = read_view(client, job_id)
+        with Live(render_live(view), console=console, refresh_per_second=8, transient=False) as live:
+
+            def resumed(last_id: str | None, why: str) -> None:
+                live.console.print(f"[yellow]stream interrupted ({escape(why)}); resuming after {last_id}[/]")
+
+            for event in EventStream(client, job_id, on_break=resumed):
+                if not draft.apply(event):
+                    line = event_line(event, seen)
+                    if line:
+                        live.console.print(line, markup=False, highlight=False)
+                    if not apply_to_view(view, event) or event.type in VIEW_EVENTS:
+                        view = read_view(client, job_id)
+                    if event.type == "end":
+                        break
+                    if event.type == "question" and not answer_if_asked(
+                        client, view, console, live, answered, interactive=interactive
+                    ):
+                        return EXIT_WAITING, view
+                live.update(render_live(view, draft))
+        view = read_view(client, job_id)
+    except ViewUnreadable as exc:
+        console.print(f"[red]{escape(str(exc))}[/]")
+        return EXIT_USAGE, None
+    return finish(view, console)
+
+
+def poll_job(client: httpx.Client, job_id: str, console: Console, *, interactive: bool) -> tuple[int, Any]:
+    """Follow a job by reading its view four times a second (a host without an event stream)."""
+    answered: set[str] = set()
+    view: dict[str, Any] = {}
+    try:
+        with Live(console=console, refresh_per_second=8, transient=False) as live:
+            while True:
+                view = read_view(client, job_id)
+                live.update(render_live(view))
+                if view.get("status") in ("completed", "failed", "cancelled"):
+                    break
+                if not answer_if_asked(client, view, console, live, answered, interactive=interactive):
+                    return EXIT_WAITING, view
+                time.sleep(0.25)
+    except ViewUnreadable as exc:
+        console.print(f"[red]{escape(str(exc))}[/]")
+        return EXIT_USAGE, None
+    return finish(view, console)
 
 
 def _host_is_up(url: str) -> bool:
