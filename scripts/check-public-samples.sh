@@ -8,8 +8,9 @@
 # Azure-Samples/Durable-Task-Scheduler and Azure/azure-functions-durable-extension into a temporary
 # directory and copies each app there (nothing is copied into this repository). --apps DIR reuses a
 # directory of app copies made before (same names). APP names limit the run to those apps.
-# Samples that need a cloud service (Azure OpenAI, Document Intelligence, Redis, Azure Storage blobs) and
-# the v1 (function.json) samples are listed in the doc and not run here.
+# py2-fan_in_fan_out keeps blobs in AzureWebJobsStorage: it runs against Azurite's blob service (`make azurite`,
+# or AZURITE_BLOB=<path to azurite-blob>), else it is reported SKIP. Samples that need a cloud service (Azure
+# OpenAI, Document Intelligence) or Redis, and the v1 (function.json) samples, are listed in the doc only.
 set -euo pipefail
 
 repo_root=$(cd "$(dirname "$0")/.." && pwd)
@@ -41,10 +42,12 @@ if [ -z "$apps" ]; then
     }
 
     py=$work/src/durable-python
-    clone Azure/azure-functions-durable-python "$py" samples-v2 samples/serialize_arguments
-    for d in blueprint function_chaining simple_sub_orchestration serialize_arguments orchestration_versioning; do
+    clone Azure/azure-functions-durable-python "$py" samples-v2 samples/serialize_arguments samples/fan_in_fan_out
+    for d in blueprint function_chaining simple_sub_orchestration serialize_arguments orchestration_versioning \
+        fan_in_fan_out; do
         copy "$py/samples-v2/$d" "py2-$d"
     done
+    copy "$py/samples/fan_in_fan_out" v1-fan_in_fan_out  # the tree py2-fan_in_fan_out backs up to blobs
     # Variants that show the sample's code runs once its own packaging slip is put right (see the doc).
     copy "$py/samples-v2/serialize_arguments" py2-serialize_arguments-with-shared_code
     copy "$py/samples/serialize_arguments/shared_code" py2-serialize_arguments-with-shared_code/shared_code

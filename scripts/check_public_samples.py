@@ -10,12 +10,15 @@ Prints one line per check and exits 1 when any fails.
 from __future__ import annotations
 
 import json
+import os
 import re
+import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +28,11 @@ import httpx
 _BANNER = re.compile(r"Host started on (http://[^\s]+)")
 _TERMINAL = {"Completed", "Failed", "Terminated"}
 REPO_ROOT = Path(__file__).resolve().parents[1]
+AZURITE_BLOB = Path(
+    os.environ.get("AZURITE_BLOB") or REPO_ROOT / "tools" / "azurite" / "node_modules" / ".bin" / "azurite-blob"
+)
+# Azurite's published development account (a well-known constant, not a secret).
+_DEV_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
 
 class CheckFailed(AssertionError):
@@ -37,6 +45,8 @@ class Host:
 
     base: str
     client: httpx.Client
+    apps_root: Path
+    storage: str | None = None  # the AzureWebJobsStorage connection the app got (Azurite), if any
 
     def start(self, path: str, method: str = "POST", **kw: Any) -> dict[str, Any]:
         """Call an HTTP starter; returns the check-status payload (202 expected)."""
@@ -90,6 +100,46 @@ CHECKS: dict[str, list[tuple[str, Check]]] = {}
 REFUSED: dict[str, tuple[str, str]] = {}
 
 
+BLOB_APPS: set[str] = set()
+
+
+def needs_blob_storage(app: str) -> None:
+    """The app keeps its own blobs in AzureWebJobsStorage: it runs against Azurite (make azurite)."""
+    BLOB_APPS.add(app)
+
+
+@contextmanager
+def azurite_blob(work: Path) -> Iterator[str]:
+    """Azurite's blob service on a free loopback port, data under ``work``; yields its connection string."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    work.mkdir(parents=True, exist_ok=True)
+    args = ["--blobHost", "127.0.0.1", "--blobPort", str(port), "--skipApiVersionCheck"]
+    proc = subprocess.Popen(
+        [str(AZURITE_BLOB), *args, "--silent", "--location", str(work)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise CheckFailed("Azurite did not start") from None
+                time.sleep(0.2)
+        yield (
+            f"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={_DEV_KEY};"
+            f"BlobEndpoint=http://127.0.0.1:{port}/devstoreaccount1;"
+        )
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
 def refused(app: str, text: str, why: str) -> None:
     """Register an app that must be refused at start with ``text`` in the output."""
     REFUSED[app] = (text, why)
@@ -139,7 +189,26 @@ def serve(app_dir: Path, data_dir: Path, log_path: Path) -> tuple[subprocess.Pop
 
 
 def run_app(app: str, app_dir: Path, work: Path) -> list[tuple[str, str, str]]:
-    """Serve one app and run its checks; returns (check, PASS/FAIL, detail) rows."""
+    """Serve one app and run its checks; returns (check, PASS/FAIL/SKIP, detail) rows."""
+    if app not in BLOB_APPS:
+        return _serve_and_check(app, app_dir, work, None)
+    if not AZURITE_BLOB.exists():
+        return [("blob storage", "SKIP", f"needs Azurite ({AZURITE_BLOB} missing: run make azurite)")]
+    try:
+        storage = azurite_blob(work / f"{app}-azurite")
+        conn = storage.__enter__()
+    except CheckFailed as exc:
+        return [("blob storage", "FAIL", str(exc))]
+    try:
+        # local.settings.json is the developer's own (git-ignored) file: the copy gets one naming Azurite.
+        settings = {"IsEncrypted": False, "Values": {"AzureWebJobsStorage": conn, "FUNCTIONS_WORKER_RUNTIME": "python"}}
+        (app_dir / "local.settings.json").write_text(json.dumps(settings), encoding="utf-8")
+        return _serve_and_check(app, app_dir, work, conn)
+    finally:
+        storage.__exit__(None, None, None)
+
+
+def _serve_and_check(app: str, app_dir: Path, work: Path, storage: str | None) -> list[tuple[str, str, str]]:
     rows: list[tuple[str, str, str]] = []
     log_path = work / f"{app}.log"
     try:
@@ -154,7 +223,7 @@ def run_app(app: str, app_dir: Path, work: Path) -> list[tuple[str, str, str]]:
         return [("refused at start", "FAIL", "devhost started it")]
     try:
         with httpx.Client(timeout=30) as client:
-            host = Host(base, client)
+            host = Host(base, client, app_dir.parent, storage)
             for name, fn in CHECKS.get(app, []):
                 try:
                     rows.append((name, "PASS", fn(host)))
@@ -174,7 +243,7 @@ def main(argv: list[str]) -> int:
     only = set(argv[2:])
     failed = 0
     with tempfile.TemporaryDirectory(prefix="devhost-samples-") as tmp:
-        for app in sorted(set(CHECKS) | set(REFUSED)):
+        for app in sorted(set(CHECKS) | set(REFUSED) | BLOB_APPS):
             if only and app not in only:
                 continue
             app_dir = root / app
@@ -182,7 +251,7 @@ def main(argv: list[str]) -> int:
                 print(f"{app:40} SKIP  (not under {root})")
                 continue
             for name, verdict, detail in run_app(app, app_dir, Path(tmp)):
-                failed += verdict != "PASS"
+                failed += verdict == "FAIL"
                 print(f"{app:40} {verdict}  {name}: {detail}", flush=True)
     return 1 if failed else 0
 

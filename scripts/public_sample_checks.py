@@ -8,9 +8,10 @@ test/e2e/Apps/BasicPython.
 
 from __future__ import annotations
 
+import json
 import time
 
-from check_public_samples import Host, check, completed_with, expect, refused
+from check_public_samples import Host, check, completed_with, expect, needs_blob_storage, refused
 
 CITIES = ["Hello Tokyo!", "Hello Seattle!", "Hello London!"]
 
@@ -79,6 +80,26 @@ def _versioning(h: Host) -> str:
         ],
     )
     return "version 1.0 path, explicit 0.9 and default 1.0 children"
+
+
+needs_blob_storage("py2-fan_in_fan_out")
+
+
+@check("py2-fan_in_fan_out", "fan-out/fan-in copying files to blobs (Azurite)")
+def _fan_in_fan_out(h: Host) -> str:
+    from azure.storage.blob import BlobServiceClient
+
+    # The sample backs up the E2_* folders of a v1 app: the v1 copy of this same sample is that tree.
+    root = h.apps_root / "v1-fan_in_fan_out"
+    files = [p for p in root.rglob("*") if "E2_" in str(p.parent) and p.name in ("__init__.py", "function.json")]
+    expect(bool(files), f"no E2_ files under {root}")
+    payload = h.start("/api/orchestrators/E2_BackupSiteContent", content=json.dumps(str(root)))
+    completed_with(h, payload, sum(p.stat().st_size for p in files))
+    assert h.storage is not None
+    blobs = BlobServiceClient.from_connection_string(h.storage).get_container_client("backups").list_blobs()
+    names = sorted(b.name for b in blobs)
+    expect(names == sorted(f"{p.parent.name}_{p.name}" for p in files), f"blobs {names}")
+    return f"{len(files)} files, bytes summed, blobs in Azurite"
 
 
 # ----- Azure-Samples/Durable-Task-Scheduler samples/durable-functions/python -----------------------
