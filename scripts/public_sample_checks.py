@@ -314,3 +314,34 @@ def _e2e_purge(h: Host) -> str:
     after = h.client.get(h.base + "/api/GetAllInstances").json()
     expect(all(i["runtimeStatus"] not in {"Completed", "Failed", "Terminated"} for i in after), "ended ones left")
     return resp.text
+
+
+@check("ext-BasicPython", "ClassBasedEntityOrchestration")
+def _e2e_class_entity(h: Host) -> str:
+    want = "IConfiguration: yes, MyInjectedService: yes, BlobContainerClient: yes, Number: 42"
+    completed_with(h, _start(h, "ClassBasedEntityOrchestration"), want)
+    return "function entity set/get through call_entity"
+
+
+@check("ext-BasicPython", "IsReplaying* (5 orchestrators)")
+def _e2e_is_replaying(h: Host) -> str:
+    completed_with(
+        h, _start(h, "IsReplayingBasic"), {"before_activity": True, "after_activity": False, "activity_result": "hello"}
+    )
+    labels = ["start", "after_first", "after_second", "after_third"]
+    snapshots = [{"step": i, "label": label, "is_replaying": i < 3} for i, label in enumerate(labels)]
+    completed_with(
+        h, _start(h, "IsReplayingMultiActivity"), {"snapshots": snapshots, "activities": ["one", "two", "three"]}
+    )
+    completed_with(h, _start(h, "IsReplayingConditionalLog"), {"live_log_count": 1, "activity_result": "logged"})
+    completed_with(
+        h,
+        _start(h, "IsReplayingCounter"),
+        {"non_replay_count": 1, "replay_count": 3, "total_checkpoints": 4, "activities": ["a", "b", "c"]},
+    )
+    completed_with(
+        h,
+        _start(h, "IsReplayingFanOutFanIn"),
+        {"before_fan_out": True, "after_fan_in": False, "activities": ["alpha", "beta", "gamma"]},
+    )
+    return "is_replaying true on replayed steps, false on the live one"
