@@ -76,7 +76,26 @@ def load_app(root: Path) -> LoadedApp:
     _check_unique_names(infos)
     for note in startup_notes(host):
         log.warning("%s", note)
-    return LoadedApp(root=root, host=host, functions=infos)
+    return LoadedApp(root=root, host=host, functions=_enabled(infos))
+
+
+def _enabled(infos: list[FunctionInfo]) -> list[FunctionInfo]:
+    """The functions not turned off by an ``AzureWebJobs.<name>.Disabled`` setting of true or 1.
+
+    The host indexes a disabled function (its bindings are checked above) but starts no listener for it: no
+    route, no timer, and the Durable extension does not know it, so calling it fails the orchestration with
+    the extension's "doesn't exist, is disabled" message. Linux App Service spells the setting with
+    underscores; setting names are case-insensitive, as in the host's configuration.
+    """
+    settings = {key.lower().replace("_", "."): value for key, value in os.environ.items()}
+    kept = []
+    for info in infos:
+        value = settings.get(f"azurewebjobs.{info.name.lower().replace('_', '.')}.disabled", "")
+        if value.strip().lower() in ("true", "1"):
+            log.info("Function '%s' is disabled (AzureWebJobs.%s.Disabled).", info.name, info.name)
+        else:
+            kept.append(info)
+    return kept
 
 
 # extensions.durableTask.storageProvider.type values the extension's provider factories answer to.

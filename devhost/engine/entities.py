@@ -27,7 +27,7 @@ from devhost.engine.core import flog, log
 from devhost.engine.retries import Retries
 from devhost.engine.state import EntityInstance, EntityOp, Message, entity_id_of, split_entity_id
 from devhost.logs import current_invocation
-from devhost.model import FunctionInfo, InvalidRequest
+from devhost.model import FunctionInfo, InstanceNotFound, InvalidRequest
 from devhost.timeutil import epoch_to_history, epoch_to_status
 
 # Operations one entity function call runs at most (the rest wait for the next batch); the extension allows
@@ -246,6 +246,36 @@ class Entities(Retries):
             )
         return items, token
 
+    # ----- entities as instances (the extension's /instances endpoints) ---------------------
+
+    def _entity_status(self, entity_id: str, show_input: bool) -> dict[str, Any] | None:
+        """An existing entity as the instance status the extension shows for ``@name@key``, or None."""
+        found = self._store.get_entity(entity_id)
+        return None if found is None else entity_status(entity_id, found[0], found[1], show_input)
+
+    def _entity_rows(
+        self, *, prefix: str | None, created_from: float | None, created_to: float | None, after: str | None, limit: int
+    ) -> list[tuple[str, str | None, float]]:
+        """Existing entities for the instance listing (an orchestration id prefix matches no entity)."""
+        if prefix and not prefix.startswith("@"):
+            return []
+        return self._store.query_entities(
+            prefix=prefix or "@", op_from=created_from, op_to=created_to, after=after, limit=limit
+        )
+
+    async def purge_entity(self, entity_id: str) -> int:
+        """Delete an entity and its state (DELETE instances/@name@key); 0 while it has operations to run."""
+        self._require_started()
+        if self._store.get_entity(entity_id) is None:
+            raise InstanceNotFound(f"No instance with ID '{entity_id}' was found.")
+        if entity_id in self._entities:
+            # The same rule as for orchestrations: nothing in flight is purged (its operations would
+            # otherwise recreate it half-way).
+            log.warning("%s: entity has operations to run; only idle entities are purged.", entity_id)
+            return 0
+        with self._transaction():
+            return self._store.delete_entity(entity_id)
+
 
 def entity_request(
     operation: str, input_text: str | None, *, signal: bool, ts: str, parent: str | None = None
@@ -259,6 +289,27 @@ def entity_request(
     if parent is not None:
         request["parent"] = parent
     return request
+
+
+def entity_status(entity_id: str, state: str | None, last_op: float, show_input: bool) -> dict[str, Any]:
+    """An entity in the instance status shape: ``Running`` while it exists, its state in ``input``.
+
+    The extension (Azure Storage) stores an entity as an orchestration instance whose input is the
+    entity's scheduler state; devhost shows ``{"exists": true, "state": <state JSON text>}`` and, keeping
+    no creation time for entities, the last operation time as both times.
+    """
+    name, _key = split_entity_id(entity_id)
+    when = epoch_to_status(last_op)
+    return {
+        "name": name,
+        "instanceId": entity_id,
+        "runtimeStatus": "Running",
+        "input": {"exists": True, "state": state} if show_input else None,
+        "customStatus": None,
+        "output": None,
+        "createdTime": when,
+        "lastUpdatedTime": when,
+    }
 
 
 def _failed_batch(count: int, message: str, exists: bool, state: str | None) -> _BatchResult:

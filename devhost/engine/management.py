@@ -13,6 +13,7 @@ from typing import Any
 
 from devhost import history as h
 from devhost.engine.core import DEFAULT_PAGE_SIZE, PURGE_BATCH, RECLAIM_PAGES, STORE_ERRORS, log
+from devhost.engine.entities import entity_status
 from devhost.engine.rewind import Rewinding
 from devhost.engine.state import Instance, Message, Work, parse_json_text, validate_instance_id
 from devhost.model import (
@@ -78,6 +79,11 @@ class Management(Rewinding):
     ) -> dict[str, Any] | None:
         """The extension's status JSON of an instance, or None when unknown."""
         self._require_started()
+        if instance_id.startswith("@"):  # no orchestration id starts with '@': an entity, as the extension shows it
+            status = self._entity_status(instance_id, show_input)
+            if status is not None and show_history:
+                status["historyEvents"] = []  # devhost keeps no history for entities
+            return status
         row = self._store.get_instance(instance_id)
         if row is None:
             return None
@@ -161,33 +167,37 @@ class Management(Rewinding):
         continuation: str | None = None,
         show_input: bool = True,
     ) -> tuple[list[dict[str, Any]], str | None]:
-        """Instances matching the filters, in created-time order, one page at a time."""
+        """Instances matching the filters, in created-time order, then existing entities, one page at a time."""
         self._require_started()
         wanted = self._check_statuses(statuses)
         page = top if top and top > 0 else DEFAULT_PAGE_SIZE
-        after: tuple[float, int] | None = None
-        if continuation:
-            try:
-                created_text, ord_text = (
-                    base64.urlsafe_b64decode(continuation.encode("ascii")).decode("ascii").split(":")
+        after, after_entity = _read_token(continuation)
+        low = datetime_to_epoch(created_from) if created_from else None
+        high = datetime_to_epoch(created_to) if created_to else None
+        items: list[dict[str, Any]] = []
+        if after_entity is None:
+            rows = self._store.query_by_created(
+                created_from=low, created_to=high, statuses=wanted, prefix=prefix or None, after=after, limit=page + 1
+            )
+            if len(rows) > page:
+                rows = rows[:page]
+                # repr() of a float reads back exactly: the next page starts right after this row.
+                return [self._status_dict(row, show_input) for _, _, row in rows], _token(
+                    f"{rows[-1][0]!r}:{rows[-1][1]}"
                 )
-                after = (float(created_text), int(ord_text))
-            except (ValueError, binascii.Error, UnicodeError) as exc:
-                raise InvalidRequest("The continuation token is not valid.") from exc
-        rows = self._store.query_by_created(
-            created_from=datetime_to_epoch(created_from) if created_from else None,
-            created_to=datetime_to_epoch(created_to) if created_to else None,
-            statuses=wanted,
-            prefix=prefix or None,
-            after=after,
-            limit=page + 1,
-        )
+            items = [self._status_dict(row, show_input) for _, _, row in rows]
+        if wanted is not None and "Running" not in wanted:
+            return items, None
+        # Then the entities, which the extension lists as Running instances '@name@key' (Azure Storage keeps
+        # them as orchestration instances); their last operation time stands for the created time.
+        room = page - len(items)
+        ents = self._entity_rows(prefix=prefix, created_from=low, created_to=high, after=after_entity, limit=room + 1)
         token = None
-        if len(rows) > page:
-            rows = rows[:page]
-            # repr() of a float reads back exactly: the next page starts right after this row.
-            token = base64.urlsafe_b64encode(f"{rows[-1][0]!r}:{rows[-1][1]}".encode("ascii")).decode("ascii")
-        return [self._status_dict(row, show_input) for _, _, row in rows], token
+        if len(ents) > room:
+            ents = ents[:room]
+            token = _token(ents[-1][0] if ents else "@")  # "@": the entity listing starts on the next page
+        items.extend(entity_status(eid, state, last_op, show_input) for eid, state, last_op in ents)
+        return items, token
 
     def _live_or_error(self, instance_id: str, *, gone: type[Exception] = InstanceGone) -> Instance:
         inst = self._instances.get(instance_id)
@@ -300,6 +310,8 @@ class Management(Rewinding):
     async def purge(self, instance_id: str) -> int:
         """Delete a terminal instance and its history; returns 1, or 0 for an instance still in flight."""
         self._require_started()
+        if instance_id.startswith("@"):
+            return await self.purge_entity(instance_id)
         row = self._store.get_instance(instance_id)
         if row is None:
             raise InstanceNotFound(f"No instance with ID '{instance_id}' was found.")
@@ -346,3 +358,22 @@ class Management(Rewinding):
             store.rollback()
             log.warning("Reclaiming the purged space failed: %s", exc)
         return deleted
+
+
+def _token(text: str) -> str:
+    """A continuation token: an orchestration's ``created:ord`` or the last entity id listed."""
+    return base64.urlsafe_b64encode(text.encode("utf-8")).decode("ascii")
+
+
+def _read_token(continuation: str | None) -> tuple[tuple[float, int] | None, str | None]:
+    """(orchestration position, entity id) a continuation token names; (None, None) for the first page."""
+    if not continuation:
+        return None, None
+    try:
+        text = base64.urlsafe_b64decode(continuation.encode("ascii")).decode("utf-8")
+        if text.startswith("@"):
+            return None, text
+        created_text, ord_text = text.split(":")
+        return (float(created_text), int(ord_text)), None
+    except (ValueError, binascii.Error, UnicodeError) as exc:
+        raise InvalidRequest("The continuation token is not valid.") from exc
