@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrators.agent import AgentLoop, ToolStepFailed
 from orchestrators.outcomes import EditedTask, ExpiredAnswer, JobStop
-from orchestrators.policy import Caller, Failure, Standing, decide
+from orchestrators.policy import Caller, Failure, Standing, decide, error_options
 from orchestrators.python_step import PythonStep, result_note, runs_code, sandbox_ms
 from shared.executors import (
     AGENT_TURN,
@@ -78,7 +78,6 @@ from shared.tools.python import PYTHON_TOOL
 logger = logging.getLogger(__name__)
 
 Gen = Generator[Any, Any, Any]
-ERROR_OPTIONS = ["retry", "skip", "edit", "abort"]
 APPROVAL_OPTIONS = ["approve", "edit", "reject", "abort"]
 MAX_SQL_ROWS_TO_ANSWER = 20
 MAX_ANSWER_SOURCES = 200  # ExecutionContext.sources
@@ -561,11 +560,15 @@ class JobRun:
             # Show the statement that failed, and offer it for editing; the task itself is not changed.
             details["sql"] = failed_sql
             details["input"] = _bounded({**task, "sql": failed_sql}, limit=22_000)
+        options = error_options(error.code)
+        question = f"Step '{step.title}' failed ({error.code}): {error.message}"
+        if "retry" not in options:
+            question = f"Step '{step.title}' cannot run here ({error.code}): {error.message}. Skip it or abort the job?"
         reply = yield from self.ask(
             step,
             "error",
-            f"Step '{step.title}' failed ({error.code}): {error.message}"[:1000],
-            ERROR_OPTIONS,
+            question[:1000],
+            options,
             default="skip",
             details=details,
             edit_of=(executor_type, task),
