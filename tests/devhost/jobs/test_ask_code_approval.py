@@ -17,7 +17,7 @@ from rich.console import Console
 from devhost.jobs.ask import ask_user
 
 CODE = "growth = rows['revenue'].iloc[-1] / rows['revenue'].iloc[0] - 1\nresult = {'growth_rate': growth}\n"
-APPROVAL = {
+APPROVAL: dict[str, Any] = {
     "question_id": "s2-q1",
     "kind": "approval",
     "question": "Approve this Python code for step 'Growth rate'?",
