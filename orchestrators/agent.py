@@ -13,6 +13,7 @@ something else within its bounds.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -31,6 +32,7 @@ from shared.jobs.agent import (
     FORMAT_OUTPUT,
     GET_JOB_STATE,
     REQUEST_USER_FEEDBACK,
+    AgentLimits,
     AgentToolCall,
     AgentTurn,
     ToolCallRecord,
@@ -48,6 +50,17 @@ MAX_TRANSCRIPT = 24
 ANSWER_STEP_ID = "answer"
 
 
+@dataclass(frozen=True)
+class AgentProfile:
+    """A user-defined agent as a run's orchestrator resolved it: its instructions, the family tools it may call
+    (already cut to what the app configures), its bounds and the models it may use (None: the job's)."""
+
+    instructions: str
+    tools: list[str]
+    limits: AgentLimits
+    models: list[str | None] | None = None
+
+
 class ToolStepFailed(Exception):
     """A tool step failed for good under the policy; in agent mode its error goes back to the model."""
 
@@ -63,10 +76,20 @@ class AgentLoop:
     the calls are the parent step's own, numbered ``<step>-t<n>``; what they found becomes its output.
     """
 
-    def __init__(self, run: JobRun, question: str | None = None, parent: StepState | None = None) -> None:
+    def __init__(
+        self,
+        run: JobRun,
+        question: str | None = None,
+        parent: StepState | None = None,
+        profile: AgentProfile | None = None,
+    ) -> None:
         self.run = run
         self.question = question or run.job.request.question
         self.parent = parent
+        # A workflow's agent node brings its own instructions, tools, bounds and models; else the job's.
+        self.profile = profile
+        self.tools = list(profile.tools) if profile else list(run.job.request.tools)
+        self.limits = profile.limits if profile else run.job.request.agent
         self.transcript: list[ToolCallRecord] = []
         self.calls = 0
         self.turns = 0
@@ -100,7 +123,7 @@ class AgentLoop:
 
     def loop(self) -> Gen:
         """Executor turns and their calls, within the job's agent bounds."""
-        run, limits = self.run, self.run.job.request.agent
+        run, limits = self.run, self.limits
         for turn in range(1, limits.max_turns + 1):
             if self.calls >= limits.max_tool_calls:
                 # No call of a further turn could run: it would only spend tokens (and may hit the budget).
@@ -116,7 +139,7 @@ class AgentLoop:
 
     def turn(self, turn: int) -> Gen:
         """One Executor turn (an activity under the policy); None when it failed or its output is not valid."""
-        run, limits = self.run, self.run.job.request.agent
+        run, limits = self.run, self.limits
         self.turns = turn
         if self.parent is None:
             run.state.turns = turn
@@ -127,7 +150,10 @@ class AgentLoop:
             "turns_left": limits.max_turns - turn + 1,
             "calls_left": max(0, limits.max_tool_calls - self.calls),
         }
-        out = yield from run.execute(None, AGENT_TURN, task, {"allowed_tools": list(run.job.request.tools)})
+        if self.profile is not None:
+            task["instructions"] = self.profile.instructions
+        models = self.profile.models if self.profile else None
+        out = yield from run.execute(None, AGENT_TURN, task, {"allowed_tools": list(self.tools)}, models=models)
         if out is None:
             run.log("executor turn %d failed; writing the answer from what the tools found", turn)
             return None
@@ -143,7 +169,7 @@ class AgentLoop:
 
     def run_calls(self, calls: list[AgentToolCall], turn: int) -> Gen:
         """Run one turn's tool calls; True when the Executor is done (format_output or out of calls)."""
-        limit = self.run.job.request.agent.max_tool_calls
+        limit = self.limits.max_tool_calls
         todo: list[AgentToolCall] = []
         done = False
         for call in calls:
@@ -188,7 +214,7 @@ class AgentLoop:
         run, args = self.run, call.arguments()
         if not isinstance(args, dict):
             return None
-        allowed = list(run.job.request.tools)
+        allowed = list(self.tools)
         if call.tool in lookup_kinds():
             spec = get_executor(call.tool)
             if spec is None or (spec.runs_sql and run.job.request.approval.sql != "never"):
@@ -255,11 +281,11 @@ class AgentLoop:
                 data = self.job_state()
             elif call.tool in lookup_kinds():
                 data = yield from self.lookup(call.tool, args, step)
-            elif call.tool in self.run.job.request.tools:
+            elif call.tool in self.tools:
                 data = yield from self.family_tool(call.tool, args, step)
             else:
                 offered = sorted([*lookup_kinds(), REQUEST_USER_FEEDBACK, FORMAT_OUTPUT, GET_JOB_STATE])
-                allowed = offered + list(self.run.job.request.tools)
+                allowed = offered + list(self.tools)
                 return self.refuse(record, step, ErrorCode.INVALID_INPUT, f"unknown tool; tools: {allowed}")
         except StepInputError as exc:
             return self.refuse(record, step, ErrorCode.INVALID_INPUT, exc.message)
@@ -309,7 +335,7 @@ class AgentLoop:
 
     def family_tool(self, name: str, args: dict[str, Any], step: StepState) -> Gen:
         """A tool of a family, through the call_tool executor (one activity per attempt)."""
-        allowed = list(self.run.job.request.tools)
+        allowed = list(self.tools)
         out = yield from self.run.execute(
             step, CALL_TOOL, {"tool": name, "arguments": args}, {"allowed_tools": allowed}
         )
@@ -326,7 +352,7 @@ class AgentLoop:
             "tokens_used": state.usage.total_tokens,
             "budget_left": self.run.budget_left(),
             "turn": state.turns,
-            "tool_calls_left": max(0, self.run.job.request.agent.max_tool_calls - self.calls),
+            "tool_calls_left": max(0, self.limits.max_tool_calls - self.calls),
         }
 
     def write_answer(self) -> Gen:

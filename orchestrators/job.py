@@ -146,6 +146,9 @@ class JobRun:
         self.skipped_by_user = False
         # How many calls each internal executor (planning, supervision) has had: their attempt numbers.
         self.internal_calls: dict[str, int] = {}
+        # A part of a workflow run (a branch, a sub-workflow) has no one to ask: the job API answers the root
+        # run only, so a question there fails the part instead of waiting forever.
+        self.no_questions = False
 
     # --- plumbing ----------------------------------------------------------------------------
 
@@ -191,7 +194,12 @@ class JobRun:
         self.log("planning: %s", self.job.request.question[:80])
         self.publish()
         try:
-            if self.job.request.mode == "agent":
+            if self.job.run is not None:
+                # A workflow or team run: the graph replaces the plan (orchestrators/workflow.py).
+                from orchestrators.workflow import WorkflowWalk
+
+                answer = yield from WorkflowWalk(self).work()
+            elif self.job.request.mode == "agent":
                 self.agent_mode = True
                 answer = yield from AgentLoop(self).work()
             else:
@@ -212,6 +220,7 @@ class JobRun:
             answer=answer.get("answer") if answer else None,
             citations=answer.get("citations", []) if answer else [],
             usage=self.state.usage,
+            outputs=answer.get("outputs") if answer and self.job.run is not None else None,
         ).model_dump(mode="json")
 
     def finish_failed(self, info: ErrorInfo) -> dict[str, Any]:
@@ -407,13 +416,15 @@ class JobRun:
         extra: dict[str, Any] | None = None,
         *,
         reapprove_edits: bool = False,
+        models: list[str | None] | None = None,
     ) -> Gen:
         """Call an executor until it succeeds, is skipped (None), or the job must stop.
 
         With ``reapprove_edits`` a user's edit is not run but returned as ``EditedTask``: the statement
-        was approved, and an edited one must be approved again.
+        was approved, and an edited one must be approved again. ``models`` (a workflow's agent) replaces
+        the job's allowed models; the run checked them against the job's when it started.
         """
-        models: list[str | None] = list(self.job.request.constraints.allowed_models) or [None]
+        models = list(models or self.job.request.constraints.allowed_models) or [None]
         model_index = tries_on_model = 0
         step_id = step.id if step else None
         uses_llm = executor_uses_llm(executor_type)
@@ -550,6 +561,8 @@ class JobRun:
         """A step that failed for good: in agent mode its error goes back to the Executor, else the user decides."""
         if self.agent_mode and not _writes_answer(executor_type):
             raise ToolStepFailed(out)  # the Executor is shown the error and may try something else
+        if self.no_questions and out.error is not None:
+            raise JobStop(out.error.code, out.error.message, step.id)  # a part fails where no one can decide
         return (yield from self.ask_after_failure(step, executor_type, task, out, reapprove_edits))
 
     def ask_after_failure(
@@ -719,6 +732,8 @@ class JobRun:
         With ``edit_of`` (step kind, current input) an ``edit`` answer must pass ``apply_edits``: an edit
         that sets a field the kind does not allow is never merged, and the question is asked again.
         """
+        if self.no_questions:
+            raise JobStop("NO_ONE_TO_ASK", f"a part of a run cannot wait for a person: {question[:300]}", _id(step))
         wait = self.job.request.wait
         seconds = timeout_seconds or wait.timeout_seconds or self.job.policy.user_wait_seconds
         while True:
@@ -911,6 +926,10 @@ class JobRun:
             )
             for s in plan.steps
         ]
+
+
+def _id(step: StepState | None) -> str | None:
+    return step.id if step else None
 
 
 def _caller(step: StepState | None, executor_type: str) -> Caller:

@@ -30,6 +30,8 @@ class AgentTurnTask(BaseModel):
     transcript: list[ToolCallRecord] = Field(default_factory=list, max_length=64)
     turns_left: int = Field(ge=1)
     calls_left: int = Field(ge=0)
+    # A workflow's agent: its instructions (the definition's text, set by the orchestrator from the pinned agent).
+    instructions: str | None = Field(default=None, max_length=32_000)
 
 
 class _NoArguments(BaseModel):
@@ -90,6 +92,8 @@ def agent_turn(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
         "turns_left": task.turns_left,
         "calls_left": task.calls_left,
     }
+    if task.instructions:
+        inputs["instructions"] = task.instructions
     response = call_llm(inp, clients, LLMTask.AGENT_TURN, inputs, AgentTurn)
     return ExecutorOutput(
         status="success",
