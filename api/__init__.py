@@ -5,6 +5,7 @@ import azure.durable_functions as df
 from api.health import register as register_health
 from api.jobs import register as register_jobs
 from api.maintenance import register as register_maintenance
+from api.runs import register as register_runs
 from api.ui import register as register_ui
 
 blueprint = df.Blueprint()
@@ -12,3 +13,4 @@ register_health(blueprint)
 register_jobs(blueprint)
 register_ui(blueprint)
 register_maintenance(blueprint)
+register_runs(blueprint)

@@ -57,13 +57,14 @@ from shared.executors import CALL_TOOL, input_for_text, kinds_where, lookup_kind
 from shared.jobs.models import StepState
 from shared.jobs.plan import PlanStep
 from shared.jobs.runs import LOAD_DEFINITION, PART_ORCHESTRATOR, PartResult, RunPart, RunSpec
+from shared.jobs.runs import TEAM_INPUTS as TEAM_SPEC
 
 TEMPLATE_REF = re.compile(r"\{([^{}]*)\}")
 # What a template shows of one value, and what a node's output summary shows in the view.
 MAX_TEMPLATE_VALUE = 4000
 MAX_PROMPT = 2000  # the Executor's question (AgentTurnTask.question)
 FINISH = "finish"
-TEAM_INPUTS = {"task": InputSpec(type="string", description="What the team works on")}
+TEAM_INPUTS = {name: InputSpec.model_validate(spec) for name, spec in TEAM_SPEC.items()}
 
 
 class WorkflowWalk:

@@ -19,6 +19,8 @@ RunKind = Literal["workflow", "team"]
 # The orchestrator of a part of a run (a parallel branch, a sub-workflow); never listed as a job.
 PART_ORCHESTRATOR = "workflow_part"
 LOAD_DEFINITION = "load_definition"
+# A team's one input (as an InputSpec of the definitions): the task its members work on.
+TEAM_INPUTS: dict[str, dict[str, Any]] = {"task": {"type": "string", "description": "What the team works on"}}
 
 
 class RunPart(BaseModel):

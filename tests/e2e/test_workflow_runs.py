@@ -1,0 +1,215 @@
+"""Workflow and team runs end to end on a devhost process: definitions saved through the API in Azurite, runs
+started through ``/api/{workflows,teams}/{id}/runs`` and followed through the job API, on the offline model.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from devhost.azurite import Azurite
+from tests.devhost.hostproc import REPO_ROOT, DevHostProcess
+from tests.jobs.jobclient import JobClient
+
+TOOL = "function.percent_change"
+
+
+@pytest.fixture(scope="module")
+def host(azurite: Azurite, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevHostProcess]:
+    env = {
+        "AzureWebJobsStorage": azurite.connection_string,
+        "DEFINITIONS_TABLE": "runs" + uuid.uuid4().hex[:12],
+        "JOB_RETRY_FIRST_INTERVAL_MS": "50",
+    }
+    proc = DevHostProcess(REPO_ROOT, tmp_path_factory.mktemp("runs-host"), env=env)
+    proc.start()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def jobs(host: DevHostProcess) -> JobClient:
+    return JobClient(host)
+
+
+def save(jobs: JobClient, plural: str, body: dict[str, Any]) -> dict[str, Any]:
+    """Create a definition, or update it to a new version when it exists."""
+    resp = jobs.http.post(f"/api/{plural}", json=body)
+    if resp.status_code == 409 and resp.json()["error"]["code"] == "DEFINITION_EXISTS":
+        resp = jobs.http.put(f"/api/{plural}/{body['id']}", json=body)
+    assert resp.status_code in (200, 201), resp.text
+    return dict(resp.json())
+
+
+def run(jobs: JobClient, plural: str, def_id: str, **body: Any) -> str:
+    resp = jobs.http.post(f"/api/{plural}/{def_id}/runs", json=body)
+    assert resp.status_code == 202, resp.text
+    return str(resp.json()["id"])
+
+
+def change(node_id: str, old: Any, **extra: Any) -> dict[str, Any]:
+    return {"id": node_id, "kind": "tool", "tool": TOOL, "input": {"old": old, "new": {"value": 100}}, **extra}
+
+
+def shown(view: dict[str, Any]) -> dict[str, str]:
+    return {s["id"]: s["state"] for s in view["steps"]}
+
+
+def test_a_workflow_of_step_condition_tool_and_agent_nodes_runs_as_a_job(jobs: JobClient) -> None:
+    save(jobs, "agents", {"id": "summariser", "name": "Summariser", "instructions": "Summarise in one line."})
+    save(
+        jobs,
+        "workflows",
+        {
+            "id": "returns-report",
+            "name": "Returns report",
+            "inputs": {"topic": {"type": "string"}, "old": {"type": "number", "required": False, "default": 80}},
+            "nodes": [
+                {"id": "docs", "kind": "step", "step": "consult_rag", "input": {"query": {"from": "input.topic"}}},
+                {
+                    "id": "found",
+                    "kind": "condition",
+                    "after": ["docs"],
+                    "if": {"left": "docs.chunks", "op": "truthy"},
+                    "then": ["growth"],
+                    "else": ["nothing"],
+                },
+                change("growth", {"from": "input.old"}),
+                change("nothing", {"value": 1}),
+                {
+                    "id": "summary",
+                    "kind": "agent",
+                    "agent": "summariser",
+                    "after": ["growth"],
+                    "input": {"prompt": {"template": "What does the policy say about {input.topic}?"}},
+                },
+            ],
+            "outputs": {"percent": {"from": "growth.data.percent_change"}, "summary": {"from": "summary.text"}},
+        },
+    )
+    run_id = run(jobs, "workflows", "returns-report", inputs={"topic": "refunds after 30 days"})
+    view = jobs.wait(run_id)
+    assert view["status"] == "completed", view.get("error")
+    assert view["run"]["outputs"]["percent"] == 25.0 and view["run"]["outputs"]["summary"]
+    assert shown(view) == {
+        "docs": "succeeded",
+        "found": "succeeded",
+        "growth": "succeeded",
+        "nothing": "skipped",
+        "summary": "succeeded",
+    }
+    listed = jobs.http.get("/api/jobs").json()["jobs"]
+    assert any(j["id"] == run_id and j["question"] == "workflow returns-report v1" for j in listed)
+
+
+def test_bad_inputs_are_400_naming_the_field(jobs: JobClient) -> None:
+    save(
+        jobs,
+        "workflows",
+        {
+            "id": "typed",
+            "name": "Typed",
+            "inputs": {"n": {"type": "integer"}},
+            "nodes": [change("c", {"from": "input.n"})],
+        },
+    )
+    for body, field in (
+        ({}, "inputs.n"),
+        ({"n": "five"}, "inputs.n"),
+        ({"n": True}, "inputs.n"),
+        ({"n": 1, "x": 2}, "inputs.x"),
+    ):
+        resp = jobs.http.post("/api/workflows/typed/runs", json={"inputs": body})
+        assert resp.status_code == 400, resp.text
+        assert resp.json()["error"]["code"] == "INVALID_INPUT" and resp.json()["error"]["field"] == field
+    resp = jobs.http.post("/api/workflows/typed/runs", json={"inputs": {"n": 1}, "version": 9})
+    assert resp.status_code == 404 and resp.json()["error"]["field"] == "version"
+    assert jobs.http.post("/api/workflows/ghost/runs", json={}).status_code == 404
+
+
+def test_a_human_node_waits_and_a_pinned_run_ignores_a_new_version(jobs: JobClient) -> None:
+    first = {
+        "id": "gated",
+        "name": "Gated",
+        "nodes": [
+            {"id": "ask", "kind": "human", "question": {"value": "Go on?"}, "options": ["yes", "no"]},
+            change("after_ask", {"value": 50}, after=["ask"]),
+        ],
+        "outputs": {"said": {"from": "ask.answer"}, "percent": {"from": "after_ask.data.percent_change"}},
+    }
+    save(jobs, "workflows", first)
+    run_id = run(jobs, "workflows", "gated")
+    waiting = jobs.wait(run_id, {"waiting_for_user"})["waiting"]
+    assert waiting["question_id"] == "ask-q1" and waiting["options"] == ["yes", "no"]
+    # The definition changes while the run waits: the run keeps version 1.
+    second = {**first, "nodes": [first["nodes"][0], change("after_ask", {"value": 20}, after=["ask"])]}
+    assert save(jobs, "workflows", second)["version"] == 2
+    # Delete is refused while the run is in flight.
+    resp = jobs.http.delete("/api/workflows/gated")
+    assert resp.status_code == 409 and resp.json()["error"]["code"] == "DEFINITION_IN_USE"
+    assert jobs.answer(run_id, "yes").status_code == 202
+    view = jobs.wait(run_id)
+    assert view["status"] == "completed"
+    assert view["run"] == {
+        "kind": "workflow",
+        "id": "gated",
+        "version": 1,
+        "outputs": {"said": "yes", "percent": 100.0},
+    }
+    # A new run takes version 2.
+    later = jobs.wait(run(jobs, "workflows", "gated"), {"waiting_for_user"})
+    assert jobs.answer(later["id"], "yes").status_code == 202
+    assert jobs.wait(later["id"])["run"]["outputs"] == {"said": "yes", "percent": 400.0}
+
+
+def test_a_parallel_branch_with_a_failing_member(jobs: JobClient) -> None:
+    save(
+        jobs,
+        "workflows",
+        {
+            "id": "fan",
+            "name": "Fan",
+            "nodes": [
+                {"id": "split", "kind": "parallel", "branches": ["good", "bad"]},
+                change("good", {"value": 80}),
+                change("bad", {"value": 0}),
+                {"id": "merge", "kind": "join", "after": ["good", "bad"], "on_failure": "continue"},
+            ],
+            "outputs": {"failed": {"from": "merge.failed"}},
+        },
+    )
+    view = jobs.wait(run(jobs, "workflows", "fan"))
+    assert view["status"] == "completed", view.get("error")
+    assert shown(view) == {"split": "succeeded", "good": "succeeded", "bad": "failed", "merge": "succeeded"}
+    assert view["run"]["outputs"] == {"failed": ["bad"]}
+    bad = next(s for s in view["steps"] if s["id"] == "bad")
+    assert bad["error"]["code"] == "INVALID_INPUT"
+
+
+@pytest.mark.parametrize(
+    "strategy",
+    [
+        {"type": "sequential"},
+        {"type": "parallel", "aggregator": "editor"},
+        {"type": "supervisor", "supervisor": "editor", "max_rounds": 2},
+    ],
+)
+def test_each_team_strategy_runs_on_the_offline_model(jobs: JobClient, strategy: dict[str, Any]) -> None:
+    for agent_id in ("researcher", "writer", "editor"):
+        save(jobs, "agents", {"id": agent_id, "name": agent_id, "instructions": f"You are the {agent_id}."})
+    team_id = f"crew-{strategy['type']}"
+    save(jobs, "teams", {"id": team_id, "name": "Crew", "agents": ["researcher", "writer"], "strategy": strategy})
+    run_id = run(jobs, "teams", team_id, inputs={"task": "What does the returns policy say about refunds?"})
+    view = jobs.wait(run_id, timeout_s=120)
+    assert view["status"] == "completed", view.get("error")
+    assert view["steps"] and all(s["state"] in ("succeeded", "skipped") for s in view["steps"])
+
+
+def test_a_team_run_needs_its_task(jobs: JobClient) -> None:
+    save(jobs, "agents", {"id": "solo", "name": "Solo", "instructions": "Work."})
+    save(jobs, "teams", {"id": "one", "name": "One", "agents": ["solo"], "strategy": {"type": "sequential"}})
+    resp = jobs.http.post("/api/teams/one/runs", json={"inputs": {}})
+    assert resp.status_code == 400 and resp.json()["error"]["field"] == "inputs.task"
