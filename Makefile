@@ -18,7 +18,7 @@ install: $(STAMP) $(AZURITE_STAMP)
 	@$(BIN)/python -m shared.providers.sql.sqlite_limits >/dev/null  # the SQLite limits extension (no-op when built)
 
 $(STAMP): requirements.txt requirements-dev.txt scripts/install-system-deps.sh
-	@echo "==> [1/4] system packages, only the missing ones (unixODBC, SQLite ODBC driver, gcc, chromium, postgresql)"
+	@echo "==> [1/4] system packages, only the missing ones (unixODBC, SQLite ODBC driver, gcc, chromium, postgresql, nodejs)"
 	@scripts/install-system-deps.sh
 	@echo "==> [2/4] virtual environment $(VENV)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,11 +30,11 @@ $(STAMP): requirements.txt requirements-dev.txt scripts/install-system-deps.sh
 	@echo "==> installed; next time this step is skipped (delete $(STAMP) to reinstall)"
 
 # Azurite (local Azure Storage emulator) from npm, pinned by tools/azurite/package-lock.json: devhost starts it
-# for apps on UseDevelopmentStorage=true, the tests through the `azurite` fixture. Node comes from the system step.
+# for apps on UseDevelopmentStorage=true, the tests through the `azurite` fixture. Node and npm come from the
+# system step of $(STAMP) (order-only: a newer venv does not reinstall Azurite).
 azurite: $(AZURITE_STAMP)
 
-$(AZURITE_STAMP): $(AZURITE_DIR)/package.json $(AZURITE_DIR)/package-lock.json scripts/install-system-deps.sh
-	@scripts/install-system-deps.sh
+$(AZURITE_STAMP): $(AZURITE_DIR)/package.json $(AZURITE_DIR)/package-lock.json | $(STAMP)
 	@echo "==> Azurite from npm (npm ci in $(AZURITE_DIR))"
 	@cd $(AZURITE_DIR) && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
 	@touch $(AZURITE_STAMP)

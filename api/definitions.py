@@ -156,6 +156,10 @@ async def create_definition(req: func.HttpRequest, plural: str) -> func.HttpResp
     body = _read_body(req)
     store = _store()
     definition = await asyncio.to_thread(_checked_in_store, kind, body, store)
+    head = await _in_store(store.head, kind, definition.id)
+    if head is not None and head.archived and not caller.sees({"owner": {"id": head.owner.id} if head.owner else None}):
+        # An archived id keeps its versions (pinned runs read them): only its owner (or an admin) takes it up again.
+        raise ApiError(409, "DEFINITION_EXISTS", f"{kind} id {definition.id!r} is taken; choose another", field="id")
     saved = await _in_store(store.save, definition, owner=_owner(caller), create=True)
     location = f"{req.url.split('?', 1)[0].rstrip('/')}/{definition.id}"
     return json_response(await _view(store, saved.head), 201, headers={"Location": location})

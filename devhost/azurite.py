@@ -27,12 +27,11 @@ from types import TracebackType
 # The development account every Azure Storage emulator accepts (documented, public, not a secret).
 ACCOUNT_NAME = "devstoreaccount1"
 ACCOUNT_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
-DEVELOPMENT_STORAGE = "UseDevelopmentStorage=true"
 ENV_BINARY = "DEVHOST_AZURITE"
 LOG_NAME = "azurite.log"
 SERVICES = ("blob", "queue", "table")
 _REPO_BINARY = Path(__file__).resolve().parents[1] / "tools" / "azurite" / "node_modules" / ".bin" / "azurite"
-_LISTENING = re.compile(r"Azurite (Blob|Queue|Table) service is successfully listening at http://[^\s:]+:(\d+)")
+_LISTENING = re.compile(r"Azurite (Blob|Queue|Table) service is successfully listening at https?://[^\s:]+:(\d+)")
 _PR_SET_PDEATHSIG = 1
 
 
@@ -48,17 +47,18 @@ class AzuriteEndpoints:
     blob_port: int
     queue_port: int
     table_port: int
+    scheme: str = "http"
 
     def url(self, service: str) -> str:
         """The account URL of one service (``blob``, ``queue`` or ``table``), path-style as Azurite serves it."""
         port = {"blob": self.blob_port, "queue": self.queue_port, "table": self.table_port}[service]
-        return f"http://{self.host}:{port}/{ACCOUNT_NAME}"
+        return f"{self.scheme}://{self.host}:{port}/{ACCOUNT_NAME}"
 
     @property
     def connection_string(self) -> str:
         """The development account's connection string at these ports."""
         return (
-            f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT_NAME};AccountKey={ACCOUNT_KEY};"
+            f"DefaultEndpointsProtocol={self.scheme};AccountName={ACCOUNT_NAME};AccountKey={ACCOUNT_KEY};"
             f"BlobEndpoint={self.url('blob')};QueueEndpoint={self.url('queue')};TableEndpoint={self.url('table')};"
         )
 
@@ -90,12 +90,29 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
 
 
 class Azurite:
-    """One Azurite process on loopback, with its data under ``location``."""
+    """One Azurite process on loopback, with its data under ``location``.
 
-    def __init__(self, location: Path, *, host: str = "127.0.0.1", startup_timeout_s: float = 60.0) -> None:
+    ``tls=(cert, key)`` serves HTTPS (PEM files); ``oauth=True`` also accepts bearer tokens (Azurite's
+    ``--oauth basic``: audience, issuer and lifetime are checked, the signature is not), which the SDKs
+    send only over TLS.
+    """
+
+    def __init__(
+        self,
+        location: Path,
+        *,
+        host: str = "127.0.0.1",
+        startup_timeout_s: float = 60.0,
+        tls: tuple[Path, Path] | None = None,
+        oauth: bool = False,
+    ) -> None:
+        if oauth and tls is None:
+            raise AzuriteError("Azurite accepts bearer tokens only over HTTPS: pass tls=(cert, key) with oauth.")
         self.location = Path(location)
         self.host = host
         self.startup_timeout_s = startup_timeout_s
+        self.tls = tls
+        self.oauth = oauth
         self.proc: subprocess.Popen[bytes] | None = None
         self.endpoints: AzuriteEndpoints | None = None
 
@@ -129,6 +146,8 @@ class Azurite:
             "--loose",  # ignore headers the emulator does not implement instead of failing the request
             "--disableTelemetry",  # tests and devhost reach nothing beyond loopback
             "--silent",
+            *(("--cert", str(self.tls[0]), "--key", str(self.tls[1])) if self.tls else ()),
+            *(("--oauth", "basic") if self.oauth else ()),
         ]
 
     def start(self) -> Azurite:
@@ -163,7 +182,8 @@ class Azurite:
         while True:
             ports = self._listening_ports()
             if len(ports) == len(SERVICES):
-                return AzuriteEndpoints(self.host, ports["blob"], ports["queue"], ports["table"])
+                scheme = "https" if self.tls else "http"
+                return AzuriteEndpoints(self.host, ports["blob"], ports["queue"], ports["table"], scheme)
             if self.proc.poll() is not None:
                 raise AzuriteError(f"Azurite exited with code {self.proc.returncode}:\n{self.output()}")
             if time.monotonic() > deadline:

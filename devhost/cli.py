@@ -81,6 +81,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="start with a new, empty durable store when the existing one is empty or missing (its jobs are lost)",
     )
+    serve.add_argument(
+        "--no-azurite",
+        action="store_true",
+        help="do not start Azurite for settings that are UseDevelopmentStorage=true (storage triggers then do not run)",
+    )
     serve.add_argument("--verbose", action="store_true", help="debug logging")
     from devhost.jobs.ask import add_parser as add_ask_parser  # noqa: PLC0415
 
@@ -98,7 +103,7 @@ def main(argv: list[str] | None = None, *, engine_factory: EngineFactory | None 
         from devhost.jobs.ask import main as ask_main  # noqa: PLC0415
 
         return ask_main(args)
-    if args.command == "jobs":
+    if args.command in ("jobs", "agents", "workflows", "teams"):
         from devhost.jobs.commands import main as jobs_main  # noqa: PLC0415
 
         return jobs_main(args)
@@ -132,6 +137,7 @@ def main(argv: list[str] | None = None, *, engine_factory: EngineFactory | None 
         verbose=args.verbose,
         sync=args.sync,
         reset_store=args.reset_store,
+        azurite=not args.no_azurite,
         easy_auth=easy_auth,
         cors=CorsPolicy.parse(
             args.cors if args.cors is not None else setting_text(host_settings.get("CORS")),

@@ -31,6 +31,8 @@ _TRIGGER_KINDS: dict[str, FunctionKind] = {
     "activitytrigger": "activity",
     "entitytrigger": "entity",
     "timertrigger": "timer",  # run by devhost.timers
+    "queuetrigger": "queue",  # run by devhost.triggers_storage (or listed with the reason it is not)
+    "blobtrigger": "blob",
 }
 # Trigger dict key that overrides the durable name, per trigger kind.
 _DURABLE_NAME_KEYS: dict[FunctionKind, str] = {

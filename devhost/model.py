@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-FunctionKind = Literal["http", "orchestrator", "activity", "entity", "timer", "other"]
+FunctionKind = Literal["http", "orchestrator", "activity", "entity", "timer", "queue", "blob", "other"]
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,13 @@ from typing import Any, Protocol
 
 import uvicorn
 
+from devhost.azurite import AzuriteError
 from devhost.http.durable_api import Engine
 from devhost.http.easyauth import ENV_FLAG, EasyAuthSimulation
 from devhost.http.keys import ENV_FUNCTION_KEY, ENV_MASTER_KEY, ENV_SYSTEM_KEY, HostKeys, KeysError, load_or_create_keys
 from devhost.http.server import DEVHOST_VERSION, CorsPolicy, DevHost
 from devhost.model import AppLoadError, LoadedApp
+from devhost.storage import DevelopmentStorage, start_development_storage
 
 log = logging.getLogger("devhost")
 
@@ -73,6 +75,8 @@ class ServeOptions:
     sync: str = "normal"
     easy_auth: EasyAuthSimulation | None = None
     reset_store: bool = False
+    # Start Azurite when a setting is UseDevelopmentStorage=true (devhost/storage.py); --no-azurite turns it off.
+    azurite: bool = True
 
 
 class EngineStartError(Exception):
@@ -197,7 +201,7 @@ async def run_host(
     on_started: Callable[[uvicorn.Server], None] | None = None,
 ) -> int:
     """Run the engine and the HTTP servers until a signal or a stop; the exit code."""
-    from devhost.loader import load_app  # noqa: PLC0415 - imported when serving, not at CLI import
+    from devhost.loader import load_local_settings  # noqa: PLC0415 - imported when serving, not at CLI import
 
     # The worker runs with cwd = app root; azure.durable_functions reads host.json from the cwd at import.
     os.chdir(options.app_dir)
@@ -207,6 +211,40 @@ async def run_host(
     if options.easy_auth is not None:
         # What App Service sets when Easy Auth is on; before the import, as the app may read it there.
         os.environ[ENV_FLAG] = "True"
+    # The settings first: development storage must be up, and the settings pointing at it, before the import.
+    load_local_settings(options.app_dir)
+    storage = _start_storage(options)
+    try:
+        return await _serve_app(
+            options, public, rpc, port, rpc_port, engine_factory, install_signals, on_started, storage
+        )
+    finally:
+        if storage is not None:
+            storage.stop()
+
+
+def _start_storage(options: ServeOptions) -> DevelopmentStorage | None:
+    if not options.azurite:
+        return None
+    try:
+        return start_development_storage(options.data_dir)
+    except AzuriteError as exc:
+        raise AppLoadError(f"{exc} (or run with --no-azurite)") from None
+
+
+async def _serve_app(
+    options: ServeOptions,
+    public: socket.socket,
+    rpc: socket.socket,
+    port: int,
+    rpc_port: int,
+    engine_factory: EngineFactory | None,
+    install_signals: bool,
+    on_started: Callable[[uvicorn.Server], None] | None,
+    storage: DevelopmentStorage | None,
+) -> int:
+    from devhost.loader import load_app  # noqa: PLC0415
+
     app = load_app(options.app_dir)
     options.data_dir.mkdir(parents=True, exist_ok=True)
     keys = load_or_create_keys(options.data_dir) if options.auth else None
@@ -228,6 +266,9 @@ async def run_host(
         timers = TimerTriggers(host)
     except ScheduleError as exc:
         raise AppLoadError(str(exc)) from None
+    from devhost.triggers_storage import StorageTriggers  # noqa: PLC0415
+
+    storage_triggers = StorageTriggers(host, os.environ, host_id=_host_id(options.app_dir))
     try:
         await engine.start()
     except Exception as exc:
@@ -240,14 +281,17 @@ async def run_host(
         _install_signal_handlers(public_server)
     rpc_task = asyncio.create_task(rpc_server.serve(sockets=[rpc]))
     timers.start()  # after the RPC listener: timer functions may use the durable client
+    storage_triggers.start()
     level = getattr(engine, "synchronous_level", None)
-    _print_banner(options, host, keys, port, rpc_port, level() if callable(level) else options.sync.upper())
+    sync_level = level() if callable(level) else options.sync.upper()
+    _print_banner(options, host, keys, port, rpc_port, sync_level, _storage_lines(storage, storage_triggers))
     if on_started is not None:
         on_started(public_server)
     try:
         await public_server.serve(sockets=[public])
     finally:
         await timers.stop()
+        await storage_triggers.stop()
         rpc_server.should_exit = True
         await rpc_task
         log.info("Stopping the host (grace %.1fs)", options.grace_s)
@@ -256,6 +300,22 @@ async def run_host(
         host.close()
     print("Host stopped.", flush=True)
     return EXIT_OK
+
+
+def _host_id(app_dir: Path) -> str:
+    """The id blob receipts are kept under (the host derives one from the app; lower case, max 32 chars)."""
+    name = "".join(ch if ch.isalnum() else "-" for ch in app_dir.name.lower()).strip("-") or "app"
+    return f"devhost-{name}"[:32]
+
+
+def _storage_lines(storage: DevelopmentStorage | None, triggers: Any) -> list[str]:
+    """The development storage line and one line per queue/blob function (run, or why not)."""
+    lines = [storage.describe()] if storage is not None else []
+    described = triggers.describe()
+    if described:
+        lines.append("Storage triggers:")
+        lines.extend(f"        {line}" for line in described)
+    return lines + [""] if lines else []
 
 
 def _uvicorn_config(app: DevHost, graceful_s: float) -> uvicorn.Config:
@@ -306,7 +366,13 @@ def _durability(level: str) -> str:
 
 
 def _print_banner(
-    options: ServeOptions, host: Any, keys: HostKeys | None, port: int, rpc_port: int, sync_level: str
+    options: ServeOptions,
+    host: Any,
+    keys: HostKeys | None,
+    port: int,
+    rpc_port: int,
+    sync_level: str,
+    storage_lines: list[str] | None = None,
 ) -> None:
     out = [f"devhost {DEVHOST_VERSION}: Azure Functions Python v2 app in {options.app_dir}", "", "Functions:", ""]
     for line in host.function_lines():
@@ -334,6 +400,7 @@ def _print_banner(
     out.append(f"        local RPC endpoint (loopback, no key): http://127.0.0.1:{rpc_port}/durabletask/")
     out.append(f"        durability: {_durability(sync_level)}")
     out.append("")
+    out.extend(storage_lines or [])
     out.append(
         f"Host started on http://{_display_host(options.host)}:{port} (pid {os.getpid()}); press Ctrl+C to stop."
     )

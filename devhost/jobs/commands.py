@@ -1,4 +1,5 @@
-"""``python -m devhost jobs list|show|attach|answer|cancel``: manage the jobs of a running host.
+"""``python -m devhost jobs list|show|attach|answer|cancel``: manage the jobs of a running host (and, through
+devhost/jobs/definitions.py, ``agents|workflows|teams list|show|apply``).
 
 Talks to the jobs API at ``--url`` with the function key found the way ``ask`` finds it (``--key``,
 ``DEVHOST_FUNCTION_KEY``, then ``<data>/keys.json``). Exit codes: 0 ok, 1 the job failed (show/attach),
@@ -32,6 +33,9 @@ from devhost.jobs.ask import (
     render_progress,
     render_result,
 )
+from devhost.jobs.definitions import CliError as DefinitionCliError
+from devhost.jobs.definitions import add_parsers as add_definition_parsers
+from devhost.jobs.definitions import run as run_definitions
 
 STATUSES = ["pending", "running", "waiting_for_user", "completed", "failed", "cancelled"]
 EXIT_FOR_STATUS = {"completed": EXIT_COMPLETED, "failed": EXIT_FAILED, "cancelled": EXIT_CANCELLED}
@@ -71,6 +75,8 @@ def add_parser(sub: Any) -> None:
     answer.add_argument(
         "--question-id", default=None, help="the question answered (default: the one the job waits on now)"
     )
+    # agents|workflows|teams list|show|apply: the same host options.
+    add_definition_parsers(sub, common)
 
 
 def _client(args: argparse.Namespace) -> tuple[httpx.Client, str]:
@@ -187,8 +193,10 @@ def main(args: argparse.Namespace) -> int:
     client, url = _client(args)
     try:
         with client:
+            if args.command != "jobs":
+                return run_definitions(args, client, url, console)
             return _run(args, client, url, console)
-    except CliError as exc:
+    except (CliError, DefinitionCliError) as exc:
         console.print(f"[red]error:[/] {exc}", highlight=False)
         return EXIT_USAGE
     except httpx.ConnectError:

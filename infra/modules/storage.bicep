@@ -13,7 +13,8 @@ param appPrincipalId string
 param durableBackend string
 
 // Built-in roles. Blob Data Owner is what the Functions host-storage guidance names for AzureWebJobsStorage
-// (host locks, keys, Flex deployment package); queues and tables only back the Azure Storage Durable provider.
+// (host locks, keys, Flex deployment package); queues only back the Azure Storage Durable provider. Table Data
+// Contributor is needed whatever the backend: the definitions store (agents, workflows, teams) is a table here.
 var storageBlobDataOwnerRoleId = 'b7e6dc6d-f1e8-4753-8033-0f276bb0955b'
 var storageQueueDataContributorRoleId = '974c5e8b-45b9-4653-ba55-5f855dd0fb88'
 var storageTableDataContributorRoleId = '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3'
@@ -79,7 +80,18 @@ resource appQueueDataContributor 'Microsoft.Authorization/roleAssignments@2022-0
   }
 }
 
-resource appTableDataContributor 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (durableNeedsQueuesAndTables) {
+// The definitions store's table (shared/definitions/store.py creates it too when it is missing, e.g. on Azurite).
+resource tableService 'Microsoft.Storage/storageAccounts/tableServices@2023-05-01' = {
+  parent: storage
+  name: 'default'
+}
+
+resource definitionsTable 'Microsoft.Storage/storageAccounts/tableServices/tables@2023-05-01' = {
+  parent: tableService
+  name: 'definitions'
+}
+
+resource appTableDataContributor 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
   name: guid(storage.id, appPrincipalId, storageTableDataContributorRoleId)
   scope: storage
   properties: {

@@ -40,13 +40,7 @@ class Graph:
 
     def reachable(self, start: str) -> set[str]:
         """Every node reachable from ``start`` (itself included)."""
-        seen, stack = {start}, [start]
-        while stack:
-            for nxt in self.edges.get(stack.pop(), []):
-                if nxt not in seen:
-                    seen.add(nxt)
-                    stack.append(nxt)
-        return seen
+        return {start} | _reach(start, self.edges)
 
     def runs_before(self, source: str, target: str) -> bool:
         """Whether ``source`` has finished (at least once) whenever ``target`` runs."""
@@ -100,45 +94,32 @@ def _node_edges(node: Node) -> Iterator[tuple[str, str]]:
 
 
 def _components(nodes: list[str], edges: dict[str, list[str]]) -> list[list[str]]:
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    on_stack: set[str] = set()
-    stack: list[str] = []
+    """The strongly connected components, in node order: a and b share one when each reaches the other.
+
+    A workflow has at most 64 nodes, so reachability from every node is cheap and plainer than Tarjan's.
+    """
+    reach = {node: _reach(node, edges) for node in nodes}
     found: list[list[str]] = []
-    counter = 0
-    for root in nodes:
-        if root in index:
+    placed: set[str] = set()
+    for node in nodes:
+        if node in placed:
             continue
-        work: list[tuple[str, int]] = [(root, 0)]
-        while work:
-            node, child = work.pop()
-            if child == 0:
-                index[node] = low[node] = counter
-                counter += 1
-                stack.append(node)
-                on_stack.add(node)
-            targets = edges.get(node, [])
-            if child < len(targets):
-                work.append((node, child + 1))
-                nxt = targets[child]
-                if nxt not in index:
-                    work.append((nxt, 0))
-                elif nxt in on_stack:
-                    low[node] = min(low[node], index[nxt])
-                continue
-            if low[node] == index[node]:
-                component = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.append(member)
-                    if member == node:
-                        break
-                found.append(component[::-1])
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[node])
+        component = [other for other in nodes if other == node or (other in reach[node] and node in reach[other])]
+        placed.update(component)
+        found.append(component)
     return found
+
+
+def _reach(start: str, edges: dict[str, list[str]]) -> set[str]:
+    """The nodes reachable from ``start`` by one edge or more."""
+    seen: set[str] = set()
+    stack = list(edges.get(start, []))
+    while stack:
+        current = stack.pop()
+        if current not in seen:
+            seen.add(current)
+            stack.extend(edges.get(current, []))
+    return seen
 
 
 # --- Structural checks ------------------------------------------------------------------------------------
@@ -152,7 +133,30 @@ def structure_issues(workflow: Workflow, graph: Graph) -> list[Issue]:
     issues.extend(_cycle_issues(workflow, graph))
     if not issues:
         issues.extend(_reach_issues(workflow, graph))
+        issues.extend(_loop_edge_issues(workflow, graph))
     return issues
+
+
+def _loop_edge_issues(workflow: Workflow, graph: Graph) -> Iterator[Issue]:
+    """A loop is entered and left through its loop node: no edge crosses into or out of its body otherwise."""
+    for i, node in enumerate(workflow.nodes):
+        inside = graph.loop_of.get(node.id)
+        for j, before in enumerate(node.after):
+            loop = graph.loop_of.get(before)
+            if loop is not None and loop != inside:
+                yield _issue(
+                    f"nodes.{i}.after.{j}",
+                    "INVALID_GRAPH",
+                    f"node {node.id!r} waits for {before!r} inside loop {loop!r}: wait for the loop instead",
+                    node.id,
+                )
+            elif inside is not None and loop is None and inside not in _reach(before, graph.edges):
+                yield _issue(
+                    f"nodes.{i}.after.{j}",
+                    "INVALID_GRAPH",
+                    f"node {node.id!r} in loop {inside!r} waits for {before!r}, which does not run before the loop",
+                    node.id,
+                )
 
 
 def _id_issues(workflow: Workflow) -> Iterator[Issue]:

@@ -282,6 +282,7 @@ class WorkflowCheck:
         self.nodes = {node.id: node for node in reversed(workflow.nodes)}
         self.graph = graph.Graph.of(workflow)
         self.outputs: dict[str, JsonSchema] = {}
+        self.typed = True
 
     def add(self, path: str, code: str, message: str, node: str | None = None) -> None:
         """Record one issue."""
@@ -294,15 +295,17 @@ class WorkflowCheck:
 
     def run(self) -> list[Issue]:
         """Every problem of the workflow."""
-        for issue in graph.structure_issues(self.wf, self.graph):
-            self.issues.append(issue)
-        if self.issues:  # references and types mean little on a broken graph
-            return self.issues
+        self.issues.extend(graph.structure_issues(self.wf, self.graph))
+        # On a broken graph, what runs before what means little: only the references to other definitions,
+        # step kinds and tools are checked, not the mappings.
+        self.typed = not self.issues
+        self._input_defaults()
         self.outputs = {node.id: self.output_of(node) for node in self.wf.nodes}
         for node in self.wf.nodes:
             self._node(node)
-        for name, mapping in self.wf.outputs.items():
-            self.mapping(f"outputs.{name}", mapping, ANY, None)
+        if self.typed:
+            for name, mapping in self.wf.outputs.items():
+                self.mapping(f"outputs.{name}", mapping, ANY, None)
         return self.issues
 
     # --- what each node produces and needs -------------------------------------------------------------
@@ -344,13 +347,27 @@ class WorkflowCheck:
         elif isinstance(node, ToolNode):
             self._tool_node(node)
         elif isinstance(node, HumanNode):
-            self.mapping(self.node_path(node.id, "question"), node.question, {"type": "string"}, node.id)
+            self._human_node(node)
         elif isinstance(node, WorkflowNode):
             self._workflow_node(node)
         elif isinstance(node, ConditionNode):
             self.condition(self.node_path(node.id, "if"), node.if_, node.id)
         elif isinstance(node, LoopNode) and node.until is not None:
             self.condition(self.node_path(node.id, "until"), node.until, node.id)
+
+    def _human_node(self, node: HumanNode) -> None:
+        if not node.options and not node.free_text:
+            message = f"human node {node.id!r} needs options or free_text: true, or nobody can answer it"
+            self.add(self.node_path(node.id, "options"), "INVALID_FIELD", message, node.id)
+        if self.typed:
+            self.mapping(self.node_path(node.id, "question"), node.question, {"type": "string"}, node.id)
+
+    def _input_defaults(self) -> None:
+        for name, spec in self.wf.inputs.items():
+            if spec.default is not None and not compatible(_literal_schema(spec.default), {"type": spec.type}):
+                found = describe(_literal_schema(spec.default))
+                message = f"the default of input {name!r} is {found}, not {spec.type}"
+                self.add(f"inputs.{name}.default", "TYPE_MISMATCH", message)
 
     def _agent_node(self, node: AgentNode) -> None:
         if self.resolver.find("agent", node.agent, node.version) is None:
@@ -414,6 +431,8 @@ class WorkflowCheck:
 
     def inputs(self, node_id: str, given: dict[str, Any], target: JsonSchema) -> None:
         """Check a node's input mappings against the schema of what it accepts."""
+        if not self.typed:
+            return
         props = target.get("properties") if isinstance(target.get("properties"), dict) else None
         for name, mapping in given.items():
             path = self.node_path(node_id, f"input.{name}")
@@ -498,6 +517,8 @@ class WorkflowCheck:
 
     def condition(self, path: str, cond: Condition, node_id: str) -> None:
         """Check a condition: its left side resolves, and the operator and right side fit its type."""
+        if not self.typed:
+            return
         left = self.reference(cond.left, node_id, f"{path}.left")
         if left is None or cond.op in ("exists", "truthy"):
             return

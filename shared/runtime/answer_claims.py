@@ -6,7 +6,8 @@ must be atomic across app instances, so it lives next to the partial output stor
 (``PARTIAL_OUTPUT_STORE`` chooses the backend):
 - ``local``: a SQLite table with a primary key; ``INSERT OR IGNORE`` creates the claim or changes nothing.
 - ``azure_blob``: an empty blob per claim in the host's storage account, created with ``If-None-Match: *``
-  (the service refuses a second create with 409), reached with the app's managed identity.
+  (the service refuses a second create with 409), reached with the app's managed identity (``build_claims``
+  also takes a key-based connection string, e.g. Azurite's).
 The orchestrator never reads claims, so replay stays deterministic.
 """
 
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from shared.jobs.contracts import ErrorCode, ProviderError
 from shared.runtime.localstore import BLOB_TIMEOUT_S as TIMEOUT_S
-from shared.runtime.localstore import ContainerOnce, SqliteFile
+from shared.runtime.localstore import ContainerOnce, SqliteFile, blob_service_client
 
 if TYPE_CHECKING:
     from shared.runtime.settings import Settings
@@ -117,26 +118,27 @@ def build_claims(
     blob_service_uri: str | None = None,
     credential: Any = None,
     connection_verify: bool | str | None = None,
+    connection_string: str | None = None,
 ) -> AnswerClaims:
     """Build the claims store the settings choose; ProviderError(CONFIG_ERROR) when it cannot be built."""
-    if blob_service_uri is None and claims_kind(settings) == "local":
+    if blob_service_uri is None and connection_string is None and claims_kind(settings) == "local":
         return SqliteAnswerClaims(Path(settings.partial_output_path).parent / CLAIMS_FILE)
     uri = blob_service_uri or os.environ.get("AzureWebJobsStorage__blobServiceUri")
-    if not uri:
+    if not uri and not connection_string:
         raise ProviderError(
             ErrorCode.CONFIG_ERROR,
             "answer claims on Azure Blob need AzureWebJobsStorage__blobServiceUri (the host storage's blob endpoint)",
         )
-    from azure.storage.blob import BlobServiceClient
-
-    if credential is None:
-        from azure.identity import DefaultAzureCredential
-
-        credential = DefaultAzureCredential(managed_identity_client_id=settings.azure_client_id)
-    kwargs: dict[str, Any] = {"retry_total": 2}
-    if connection_verify is not None:
-        kwargs["connection_verify"] = connection_verify
-    service = BlobServiceClient(uri, credential=credential, **kwargs)
+    try:
+        service = blob_service_client(
+            blob_service_uri=uri,
+            connection_string=connection_string,
+            credential=credential,
+            connection_verify=connection_verify,
+            client_id=settings.azure_client_id,
+        )
+    except ValueError as exc:  # a malformed connection string
+        raise ProviderError(ErrorCode.CONFIG_ERROR, f"the blob storage connection string is not usable: {exc}") from exc
     return BlobAnswerClaims(service.get_container_client(CLAIMS_CONTAINER))
 
 

@@ -63,3 +63,27 @@ class ContainerOnce:
         except ResourceExistsError:
             pass
         self._ready = True
+
+
+def blob_service_client(
+    *,
+    blob_service_uri: str | None,
+    connection_string: str | None,
+    credential: Any,
+    connection_verify: bool | str | None,
+    client_id: str | None,
+) -> Any:
+    """A BlobServiceClient: on ``blob_service_uri`` with a token credential (the managed identity when none is
+    given), or else from a connection string; the caller has checked that one of the two is there."""
+    from azure.storage.blob import BlobServiceClient
+
+    kwargs: dict[str, Any] = {"retry_total": 2}
+    if connection_verify is not None:
+        kwargs["connection_verify"] = connection_verify
+    if not blob_service_uri and connection_string:
+        return BlobServiceClient.from_connection_string(connection_string, **kwargs)
+    if credential is None:
+        from azure.identity import DefaultAzureCredential
+
+        credential = DefaultAzureCredential(managed_identity_client_id=client_id)
+    return BlobServiceClient(blob_service_uri or "", credential=credential, **kwargs)

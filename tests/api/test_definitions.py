@@ -156,6 +156,8 @@ SUB_CALL = {"id": "sub", "kind": "workflow", "workflow": "inner", "input": {"q":
 INVALID = [
     ("agents", {**WRITER, "temperature": 1}, "temperature", "INVALID_FIELD"),
     ("agents", {**WRITER, "id": "Not A Slug"}, "id", "INVALID_FIELD"),
+    # Who owns a definition comes from the signed-in principal alone, never from the body.
+    ("agents", {**WRITER, "owner": {"id": "oid-mallory"}}, "owner", "INVALID_FIELD"),
     ("agents", {**WRITER, "tools": ["teleport"]}, "tools.0", "UNKNOWN_TOOL"),
     ("agents", {**WRITER, "tools": ["http.weather"]}, "tools.0", "UNKNOWN_TOOL"),
     ("agents", {**WRITER, "tools": ["consult_rag", "consult_rag"]}, "tools.1", "DUPLICATE_TOOL"),
@@ -195,6 +197,11 @@ INVALID = [
     ("workflows", flow(ask(), {"id": "c", "kind": "condition", "after": ["ask"],
                                "if": {"left": "ask.score", "op": "eq", "right": "high"}}),
      "nodes.1.if.right", "TYPE_MISMATCH"),
+    ("workflows", flow({"id": "h", "kind": "human", "question": {"value": "?"}}), "nodes.0.options", "INVALID_FIELD"),
+    ("workflows", {**flow(ask()), "inputs": {"q": {"type": "integer", "default": "x"}}}, "inputs.q.default",
+     "TYPE_MISMATCH"),
+    ("workflows", flow(ask("a"), {"id": "l", "kind": "loop", "after": ["a"], "body": ["b"], "max_iterations": 2},
+                       ask("b"), ask("c", after=["b"])), "nodes.3.after.0", "INVALID_GRAPH"),
     ("workflows", flow({**SUB_CALL, "workflow": "ghost"}), "nodes.0.workflow", "UNKNOWN_WORKFLOW"),
     ("workflows", flow({**SUB_CALL, "input": {"q": {"value": 1}}}), "nodes.0.input.q", "TYPE_MISMATCH"),
 ]  # fmt: skip
@@ -297,6 +304,11 @@ def test_with_easy_auth_each_user_sees_their_own_definitions(env: pytest.MonkeyP
     mine = call("GET", "agents", headers=principal("alice"))[1]["agents"]
     assert [a["id"] for a in mine] == ["writer"]
     assert call("GET", "agents/writer", headers=principal("carol", "Jobs.Admin"))[0] == 200
+    # An archived id stays alice's: bob cannot take it up (and so read its old versions).
+    assert call("DELETE", "agents/writer", headers=principal("alice"))[0] == 200
+    assert error(*call("POST", "agents", WRITER, headers=principal("bob"))) == (409, "DEFINITION_EXISTS", "id")
+    revived = call("POST", "agents", WRITER, headers=principal("alice"))[1]
+    assert revived["version"] == 2  # taken up again: the version numbers go on
 
 
 # ----- /api/llm -----------------------------------------------------------------------------------------------

@@ -347,3 +347,30 @@ def test_validate_takes_a_catalog_of_its_own() -> None:
     node = {"id": "s", "kind": "step", "step": "consult_rag", "input": {"query": {"value": "q"}}}
     definition = parse("workflow", wf(node))
     assert [i.code for i in validate(definition, SAVED, Catalog())] == ["UNKNOWN_STEP"]
+
+
+def test_a_broken_graph_still_reports_unknown_references_but_no_types() -> None:
+    found = issues("workflow", wf(ask("a", agent="ghost"), ask("b", after=["c"]), ask("c", after=["b"])))
+    assert [(i.path, i.code) for i in found] == [("nodes.1.after", "CYCLE"), ("nodes.0.agent", "UNKNOWN_AGENT")]
+
+
+def test_loops_are_entered_and_left_through_the_loop_node() -> None:
+    loop = {"id": "l", "kind": "loop", "after": ["a"], "body": ["b"], "max_iterations": 2}
+    found = issues("workflow", wf(ask("a"), loop, ask("b"), ask("c", after=["b"])))
+    assert [(i.path, i.code, i.node) for i in found] == [("nodes.3.after.0", "INVALID_GRAPH", "c")]
+    assert "wait for the loop" in found[0].message
+    # A body node waiting for a node that runs only after the loop.
+    late = issues("workflow", wf(ask("a"), loop, ask("b", after=["c"]), ask("c", after=["l"])))
+    assert ("nodes.2.after.0", "INVALID_GRAPH") in [(i.path, i.code) for i in late]
+    check("workflow", wf(ask("a"), loop, ask("b", after=["a"]), ask("c", after=["l"])), SAVED, CATALOG)
+
+
+def test_a_human_node_must_be_answerable_and_defaults_fit_their_input() -> None:
+    human = {"id": "h", "kind": "human", "question": {"value": "ok?"}}
+    issue = one("workflow", wf(human))
+    assert (issue.path, issue.code) == ("nodes.0.options", "INVALID_FIELD")
+    check("workflow", wf({**human, "free_text": True}), SAVED, CATALOG)
+    bad = one(
+        "workflow", {**wf(ask()), "inputs": {"region": {"type": "string"}, "n": {"type": "integer", "default": "x"}}}
+    )
+    assert (bad.path, bad.code) == ("inputs.n.default", "TYPE_MISMATCH")

@@ -6,7 +6,8 @@ instances share it: the instance running the activity appends, any instance serv
 Each blob is ``<job id>/<step id>``; its metadata holds the attempt it belongs to and whether it is
 complete. A new attempt recreates the blob (empty) before appending. One attempt runs in one
 activity invocation, so the attempt a blob was created for is remembered in this process and each
-flush is a single Append Block call.
+flush is a single Append Block call. ``build_blob_store`` also takes a key-based connection string
+(e.g. Azurite's, the local storage emulator).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from shared.jobs.contracts import ErrorCode, ProviderError
 from shared.runtime.localstore import BLOB_TIMEOUT_S as TIMEOUT_S
-from shared.runtime.localstore import ContainerOnce
+from shared.runtime.localstore import ContainerOnce, blob_service_client
 from shared.runtime.streaming.base import DONE_TTL_S, MAX_AGE_S, PartialOutput
 
 if TYPE_CHECKING:
@@ -122,32 +123,34 @@ def build_blob_store(
     *,
     credential: TokenCredential | None = None,
     connection_verify: bool | str | None = None,
+    connection_string: str | None = None,
 ) -> BlobPartialOutputStore:
-    """The store on ``blob_service_uri`` with the managed identity (no network until first use)."""
-    if not blob_service_uri:
+    """The store on ``blob_service_uri`` with the managed identity, or on a key-based connection string;
+    no network until first use."""
+    if not blob_service_uri and not connection_string:
         raise ProviderError(
             ErrorCode.CONFIG_ERROR,
             "PARTIAL_OUTPUT_STORE=azure_blob needs AzureWebJobsStorage__blobServiceUri (the host storage's "
             "blob endpoint); use PARTIAL_OUTPUT_STORE=local or off elsewhere",
         )
     try:
-        from azure.storage.blob import BlobServiceClient
+        service = blob_service_client(
+            blob_service_uri=blob_service_uri,
+            connection_string=connection_string,
+            credential=credential,
+            connection_verify=connection_verify,
+            client_id=settings.azure_client_id,
+        )
     except ImportError as exc:  # pragma: no cover - the package is in requirements.txt
         raise ProviderError(
             ErrorCode.CONFIG_ERROR, "PARTIAL_OUTPUT_STORE=azure_blob needs the azure-storage-blob package"
         ) from exc
-    if credential is None:
-        from azure.identity import DefaultAzureCredential
-
-        credential = DefaultAzureCredential(managed_identity_client_id=settings.azure_client_id)
-    kwargs: dict[str, Any] = {"retry_total": 2}
-    if connection_verify is not None:
-        kwargs["connection_verify"] = connection_verify
-    service = BlobServiceClient(blob_service_uri, credential=credential, **kwargs)
+    except ValueError as exc:  # a malformed connection string
+        raise ProviderError(ErrorCode.CONFIG_ERROR, f"the blob storage connection string is not usable: {exc}") from exc
     logger.info(
         "partial output: append blobs in %s/%s (%s)",
-        blob_service_uri.rstrip("/"),
+        service.url.rstrip("/"),
         settings.partial_output_container,
-        type(credential).__name__,
+        "identity" if blob_service_uri else "connection string",
     )
     return BlobPartialOutputStore(service.get_container_client(settings.partial_output_container))

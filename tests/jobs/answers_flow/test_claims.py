@@ -1,40 +1,33 @@
-"""First-wins answer claims: exactly one of many concurrent claims on a question succeeds, on both stores."""
+"""First-wins answer claims: exactly one of many concurrent claims on a question succeeds, on both stores
+(the blob store against Azurite, which arbitrates the conditional creates as the service does)."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from shared.runtime.answer_claims import AnswerClaims, BlobAnswerClaims, SqliteAnswerClaims, build_claims, claims_kind
+from devhost.azurite import Azurite
+from shared.runtime.answer_claims import (
+    CLAIMS_CONTAINER,
+    AnswerClaims,
+    BlobAnswerClaims,
+    SqliteAnswerClaims,
+    build_claims,
+    claims_kind,
+)
 from shared.runtime.settings import Settings
-from tests.fakes.blob_server import FakeBlobServer
-from tests.fakes.credentials import StaticTokenCredential
-
-TOKEN = "claims-token"
-
-
-@pytest.fixture(scope="module")
-def blobs() -> Iterator[FakeBlobServer]:
-    with FakeBlobServer(token=TOKEN) as server:
-        yield server
 
 
 @pytest.fixture(params=["local", "azure_blob"])
 def claims(request: pytest.FixtureRequest, tmp_path: Path) -> AnswerClaims:
     if request.param == "local":
         return SqliteAnswerClaims(tmp_path / "claims.sqlite3")
-    blobs: FakeBlobServer = request.getfixturevalue("blobs")
-    store = build_claims(
-        Settings(),
-        blob_service_uri=blobs.endpoint,
-        credential=StaticTokenCredential(TOKEN),
-        connection_verify=blobs.ca_file,
-    )
+    azurite: Azurite = request.getfixturevalue("azurite")
+    store = build_claims(Settings(), connection_string=azurite.connection_string)
     assert isinstance(store, BlobAnswerClaims)
     return store
 
@@ -63,17 +56,18 @@ def test_two_processes_share_the_local_store(tmp_path: Path) -> None:
     assert second.claim("j", "q") is False
 
 
-def test_the_blob_claim_is_a_conditional_create(blobs: FakeBlobServer) -> None:
-    store = build_claims(
-        Settings(),
-        blob_service_uri=blobs.endpoint,
-        credential=StaticTokenCredential(TOKEN),
-        connection_verify=blobs.ca_file,
-    )
+def test_the_blob_claim_is_a_conditional_create(azurite: Azurite) -> None:
+    """The claim is an empty blob the service creates only if none exists: one that is there already wins."""
+    store = build_claims(Settings(), connection_string=azurite.connection_string)
+    assert isinstance(store, BlobAnswerClaims)
     job = f"job-{time.monotonic_ns()}"
     assert store.claim(job, "s1-q3") is True
-    puts = [r for r in blobs.requests if r.method == "PUT" and r.path.endswith(f"{job}/s1-q3")]
-    assert puts and puts[0].headers.get("if-none-match") == "*"
+    container = store.container
+    assert container.container_name == CLAIMS_CONTAINER
+    assert container.get_blob_client(f"{job}/s1-q3").get_blob_properties().size == 0
+    # A claim another instance made (here written straight to the service) is honoured.
+    container.upload_blob(f"{job}/s1-q4", b"")
+    assert store.claim(job, "s1-q4") is False
 
 
 def test_the_store_follows_the_partial_output_setting(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
