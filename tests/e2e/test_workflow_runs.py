@@ -4,6 +4,8 @@ started through ``/api/{workflows,teams}/{id}/runs`` and followed through the jo
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -213,3 +215,34 @@ def test_a_team_run_needs_its_task(jobs: JobClient) -> None:
     save(jobs, "teams", {"id": "one", "name": "One", "agents": ["solo"], "strategy": {"type": "sequential"}})
     resp = jobs.http.post("/api/teams/one/runs", json={"inputs": {}})
     assert resp.status_code == 400 and resp.json()["error"]["field"] == "inputs.task"
+
+
+def cli(host: DevHostProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    assert host.keys is not None
+    command = [sys.executable, "-m", "devhost", *args, "--url", host.base_url, "--key", host.keys.function]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=REPO_ROOT, check=False)
+
+
+def test_the_cli_runs_a_workflow_and_a_team_and_follows_them(host: DevHostProcess, jobs: JobClient) -> None:
+    save(
+        jobs,
+        "workflows",
+        {
+            "id": "cli-flow",
+            "name": "CLI",
+            "inputs": {"old": {"type": "number"}},
+            "nodes": [change("c", {"from": "input.old"})],
+            "outputs": {"percent": {"from": "c.data.percent_change"}},
+        },
+    )
+    done = cli(host, "workflows", "run", "cli-flow", "--input", "old=80", "--no-input")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert '"percent": 25.0' in done.stdout and "cli-flow v1" in done.stdout
+    bad = cli(host, "workflows", "run", "cli-flow", "--input", "old=eighty", "--no-input")
+    assert bad.returncode == 2 and "inputs.old" in bad.stdout + bad.stderr
+    save(jobs, "agents", {"id": "solo", "name": "Solo", "instructions": "Work."})
+    save(jobs, "teams", {"id": "one", "name": "One", "agents": ["solo"], "strategy": {"type": "sequential"}})
+    team = cli(host, "teams", "run", "one", "--task", "What does the returns policy say?", "--no-input")
+    assert team.returncode == 0, team.stdout + team.stderr
+    waits = cli(host, "workflows", "run", "gated", "--no-input")
+    assert waits.returncode == 4, waits.stdout + waits.stderr  # waits for a person: exit 4, as ask does
