@@ -449,8 +449,10 @@ class WorkflowWalk:
 
     def run_agent(self, step: StepState, agent_id: str, version: int | None, prompt: str) -> Gen:
         """An agent: its Executor loop (its instructions, tools, bounds, models), then its answer over what it found."""
-        agent = yield from self.load("agent", agent_id, self.pinned("agent", agent_id, version))
+        pinned = self.pinned("agent", agent_id, version)
+        agent = yield from self.load("agent", agent_id, pinned)
         assert isinstance(agent, Agent)
+        step.tool_input = f"{agent_id} v{pinned}"  # which agent ran: the view and /api/logs show it
         profile = self.profile(agent, step.id)
         found = yield from AgentLoop(self.run, prompt[:MAX_PROMPT] or agent.name, step, profile).work_step()
         kind = sorted(kinds_where(lambda spec: spec.writes_answer))[0]

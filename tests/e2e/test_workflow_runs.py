@@ -246,3 +246,40 @@ def test_the_cli_runs_a_workflow_and_a_team_and_follows_them(host: DevHostProces
     assert team.returncode == 0, team.stdout + team.stderr
     waits = cli(host, "workflows", "run", "gated", "--no-input")
     assert waits.returncode == 4, waits.stdout + waits.stderr  # waits for a person: exit 4, as ask does
+
+
+def test_logs_across_runs_with_filters_paging_and_the_active_runs(jobs: JobClient) -> None:
+    def logs(**params: Any) -> dict[str, Any]:
+        resp = jobs.http.get("/api/logs", params=params)
+        assert resp.status_code == 200, resp.text
+        return dict(resp.json())
+
+    fan = logs(workflow="fan")["entries"]
+    assert {(e["node"], e["state"]) for e in fan} == {
+        ("split", "succeeded"),
+        ("good", "succeeded"),
+        ("bad", "failed"),
+        ("merge", "succeeded"),
+    }
+    assert all(e["run"] == {"kind": "workflow", "id": "fan", "version": 1} for e in fan)
+    failed = logs(workflow="fan", status="failed")["entries"]
+    assert [(e["node"], e["error"]) for e in failed] == [("bad", "INVALID_INPUT")]
+    by_agent = logs(agent="summariser")["entries"]
+    assert by_agent and all(e["node"] == "summary" and e["kind"] == "agent" for e in by_agent)
+    assert logs(agent="summariser", until="2000-01-01T00:00:00Z")["entries"] == []
+    # Paging by runs: one run per page, the cursor leads to the older ones, never the same run twice.
+    seen: list[str] = []
+    page = logs(limit=1)
+    for _ in range(4):
+        runs = {e["run_id"] for e in page["entries"]}
+        assert len(runs) <= 1 and not runs & set(seen)
+        seen.extend(runs)
+        if not page["next_cursor"]:
+            break
+        page = logs(limit=1, cursor=page["next_cursor"])
+    assert len(seen) >= 3
+    # The run the CLI left waiting is active, with its current step.
+    active = logs(workflow="gated")["active"]
+    assert any(a["status"] == "waiting_for_user" and a["current"]["node"] == "ask" for a in active)
+    resp = jobs.http.get("/api/logs", params={"status": "exploded"})
+    assert resp.status_code == 400 and resp.json()["error"]["field"] == "status"
