@@ -4,10 +4,14 @@ started through ``/api/{workflows,teams}/{id}/runs`` and followed through the jo
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -283,3 +287,70 @@ def test_logs_across_runs_with_filters_paging_and_the_active_runs(jobs: JobClien
     assert any(a["status"] == "waiting_for_user" and a["current"]["node"] == "ask" for a in active)
     resp = jobs.http.get("/api/logs", params={"status": "exploded"})
     assert resp.status_code == 400 and resp.json()["error"]["field"] == "status"
+
+
+def executions(host: DevHostProcess) -> Counter[str]:
+    """How many times each activity started, over every life of the host (its log is appended)."""
+    return Counter(re.findall(r"Executing 'Functions\.(\w+)'", host.output()))
+
+
+def instance(host: DevHostProcess, instance_id: str) -> dict[str, Any]:
+    resp = host.client.get(host.webhook(f"instances/{instance_id}"), params=host.system_code)
+    return dict(resp.json()) if resp.status_code == 200 else {}
+
+
+def until(check: Any, what: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_kill_during_a_fan_out_then_restart_reruns_only_the_branch_in_flight(azurite: Azurite, tmp_path: Path) -> None:
+    env = {
+        "AzureWebJobsStorage": azurite.connection_string,
+        "DEFINITIONS_TABLE": "kill" + uuid.uuid4().hex[:12],
+        # The SQL writer's model call takes a minute the first time: that branch is in flight at the kill.
+        "OFFLINE_LLM_FAULTS": "write_sql:DELAY:1:60000",
+    }
+    host = DevHostProcess(REPO_ROOT, tmp_path / "data", env=env).start()
+    try:
+        jobs = JobClient(host)
+        save(
+            jobs,
+            "workflows",
+            {
+                "id": "fan-kill",
+                "name": "Fan",
+                "nodes": [
+                    {"id": "split", "kind": "parallel", "branches": ["fast", "slow"]},
+                    change("fast", {"value": 80}),
+                    {
+                        "id": "slow",
+                        "kind": "step",
+                        "step": "execute_azure_sql",
+                        "input": {"question": {"value": "How many orders were there in 2025?"}},
+                    },
+                    {"id": "merge", "kind": "join", "after": ["fast", "slow"]},
+                ],
+                "outputs": {"percent": {"from": "fast.data.percent_change"}, "rows": {"from": "slow.row_count"}},
+            },
+        )
+        run_id = run(jobs, "workflows", "fan-kill")
+        until(lambda: executions(host)["execute_azure_sql"] == 1, "the slow branch's SQL call to start")
+        until(lambda: instance(host, f"{run_id}:fast").get("runtimeStatus") == "Completed", "the fast branch")
+        host.kill()
+        host.extra_env.pop("OFFLINE_LLM_FAULTS")
+        host.start()
+        view = JobClient(host).wait(run_id, timeout_s=90)
+        assert view["status"] == "completed", view.get("error")
+        assert view["run"]["outputs"]["percent"] == 25.0 and view["run"]["outputs"]["rows"] == 1
+        assert shown(view) == {"split": "succeeded", "fast": "succeeded", "slow": "succeeded", "merge": "succeeded"}
+        ran = executions(host)
+        # The finished branch's tool ran once in all; only the call in flight at the kill ran again.
+        assert ran["call_tool"] == 1 and ran["execute_azure_sql"] == 2, ran
+        assert ran["load_definition"] == 3, ran  # the root and each branch once: none of them loaded again
+    finally:
+        host.stop()
