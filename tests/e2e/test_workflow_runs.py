@@ -221,6 +221,18 @@ def test_a_team_run_needs_its_task(jobs: JobClient) -> None:
     assert resp.status_code == 400 and resp.json()["error"]["field"] == "inputs.task"
 
 
+def test_the_built_in_ask_workflow_is_todays_job(jobs: JobClient) -> None:
+    run_id = run(jobs, "workflows", "ask", inputs={"question": "What does the returns policy say about refunds?"})
+    view = jobs.wait(run_id)
+    assert view["status"] == "completed" and view["plan"]["status"] == "planned"
+    assert view["run"] is None and view["answer"]["text"]
+    assert view["question"] == "What does the returns policy say about refunds?"
+    resp = jobs.http.post("/api/workflows/ask/runs", json={"inputs": {"question": "q", "mode": "wild"}})
+    assert resp.status_code == 400 and resp.json()["error"]["field"] == "inputs.mode"
+    entries = jobs.http.get("/api/logs", params={"workflow": "ask", "run": run_id}).json()["entries"]
+    assert entries and all(e["run"]["id"] == "ask" for e in entries)
+
+
 def cli(host: DevHostProcess, *args: str) -> subprocess.CompletedProcess[str]:
     assert host.keys is not None
     command = [sys.executable, "-m", "devhost", *args, "--url", host.base_url, "--key", host.keys.function]
