@@ -366,3 +366,30 @@ def test_kill_during_a_fan_out_then_restart_reruns_only_the_branch_in_flight(azu
         assert ran["load_definition"] == 3, ran  # the root and each branch once: none of them loaded again
     finally:
         host.stop()
+
+
+def test_the_run_examples_apply_and_run_from_the_cli(host: DevHostProcess, jobs: JobClient) -> None:
+    examples = REPO_ROOT / "examples" / "runs"
+    for plural, name in (("agents", "agents.yaml"), ("workflows", "workflow.yaml"), ("teams", "team.yaml")):
+        done = cli(host, plural, "apply", "-f", str(examples / name))
+        assert done.returncode == 0, done.stdout + done.stderr
+    waits = cli(host, "workflows", "run", "returns-brief", "--input", "region=North", "--no-input")
+    assert waits.returncode == 4, waits.stdout + waits.stderr
+    run_id = re.search(r"run (\w+) of workflow", waits.stdout)
+    assert run_id is not None
+    waiting = jobs.wait(run_id.group(1), {"waiting_for_user"})["waiting"]
+    assert waiting["kind"] == "approval" and "25.0%" in waiting["question"]
+    assert jobs.answer(run_id.group(1), "approve").status_code == 202
+    view = jobs.wait(run_id.group(1), timeout_s=120)
+    assert view["status"] == "completed", view.get("error")
+    assert view["run"]["outputs"]["change"] == 25.0 and view["run"]["outputs"]["brief"]
+    team = cli(
+        host,
+        "teams",
+        "run",
+        "returns-desk",
+        "--task",
+        "What does the returns policy say about refunds after 30 days?",
+        "--no-input",
+    )
+    assert team.returncode == 0, team.stdout + team.stderr
