@@ -235,6 +235,7 @@ AGENT = {
     "instructions": "You are a careful analyst. Answer in one sentence.",
     "tools": [TOOL, "http.weather"],
     "limits": {"max_turns": 2, "max_tool_calls": 2},
+    "constraints": {"max_tokens": 800, "temperature": 0.3, "timeout_ms": 5000},
 }
 
 
@@ -257,6 +258,14 @@ def test_an_agent_node_runs_the_executor_with_the_agents_instructions_tools_and_
     # The definition named http.weather; the run allowed only what the app configures.
     assert turn["execution_context"]["allowed_tools"] == [TOOL]
     assert steps(ctx)["think"]["state"] == "succeeded"
+    # The agent's per-call limits, on its turns and its answer alike.
+    for payload in [turn, acts.named("generate_response")[0]]:
+        assert payload["constraints"] == {
+            "max_tokens": 800,
+            "temperature": 0.3,
+            "timeout_ms": 5000,
+            "allowed_models": [],
+        }
 
 
 def test_an_agents_model_must_be_one_the_job_allows() -> None:
