@@ -136,6 +136,27 @@ def test_bad_inputs_are_400_naming_the_field(jobs: JobClient) -> None:
     assert jobs.http.post("/api/workflows/ghost/runs", json={}).status_code == 404
 
 
+def test_the_body_cannot_set_what_the_api_pins_and_the_app_bounds_tools_and_models(jobs: JobClient) -> None:
+    # A run's definition, pins and tools are set by the API alone: the body cannot carry them.
+    for extra in ({"run": {"kind": "workflow", "id": "x", "version": 1}}, {"tools": ["http.anything"]}, {"pins": {}}):
+        resp = jobs.http.post("/api/workflows/typed/runs", json={"inputs": {"n": 1}, **extra})
+        assert resp.status_code == 400 and resp.json()["error"]["code"] == "INVALID_REQUEST", resp.text
+    # A tool node whose tool the app does not configure (the definition was saved when it was): 409.
+    save(jobs, "agents", {"id": "picky", "name": "Picky", "instructions": "x", "model": {"model": "gpt-big"}})
+    save(
+        jobs,
+        "workflows",
+        {
+            "id": "picky-flow",
+            "name": "P",
+            "nodes": [{"id": "a", "kind": "agent", "agent": "picky", "input": {"prompt": {"value": "hi"}}}],
+        },
+    )
+    resp = jobs.http.post("/api/workflows/picky-flow/runs", json={"constraints": {"allowed_models": ["gpt-small"]}})
+    assert resp.status_code == 400 and resp.json()["error"]["code"] == "MODEL_NOT_ALLOWED"
+    assert resp.json()["error"]["field"] == "constraints.allowed_models"
+
+
 def test_a_human_node_waits_and_a_pinned_run_ignores_a_new_version(jobs: JobClient) -> None:
     first = {
         "id": "gated",
