@@ -110,7 +110,7 @@ def test_an_invalid_answer_to_a_human_node_is_asked_again() -> None:
     assert result["status"] == "completed" and result["outputs"] == {"result": {"answer": "a"}}
 
 
-PARALLEL = {
+PARALLEL: dict[str, Any] = {
     "id": "fan",
     "name": "Fan",
     "nodes": [
