@@ -138,7 +138,12 @@ def test_bad_inputs_are_400_naming_the_field(jobs: JobClient) -> None:
 
 def test_the_body_cannot_set_what_the_api_pins_and_the_app_bounds_tools_and_models(jobs: JobClient) -> None:
     # A run's definition, pins and tools are set by the API alone: the body cannot carry them.
-    for extra in ({"run": {"kind": "workflow", "id": "x", "version": 1}}, {"tools": ["http.anything"]}, {"pins": {}}):
+    extras: list[dict[str, Any]] = [
+        {"run": {"kind": "workflow", "id": "x", "version": 1}},
+        {"tools": ["x.y"]},
+        {"pins": {}},
+    ]
+    for extra in extras:
         resp = jobs.http.post("/api/workflows/typed/runs", json={"inputs": {"n": 1}, **extra})
         assert resp.status_code == 400 and resp.json()["error"]["code"] == "INVALID_REQUEST", resp.text
     # A tool node whose tool the app does not configure (the definition was saved when it was): 409.
@@ -158,7 +163,7 @@ def test_the_body_cannot_set_what_the_api_pins_and_the_app_bounds_tools_and_mode
 
 
 def test_a_human_node_waits_and_a_pinned_run_ignores_a_new_version(jobs: JobClient) -> None:
-    first = {
+    first: dict[str, Any] = {
         "id": "gated",
         "name": "Gated",
         "nodes": [
