@@ -316,6 +316,10 @@ async def cancel(req: func.HttpRequest, client: df.DurableOrchestrationClient, j
     if status.get("runtimeStatus") not in RUNNING_RUNTIME:
         raise ApiError(409, "JOB_FINISHED", f"job {job_id} has already finished")
     await client.terminate(job_id, "cancelled by the user")
+    if isinstance(decode(status.get("input")), dict) and decode(status.get("input")).get("run"):
+        from api.runs import terminate_parts
+
+        await terminate_parts(client, job_id)
     return json_response({"id": job_id, "status": "cancelling"}, 202)
 
 

@@ -334,7 +334,7 @@ def executions(host: DevHostProcess) -> Counter[str]:
 
 def instance(host: DevHostProcess, instance_id: str) -> dict[str, Any]:
     resp = host.client.get(host.webhook(f"instances/{instance_id}"), params=host.system_code)
-    return dict(resp.json()) if resp.status_code == 200 else {}
+    return dict(resp.json()) if resp.status_code in (200, 202) else {}  # 202: still running
 
 
 def until(check: Any, what: str, timeout_s: float = 60) -> None:
@@ -344,6 +344,49 @@ def until(check: Any, what: str, timeout_s: float = 60) -> None:
             return
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+SLOW_FAN = {
+    "id": "fan-kill",
+    "name": "Fan",
+    "nodes": [
+        {"id": "split", "kind": "parallel", "branches": ["fast", "slow"]},
+        change("fast", {"value": 80}),
+        {
+            "id": "slow",
+            "kind": "step",
+            "step": "execute_azure_sql",
+            "input": {"question": {"value": "How many orders were there in 2025?"}},
+        },
+        {"id": "merge", "kind": "join", "after": ["fast", "slow"]},
+    ],
+    "outputs": {"percent": {"from": "fast.data.percent_change"}, "rows": {"from": "slow.row_count"}},
+}
+
+
+def slow_host(azurite: Azurite, tmp_path: Path) -> DevHostProcess:
+    """A host whose SQL writer's first model call takes a minute: that branch is in flight for long."""
+    env = {
+        "AzureWebJobsStorage": azurite.connection_string,
+        "DEFINITIONS_TABLE": "slow" + uuid.uuid4().hex[:12],
+        "OFFLINE_LLM_FAULTS": "write_sql:DELAY:1:60000",
+    }
+    return DevHostProcess(REPO_ROOT, tmp_path / "data", env=env).start()
+
+
+def test_cancelling_a_run_stops_its_branches_too(azurite: Azurite, tmp_path: Path) -> None:
+    host = slow_host(azurite, tmp_path)
+    try:
+        jobs = JobClient(host)
+        save(jobs, "workflows", SLOW_FAN)
+        run_id = run(jobs, "workflows", "fan-kill")
+        until(lambda: executions(host)["execute_azure_sql"] == 1, "the slow branch's SQL call to start")
+        assert instance(host, f"{run_id}:slow")["runtimeStatus"] == "Running"
+        assert jobs.cancel(run_id).status_code == 202
+        until(lambda: instance(host, f"{run_id}:slow").get("runtimeStatus") == "Terminated", "the branch to stop")
+        assert jobs.wait(run_id)["status"] == "cancelled"
+    finally:
+        host.stop()
 
 
 def test_kill_during_a_fan_out_then_restart_reruns_only_the_branch_in_flight(azurite: Azurite, tmp_path: Path) -> None:
