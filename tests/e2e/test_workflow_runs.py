@@ -146,7 +146,10 @@ def test_the_body_cannot_set_what_the_api_pins_and_the_app_bounds_tools_and_mode
     for extra in extras:
         resp = jobs.http.post("/api/workflows/typed/runs", json={"inputs": {"n": 1}, **extra})
         assert resp.status_code == 400 and resp.json()["error"]["code"] == "INVALID_REQUEST", resp.text
-    # A tool node whose tool the app does not configure (the definition was saved when it was): 409.
+    # Nor can a job's body turn itself into a run.
+    resp = jobs.http.post("/api/jobs", json={"question": "q", "run": {"kind": "workflow", "id": "x", "version": 1}})
+    assert resp.status_code == 400 and resp.json()["error"]["code"] == "INVALID_REQUEST", resp.text
+    # An agent whose model the job does not allow is refused at start, naming the field.
     save(jobs, "agents", {"id": "picky", "name": "Picky", "instructions": "x", "model": {"model": "gpt-big"}})
     save(
         jobs,
