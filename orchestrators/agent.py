@@ -59,6 +59,8 @@ class AgentProfile:
     tools: list[str]
     limits: AgentLimits
     models: list[str | None] | None = None
+    # The step kinds (lookups) the agent names among its tools: the only ones it is offered and may call.
+    lookups: list[str] | None = None
 
 
 class ToolStepFailed(Exception):
@@ -90,6 +92,9 @@ class AgentLoop:
         self.profile = profile
         self.tools = list(profile.tools) if profile else list(run.job.request.tools)
         self.limits = profile.limits if profile else run.job.request.agent
+        # A job's Executor may call every lookup kind; a workflow's agent only those it names.
+        kinds = set(lookup_kinds())
+        self.lookups = kinds if profile is None or profile.lookups is None else kinds & set(profile.lookups)
         self.transcript: list[ToolCallRecord] = []
         self.calls = 0
         self.turns = 0
@@ -152,6 +157,7 @@ class AgentLoop:
         }
         if self.profile is not None:
             task["instructions"] = self.profile.instructions
+            task["lookups"] = sorted(self.lookups)
         models = self.profile.models if self.profile else None
         out = yield from run.execute(None, AGENT_TURN, task, {"allowed_tools": list(self.tools)}, models=models)
         if out is None:
@@ -215,7 +221,7 @@ class AgentLoop:
         if not isinstance(args, dict):
             return None
         allowed = list(self.tools)
-        if call.tool in lookup_kinds():
+        if call.tool in self.lookups:
             spec = get_executor(call.tool)
             if spec is None or (spec.runs_sql and run.job.request.approval.sql != "never"):
                 return None  # an approval may be asked first
@@ -274,17 +280,20 @@ class AgentLoop:
         record = ToolCallRecord(id=call.id, tool=call.tool, arguments=args, success=False)
         if not isinstance(args, dict):
             return self.refuse(record, step, ErrorCode.INVALID_INPUT, "arguments_json must be a JSON object")
+        if call.tool == REQUEST_USER_FEEDBACK and self.run.no_questions:
+            # A part of a run (a branch, a sub-workflow) has no one to ask: the model answers from what it found.
+            return self.refuse(record, step, ErrorCode.INVALID_INPUT, "no person can answer here; use what you found")
         try:
             if call.tool == REQUEST_USER_FEEDBACK:
                 data = yield from self.ask_user(args, step)
             elif call.tool == GET_JOB_STATE:
                 data = self.job_state()
-            elif call.tool in lookup_kinds():
+            elif call.tool in self.lookups:
                 data = yield from self.lookup(call.tool, args, step)
             elif call.tool in self.tools:
                 data = yield from self.family_tool(call.tool, args, step)
             else:
-                offered = sorted([*lookup_kinds(), REQUEST_USER_FEEDBACK, FORMAT_OUTPUT, GET_JOB_STATE])
+                offered = sorted([*self.lookups, REQUEST_USER_FEEDBACK, FORMAT_OUTPUT, GET_JOB_STATE])
                 allowed = offered + list(self.tools)
                 return self.refuse(record, step, ErrorCode.INVALID_INPUT, f"unknown tool; tools: {allowed}")
         except StepInputError as exc:

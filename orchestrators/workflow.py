@@ -495,7 +495,10 @@ class WorkflowWalk:
         models: list[str | None] = [m for m in wanted if not allowed or m in allowed]
         if wanted and not models:
             raise JobStop("MODEL_NOT_ALLOWED", f"agent {agent.id!r}: none of {wanted} is in {allowed}", node_id)
-        return AgentProfile(instructions=agent.instructions, tools=tools, limits=agent.limits, models=models or None)
+        lookups = [t for t in agent.tools if t in lookup_kinds()]
+        return AgentProfile(
+            instructions=agent.instructions, tools=tools, limits=agent.limits, models=models or None, lookups=lookups
+        )
 
     def supervise_team(self) -> Gen:
         """A supervisor agent routes the task to one member at a time, for at most ``max_rounds`` rounds.

@@ -65,7 +65,11 @@ def shown(view: dict[str, Any]) -> dict[str, str]:
 
 
 def test_a_workflow_of_step_condition_tool_and_agent_nodes_runs_as_a_job(jobs: JobClient) -> None:
-    save(jobs, "agents", {"id": "summariser", "name": "Summariser", "instructions": "Summarise in one line."})
+    save(
+        jobs,
+        "agents",
+        {"id": "summariser", "name": "Summariser", "instructions": "Summarise in one line.", "tools": ["consult_rag"]},
+    )
     save(
         jobs,
         "workflows",
@@ -234,7 +238,13 @@ def test_a_parallel_branch_with_a_failing_member(jobs: JobClient) -> None:
 )
 def test_each_team_strategy_runs_on_the_offline_model(jobs: JobClient, strategy: dict[str, Any]) -> None:
     for agent_id in ("researcher", "writer", "editor"):
-        save(jobs, "agents", {"id": agent_id, "name": agent_id, "instructions": f"You are the {agent_id}."})
+        member = {
+            "id": agent_id,
+            "name": agent_id,
+            "instructions": f"You are the {agent_id}.",
+            "tools": ["consult_rag"],
+        }
+        save(jobs, "agents", member)
     team_id = f"crew-{strategy['type']}"
     save(jobs, "teams", {"id": team_id, "name": "Crew", "agents": ["researcher", "writer"], "strategy": strategy})
     run_id = run(jobs, "teams", team_id, inputs={"task": "What does the returns policy say about refunds?"})
@@ -244,7 +254,7 @@ def test_each_team_strategy_runs_on_the_offline_model(jobs: JobClient, strategy:
 
 
 def test_a_team_run_needs_its_task(jobs: JobClient) -> None:
-    save(jobs, "agents", {"id": "solo", "name": "Solo", "instructions": "Work."})
+    save(jobs, "agents", {"id": "solo", "name": "Solo", "instructions": "Work.", "tools": ["consult_rag"]})
     save(jobs, "teams", {"id": "one", "name": "One", "agents": ["solo"], "strategy": {"type": "sequential"}})
     resp = jobs.http.post("/api/teams/one/runs", json={"inputs": {}})
     assert resp.status_code == 400 and resp.json()["error"]["field"] == "inputs.task"
@@ -285,7 +295,7 @@ def test_the_cli_runs_a_workflow_and_a_team_and_follows_them(host: DevHostProces
     assert '"percent": 25.0' in done.stdout and "cli-flow v1" in done.stdout
     bad = cli(host, "workflows", "run", "cli-flow", "--input", "old=eighty", "--no-input")
     assert bad.returncode == 2 and "inputs.old" in bad.stdout + bad.stderr
-    save(jobs, "agents", {"id": "solo", "name": "Solo", "instructions": "Work."})
+    save(jobs, "agents", {"id": "solo", "name": "Solo", "instructions": "Work.", "tools": ["consult_rag"]})
     save(jobs, "teams", {"id": "one", "name": "One", "agents": ["solo"], "strategy": {"type": "sequential"}})
     team = cli(host, "teams", "run", "one", "--task", "What does the returns policy say?", "--no-input")
     assert team.returncode == 0, team.stdout + team.stderr

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.jobs.test_policy_inline import RAG_OK, ok
 from tests.runs.runkit import DONE_TURN, Activities, answer, defs, start, steps
 
@@ -349,3 +351,58 @@ def test_a_rejected_approval_stops_the_run_and_a_skipped_node_counts_as_done() -
     assert steps(ctx)["extra"]["state"] == "skipped" and steps(ctx)["last"]["state"] == "succeeded"
     result, _ = start(Activities(defs(wf)), "workflow", "gate", tools=[TOOL], reply=lambda e: {"answer": "reject"})
     assert result["status"] == "failed" and result["error"]["code"] == "REJECTED_BY_USER"
+
+
+def test_an_agent_calls_only_the_lookups_it_names() -> None:
+    wf = {
+        "id": "ask",
+        "name": "Ask",
+        "nodes": [{"id": "think", "kind": "agent", "agent": "analyst", "version": 1, "input": PROMPT}],
+    }
+    asks_docs = ok(
+        {"reasoning": "docs", "tool_calls": [{"id": "c1", "tool": "consult_rag", "arguments_json": '{"query": "x"}'}]}
+    )
+    acts = Activities(
+        {**defs(wf), **defs(AGENT)}, agent_turn=[asks_docs, DONE_TURN], generate_response=[answer("done")]
+    )
+    result, _ = start(acts, "workflow", "ask", tools=[TOOL])
+    assert result["status"] == "completed"
+    first, second = acts.named("agent_turn")
+    assert first["task"]["lookups"] == []  # AGENT names no step kind among its tools
+    refused = second["task"]["transcript"][0]
+    assert refused["success"] is False and refused["error"]["code"] == "INVALID_INPUT"
+    assert acts.named("consult_rag") == []
+    # Named, it runs.
+    reader = {**AGENT, "tools": ["consult_rag"]}
+    acts = Activities(
+        {**defs(wf), **defs(reader)},
+        agent_turn=[asks_docs, DONE_TURN],
+        consult_rag=[ok(RAG_OK)],
+        generate_response=[answer("done")],
+    )
+    result, _ = start(acts, "workflow", "ask")
+    assert acts.named("agent_turn")[0]["task"]["lookups"] == ["consult_rag"] and len(acts.named("consult_rag")) == 1
+
+
+def test_an_agent_in_a_branch_is_told_no_one_can_answer_instead_of_waiting() -> None:
+    wf = {
+        "id": "fan",
+        "name": "Fan",
+        "nodes": [
+            {"id": "split", "kind": "parallel", "branches": ["a", "b"]},
+            {"id": "a", "kind": "agent", "agent": "analyst", "version": 1, "input": PROMPT},
+            change("b", {"value": 80}),
+            {"id": "merge", "kind": "join", "after": ["a", "b"]},
+        ],
+    }
+    asks = ok(
+        {
+            "reasoning": "?",
+            "tool_calls": [{"id": "c1", "tool": "request_user_feedback", "arguments_json": '{"question": "Which?"}'}],
+        }
+    )
+    acts = Activities({**defs(wf), **defs(AGENT)}, agent_turn=[asks, DONE_TURN], generate_response=[answer("done")])
+    result, ctx = start(acts, "workflow", "fan", tools=[TOOL], reply=lambda e: pytest.fail(f"asked {e}"))
+    assert result["status"] == "completed", result
+    told = acts.named("agent_turn")[1]["task"]["transcript"][0]
+    assert told["success"] is False and "no person can answer" in told["error"]["message"]
