@@ -16,13 +16,11 @@ from typing import Any
 
 import azure.durable_functions as df
 import azure.functions as func
-import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from api.definitions import _in_store, _store, _visible
 from api.errors import ApiError, guarded, json_response
 from api.jobs import (
-    _durable_pages,
     _parse_body,
     _route_auth_level,
     durable_instances,
@@ -293,25 +291,6 @@ async def _start_ask(
             400, "INVALID_INPUT", "input 'question' must be 1-2000 characters", field="inputs.question"
         ) from exc
     return await _start(req, client, caller, request, None)
-
-
-async def terminate_parts(client: df.DurableOrchestrationClient, instance_id: str) -> list[str]:
-    """Terminate the parts of a cancelled run still running (branches, sub-workflows, theirs in turn).
-
-    Terminating an orchestration leaves its sub-orchestrations running. Every part's id starts with
-    ``<run id>:`` (orchestrators/workflow.py names them so), so one prefix query finds them at any depth.
-    """
-    base = str(client._orchestration_bindings.rpc_base_url)  # the binding's public RPC base URL
-    params = {"instanceIdPrefix": f"{instance_id}:", "runtimeStatus": ",".join(sorted(RUNNING_RUNTIME)), "top": "500"}
-    stopped: list[str] = []
-    async with httpx.AsyncClient(timeout=30.0) as http:
-        async for page in _durable_pages(http, base, params):
-            for data in page:
-                child = data.get("instanceId")
-                if isinstance(child, str) and child.startswith(f"{instance_id}:"):
-                    await client.terminate(child, "the run was cancelled")
-                    stopped.append(child)
-    return stopped
 
 
 def _team_inputs() -> dict[str, InputSpec]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -124,6 +124,16 @@ class JobStop(Exception):
         self.info = ErrorInfo(code=code, message=message[:600], step_id=step_id)
 
 
+# How a workflow or team run walks its graph (orchestrators/workflow.py installs it; no import ring).
+_run_walker: Callable[[JobRun], Gen] | None = None
+
+
+def set_run_walker(walker: Callable[[JobRun], Gen]) -> None:
+    """Install the walker of workflow and team runs (orchestrators/__init__.py does, once)."""
+    global _run_walker
+    _run_walker = walker
+
+
 class JobRun:
     """One execution of the job orchestration; a plain object that tests can drive."""
 
@@ -198,9 +208,9 @@ class JobRun:
         try:
             if self.job.run is not None:
                 # A workflow or team run: the graph replaces the plan (orchestrators/workflow.py).
-                from orchestrators.workflow import WorkflowWalk
-
-                answer = yield from WorkflowWalk(self).work()
+                if _run_walker is None:
+                    raise JobStop("CONFIG_ERROR", "workflow runs are not installed in this app")
+                answer = yield from _run_walker(self)
             elif self.job.request.mode == "agent":
                 self.agent_mode = True
                 answer = yield from AgentLoop(self).work()
