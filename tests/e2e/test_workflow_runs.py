@@ -111,6 +111,10 @@ def test_a_workflow_of_step_condition_tool_and_agent_nodes_runs_as_a_job(jobs: J
         "nothing": "skipped",
         "summary": "succeeded",
     }
+    by_id = {s["id"]: s for s in view["steps"]}
+    # The view shows each node's attempts and the output its activity returned, as for a planned step.
+    assert by_id["growth"]["attempts"] == 1 and by_id["growth"]["output"]["data"]["percent_change"] == 25.0
+    assert by_id["docs"]["output"]["chunks"] and by_id["summary"]["tool_input"] == "summariser v1"
     listed = jobs.http.get("/api/jobs").json()["jobs"]
     assert any(j["id"] == run_id and j["question"] == "workflow returns-report v1" for j in listed)
 
