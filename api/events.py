@@ -142,7 +142,7 @@ class JobFeed:
         if key != self._seen:
             output = decode(data.get("output"))
             committed = committed_events(history, runtime, output, custom, self._streaming)
-            state = current_state(runtime, custom, output, _now())
+            state = current_state(runtime, custom, output, _now(), history)
             ended = runtime in TERMINAL_RUNTIME and bool(committed) and isinstance(committed[-1], EndEvent)
         answer = await self._read_answer(custom, runtime, previous.answer)
         if key == self._seen and answer == previous.answer:
