@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import MutableMapping
 from typing import Any
 
 import azure.functions as func
@@ -93,12 +94,12 @@ def test_every_route_of_the_app_but_the_event_stream_is_wrapped() -> None:
 
 def _sent(response: Response) -> tuple[int, list[tuple[str, str]], bytes]:
     """What the server sends for a response: status, the raw header lines, the body bytes."""
-    messages: list[dict[str, Any]] = []
+    messages: list[MutableMapping[str, Any]] = []
 
-    async def receive() -> dict[str, Any]:
+    async def receive() -> MutableMapping[str, Any]:
         return {"type": "http.request", "body": b"", "more_body": False}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         messages.append(message)
 
     asyncio.run(response({"type": "http", "method": "GET", "headers": []}, receive, send))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from api.events_derive import current_state
-from shared.jobs.events import StepEvent
+from shared.jobs.events import Cursor, StepEvent
 
 NOW = "2026-01-01T09:00:00.000Z"
 STARTED = "2026-01-01T00:00:01+00:00"
@@ -110,3 +110,54 @@ def test_times_in_different_precisions_compare_as_times() -> None:
     failed = _end("answer", 1, "2026-01-01T00:00:00.9Z", "2026-01-01T00:00:01.5Z", failed=True)
     shown = _shown({"status": "running", "steps": [_step("running", 2)]}, [START, failed])
     assert shown.at == "2026-01-01T00:00:01.5Z"
+
+
+class _Status:
+    def __init__(self, history: list[dict[str, Any]], custom: dict[str, Any]) -> None:
+        self.name = "job_orchestrator"
+        self.historyEvents = history
+        self._data = {"runtimeStatus": "Running", "customStatus": custom, "lastUpdatedTime": str(len(history))}
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self._data)
+
+
+class _Client:
+    """A durable client that answers the status the test sets."""
+
+    def __init__(self, status: _Status) -> None:
+        self.status = status
+
+    async def get_status(self, job_id: str, **_: Any) -> _Status:
+        return self.status
+
+
+def test_a_state_published_while_the_subscriber_was_sending_is_not_skipped() -> None:
+    import asyncio
+
+    from api.events import FEEDS, stream
+    from shared.jobs.events import KEEP_ALIVE
+
+    lookup = {"id": "docs", "kind": "consult_rag", "started_at": STARTED}
+    running = _Status([START], {"status": "running", "steps": [{**lookup, "state": "running", "attempts": 1}]})
+    failed = {**_end("docs", 1, "2026-01-01T00:00:01.1Z", "2026-01-01T00:00:02.5Z", failed=True)}
+    failed["Input"] = {**failed["Input"], "executor_type": "consult_rag"}
+    retry = {**lookup, "state": "retrying", "attempts": 1, "retry_at": "2026-01-01T00:00:04+00:00"}
+    retrying = _Status([START, failed], {"status": "running", "steps": [retry]})
+
+    async def scenario() -> tuple[str, str]:
+        client = _Client(running)
+        body = stream("job-wake", client, Cursor(), poll_s=0.001, keepalive_s=0.2, max_s=30)
+        first = await body.__anext__()
+        # The generator waits at its yield (its client is still taking ``first``) while the job moves on.
+        client.status = retrying
+        feed = FEEDS.by_job["job-wake"]
+        while "retrying" not in str(feed.snapshot.state):
+            await feed.changed(feed.snapshot, 1.0)
+        after = await body.__anext__()
+        await body.aclose()
+        return first, after
+
+    first, after = asyncio.run(scenario())
+    assert '"state":"started"' in first
+    assert after != KEEP_ALIVE and '"state":"retrying"' in after and '"state":"failed"' in after
