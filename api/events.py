@@ -93,8 +93,14 @@ class JobFeed:
         if self._task is not None:
             self._task.cancel()
 
-    async def changed(self, within_s: float) -> None:
-        """Wait until the snapshot changes, or ``within_s`` seconds."""
+    async def changed(self, seen: Snapshot, within_s: float) -> None:
+        """Wait until the snapshot is another than ``seen``, or ``within_s`` seconds.
+
+        A subscriber names the snapshot it last read: one published while it was away (its generator paused at
+        a ``yield`` until its client took the messages) wakes it at once instead of being skipped.
+        """
+        if self.snapshot is not seen:
+            return
         waiter = self._changed
         try:
             await asyncio.wait_for(waiter.wait(), within_s)
@@ -142,7 +148,7 @@ class JobFeed:
         if key != self._seen:
             output = decode(data.get("output"))
             committed = committed_events(history, runtime, output, custom, self._streaming)
-            state = current_state(runtime, custom, output, _now())
+            state = current_state(runtime, custom, output, _now(), history)
             ended = runtime in TERMINAL_RUNTIME and bool(committed) and isinstance(committed[-1], EndEvent)
         answer = await self._read_answer(custom, runtime, previous.answer)
         if key == self._seen and answer == previous.answer:
@@ -301,9 +307,8 @@ async def stream(
                 after = cursor.provisional_id() if cursor.state or cursor.chars else cursor.committed_id()
                 yield sse(after, ReconnectEvent(at=_now(), after=after))
                 return
-            before = feed.snapshot
-            await feed.changed(min(keepalive_s, left))
-            if feed.snapshot is before and time.monotonic() < deadline:
+            await feed.changed(snapshot, min(keepalive_s, left))
+            if feed.snapshot is snapshot and time.monotonic() < deadline:
                 yield KEEP_ALIVE
     finally:
         FEEDS.leave(feed)

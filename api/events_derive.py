@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from api.view import _line, _ms_between, _task_ref, decode, job_status
@@ -29,7 +30,7 @@ from shared.jobs.events import (
     ToolCallEvent,
     UsageEvent,
 )
-from shared.jobs.models import TERMINAL_RUNTIME, JobState
+from shared.jobs.models import TERMINAL_RUNTIME, JobState, StepState, Waiting
 
 # History events whose log line says something went wrong.
 _ERROR_LINES = ("failed", "activity error", "cancelled")
@@ -191,22 +192,123 @@ _NOW_STATES: dict[str, StepEventState] = {
 }
 
 
-def current_state(runtime: str | None, custom: Any, output: Any, now: str) -> list[AnyEvent]:
-    """The provisional state of a running job from its custom status: its status, running steps, the question."""
+@dataclass
+class _StepMarks:
+    """What the history tells of one step's changes: its attempts' ends, their scheduled times, answers to it."""
+
+    ends: list[tuple[int, str, bool]] = field(default_factory=list)  # (position, time, failed)
+    scheduled: dict[int, str] = field(default_factory=dict)  # attempt -> its scheduled time
+    answered: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Marks:
+    """The history read once for the times of the current state's changes."""
+
+    steps: dict[str, _StepMarks] = field(default_factory=dict)
+    timers: list[tuple[int, str]] = field(default_factory=list)  # (position, time fired)
+
+    def of(self, step_id: str) -> _StepMarks:
+        """The marks of one step (empty when the history has none)."""
+        return self.steps.setdefault(step_id, _StepMarks())
+
+
+def _marks(history: list[dict[str, Any]]) -> _Marks:
+    """Each step's attempt ends, scheduled times and answers, and the timers fired, with their positions."""
+    marks = _Marks()
+    for position, event in enumerate(history):
+        kind = event.get("EventType")
+        if kind in ("TaskCompleted", "TaskFailed"):
+            step_id, attempt, _ = _task_ref(event)
+            if step_id is not None:
+                step = marks.of(step_id)
+                step.ends.append((position, _at(event), _failed(event)))
+                step.scheduled[attempt or 0] = _at(event, "ScheduledTime")
+        elif kind == "TimerFired":
+            marks.timers.append((position, _at(event)))
+        elif kind == "EventRaised":
+            # The orchestrator names a question <step>-q<n> and waits for the event answer:<question id>.
+            name = str(event.get("Name") or "")
+            step_id, asked, number = name.removeprefix("answer:").rpartition("-q")
+            if name.startswith("answer:") and asked and number.isdigit():
+                marks.of(step_id).answered.append(_at(event))
+    return marks
+
+
+def _failed(event: dict[str, Any]) -> bool:
+    """Whether a finished attempt failed (the activity itself, or its output says so)."""
+    body = decode(event.get("Result"))
+    return event.get("EventType") == "TaskFailed" or (isinstance(body, dict) and body.get("status") == "failed")
+
+
+def _when(text: str | None) -> datetime | None:
+    try:
+        when = datetime.fromisoformat(text) if text else None
+    except ValueError:
+        return None
+    return when.replace(tzinfo=UTC) if when is not None and when.tzinfo is None else when
+
+
+def _latest(times: list[str], default: str) -> str:
+    """The latest of ISO timestamps written in different precisions (compared as times, not as text)."""
+    known = [(when, text) for text in times if (when := _when(text)) is not None]
+    return max(known)[1] if known else default
+
+
+def _attempt_started(step: StepState, marks: _StepMarks, timers: list[tuple[int, str]], now: str) -> str:
+    """When the step's current attempt started: its scheduled time once it ended, else what set it off last.
+
+    That is the step's start, the end of its previous attempt (a fall-back to the next model), an answer to a
+    question about it, or the first timer fired after its last failure (its retry backoff).
+    """
+    if step.attempts in marks.scheduled:
+        return marks.scheduled[step.attempts]
+    times = [_iso(step.started_at), *(at for _, at, _ in marks.ends), *marks.answered]
+    if marks.ends and marks.ends[-1][2]:
+        failed_at = marks.ends[-1][0]
+        fired = next((at for position, at in timers if position > failed_at), None)
+        times.extend([fired] if fired else [])
+    return _latest(times, now)
+
+
+def _changed_at(step: StepState, shown: StepEventState, marks: _Marks, waiting: Waiting | None, now: str) -> str:
+    """When the step entered the state the custom status shows (not when the step first started)."""
+    mine = marks.of(step.id)
+    if shown == "started":
+        return _attempt_started(step, mine, marks.timers, now)
+    if shown == "retrying":
+        # The backoff begins when the failed attempt ended (the orchestrator starts it in that episode).
+        return mine.ends[-1][1] if mine.ends else _iso(step.started_at) or now
+    if shown == "waiting":
+        asked = waiting.asked_at if waiting is not None and waiting.step_id == step.id else step.waiting_since
+        return _iso(asked) or now
+    return _iso(step.ended_at) or _iso(step.started_at) or now
+
+
+def current_state(
+    runtime: str | None, custom: Any, output: Any, now: str, history: list[dict[str, Any]] | None = None
+) -> list[AnyEvent]:
+    """The provisional state of a running job from its custom status: its status, running steps, the question.
+
+    Each step event is stamped with the time of its change, read from the custom status and the history.
+    """
     if runtime in TERMINAL_RUNTIME:
         return []
     state = JobState.model_validate(custom) if isinstance(custom, dict) else None
     events: list[AnyEvent] = [StatusEvent(at=now, committed=False, status=job_status(runtime, state, output))]
     if state is None:
         return events
+    marks = _marks(history or [])
     for step in state.steps:
         shown = _NOW_STATES.get(step.state)
         if shown is None:
             continue
-        attempt = (step.next_attempt or step.attempts + 1) if shown == "retrying" else step.attempts
+        # A retry names the attempt that comes next, counted over the step's attempts on every model (the
+        # custom status's next_attempt counts on the current model only).
+        attempt = step.attempts + 1 if shown == "retrying" else step.attempts
         events.append(
             StepEvent(
-                at=_iso(step.started_at) or now,
+                at=_changed_at(step, shown, marks, state.waiting, now),
                 committed=False,
                 step_id=step.id,
                 kind=step.kind,

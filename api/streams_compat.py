@@ -6,6 +6,19 @@ FastAPI's request and the return value goes back as a FastAPI response. The othe
 written against ``func.HttpRequest``/``func.HttpResponse``, so each is wrapped here: a Starlette request is
 turned into an ``HttpRequest`` (method, URL, headers, query, route values, body) and the ``HttpResponse`` into a
 Starlette response. An ``HttpRequest`` (devhost, which decides per function, and tests) passes through unchanged.
+
+Why every function: the worker's invocation handler (Azure/azure-functions-python-worker,
+azure_functions_worker/dispatcher.py, ``_handle__invocation_request``) decides with
+``http_v2_enabled = fi.is_http_func and HttpV2Registry.http_v2_enabled()``; the registry's flag is one per
+process, set when the extension is importable and ``PYTHON_ENABLE_INIT_INDEXING`` is on, and for every HTTP
+function it then replaces the trigger argument with the request from its own web server and hands the return
+value to that server as the response (no ``$return`` conversion). Microsoft's announcement says the same:
+"when enabling HTTP streams, the function app will default to using HTTP streaming, and the original HTTP
+functionality will not work" (techcommunity.microsoft.com, "Azure Functions support for HTTP streams in Python").
+
+What the worker's own conversion does, this does too: repeated request headers and query keys are joined with
+commas (as the host builds ``HttpRequest`` headers and params), the body is bytes both ways, and a response's
+repeated headers (several ``Set-Cookie``) are all sent.
 """
 
 from __future__ import annotations
@@ -13,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
 import azure.durable_functions as df
@@ -25,27 +38,40 @@ Handler = Callable[..., Any]
 
 async def to_func_request(request: Request) -> func.HttpRequest:
     """The ``HttpRequest`` the worker would have built from this request."""
-    params: dict[str, str] = {}
-    for key, value in request.query_params.multi_items():
-        params[key] = f"{params[key]},{value}" if key in params else value
     return func.HttpRequest(
         method=request.method,
         url=str(request.url),
-        headers=dict(request.headers.items()),
-        params=params,
+        headers=_joined(request.headers.items()),
+        params=_joined(request.query_params.multi_items()),
         route_params={k: str(v) for k, v in request.path_params.items()},
         body=await request.body(),
     )
 
 
+def _joined(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """Pairs as one mapping, the values of a repeated key joined with commas (as the host passes them)."""
+    joined: dict[str, str] = {}
+    for key, value in pairs:
+        joined[key] = f"{joined[key]},{value}" if key in joined else value
+    return joined
+
+
+# Set by Starlette from the response itself (the body's length, the media type).
+_DERIVED_HEADERS = frozenset({"content-type", "content-length"})
+
+
 def to_response(result: Any) -> Any:
     """A Starlette response for an ``HttpResponse`` (or a ``str``, as the worker maps it); others as they are."""
     if isinstance(result, func.HttpResponse):
-        headers = {k: v for k, v in result.headers.items() if k.lower() != "content-type"}
         media = result.headers.get("content-type") or result.mimetype
         if media and result.charset and "charset" not in media and media.startswith("text/"):
             media = f"{media}; charset={result.charset}"
-        return Response(result.get_body(), status_code=result.status_code, headers=headers, media_type=media)
+        response = Response(result.get_body(), status_code=result.status_code, media_type=media)
+        # Appended one by one: a header the handler set twice (Set-Cookie) is sent twice.
+        for key, value in result.headers.items():
+            if key.lower() not in _DERIVED_HEADERS:
+                response.headers.append(key, value)
+        return response
     if isinstance(result, str):
         return Response(result, media_type="text/plain")
     return result

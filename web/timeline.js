@@ -99,30 +99,27 @@ function lastEnd(row) {
 }
 
 /**
- * One `step` event applied to its row: attempts open and close, retry and human waits begin and end. The
- * current state (provisional events) carries the step's start as its time, not the change's: a change it tells
- * is placed at the end of the row's last bar, or at ``now`` (the latest time the stream told).
+ * One `step` event applied to its row: attempts open and close, retry and human waits begin and end. Every step
+ * event, the current state's too, carries the time of its change (api/events_derive.py), so bars start at ``at``.
  */
-function applyStep(model, data, at, now) {
+function applyStep(model, data, when) {
   const row = rowOf(model, String(data.step_id), data.kind);
   const attempt = Number.isInteger(data.attempt) ? data.attempt : null;
-  const when = data.committed ? at : now;
   row.state = data.state;
   if (data.error) row.error = data.error;
   if (data.state === 'started') startAttempt(model, row, attempt || lastAttempt(row) + 1, when, data.committed);
   else if (data.state === 'retrying') beginRetry(row, data, attempt, when);
   else if (data.state === 'waiting') {
     if (openSegment(row, 'human')) return;
-    const running = openSegment(row, 'attempt');
     closeAll(row, when, 'failed');
-    row.segments.push({ kind: 'human', start: running ? when : lastEnd(row) ?? when, end: null, state: 'waiting' });
+    row.segments.push({ kind: 'human', start: when, end: null, state: 'waiting' });
   } else if (FINISHED.has(data.state)) {
     const done = row.segments.find((seg) => seg.kind === 'attempt' && seg.attempt === attempt && seg.end !== null);
     if (!done || openSegment(row)) finishRow(row, data, when);
   }
 }
 
-/** A failed attempt waits out its backoff; ``attempt`` is the one that comes next (api/events_derive.py). */
+/** A failed attempt waits out its backoff from ``when`` (its end); ``attempt`` is the one that comes next (docs/events.md). */
 function beginRetry(row, data, attempt, when) {
   const open = openSegment(row, 'retry');
   if (open) {
@@ -135,8 +132,7 @@ function beginRetry(row, data, attempt, when) {
   const last = lastAttempt(row);
   const next = attempt && attempt > last ? attempt : last + 1;
   row.attempts = Math.max(row.attempts, last);
-  const start = running ? when : lastEnd(row) ?? when;
-  row.segments.push({ kind: 'retry', attempt: next, start, end: null, planned: ms(data.retry_at), state: 'waiting' });
+  row.segments.push({ kind: 'retry', attempt: next, start: when, end: null, planned: ms(data.retry_at), state: 'waiting' });
 }
 
 /** An attempt begins; the same attempt said again (current state, then history) only sets its start right. */
@@ -144,7 +140,7 @@ function startAttempt(model, row, n, at, committed) {
   row.attempts = Math.max(row.attempts, n);
   const same = row.segments.find((seg) => seg.kind === 'attempt' && seg.attempt === n);
   if (same) {
-    // The history's time (the attempt's scheduled time) is the truth; the current state's is an estimate.
+    // The history's time (the attempt's scheduled time) is the truth; the current state's is the orchestrator's.
     if (committed && same.end === null) {
       for (const seg of row.segments) if (seg !== same && seg.end !== null && seg.end > at && seg.end <= same.start) seg.end = Math.max(seg.start, at);
       same.start = at;
@@ -193,7 +189,7 @@ export function applyEvent(model, type, data) {
   const now = model.tLast === null ? at : Math.max(model.tLast, at);
   if (model.t0 === null || at < model.t0) model.t0 = at;
   model.tLast = now;
-  if (type === 'step') applyStep(model, data, at, now);
+  if (type === 'step') applyStep(model, data, at);
   else if (type === 'tool_call' && data.step_id) {
     const row = rowOf(model, String(data.step_id));
     if (data.tool && !row.tools.includes(String(data.tool))) row.tools.push(String(data.tool));
@@ -381,7 +377,7 @@ export function renderTimeline(model, now = Date.now()) {
 export function createTimeline(slot) {
   const model = newModel();
   let timer = null;
-  // How far the page's clock is ahead of the server's: current-state events are stamped with the server's now.
+  // How far the page's clock is ahead of the server's: the current `status` event is stamped with the server's now.
   let skew = 0;
   const draw = () => {
     const card = renderTimeline(model, Date.now() - skew);
