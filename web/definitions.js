@@ -323,7 +323,7 @@ function workflowForm() {
           rerender();
         },
       },
-    }, 'Add input'),
+    }, 'Add workflow input'),
   );
   const nodes = h('div', { class: 'node-list' }, (ui.draft.nodes || []).map((node, i) => nodeCard(node, i)));
   const addKind = h('select', { 'aria-label': 'Kind of the new node' }, NODE_KINDS.map((k) => h('option', { value: k }, k)));
@@ -747,7 +747,7 @@ function jsonCard() {
   const area = h('textarea', { id: 'df-json', class: 'code', rows: 10, spellcheck: 'false' });
   const file = h('input', { id: 'df-json-file', type: 'file', accept: '.json,application/json' });
   const download = h('a', { class: 'quiet', hidden: true }, 'Download');
-  const errorEl = h('div', { class: 'alert', role: 'alert', hidden: true });
+  const errorEl = h('div', { class: 'alert', id: 'df-json-error', role: 'alert', hidden: true });
   const exportIt = () => {
     const definition = ui.saved || ui.draft;
     area.value = JSON.stringify(definition, null, 2);

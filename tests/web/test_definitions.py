@@ -8,6 +8,7 @@ Azurite (the npm emulator on loopback), each module with its own table.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,7 +87,7 @@ def test_an_agent_and_a_workflow_made_through_the_forms_with_a_graph_that_follow
     page.wait_for_selector("html[data-defs='workflows:new']", state="attached")
     page.get_by_label("Id", exact=True).fill("policy-brief")
     page.get_by_label("Name", exact=True).fill("Policy brief")
-    page.get_by_role("button", name="Add input", exact=True).click()
+    page.get_by_role("button", name="Add workflow input", exact=True).click()
     page.get_by_label("Input input1: name", exact=True).fill("topic")
     page.get_by_label("Input input1: name", exact=True).dispatch_event("change")
 
@@ -141,3 +142,193 @@ def test_an_agent_and_a_workflow_made_through_the_forms_with_a_graph_that_follow
     expect(graph_edge(page, "docs", "brief", "after")).to_have_count(1)
     expect(page.get_by_text("Version 1 of 1")).to_be_visible()
     page.screenshot(path=str(shots / "defs-workflow-saved.png"), full_page=True)
+
+
+def test_validation_problems_are_shown_at_their_fields_and_nodes(page: Page, host: DevHostProcess) -> None:
+    open_page(page, host, "workflows:new", "workflows:new")
+    page.get_by_label("Id", exact=True).fill("Not A Slug")
+    page.get_by_label("Name", exact=True).fill("Checked")
+    add_node(page, "agent")
+    card = node_card(page, "agent")
+    card.get_by_label("Agent", exact=True).fill("ghost")
+    card.locator("[data-path='nodes.0.input.prompt']").fill("Say hello")
+
+    # A field's shape: the id, at the Id field; nothing is saved.
+    page.get_by_role("button", name="Save", exact=True).click()
+    id_field = page.get_by_label("Id", exact=True)
+    expect(id_field).to_have_attribute("aria-invalid", "true")
+    expect(page.locator("[data-field='id'] .field-error")).to_contain_text("INVALID_FIELD")
+    expect(page.locator(".problem-list li[data-path='id']")).to_have_count(1)
+    expect(page.locator("html")).to_have_attribute("data-defs", "workflows:new")
+
+    # A reference: the unknown agent, at the node's Agent field, and the node marked in the graph.
+    id_field.fill("checked")
+    page.get_by_role("button", name="Save", exact=True).click()
+    agent_field = card.get_by_label("Agent", exact=True)
+    expect(agent_field).to_have_attribute("aria-invalid", "true")
+    expect(card.locator("[data-field='nodes.0.agent'] .field-error")).to_contain_text("there is no agent 'ghost'")
+    expect(card.locator("[data-field='nodes.0.agent'] .field-error")).to_contain_text("UNKNOWN_AGENT")
+    expect(id_field).not_to_have_attribute("aria-invalid", "true")
+    expect(graph_node(page, "agent")).to_have_class(re.compile(r"\bg-invalid\b"))
+    # The summary's entry takes the focus to the field.
+    page.locator(".problem-list li[data-code='UNKNOWN_AGENT'] button").click()
+    expect(agent_field).to_be_focused()
+
+    # A graph problem: an "after" naming no node, at the node's After field.
+    card.get_by_label("After", exact=True).fill("nowhere")
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(card.locator("[data-field='nodes.0.after'] .field-error")).to_contain_text("UNKNOWN_NODE")
+
+    # A JSON field that does not parse is refused before it is sent, at the field.
+    page.goto("/api/ui/#agents:new")
+    page.wait_for_selector("html[data-defs='agents:new']", state="attached")
+    schema = page.get_by_label("Output schema (JSON Schema)", exact=True)
+    schema.fill("{not json")
+    expect(page.locator("[data-field='output_schema'] .field-error")).to_contain_text("Not valid JSON")
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(page.locator(".problem-list li[data-code='INVALID_JSON']")).to_have_count(1)
+    expect(page.locator("html")).to_have_attribute("data-defs", "agents:new")
+
+
+RICH = {
+    "id": "round-trip",
+    "name": "Round trip",
+    "description": "Every node kind the form edits.",
+    "inputs": {
+        "region": {"type": "string", "description": "a region"},
+        "limit": {"type": "integer", "required": False, "default": 3},
+    },
+    "nodes": [
+        {
+            "id": "docs",
+            "kind": "step",
+            "step": "consult_rag",
+            "input": {"query": {"from": "input.region"}, "top_k": {"from": "input.limit"}},
+        },
+        {"id": "fan", "kind": "parallel", "after": ["docs"], "branches": ["left", "right"]},
+        {
+            "id": "left",
+            "kind": "tool",
+            "tool": "function.percent_change",
+            "input": {"old": {"value": 80}, "new": {"value": 100}},
+        },
+        {
+            "id": "right",
+            "kind": "human",
+            "question": {"template": "Go on with {input.region}?"},
+            "options": ["approve", "reject"],
+        },
+        {"id": "both", "kind": "join", "after": ["left", "right"], "on_failure": "continue"},
+        {
+            "id": "check",
+            "kind": "condition",
+            "after": ["both"],
+            "if": {"left": "left.success", "op": "truthy"},
+            "then": ["done"],
+        },
+        {
+            "id": "done",
+            "kind": "step",
+            "step": "generate_response",
+            "input": {"question": {"template": "Sum up {input.region}"}},
+        },
+    ],
+    "outputs": {"answer": {"from": "done.answer"}},
+}
+
+
+def test_json_export_then_import_round_trips_a_workflow(page: Page, host: DevHostProcess, tmp_path: Path) -> None:
+    from tests.jobs.jobclient import JobClient
+
+    jobs = JobClient(host)
+    resp = jobs.http.post("/api/workflows", json=RICH)
+    assert resp.status_code == 201, resp.text
+    original = get(host, jobs, "workflows", "round-trip")["definition"]
+
+    open_page(page, host, "workflows/round-trip", "workflows/round-trip")
+    # The graph of the saved workflow: every node, the parallel branches and the condition's "then".
+    expect(page.locator("#df-graph g.g-node")).to_have_count(len(RICH["nodes"]))
+    expect(graph_edge(page, "fan", "left", "branch")).to_have_count(1)
+    expect(graph_edge(page, "fan", "right", "branch")).to_have_count(1)
+    expect(graph_edge(page, "check", "done", "then")).to_have_count(1)
+    expect(graph_node(page, "right")).to_have_attribute("data-kind", "human")
+
+    page.get_by_role("button", name="Export this version", exact=True).click()
+    exported = json.loads(page.get_by_label("Definition JSON", exact=True).input_value())
+    assert exported == original
+    with page.expect_download() as download:
+        page.get_by_role("link", name="Download", exact=True).click()
+    saved_file = tmp_path / "exported.json"
+    download.value.save_as(saved_file)
+    assert json.loads(saved_file.read_text()) == original
+
+    # The file, under another id, imported from the file picker: a new workflow with the same content.
+    copy = {**json.loads(saved_file.read_text()), "id": "round-trip-copy"}
+    copy_file = tmp_path / "copy.json"
+    copy_file.write_text(json.dumps(copy))
+    page.get_by_label("Load from a file", exact=True).set_input_files(str(copy_file))
+    expect(page.get_by_label("Definition JSON", exact=True)).to_have_value(re.compile("round-trip-copy"))
+    page.get_by_role("button", name="Import and save", exact=True).click()
+    page.wait_for_selector("html[data-defs='workflows/round-trip-copy']", state="attached")
+    imported = get(host, jobs, "workflows", "round-trip-copy")
+    assert imported["definition"] == {**original, "id": "round-trip-copy"} and imported["version"] == 1
+
+    # The same id imported again with a change: a new version of it; text that is not JSON is refused.
+    changed = {**copy, "name": "Round trip, renamed"}
+    page.get_by_label("Definition JSON", exact=True).fill(json.dumps(changed))
+    page.get_by_role("button", name="Import and save", exact=True).click()
+    expect(page.get_by_role("status").filter(has_text="Saved version")).to_have_text("Saved version 2.")
+    assert get(host, jobs, "workflows", "round-trip-copy")["definition"]["name"] == "Round trip, renamed"
+    page.get_by_label("Definition JSON", exact=True).fill("{")
+    page.get_by_role("button", name="Import and save", exact=True).click()
+    expect(page.locator("#df-json-error")).to_contain_text("INVALID_JSON")
+
+
+def test_a_run_started_with_typed_inputs_is_followed_in_the_job_view(page: Page, host: DevHostProcess) -> None:
+    from tests.jobs.jobclient import JobClient
+
+    jobs = JobClient(host)
+    body = {
+        "id": "web-run",
+        "name": "Web run",
+        "inputs": {"topic": {"type": "string"}, "top": {"type": "integer", "required": False, "default": 2}},
+        "nodes": [
+            {
+                "id": "docs",
+                "kind": "step",
+                "step": "consult_rag",
+                "input": {"query": {"from": "input.topic"}, "top_k": {"from": "input.top"}},
+            },
+            {
+                "id": "answer",
+                "kind": "step",
+                "step": "generate_response",
+                "after": ["docs"],
+                "input": {"question": {"template": "What does the policy say about {input.topic}?"}},
+            },
+        ],
+        "outputs": {"answer": {"from": "answer.answer"}},
+    }
+    assert jobs.http.post("/api/workflows", json=body).status_code == 201
+    open_page(page, host, "workflows/web-run", "workflows/web-run")
+    run_card = page.locator("section", has=page.get_by_role("heading", name="Start a run"))
+    expect(run_card.get_by_label("top (optional)", exact=True)).to_have_attribute("type", "number")
+
+    # A required input left empty: the API's 400 is shown at that input.
+    run_card.get_by_role("button", name="Run version 1").click()
+    topic = run_card.get_by_label("topic", exact=True)
+    expect(topic).to_have_attribute("aria-invalid", "true")
+    expect(run_card.locator("[data-field='inputs.topic'] .field-error")).to_contain_text("INVALID_INPUT")
+
+    topic.fill("refunds after 30 days")
+    run_card.get_by_label("top (optional)", exact=True).fill("3")
+    run_card.get_by_role("button", name="Run version 1").click()
+    expect(page).to_have_url(re.compile(r"#job=[0-9a-f]+$"))
+    run_id = page.url.rsplit("#job=", 1)[1]
+    # The same job view as any job: the run's nodes as its steps, to the end.
+    expect(page.locator("main.layout")).to_be_visible()
+    expect(status_badge(page)).to_have_text("Completed")
+    view = jobs.view(run_id)
+    assert view["run"]["id"] == "web-run" and view["run"]["version"] == 1
+    assert {s["id"] for s in view["steps"]} >= {"docs", "answer"}
+    expect(page.locator("#job-detail")).to_contain_text("workflow web-run v1")
