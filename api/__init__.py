@@ -4,6 +4,7 @@ import azure.durable_functions as df
 
 from api.health import register as register_health
 from api.jobs import register as register_jobs
+from api.logs import register as register_logs
 from api.maintenance import register as register_maintenance
 from api.runs import register as register_runs
 from api.ui import register as register_ui
@@ -14,3 +15,4 @@ register_jobs(blueprint)
 register_ui(blueprint)
 register_maintenance(blueprint)
 register_runs(blueprint)
+register_logs(blueprint)

@@ -16,7 +16,7 @@ from typing import Any
 
 import azure.durable_functions as df
 import azure.functions as func
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from api.definitions import _in_store, _store, _visible
 from api.errors import ApiError, guarded, json_response
@@ -46,6 +46,9 @@ from shared.jobs.models import (
 from shared.jobs.runs import TEAM_INPUTS, RunKind, RunSpec
 
 KINDS: dict[str, RunKind] = {"workflows": "workflow", "teams": "team"}
+# The built-in workflow: today's question → plan → steps job (a stored workflow cannot take its id's place).
+BUILT_IN = "ask"
+ASK_MODES = ("deterministic", "hybrid", "agent")
 TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
     "number": (int, float),
@@ -205,6 +208,8 @@ async def start_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
     kind = KINDS[plural]
     caller = request_caller(req)
     body = _parse_body(req, RunRequest, "'inputs'")
+    if kind == "workflow" and def_id == BUILT_IN:
+        return await _start_ask(req, client, caller, body)
     store = _store()
     head = _visible(await _in_store(store.head, kind, def_id), caller, kind, def_id)
     version = body.version or head.latest
@@ -230,12 +235,21 @@ async def start_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
         uses=pinned.uses,
         tools=allowed_tools(pinned),
     )
+    return await _start(req, client, caller, request, spec)
+
+
+async def _start(
+    req: func.HttpRequest, client: df.DurableOrchestrationClient, caller: Any, request: JobRequest, spec: RunSpec | None
+) -> func.HttpResponse:
+    """Start the job orchestration for a run (``spec`` None: the built-in ask workflow, today's job)."""
     who = caller.principal
     owner = JobOwner(id=who.id, name=who.name, idp=who.idp) if who else None
     from shared.runtime import telemetry
 
     job_id = new_job_id()
-    with telemetry.job_span(job_id=job_id, attributes={"run.kind": kind, "run.id": def_id, "run.version": version}):
+    kind, def_id, version = (spec.kind, spec.id, spec.version) if spec else ("workflow", BUILT_IN, None)
+    attributes = {"run.kind": kind, "run.id": def_id, "run.version": version or 0}
+    with telemetry.job_span(job_id=job_id, attributes=attributes):
         job = JobInput(
             job_id=job_id,
             request=request,
@@ -251,6 +265,32 @@ async def start_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
         202,
         headers={"Location": links["status"], "Retry-After": "1"},
     )
+
+
+async def _start_ask(
+    req: func.HttpRequest, client: df.DurableOrchestrationClient, caller: Any, body: RunRequest
+) -> func.HttpResponse:
+    """The built-in workflow ``ask``: exactly today's question → plan → steps job (inputs: question, mode)."""
+    specs = {
+        "question": InputSpec(type="string"),
+        "mode": InputSpec(type="string", required=False, default="deterministic"),
+    }
+    inputs = check_inputs(specs, body.inputs)
+    if inputs["mode"] not in ASK_MODES:
+        raise ApiError(400, "INVALID_INPUT", f"input 'mode' must be one of {list(ASK_MODES)}", field="inputs.mode")
+    try:
+        request = JobRequest(
+            question=inputs["question"],
+            mode=inputs["mode"],
+            constraints=body.constraints,
+            approval=body.approval,
+            wait=body.wait,
+        )
+    except ValidationError as exc:
+        raise ApiError(
+            400, "INVALID_INPUT", "input 'question' must be 1-2000 characters", field="inputs.question"
+        ) from exc
+    return await _start(req, client, caller, request, None)
 
 
 def _team_inputs() -> dict[str, InputSpec]:

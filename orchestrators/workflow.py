@@ -64,6 +64,7 @@ TEMPLATE_REF = re.compile(r"\{([^{}]*)\}")
 MAX_TEMPLATE_VALUE = 4000
 MAX_PROMPT = 2000  # the Executor's question (AgentTurnTask.question)
 FINISH = "finish"
+APPROVE, REJECT = "approve", "reject"
 TEAM_INPUTS = {name: InputSpec.model_validate(spec) for name, spec in TEAM_SPEC.items()}
 
 
@@ -247,10 +248,9 @@ class WorkflowWalk:
             return "ready"
         if not node.after:
             return None  # started by nothing: only the start node runs without an ``after``
+        # A node skipped (by a condition, or by a person) counts as done for the nodes after it.
         if any(self.ended[a] == "failed" for a in node.after):
             return "a node it runs after failed"
-        if not any(self.ended[a] == "succeeded" for a in node.after):
-            return "no node it runs after ran"
         return "ready"
 
     def skip(self, node_id: str, reason: str) -> None:
@@ -338,16 +338,20 @@ class WorkflowWalk:
     def ask(self, node: HumanNode, step: StepState) -> Gen:
         """Ask a person and wait: the job's own waiting_for_user, answered through the job API."""
         question = str(self.resolve(node.question) or node.title or node.id)
+        approval = {APPROVE, REJECT} <= set(node.options)
         reply = yield from self.run.ask(
             step,
-            "clarify",
+            "approval" if approval else "clarify",
             question[:1000],
             list(node.options),
             default=None,
             free_text=node.free_text or not node.options,
             timeout_seconds=node.timeout_seconds,
         )
-        return {"answer": reply.action() if isinstance(reply.answer, str) else json.dumps(reply.answer)}
+        said = reply.action() if isinstance(reply.answer, str) else json.dumps(reply.answer)
+        if approval and said == REJECT:
+            raise JobStop("REJECTED_BY_USER", f"the user rejected: {question[:300]}", node.id)
+        return {"answer": said}
 
     def decide(self, node: ConditionNode) -> dict[str, Any]:
         """A condition, evaluated here (pure); it starts its ``then`` or its ``else`` nodes."""
@@ -445,8 +449,10 @@ class WorkflowWalk:
 
     def run_agent(self, step: StepState, agent_id: str, version: int | None, prompt: str) -> Gen:
         """An agent: its Executor loop (its instructions, tools, bounds, models), then its answer over what it found."""
-        agent = yield from self.load("agent", agent_id, self.pinned("agent", agent_id, version))
+        pinned = self.pinned("agent", agent_id, version)
+        agent = yield from self.load("agent", agent_id, pinned)
         assert isinstance(agent, Agent)
+        step.tool_input = f"{agent_id} v{pinned}"  # which agent ran: the view and /api/logs show it
         profile = self.profile(agent, step.id)
         found = yield from AgentLoop(self.run, prompt[:MAX_PROMPT] or agent.name, step, profile).work_step()
         kind = sorted(kinds_where(lambda spec: spec.writes_answer))[0]
@@ -458,12 +464,12 @@ class WorkflowWalk:
         extra = {"sources": self.run.sources_for(spec), "step_notes": []}
         out = yield from self.run.execute(step, kind, dict(spec.input), extra, models=profile.models)
         answer = (out.result or {}) if out is not None else {}
-        return {
-            "text": str(answer.get("answer") or ""),
-            "citations": answer.get("citations", []),
-            "tool_calls": found["tool_calls"],
-            "turns": found["turns"],
-        }
+        text = str(answer.get("answer") or "")
+        output = {"text": text, "citations": answer.get("citations", []), "tool_calls": found["tool_calls"]}
+        if agent.output_schema is not None:
+            # The model's text is untrusted: only a JSON object that passes the agent's schema becomes its output.
+            output = {**output, **structured(text, agent.output_schema, step.id)}
+        return output
 
     def profile(self, agent: Agent, node_id: str) -> AgentProfile:
         """What the agent may use in this run: its tools cut to the run's, its models cut to the job's."""
@@ -676,6 +682,28 @@ def evaluate(cond: Condition, left: Any) -> bool:
         return bool(ops[cond.op])
     except TypeError:
         return False
+
+
+def structured(text: str, schema: dict[str, Any], node_id: str) -> dict[str, Any]:
+    """The JSON object in an agent's answer, checked against its output schema; a failed node says why."""
+    from jsonschema import Draft202012Validator
+
+    start, end = text.find("{"), text.rfind("}")
+    try:
+        data = json.loads(text[start : end + 1]) if 0 <= start < end else None
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        raise JobStop("OUTPUT_INVALID", "the agent's answer holds no JSON object for its output schema", node_id)
+    problems = sorted(Draft202012Validator(schema).iter_errors(data), key=lambda e: list(e.path))
+    if problems:
+        where = ".".join(str(p) for p in problems[0].path) or "(root)"
+        raise JobStop(
+            "OUTPUT_INVALID",
+            f"the agent's output does not fit its schema at {where}: {problems[0].message}"[:600],
+            node_id,
+        )
+    return data
 
 
 def _as_text(value: Any) -> str:

@@ -4,8 +4,14 @@ started through ``/api/{workflows,teams}/{id}/runs`` and followed through the jo
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -213,3 +219,150 @@ def test_a_team_run_needs_its_task(jobs: JobClient) -> None:
     save(jobs, "teams", {"id": "one", "name": "One", "agents": ["solo"], "strategy": {"type": "sequential"}})
     resp = jobs.http.post("/api/teams/one/runs", json={"inputs": {}})
     assert resp.status_code == 400 and resp.json()["error"]["field"] == "inputs.task"
+
+
+def test_the_built_in_ask_workflow_is_todays_job(jobs: JobClient) -> None:
+    run_id = run(jobs, "workflows", "ask", inputs={"question": "What does the returns policy say about refunds?"})
+    view = jobs.wait(run_id)
+    assert view["status"] == "completed" and view["plan"]["status"] == "planned"
+    assert view["run"] is None and view["answer"]["text"]
+    assert view["question"] == "What does the returns policy say about refunds?"
+    resp = jobs.http.post("/api/workflows/ask/runs", json={"inputs": {"question": "q", "mode": "wild"}})
+    assert resp.status_code == 400 and resp.json()["error"]["field"] == "inputs.mode"
+    entries = jobs.http.get("/api/logs", params={"workflow": "ask", "run": run_id}).json()["entries"]
+    assert entries and all(e["run"]["id"] == "ask" for e in entries)
+
+
+def cli(host: DevHostProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    assert host.keys is not None
+    command = [sys.executable, "-m", "devhost", *args, "--url", host.base_url, "--key", host.keys.function]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=REPO_ROOT, check=False)
+
+
+def test_the_cli_runs_a_workflow_and_a_team_and_follows_them(host: DevHostProcess, jobs: JobClient) -> None:
+    save(
+        jobs,
+        "workflows",
+        {
+            "id": "cli-flow",
+            "name": "CLI",
+            "inputs": {"old": {"type": "number"}},
+            "nodes": [change("c", {"from": "input.old"})],
+            "outputs": {"percent": {"from": "c.data.percent_change"}},
+        },
+    )
+    done = cli(host, "workflows", "run", "cli-flow", "--input", "old=80", "--no-input")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert '"percent": 25.0' in done.stdout and "cli-flow v1" in done.stdout
+    bad = cli(host, "workflows", "run", "cli-flow", "--input", "old=eighty", "--no-input")
+    assert bad.returncode == 2 and "inputs.old" in bad.stdout + bad.stderr
+    save(jobs, "agents", {"id": "solo", "name": "Solo", "instructions": "Work."})
+    save(jobs, "teams", {"id": "one", "name": "One", "agents": ["solo"], "strategy": {"type": "sequential"}})
+    team = cli(host, "teams", "run", "one", "--task", "What does the returns policy say?", "--no-input")
+    assert team.returncode == 0, team.stdout + team.stderr
+    waits = cli(host, "workflows", "run", "gated", "--no-input")
+    assert waits.returncode == 4, waits.stdout + waits.stderr  # waits for a person: exit 4, as ask does
+
+
+def test_logs_across_runs_with_filters_paging_and_the_active_runs(jobs: JobClient) -> None:
+    def logs(**params: Any) -> dict[str, Any]:
+        resp = jobs.http.get("/api/logs", params=params)
+        assert resp.status_code == 200, resp.text
+        return dict(resp.json())
+
+    fan = logs(workflow="fan")["entries"]
+    assert {(e["node"], e["state"]) for e in fan} == {
+        ("split", "succeeded"),
+        ("good", "succeeded"),
+        ("bad", "failed"),
+        ("merge", "succeeded"),
+    }
+    assert all(e["run"] == {"kind": "workflow", "id": "fan", "version": 1} for e in fan)
+    failed = logs(workflow="fan", status="failed")["entries"]
+    assert [(e["node"], e["error"]) for e in failed] == [("bad", "INVALID_INPUT")]
+    by_agent = logs(agent="summariser")["entries"]
+    assert by_agent and all(e["node"] == "summary" and e["kind"] == "agent" for e in by_agent)
+    assert logs(agent="summariser", until="2000-01-01T00:00:00Z")["entries"] == []
+    # Paging by runs: one run per page, the cursor leads to the older ones, never the same run twice.
+    seen: list[str] = []
+    page = logs(limit=1)
+    for _ in range(4):
+        runs = {e["run_id"] for e in page["entries"]}
+        assert len(runs) <= 1 and not runs & set(seen)
+        seen.extend(runs)
+        if not page["next_cursor"]:
+            break
+        page = logs(limit=1, cursor=page["next_cursor"])
+    assert len(seen) >= 3
+    # The run the CLI left waiting is active, with its current step.
+    active = logs(workflow="gated")["active"]
+    assert any(a["status"] == "waiting_for_user" and a["current"]["node"] == "ask" for a in active)
+    resp = jobs.http.get("/api/logs", params={"status": "exploded"})
+    assert resp.status_code == 400 and resp.json()["error"]["field"] == "status"
+
+
+def executions(host: DevHostProcess) -> Counter[str]:
+    """How many times each activity started, over every life of the host (its log is appended)."""
+    return Counter(re.findall(r"Executing 'Functions\.(\w+)'", host.output()))
+
+
+def instance(host: DevHostProcess, instance_id: str) -> dict[str, Any]:
+    resp = host.client.get(host.webhook(f"instances/{instance_id}"), params=host.system_code)
+    return dict(resp.json()) if resp.status_code == 200 else {}
+
+
+def until(check: Any, what: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_kill_during_a_fan_out_then_restart_reruns_only_the_branch_in_flight(azurite: Azurite, tmp_path: Path) -> None:
+    env = {
+        "AzureWebJobsStorage": azurite.connection_string,
+        "DEFINITIONS_TABLE": "kill" + uuid.uuid4().hex[:12],
+        # The SQL writer's model call takes a minute the first time: that branch is in flight at the kill.
+        "OFFLINE_LLM_FAULTS": "write_sql:DELAY:1:60000",
+    }
+    host = DevHostProcess(REPO_ROOT, tmp_path / "data", env=env).start()
+    try:
+        jobs = JobClient(host)
+        save(
+            jobs,
+            "workflows",
+            {
+                "id": "fan-kill",
+                "name": "Fan",
+                "nodes": [
+                    {"id": "split", "kind": "parallel", "branches": ["fast", "slow"]},
+                    change("fast", {"value": 80}),
+                    {
+                        "id": "slow",
+                        "kind": "step",
+                        "step": "execute_azure_sql",
+                        "input": {"question": {"value": "How many orders were there in 2025?"}},
+                    },
+                    {"id": "merge", "kind": "join", "after": ["fast", "slow"]},
+                ],
+                "outputs": {"percent": {"from": "fast.data.percent_change"}, "rows": {"from": "slow.row_count"}},
+            },
+        )
+        run_id = run(jobs, "workflows", "fan-kill")
+        until(lambda: executions(host)["execute_azure_sql"] == 1, "the slow branch's SQL call to start")
+        until(lambda: instance(host, f"{run_id}:fast").get("runtimeStatus") == "Completed", "the fast branch")
+        host.kill()
+        host.extra_env.pop("OFFLINE_LLM_FAULTS")
+        host.start()
+        view = JobClient(host).wait(run_id, timeout_s=90)
+        assert view["status"] == "completed", view.get("error")
+        assert view["run"]["outputs"]["percent"] == 25.0 and view["run"]["outputs"]["rows"] == 1
+        assert shown(view) == {"split": "succeeded", "fast": "succeeded", "slow": "succeeded", "merge": "succeeded"}
+        ran = executions(host)
+        # The finished branch's tool ran once in all; only the call in flight at the kill ran again.
+        assert ran["call_tool"] == 1 and ran["execute_azure_sql"] == 2, ran
+        assert ran["load_definition"] == 3, ran  # the root and each branch once: none of them loaded again
+    finally:
+        host.stop()

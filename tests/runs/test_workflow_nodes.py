@@ -285,3 +285,49 @@ def test_a_run_is_pinned_to_the_version_it_started_with() -> None:
     # Without a pin the run refuses to guess "latest".
     result, _ = start(Activities(table), "workflow", "ask")
     assert result["error"]["code"] == "DEFINITION_NOT_PINNED"
+
+
+def test_an_agent_with_an_output_schema_gives_only_a_valid_object() -> None:
+    scored = {
+        **AGENT,
+        "output_schema": {"type": "object", "properties": {"score": {"type": "number"}}, "required": ["score"]},
+    }
+    wf = {
+        "id": "ask",
+        "name": "Ask",
+        "nodes": [{"id": "think", "kind": "agent", "agent": "analyst", "version": 1}],
+        "outputs": {"score": {"from": "think.score"}},
+    }
+    table = {**defs(wf), **defs(scored)}
+    acts = Activities(table, agent_turn=[DONE_TURN], generate_response=[answer('Here: {"score": 0.8}')])
+    result, _ = start(acts, "workflow", "ask")
+    assert result["status"] == "completed" and result["outputs"] == {"score": 0.8}
+    acts = Activities(table, agent_turn=[DONE_TURN], generate_response=[answer('{"score": "high"}')])
+    result, _ = start(acts, "workflow", "ask")
+    assert result["status"] == "failed" and result["error"]["code"] == "OUTPUT_INVALID"
+    assert "score" in result["error"]["message"] and result["error"]["step_id"] == "think"
+
+
+def test_a_rejected_approval_stops_the_run_and_a_skipped_node_counts_as_done() -> None:
+    wf = {
+        "id": "gate",
+        "name": "Gate",
+        "nodes": [
+            {"id": "ok", "kind": "human", "question": {"value": "Go?"}, "options": ["approve", "reject"]},
+            {
+                "id": "never",
+                "kind": "condition",
+                "after": ["ok"],
+                "if": {"left": "ok.answer", "op": "eq", "right": "x"},
+                "then": ["extra"],
+            },
+            change("extra", {"value": 1}),
+            change("last", {"value": 50}, after=["extra"]),
+        ],
+        "outputs": {"percent": {"from": "last.data.percent_change"}},
+    }
+    result, ctx = start(Activities(defs(wf)), "workflow", "gate", tools=[TOOL], reply=lambda e: {"answer": "approve"})
+    assert result["outputs"] == {"percent": 100.0}
+    assert steps(ctx)["extra"]["state"] == "skipped" and steps(ctx)["last"]["state"] == "succeeded"
+    result, _ = start(Activities(defs(wf)), "workflow", "gate", tools=[TOOL], reply=lambda e: {"answer": "reject"})
+    assert result["status"] == "failed" and result["error"]["code"] == "REJECTED_BY_USER"
