@@ -11,10 +11,12 @@ REALMODEL_VENV := .venv-realmodel
 REALMODEL_STAMP := $(REALMODEL_VENV)/.installed
 AZURITE_DIR := tools/azurite
 AZURITE_STAMP := $(AZURITE_DIR)/node_modules/.installed
+SANDBOX_VENV := .venv-sandbox
+SANDBOX_STAMP := $(SANDBOX_VENV)/.installed
 
-.PHONY: install azurite tools realmodel run serve test test-fast lint format bench clean
+.PHONY: install azurite tools realmodel sandbox run serve test test-fast lint format bench clean
 
-install: $(STAMP) $(AZURITE_STAMP)
+install: $(STAMP) $(AZURITE_STAMP) $(SANDBOX_STAMP)
 	@$(BIN)/python -m shared.providers.sql.sqlite_limits >/dev/null  # the SQLite limits extension (no-op when built)
 
 $(STAMP): requirements.txt requirements-dev.txt scripts/install-system-deps.sh
@@ -54,6 +56,16 @@ realmodel: $(REALMODEL_STAMP)
 $(REALMODEL_STAMP): requirements-realmodel.txt scripts/install-realmodel.sh
 	@PYTHON=$(PYTHON) REALMODEL_VENV=$(REALMODEL_VENV) scripts/install-realmodel.sh
 
+# The code sandbox's libraries (shared/sandbox/local.py): numpy, pandas, matplotlib in their own venv, bound
+# read-only into each bubblewrap sandbox; matplotlib's font list is built here once, not on every run.
+sandbox: $(SANDBOX_STAMP)
+
+$(SANDBOX_STAMP): requirements-sandbox.txt
+	@test -x $(SANDBOX_VENV)/bin/python || $(PYTHON) -m venv $(SANDBOX_VENV)
+	@$(SANDBOX_VENV)/bin/python -m pip install -q --disable-pip-version-check -r requirements-sandbox.txt
+	@MPLCONFIGDIR=$(SANDBOX_VENV)/mplconfig MPLBACKEND=Agg $(SANDBOX_VENV)/bin/python -c "import matplotlib.pyplot"
+	@touch $(SANDBOX_STAMP)
+
 # The main job on embedded defaults, on a host serving the app at :$(PORT) (kept running; Ctrl+C stops it).
 QUESTION ?= Which region had the most returns in Q3, and what does the returns policy say about refunds after 30 days?
 run: $(STAMP) $(AZURITE_STAMP)
@@ -63,8 +75,8 @@ run: $(STAMP) $(AZURITE_STAMP)
 serve: $(STAMP) $(AZURITE_STAMP)
 	$(BIN)/python -m devhost serve --port $(PORT)
 
-test: $(STAMP) $(AZURITE_STAMP) $(TOOLS_STAMP) $(REALMODEL_STAMP)
-	REALMODEL_REQUIRED=1 $(BIN)/python -m pytest
+test: $(STAMP) $(AZURITE_STAMP) $(TOOLS_STAMP) $(REALMODEL_STAMP) $(SANDBOX_STAMP)
+	REALMODEL_REQUIRED=1 SANDBOX_REQUIRED=1 $(BIN)/python -m pytest
 
 # Everything that starts no process (devhost, a browser, llama.cpp, checkov): under a minute on 2 cores.
 test-fast: $(STAMP)
@@ -80,8 +92,8 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-bench: $(STAMP)
+bench: $(STAMP) $(SANDBOX_STAMP)
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) $(AZURITE_DIR)/node_modules $(TOOLS_VENV) $(REALMODEL_VENV) .build .devhost .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(AZURITE_DIR)/node_modules $(TOOLS_VENV) $(REALMODEL_VENV) $(SANDBOX_VENV) .build .devhost .pytest_cache .mypy_cache .ruff_cache

@@ -66,12 +66,14 @@ def flatten(actions: Any, out: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def action_name(action: dict[str, Any]) -> str | None:
-    """The function or event an action names (None for timers and the like)."""
+    """The function, event or entity an action names (None for timers and the like)."""
     t = action.get("actionType")
     if t in _FUNCTION_CALLS:
         return action.get("functionName")
     if t == ActionType.WAIT_FOR_EXTERNAL_EVENT:
         return action.get("externalEventName")
+    if t in (ActionType.CALL_ENTITY, ActionType.SIGNAL_ENTITY):
+        return action.get("instanceId")  # the entity, "@name@key"
     return None
 
 

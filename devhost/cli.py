@@ -47,7 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--cors-credentials", action="store_true", help="allow credentialed cross-origin requests")
     serve.add_argument("--data", default=None, help="state directory (default <app>/.devhost)")
-    serve.add_argument("--no-auth", action="store_true", help="do not enforce function/admin/system keys")
+    serve.add_argument(
+        "--no-auth",
+        "--no-keys",
+        action="store_true",
+        help="do not enforce function/admin/system keys (what `func start` does unless given --enableAuth)",
+    )
     serve.add_argument("--grace", type=float, default=10.0, help="seconds to let in-flight work finish on shutdown")
     serve.add_argument(
         "--sync",

@@ -14,16 +14,20 @@ import importlib.util
 import inspect
 import itertools
 import json
+import logging
 import os
 import re
 import sys
 import threading
 import traceback
+import typing
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from devhost.model import AppLoadError, FunctionInfo, FunctionKind, HostConfig, LoadedApp
+
+log = logging.getLogger("devhost.loader")
 
 _TRIGGER_KINDS: dict[str, FunctionKind] = {
     "httptrigger": "http",
@@ -70,7 +74,53 @@ def load_app(root: Path) -> LoadedApp:
         raise AppLoadError(f"Indexing the functions of {script_name} failed: {type(exc).__name__}: {exc}") from exc
     infos = [_describe(fn) for fn in functions]
     _check_unique_names(infos)
+    for note in startup_notes(host):
+        log.warning("%s", note)
     return LoadedApp(root=root, host=host, functions=infos)
+
+
+# extensions.durableTask.storageProvider.type values the extension's provider factories answer to.
+_STORAGE_PROVIDERS = {
+    "azurestorage": "Azure Storage",
+    "netherite": "Netherite",
+    "mssql": "MSSQL",
+    "azuremanaged": "Durable Task Scheduler",
+}
+
+
+def startup_notes(host: HostConfig) -> list[str]:
+    """One line per host.json Durable setting devhost does not follow, saying what it does instead."""
+    durable = _dict_at(_dict_at(host.raw, "extensions"), "durableTask")
+    notes: list[str] = []
+    provider = _dict_at(durable, "storageProvider").get("type")
+    if provider is not None:
+        label = _STORAGE_PROVIDERS.get(str(provider).lower())
+        if label is None:
+            notes.append(
+                f"host.json storageProvider type '{provider}' is none the extension knows "
+                f"(AzureStorage, Netherite, mssql, azureManaged); devhost keeps Durable state in SQLite regardless."
+            )
+        else:
+            notes.append(
+                f"host.json storageProvider '{provider}' ({label}): devhost keeps Durable state in SQLite in its data "
+                f"directory instead and ignores the provider's settings; no {label} backend is contacted."
+            )
+    hub = durable.get("hubName")
+    missing = _missing_refs(hub)
+    if missing:
+        names = ", ".join(missing)
+        notes.append(
+            f"host.json hubName '{hub}': app setting {names} is not set (the extension would keep the name as "
+            f"written, which Azure Storage refuses); devhost uses task hub '{host.hub_name}' instead."
+        )
+    return notes
+
+
+def _missing_refs(value: Any) -> list[str]:
+    """The ``%NAME%`` app-setting references in ``value`` whose setting is unset or empty."""
+    if not isinstance(value, str):
+        return []
+    return [name for name in _ENV_REF.findall(value) if not os.environ.get(name)]
 
 
 def read_host_config(root: Path) -> HostConfig:
@@ -279,6 +329,7 @@ def _describe(fn: Any) -> FunctionInfo:
     except (TypeError, ValueError):
         params = {}  # type: ignore[assignment]
     wants_context = "context" in params and "context" not in binding_names
+    _check_parameters(name, user_function, set(params), binding_names)
     client_binding = next(
         (str(b["name"]) for b in bindings if str(b.get("type", "")).lower() == "durableclient" and b.get("name")),
         None,
@@ -293,6 +344,45 @@ def _describe(fn: Any) -> FunctionInfo:
         is_async=inspect.iscoroutinefunction(user_function),
         wants_context=wants_context,
         client_binding=client_binding,
+    )
+
+
+def _check_parameters(name: str, user_function: Any, params: set[str], binding_names: set[str]) -> None:
+    """Refuse a function whose parameters and bindings differ, with the Python worker's FunctionLoadError text."""
+    # azure_functions_runtime/functions.py (azure-functions-runtime 1.3.0), Registry.is_context_required and
+    # validate_function_params; the worker fails indexing with these, so no function of the app is loaded.
+    bound = binding_names - {"$return"}
+    if "context" in params and "context" not in bound:
+        params = params - {"context"}
+        _check_context_annotation(name, user_function)
+    if params - bound:
+        raise _function_load_error(
+            name,
+            "the following parameters are declared in Python but not in the function definition "
+            f"(function.json or function decorators):  {params - bound!r}",
+        )
+    if bound - params:
+        raise _function_load_error(
+            name,
+            "Extra parameters in binding definition \u2014 the following parameters are declared as bindings "
+            f"but are not present in Python: {bound - params!r}",
+        )
+
+
+def _check_context_annotation(name: str, user_function: Any) -> None:
+    try:
+        annotation = typing.get_type_hints(user_function).get("context")
+    except Exception:  # noqa: BLE001 - an annotation Python cannot resolve is the app's, not checked here
+        return
+    if annotation is not None and (not isinstance(annotation, type) or annotation.__name__ != "Context"):
+        raise _function_load_error(
+            name, f'the "context" parameter is expected to be of type azure.functions.Context, got "{annotation!r}"'
+        )
+
+
+def _function_load_error(name: str, message: str) -> AppLoadError:
+    return AppLoadError(
+        f"Worker failed to index functions: FunctionLoadError: cannot load the {name} function: {message}"
     )
 
 

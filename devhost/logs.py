@@ -15,7 +15,9 @@ from __future__ import annotations
 import contextvars
 import io
 import logging
+import os
 import sys
+import sysconfig
 import threading
 import time
 import traceback
@@ -64,6 +66,44 @@ def invocation_scope(function_name: str, invocation_id: str) -> Iterator[None]:
         yield
     finally:
         current_invocation.reset(token)
+
+
+# -- the app's traceback -------------------------------------------------------------------------
+
+_DEVHOST_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_STDLIB_DIR = os.path.join(sysconfig.get_paths()["stdlib"], "")
+
+
+def _host_frame(filename: str) -> bool:
+    """A frame of devhost itself or of the stdlib machinery it calls the app through (threads, asyncio)."""
+    path = os.path.abspath(filename)
+    return path.startswith(_DEVHOST_DIR) or (path.startswith(_STDLIB_DIR) and "site-packages" not in path)
+
+
+def _trim(te: traceback.TracebackException, seen: set[int]) -> None:
+    if id(te) in seen:
+        return
+    seen.add(id(te))
+    frames = list(te.stack)
+    start = 0
+    while start < len(frames) and _host_frame(frames[start].filename):
+        start += 1
+    if start < len(frames):  # an exception raised by devhost itself keeps its frames
+        te.stack = traceback.StackSummary.from_list(frames[start:])
+    for linked in (te.__cause__, te.__context__):
+        if linked is not None:
+            _trim(linked, seen)
+
+
+def app_traceback(exc: BaseException) -> str:
+    """The traceback of an exception from app code, chained causes included, without devhost's own frames.
+
+    What the Python worker reports as the stack (``traceback.format_exception`` of the whole chain); the
+    frames through which devhost called the function are dropped, as the worker's caller is not the app's.
+    """
+    te = traceback.TracebackException.from_exception(exc)
+    _trim(te, set())
+    return "".join(te.format())
 
 
 # -- cheaper host log lines -----------------------------------------------------------------------

@@ -76,6 +76,8 @@ class EngineError(Exception):
     """Base class of engine errors that map to an HTTP status."""
 
     status_code = 500
+    # The error body's "Message" when the extension's handler words it differently from its status default.
+    http_message: str | None = None
 
 
 class InstanceNotFound(EngineError):
@@ -91,9 +93,9 @@ class InstanceGone(EngineError):
 
 
 class InstanceAlreadyExists(EngineError):
-    """Start with an id that is still running (409)."""
+    """Start with an id that is still running: the extension's OrchestrationAlreadyExistsException (500)."""
 
-    status_code = 409
+    status_code = 500
 
 
 class InvalidRequest(EngineError):
@@ -103,9 +105,9 @@ class InvalidRequest(EngineError):
 
 
 class PreconditionFailed(EngineError):
-    """The operation does not fit the instance's state, e.g. rewind of a non-failed instance (412)."""
+    """The operation does not fit the instance's state: the extension's InvalidOperationException (500)."""
 
-    status_code = 412
+    status_code = 500
 
 
 class NotSupported(EngineError):

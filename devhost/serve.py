@@ -291,7 +291,7 @@ async def _serve_app(
         await public_server.serve(sockets=[public])
     finally:
         await timers.stop()
-        await storage_triggers.stop()
+        await storage_triggers.stop(max(1.0, options.grace_s / 2))
         rpc_server.should_exit = True
         await rpc_task
         log.info("Stopping the host (grace %.1fs)", options.grace_s)

@@ -4,7 +4,9 @@ Tables: ``instances`` (one row per instance id, current execution only), ``histo
 event JSON of the current execution), ``inbox`` (durable orchestrator messages: external events,
 sub-orchestration results, suspend/resume/rewind markers), ``activities`` (scheduled activity work
 items, deleted when the episode that consumes the result commits) and ``timers`` (armed durable
-timers, deleted when the episode that consumes the TimerFired commits).
+timers, deleted when the episode that consumes the TimerFired commits), ``entities`` (one row per existing
+Durable Entity: its state and last operation time) and ``entity_ops`` (operations sent to an entity and not
+yet run, deleted when the batch that runs them commits).
 
 The store is used from the engine's event-loop thread only. The engine opens a transaction with
 ``begin()``, issues statements and calls ``commit()`` without awaiting in between, so a crash (even
@@ -30,10 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
-# version -> a function that upgrades a store in place from that version and returns the new version.
-# Empty while version 1 is the only layout there has been.
-_MIGRATIONS: dict[int, Callable[[sqlite3.Connection], int]] = {}
+SCHEMA_VERSION = 2
 # A checkpoint runs after this many commits, or CHECKPOINT_IDLE_S after the last commit.
 CHECKPOINT_EVERY_COMMITS = 100
 CHECKPOINT_IDLE_S = 1.0
@@ -117,6 +116,32 @@ CREATE TABLE IF NOT EXISTS timers (
 );
 CREATE INDEX IF NOT EXISTS timers_instance ON timers(instance_id);
 """
+
+# Version 2 added Durable Entities: their state, and the operations sent to them and not yet run.
+_ENTITY_SCHEMA = """
+CREATE TABLE IF NOT EXISTS entities (
+    entity_id TEXT PRIMARY KEY,
+    state TEXT,
+    last_op REAL NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS entities_last_op ON entities(last_op);
+CREATE TABLE IF NOT EXISTS entity_ops (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    entity_id TEXT NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS entity_ops_entity ON entity_ops(entity_id);
+"""
+
+
+def _migrate_1_to_2(db: sqlite3.Connection) -> int:
+    """Version 1 -> 2: add the entity tables (an old store has no entities, so nothing moves)."""
+    db.executescript(_ENTITY_SCHEMA)
+    return 2
+
+
+# version -> a function that upgrades a store in place from that version and returns the new version.
+_MIGRATIONS: dict[int, Callable[[sqlite3.Connection], int]] = {1: _migrate_1_to_2}
 
 INSTANCE_COLUMNS = (
     "instance_id, name, version, execution_id, status, input, output, custom_status, created, updated, "
@@ -320,6 +345,7 @@ class Store:
         """A new store gets today's version; an older one is migrated step by step; anything else is refused."""
         row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         if row is None:
+            db.executescript(_ENTITY_SCHEMA)
             db.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             return
         found = int(row[0]) if str(row[0]).isdigit() else -1
@@ -595,6 +621,57 @@ class Store:
             self.db.execute("SELECT id, instance_id, execution_id, seq, fire_at, fire_text FROM timers ORDER BY id")
         )
 
+    # -- entities -----------------------------------------------------------------------------
+    def get_entity(self, entity_id: str) -> tuple[str | None, float] | None:
+        """An existing entity's (state, last operation time), or None when it does not exist."""
+        found = self.db.execute("SELECT state, last_op FROM entities WHERE entity_id=?", (entity_id,)).fetchone()
+        return (found[0], float(found[1])) if found else None
+
+    def put_entity(self, entity_id: str, state: str | None, last_op: float) -> None:
+        """Create or update an entity's state."""
+        self.db.execute(
+            "INSERT INTO entities (entity_id, state, last_op) VALUES (?,?,?) "
+            "ON CONFLICT(entity_id) DO UPDATE SET state=excluded.state, last_op=excluded.last_op",
+            (entity_id, state, last_op),
+        )
+
+    def delete_entity(self, entity_id: str) -> int:
+        """Delete an entity's state; returns 1 if it existed."""
+        return self.db.execute("DELETE FROM entities WHERE entity_id=?", (entity_id,)).rowcount
+
+    def query_entities(
+        self, *, prefix: str | None, op_from: float | None, op_to: float | None, after: str | None, limit: int
+    ) -> list[tuple[str, str | None, float]]:
+        """Existing entities (id, state, last operation time) in id order, after the ``after`` id."""
+        where, args = _entity_filters(prefix, op_from, op_to)
+        if after is not None:
+            where.append("entity_id > ?")
+            args.append(after)
+        args.append(limit)
+        cur = self.db.execute(
+            f"SELECT entity_id, state, last_op FROM entities WHERE {' AND '.join(where) or '1'} "
+            "ORDER BY entity_id LIMIT ?",
+            args,
+        )
+        return [(r[0], r[1], float(r[2])) for r in cur.fetchall()]
+
+    def insert_entity_op(self, entity_id: str, body: str) -> int:
+        """Persist an operation sent to an entity; returns its id (ids give the order operations run in)."""
+        cur = self.db.execute("INSERT INTO entity_ops (entity_id, body) VALUES (?,?)", (entity_id, body))
+        return int(cur.lastrowid or 0)
+
+    def delete_entity_ops(self, ids: Iterable[int]) -> None:
+        """Delete operations whose batch ran."""
+        self.db.executemany("DELETE FROM entity_ops WHERE id=?", [(i,) for i in ids])
+
+    def entity_ops(self) -> list[tuple[int, str, str]]:
+        """All pending entity operations in the order they were sent: (id, entity id, body)."""
+        return list(self.db.execute("SELECT id, entity_id, body FROM entity_ops ORDER BY id"))
+
+    def pending_entity_ops(self, entity_id: str) -> int:
+        """How many operations wait for one entity."""
+        return int(self.db.execute("SELECT count(*) FROM entity_ops WHERE entity_id=?", (entity_id,)).fetchone()[0])
+
     def purge_terminal(self, created_from: float, created_to: float | None, statuses: Sequence[str]) -> list[str]:
         """Delete instances in the given (terminal) statuses created in the range; returns their ids."""
         args: list[Any] = [created_from]
@@ -674,6 +751,22 @@ class Store:
             with contextlib.suppress(OSError):
                 total += os.path.getsize(f"{self.path}{suffix}")
         return total
+
+
+def _entity_filters(prefix: str | None, op_from: float | None, op_to: float | None) -> tuple[list[str], list[Any]]:
+    """WHERE terms and arguments of the entity query (id prefix, last operation time range)."""
+    where: list[str] = []
+    args: list[Any] = []
+    if prefix:
+        where.append("entity_id >= ? AND entity_id < ?")
+        args.extend([prefix, prefix + "\U0010ffff"])
+    if op_from is not None:
+        where.append("last_op >= ?")
+        args.append(op_from)
+    if op_to is not None:
+        where.append("last_op <= ?")
+        args.append(op_to)
+    return where, args
 
 
 def _instance_filters(

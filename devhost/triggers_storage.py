@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import inspect
 import json
 import logging
@@ -145,33 +146,43 @@ class StorageTarget:
 
 def plan_function(fn: FunctionInfo, environ: typing.Mapping[str, str]) -> StorageTarget | str:
     """The target a queue or blob function listens on, or why the devhost does not run it."""
-    trigger = fn.trigger
-    setting = str(trigger.get("connection") or DEFAULT_CONNECTION)
-    value = environ.get(setting, "")
+    setting = str(fn.trigger.get("connection") or DEFAULT_CONNECTION)
     resource_key = "queueName" if fn.kind == "queue" else "path"
-    resource = _resolve_env_refs(trigger.get(resource_key))
+    resource = _resolve_env_refs(fn.trigger.get(resource_key))
     param_type = trigger_parameter_type(fn)
-    if fn.kind == "blob" and str(trigger.get("source", "")).lower() == "eventgrid":
-        return "not run: source=EventGrid needs Event Grid (the devhost polls: drop source or use LogsAndContainerScan)"
+    problem = _trigger_problem(fn, resource_key, resource, param_type) or _connection_problem(setting, environ)
+    if problem is not None or resource is None:
+        return f"not run: {problem}"
+    return StorageTarget(fn, setting, environ[setting], resource.strip("/"), param_type)
+
+
+def _trigger_problem(fn: FunctionInfo, resource_key: str, resource: str | None, param_type: str) -> str | None:
+    """What in the trigger itself keeps the devhost from running it (None when nothing does)."""
+    if fn.kind == "blob" and str(fn.trigger.get("source", "")).lower() == "eventgrid":
+        return "source=EventGrid needs Event Grid (the devhost polls: drop source or use LogsAndContainerScan)"
     if param_type not in _PASSABLE[fn.kind]:
         allowed = ", ".join(_PASSABLE[fn.kind])
-        return (
-            f"not run: the parameter type {param_type} needs an SDK-type binding extension (devhost passes {allowed})"
-        )
+        return f"the parameter type {param_type} needs an SDK-type binding extension (devhost passes {allowed})"
     if not resource:
-        return f"not run: {resource_key} {trigger.get(resource_key)!r} is empty or names an unset app setting"
+        return f"{resource_key} {fn.trigger.get(resource_key)!r} is empty or names an unset app setting"
     if fn.kind == "blob" and "/" not in resource.strip("/"):
-        return f"not run: the path {resource!r} must be container/blob-pattern"
-    if "AccountKey=" not in value and "SharedAccessSignature=" not in value:
-        if asks_for_development_storage(value):
-            return f"not run: {setting} asks for development storage but Azurite is off (--no-azurite)"
-        if any(key.startswith(f"{setting}__") for key in environ):
-            return f"not run: the connection {setting} is identity-based; the devhost needs a connection string"
-        return (
-            f"not run: the connection setting {setting} is not a connection string "
-            "(set it to UseDevelopmentStorage=true and the devhost starts Azurite)"
-        )
-    return StorageTarget(fn, setting, value, resource.strip("/"), param_type)
+        return f"the path {resource!r} must be container/blob-pattern"
+    return None
+
+
+def _connection_problem(setting: str, environ: typing.Mapping[str, str]) -> str | None:
+    """Why the connection setting cannot be used (None when it holds a connection string)."""
+    value = environ.get(setting, "")
+    if "AccountKey=" in value or "SharedAccessSignature=" in value:
+        return None
+    if asks_for_development_storage(value):
+        return f"{setting} asks for development storage but Azurite is off (--no-azurite)"
+    if any(key.startswith(f"{setting}__") for key in environ):
+        return f"the connection {setting} is identity-based; the devhost needs a connection string"
+    return (
+        f"the connection setting {setting} is not a connection string "
+        "(set it to UseDevelopmentStorage=true and the devhost starts Azurite)"
+    )
 
 
 def _decode_queue_body(content: str, options: QueueOptions) -> bytes:
@@ -267,6 +278,7 @@ class StorageTriggers:
                 self.plans[fn.name] = plan_function(fn, environ)
         self.runs: dict[str, int] = dict.fromkeys(self.plans, 0)
         self._tasks: list[asyncio.Task[None]] = []
+        self.stopping = asyncio.Event()
 
     def describe(self) -> list[str]:
         """One line per storage-triggered function: what it listens on, or why it does not run."""
@@ -286,12 +298,18 @@ class StorageTriggers:
                 loop = QueueListener(self, plan) if plan.fn.kind == "queue" else BlobListener(self, plan)
                 self._tasks.append(asyncio.create_task(loop.run(), name=f"devhost-storage-{name}"))
 
-    async def stop(self) -> None:
-        """Stop the loops (a run in progress is cancelled; its message comes back after its lease)."""
+    async def stop(self, grace_s: float = 5.0) -> None:
+        """Stop polling and let runs in progress finish for up to ``grace_s`` seconds, then cancel them.
+
+        A cancelled run's queue message comes back when its lease ends; a blob without a receipt fires again.
+        """
+        self.stopping.set()
         tasks, self._tasks = self._tasks, []
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=grace_s)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def invoke(self, fn: FunctionInfo, value: Any, reason: str) -> bool:
         """Run the function once with its trigger value; whether it succeeded (failures are logged)."""
@@ -326,10 +344,10 @@ def _client_kwargs() -> dict[str, Any]:
     return {"logger": _sdk_log, "retry_total": 2}
 
 
-async def _poll(step: Callable[[], Awaitable[bool]], max_s: float, name: str) -> None:
-    """Call ``step`` forever; back off from 100 ms to ``max_s`` while it finds nothing (the host's polling)."""
+async def _poll(step: Callable[[], Awaitable[bool]], max_s: float, name: str, stopping: asyncio.Event) -> None:
+    """Call ``step`` until stopping; back off from 100 ms to ``max_s`` while it finds nothing (the host's polling)."""
     delay = MIN_POLL_S
-    while True:
+    while not stopping.is_set():
         try:
             found = await step()
         except asyncio.CancelledError:
@@ -339,7 +357,8 @@ async def _poll(step: Callable[[], Awaitable[bool]], max_s: float, name: str) ->
             found = False
         delay = MIN_POLL_S if found else min(max_s, delay * 2)
         if not found:
-            await asyncio.sleep(delay)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), delay)
 
 
 class QueueListener:
@@ -358,7 +377,7 @@ class QueueListener:
 
     async def run(self) -> None:
         """Poll until cancelled."""
-        await _poll(self.step, self.options.max_polling_s, self.target.fn.name)
+        await _poll(self.step, self.options.max_polling_s, self.target.fn.name, self.triggers.stopping)
 
     def _receive(self) -> list[Any]:
         from azure.core.exceptions import ResourceNotFoundError  # noqa: PLC0415
@@ -443,7 +462,7 @@ class BlobListener:
 
     async def run(self) -> None:
         """Scan until cancelled (the back-off caps at 2 s: there is no cheaper way to learn of new blobs)."""
-        await _poll(self.step, 2.0, self.target.fn.name)
+        await _poll(self.step, 2.0, self.target.fn.name, self.triggers.stopping)
 
     def _scan(self) -> list[Any]:
         from azure.core.exceptions import ResourceNotFoundError  # noqa: PLC0415
@@ -473,6 +492,8 @@ class BlobListener:
         """Run the function on each new blob version, one at a time; whether there were any."""
         fresh = await asyncio.to_thread(self._scan)
         for blob in fresh:
+            if self.triggers.stopping.is_set():
+                break  # the rest fire at the next start: they have no receipt
             await self.handle(blob)
         return bool(fresh)
 

@@ -3,6 +3,7 @@
 # unixodbc + libsqliteodbc: the real ODBC path (pyodbc) against the SQLite sample database.
 # gcc + libsqlite3-dev: build the per-connection limits extension the SQLite provider loads.
 # chromium: the web console's browser tests (driven by Python Playwright; never `playwright install`).
+# bubblewrap: the code sandbox (shared/sandbox/local.py) runs model-written Python under bwrap.
 # nodejs + npm: Azurite, the local Azure Storage emulator (npm ci in tools/azurite, run by make).
 # postgresql: the PostgreSQL member's tests start a throw-away server (initdb + pg_ctl, as the postgres user).
 set -euo pipefail
@@ -18,6 +19,7 @@ command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 command -v npm >/dev/null 2>&1 || need+=(nodejs npm)
 # The Debian package puts initdb/pg_ctl under /usr/lib/postgresql/<version>/bin and creates the postgres user.
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
+command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

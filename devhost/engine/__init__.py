@@ -9,6 +9,7 @@ method only ever calls what its own module or a lower one defines:
 - ``timers``: durable timers on the event loop.
 - ``endings``: completion, failure, continue-as-new, notifying the parent.
 - ``retries``: calls with a retry policy.
+- ``entities``: Durable Entities: operations queued per entity, batches, replies, the entity client API.
 - ``handlers``: replayed actions checked, new ones scheduled, one handler per action type.
 - ``episodes``: one replay of the orchestrator through the SDK and applying its decisions.
 - ``dispatch``: the dispatcher loop, committed slices, store-fault healing, recovery at start.

@@ -6,7 +6,6 @@ import asyncio
 import contextvars
 import functools
 import time
-import traceback
 from typing import Any
 
 from devhost import history as h
@@ -15,7 +14,7 @@ from devhost.engine.core import flog
 from devhost.engine.dispatch import Dispatcher
 from devhost.engine.state import Message, Work
 from devhost.http.httpmap import InvocationContext
-from devhost.logs import current_invocation
+from devhost.logs import app_traceback, current_invocation
 from devhost.model import (
     FunctionInfo,
 )
@@ -84,21 +83,27 @@ class Activities(Dispatcher):
             if isinstance(exc, TimeoutError) and self._timeout is not None:
                 message = f"Timeout value of {self._timeout:g} seconds was exceeded by function: Functions.{fn.name}"
                 exc_name = "FunctionTimeoutException"
+                stack = f"{exc_name}: {message}"
             else:
                 message, exc_name = str(exc), type(exc).__name__
+                stack = app_traceback(exc)
+            # The host's line: the invocation's exception, then the worker's RpcException text, whose stack
+            # holds the whole chain ("The above exception was the direct cause ...").
             flog.error(
-                "Exception while executing function: Functions.%s (Id=%s): %s: %s",
+                "Exception while executing function: Functions.%s (Id=%s). Result: Failure\n"
+                "Exception: %s: %s\nStack: %s",
                 fn.name,
                 invocation_id,
                 exc_name,
                 message,
+                stack.rstrip("\n"),
             )
             ev = h.event(
                 h.TASK_FAILED,
                 epoch_to_history(time.time()),
                 TaskScheduledId=work.seq,
                 Reason=f"Activity function '{work.name}' failed: {exc_name}: {message}",
-                Details="".join(traceback.format_exception(exc)),
+                Details=stack,
             )
             if not isinstance(exc, Exception):
                 self._deliver(work.instance_id, Message(ev, work.execution_id, work_id=work.work_id))

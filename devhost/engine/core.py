@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from devhost import history as h
-from devhost.engine.state import Instance, Message, ParentRef, Work
+from devhost.engine.state import EntityInstance, Instance, Message, ParentRef, Work
 from devhost.engine.threads import DaemonThreadPool
 from devhost.logs import host_logger
 from devhost.model import (
@@ -105,7 +105,10 @@ class EngineCore:
         self.db_path = Path(data_dir) / f"durable-{safe_hub}.sqlite3"
         self._store = Store(self.db_path, synchronous=synchronous)
         self._instances: dict[str, Instance] = {}
-        self._ready: deque[Instance] = deque()
+        # Orchestration instances with messages to deliver, and entities with operations to run.
+        self._ready: deque[Instance | EntityInstance] = deque()
+        # Entities with operations waiting (an entity without pending operations lives in the store only).
+        self._entities: dict[str, EntityInstance] = {}
         self._ready_event: asyncio.Event | None = None
         self._work_queue: asyncio.Queue[Work | None] | None = None
         self._after: list[Callable[[], None]] = []
@@ -119,11 +122,13 @@ class EngineCore:
         self._delayed = 0
         self._orchestrators = {f.durable_name.lower(): f for f in app.by_kind("orchestrator") if f.durable_name}
         self._activities = {f.durable_name.lower(): f for f in app.by_kind("activity") if f.durable_name}
+        self._entity_fns = {f.durable_name.lower(): f for f in app.by_kind("entity") if f.durable_name}
         self._max_actions = app.host.max_orchestration_actions
         self._timeout = app.host.function_timeout_s
         # Counters for tests and benchmarks (episodes replayed, activity executions started).
         self.episodes_run = 0
         self.activities_run = 0
+        self.entity_batches_run = 0
 
     def _instance_from_row(self, row: InstanceRow) -> Instance:
         inst = Instance(row.instance_id, row.name, row.version, row.input, row.created)
@@ -288,7 +293,7 @@ class EngineCore:
         self._work_queue.put_nowait(work)
 
     def _unknown_function_message(self, name: str, kind: str) -> str:
-        known = self._orchestrators if kind == "orchestrator" else self._activities
+        known = {"orchestrator": self._orchestrators, "entity": self._entity_fns}.get(kind, self._activities)
         names = ", ".join(f"'{f.durable_name}'" for f in known.values())
         return (
             f"The function '{name}' doesn't exist, is disabled, or is not an {kind} function. "

@@ -8,7 +8,7 @@ import time
 
 from devhost.engine.core import HEAL_FIRST_S, HEAL_MAX_S, SLICE_BUDGET_S, STORE_ERRORS, log
 from devhost.engine.episodes import Episodes
-from devhost.engine.state import Message, Work, cancel_handles
+from devhost.engine.state import EntityInstance, Message, Work, cancel_handles
 from devhost.logs import held_output
 from devhost.statuses import RUNNING_STATES
 
@@ -48,6 +48,7 @@ class Dispatcher(Episodes):
         for inst in self._instances.values():
             if not inst.texts or inst.inbox:
                 self._schedule(inst)
+        self._recover_entities()
 
     async def _dispatch_loop(self) -> None:
         event = self._ready_event
@@ -82,6 +83,7 @@ class Dispatcher(Episodes):
         for inst in self._instances.values():
             cancel_handles(inst)
         self._instances.clear()
+        self._entities.clear()
         self._ready.clear()
         self._delayed = 0
         queue = self._work_queue
@@ -115,6 +117,11 @@ class Dispatcher(Episodes):
             while ready:
                 inst = ready.popleft()
                 inst.queued = False
+                if isinstance(inst, EntityInstance):
+                    self._entity_episode(inst)  # never raises but for store errors: operation errors are results
+                    if time.perf_counter() >= deadline:
+                        break
+                    continue
                 try:
                     self._episode(inst)
                 except STORE_ERRORS:

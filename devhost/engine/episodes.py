@@ -199,6 +199,10 @@ class Episodes(ActionHandlers):
             return
         assert state is not None
         if state.get("isDone"):
+            # Entity signals of the last episode are sent even though the execution ends (DTFx sends them).
+            for entity_id, request in d.entity_ops:
+                self._send_entity_op(entity_id, request)
+            d.entity_ops.clear()
             if flat and flat[-1].get("actionType") == ActionType.CONTINUE_AS_NEW:
                 self._continue_as_new(inst, flat[-1].get("input"), new_events, d, ts)
                 return

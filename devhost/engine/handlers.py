@@ -10,8 +10,16 @@ from typing import Any, ClassVar
 from devhost import history as h
 from devhost.actions import ActionType, first_mismatch
 from devhost.engine.core import log
-from devhost.engine.retries import Retries
-from devhost.engine.state import Decisions, Instance, Message, ParentRef, Work, validate_instance_id
+from devhost.engine.entities import Entities, entity_request
+from devhost.engine.state import (
+    Decisions,
+    Instance,
+    Message,
+    ParentRef,
+    Work,
+    split_entity_id,
+    validate_instance_id,
+)
 from devhost.model import (
     InvalidRequest,
 )
@@ -21,7 +29,7 @@ from devhost.timeutil import (
 )
 
 
-class ActionHandlers(Retries):
+class ActionHandlers(Entities):
     """Orchestrator actions: check replayed ones, schedule new ones with one handler per action type."""
 
     def _map_actions(
@@ -123,10 +131,31 @@ class ActionHandlers(Retries):
         return None
 
     def _new_entity_call(self, inst: Instance, action: dict[str, Any], d: Decisions, ts: str) -> str | None:
-        return (
-            "Durable entities are not supported by the devhost: the orchestration called entity "
-            f"'{action.get('instanceId')}' (operation '{action.get('operation')}')."
+        """call_entity / signal_entity: an EventSent in history and a request for the entity, one sequence id."""
+        t = action["actionType"]
+        entity_id = str(action.get("instanceId") or "")
+        try:
+            name, _key = split_entity_id(entity_id)
+        except InvalidRequest as exc:
+            return str(exc)
+        if name not in self._entity_fns:
+            return self._unknown_function_message(name, "entity")
+        seq = inst.next_seq
+        inst.next_seq += 1
+        # The SDK's input is JSON text; the extension sends it on as a JSON string (the entity decodes twice).
+        input_text = action.get("input")
+        request = entity_request(
+            str(action.get("operation") or ""),
+            h.dumps(input_text) if input_text is not None else None,
+            signal=t == ActionType.SIGNAL_ENTITY,
+            ts=ts,
+            parent=inst.id,
         )
+        request["parentExecution"] = inst.execution_id
+        d.events.append(h.event(h.EVENT_SENT, ts, seq, InstanceId=entity_id, Name="op", Input=h.dumps(request)))
+        d.entity_ops.append((entity_id, request))
+        inst.mapped.append([t, entity_id, seq])
+        return None
 
     def _new_http_call(self, inst: Instance, action: dict[str, Any], d: Decisions, ts: str) -> str | None:
         return "call_http (CallHttp actions) is not supported by the devhost; call HTTP from an activity."
@@ -176,6 +205,8 @@ class ActionHandlers(Retries):
             )
         for seq, name, child_id, input_text, version in d.children:
             self._create_child(inst, seq, name, child_id, input_text, version)
+        for entity_id, request in d.entity_ops:
+            self._send_entity_op(entity_id, request)
 
     def _create_child(
         self, parent: Instance, seq: int, name: str, child_id: str, input_text: str | None, version: str | None

@@ -63,6 +63,7 @@ class Engine(Management):
             self._pool.shutdown()
         self._tasks.clear()
         self._instances.clear()
+        self._entities.clear()
         self._ready.clear()
         self._started = False
         log.info("Durable task hub '%s' stopped.", self.hub_name)

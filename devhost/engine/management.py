@@ -52,10 +52,10 @@ class Management(Rewinding):
             except ValueError as exc:
                 raise InvalidRequest(f"The orchestration input is not valid JSON: {exc}") from exc
         if instance_id in self._instances:
+            # As the extension with overridableExistingInstanceStates=NonRunningStates (DTFx Azure Storage's
+            # message); its default, AnyState, would replace the running instance, which devhost never does.
             existing = self._instances[instance_id]
-            raise InstanceAlreadyExists(
-                f"An orchestration with instance ID '{instance_id}' already exists and is {existing.status}."
-            )
+            raise InstanceAlreadyExists(f"An Orchestration instance with the status {existing.status} already exists.")
         inst = Instance(instance_id, name, version or self.app.host.default_version, input_json, time.time())
         store = self._store
         with self._transaction():
@@ -237,7 +237,7 @@ class Management(Rewinding):
         self._require_started()
         inst = self._live_or_error(instance_id)
         if inst.status == "Suspended":
-            raise PreconditionFailed(f"The instance '{instance_id}' is already suspended.")
+            raise self._refused(inst, "suspend")
         ev = h.event(h.EXECUTION_SUSPENDED, epoch_to_history(time.time()), Reason=reason)
         store = self._store
         with self._transaction():
@@ -253,7 +253,7 @@ class Management(Rewinding):
         self._require_started()
         inst = self._live_or_error(instance_id)
         if inst.status != "Suspended":
-            raise PreconditionFailed(f"The instance '{instance_id}' is not suspended (it is {inst.status}).")
+            raise self._refused(inst, "resume")
         ev = h.event(h.EXECUTION_RESUMED, epoch_to_history(time.time()), Reason=reason)
         store = self._store
         with self._transaction():
@@ -272,6 +272,22 @@ class Management(Rewinding):
         log.info("%s: orchestration '%s' resumed.", instance_id, inst.name)
         self._schedule(inst)
 
+    def _refused(self, inst: Instance, verb: str) -> PreconditionFailed:
+        """The extension's answer to suspend/resume in the wrong state: a warning line and an InvalidOperation."""
+        # DurableClient.SuspendAsync/ResumeAsync: ExtensionWarningEvent logs "{details}. InstanceId: ..." (the
+        # doubled period is the extension's), then InvalidOperationException, which the HTTP API answers with 500.
+        log.warning(
+            "Cannot %s orchestration instance in the %s state.. InstanceId: %s. Function: %s. HubName: %s.",
+            verb,
+            inst.status,
+            inst.id,
+            inst.name,
+            self.hub_name,
+        )
+        return PreconditionFailed(
+            f"Cannot {verb} the orchestration instance {inst.id} because instance is in the {inst.status} state."
+        )
+
     async def restart(self, instance_id: str, new_instance_id: bool = True) -> str:
         """Start the instance's orchestration again with the same input; returns the new (or same) id."""
         self._require_started()
@@ -282,15 +298,18 @@ class Management(Rewinding):
         return await self.start_instance(row.name, target, row.input, row.version)
 
     async def purge(self, instance_id: str) -> int:
-        """Delete a terminal instance and its history; returns 1."""
+        """Delete a terminal instance and its history; returns 1, or 0 for an instance still in flight."""
         self._require_started()
-        if instance_id in self._instances:
-            raise PreconditionFailed(
-                f"The instance '{instance_id}' is still running; only terminal instances can be purged."
-            )
         row = self._store.get_instance(instance_id)
         if row is None:
             raise InstanceNotFound(f"No instance with ID '{instance_id}' was found.")
+        if instance_id in self._instances:
+            # Nothing is deleted, as with the MSSQL, Netherite and Scheduler providers (Azure Storage would delete
+            # the record of a running instance); the HTTP API answers 200 with instancesDeleted 0.
+            log.warning(
+                "%s: orchestration '%s' is %s; only finished instances are purged.", instance_id, row.name, row.status
+            )
+            return 0
         store = self._store
         with self._transaction():
             count = store.delete_instance(instance_id)

@@ -62,6 +62,28 @@ class Decisions:
     timers: list[tuple[int, float, str]] = field(default_factory=list)
     children: list[tuple[int, str, str, str | None, str | None]] = field(default_factory=list)
     cancels: list[int] = field(default_factory=list)
+    # Operations for entities: (entity id "@name@key", request message).
+    entity_ops: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class EntityOp:
+    """One operation sent to an entity: its request message and the store row that persists it."""
+
+    op_id: int
+    request: dict[str, Any]
+
+
+class EntityInstance:
+    """An entity with operations waiting: they run one batch at a time, in the order they were sent."""
+
+    __slots__ = ("id", "name", "key", "queue", "queued")
+
+    def __init__(self, entity_id: str) -> None:
+        self.id = entity_id
+        self.name, self.key = split_entity_id(entity_id)
+        self.queue: deque[EntityOp] = deque()
+        self.queued = False
 
 
 class Instance:
@@ -206,6 +228,21 @@ class Instance:
             parent_name=p.name if p else None,
             estate=self.estate(),
         )
+
+
+def entity_id_of(name: str, key: str) -> str:
+    """The extension's scheduler id of an entity: ``@name@key``, the name lower-cased."""
+    if not name:
+        raise InvalidRequest("Invalid entity id: entity name must not be a null or empty string.")
+    return f"@{name.lower()}@{key}"
+
+
+def split_entity_id(entity_id: str) -> tuple[str, str]:
+    """(name, key) of an ``@name@key`` id; the key may hold '@' (the name ends at the second '@')."""
+    at = entity_id.find("@", 1)
+    if not entity_id.startswith("@") or at < 2:
+        raise InvalidRequest(f"'{entity_id}' is not an entity id of the form @name@key.")
+    return entity_id[1:at], entity_id[at + 1 :]
 
 
 def validate_instance_id(instance_id: str) -> None:

@@ -18,7 +18,8 @@ from urllib.parse import quote, unquote
 from starlette.requests import Request
 from starlette.responses import Response
 
-from devhost.model import EngineError, InstanceNotFound, InvalidRequest, NotSupported
+from devhost.history import parse_json_or_text
+from devhost.model import EngineError, InstanceNotFound, InvalidRequest, NotSupported, PreconditionFailed
 from devhost.statuses import RUNNING_STATES, TERMINAL_STATES
 
 log = logging.getLogger("devhost.durable")
@@ -48,13 +49,18 @@ _EXCEPTION_TYPES: dict[str, str] = {
     "PreconditionFailed": "System.InvalidOperationException",
     "NotSupported": "System.NotSupportedException",
     "StoreUnavailable": "System.InvalidOperationException",
+    "InvalidJson": "Newtonsoft.Json.JsonReaderException",
+    "RestartOfUnknownInstance": "System.ArgumentException",
 }
+# Operations answered after the instance's state is checked; rewind is refused (410) only when finished
+# without failing.
+_STATE_OPERATIONS = frozenset({"terminate", "suspend", "resume", "rewind"})
+_REWIND_GONE = TERMINAL_STATES - {"Failed"}
 _MESSAGES: dict[int, str] = {
     400: "One or more of the arguments submitted is incorrect",
     404: "The requested resource was not found",
-    409: "An orchestration with this instance ID already exists",
     410: "The orchestration instance is no longer running",
-    412: "The operation is not valid for the instance's current state",
+    500: "Something went wrong while processing your request",
     501: "This operation is not implemented by the devhost",
     503: "The durable store cannot write right now; retry later",
 }
@@ -124,6 +130,24 @@ class Engine(Protocol):
     async def purge_by(self, created_from: datetime, created_to: datetime | None, statuses: list[str] | None) -> int:
         """Delete instances matching the filter; returns the number deleted."""
 
+    async def signal_entity(self, name: str, key: str, operation: str, input_text: str | None) -> None:
+        """Send a one-way operation to an entity."""
+
+    async def read_entity_state(self, name: str, key: str) -> tuple[bool, str | None]:
+        """(exists, state JSON text) of an entity."""
+
+    async def list_entities(
+        self,
+        *,
+        name: str | None,
+        op_from: float | None,
+        op_to: float | None,
+        top: int,
+        continuation: str | None,
+        fetch_state: bool,
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """One page of entity statuses and the next continuation token."""
+
 
 def json_response(payload: Any, status_code: int = 200, headers: dict[str, str] | None = None) -> Response:
     """A JSON response with the extension's content type."""
@@ -137,7 +161,7 @@ def error_response(exc: BaseException) -> Response:
         status = exc.status_code
         kind = type(exc).__name__
         body = {
-            "Message": _MESSAGES.get(status, "An error has occurred."),
+            "Message": exc.http_message or _MESSAGES.get(status, "An error has occurred."),
             "ExceptionMessage": str(exc) or kind,
             "ExceptionType": _EXCEPTION_TYPES.get(kind, "System.Exception"),
             "StackTrace": "",
@@ -156,6 +180,18 @@ def error_response(exc: BaseException) -> Response:
         },
         500,
     )
+
+
+class InvalidJson(InvalidRequest):
+    """A body that is not JSON: the extension's 400 "Invalid JSON content" (a Json.NET reader exception)."""
+
+    http_message = "Invalid JSON content"
+
+
+class RestartOfUnknownInstance(InvalidRequest):
+    """HandleRestartInstanceRequestAsync's 400 for an id no instance has."""
+
+    http_message = "InstanceId does not match a valid orchestration instance."
 
 
 def parse_bool(value: str | None, default: bool) -> bool:
@@ -331,7 +367,7 @@ class DurableHttpApi:
         if head == "orchestrators" and len(parts) in (2, 3) and method == "POST":
             return await self._start(request, parts[1], parts[2] if len(parts) == 3 else None, origin)
         if head == "entities":
-            raise NotSupported("Durable entities are not supported by the devhost.")
+            return await self._entities(request, parts[1:])
         if head == "instances":
             if len(parts) == 1:
                 if method == "GET":
@@ -424,23 +460,43 @@ class DurableHttpApi:
         headers = {CONTINUATION_HEADER: next_token} if next_token else None
         return json_response(items, 200, headers=headers)
 
+    async def _precheck(self, instance_id: str, gone: frozenset[str]) -> Response | None:
+        """The handlers' GetStatusAsync first: 404 unknown, 410 in a ``gone`` state, both without a body."""
+        status = await self.engine.get_status(instance_id, show_input=False)
+        if status is None:
+            return Response(status_code=404)
+        if status.get("runtimeStatus") in gone:
+            return Response(status_code=410)
+        return None
+
     async def _raise_event(self, request: Request, instance_id: str, event_name: str) -> Response:
+        # HttpApiHandler.HandleRaiseEventRequestAsync: state first, then the media type, then the JSON.
+        refused = await self._precheck(instance_id, TERMINAL_STATES)
+        if refused is not None:
+            return refused
         content_type = request.headers.get("content-type", "")
         if content_type.split(";")[0].strip().lower() != "application/json":
-            raise InvalidRequest("Only application/json request content is supported")
+            return json_response({"Message": "Only application/json request content is supported"}, 400)
         body = await request.body()
-        text = body.decode("utf-8-sig", errors="strict") if body else ""
-        if text.strip() == "":
-            text = "null"
         try:
-            json.loads(text)
+            text = body.decode("utf-8-sig")
+            json.loads(text)  # an empty body is invalid JSON there too (JToken.Load)
         except ValueError as exc:
-            raise InvalidRequest(f"The request body is not valid JSON: {exc}") from None
+            raise InvalidJson(f"The request body is not valid JSON: {exc}") from None
         await self.engine.raise_event(instance_id, event_name, text)
         return Response(status_code=202)
 
     async def _operation(self, request: Request, instance_id: str, op: str, origin: str) -> Response:
         q = _query(request)
+        if op == "restart":
+            return await self._restart(request, q, instance_id, origin)
+        if op not in _STATE_OPERATIONS:
+            return Response(status_code=404)
+        # Terminate, suspend and resume answer 410 for any finished instance, rewind only for one that
+        # did not fail (HttpApiHandler.Handle{Terminate,Suspend,Resume,Rewind}InstanceRequestAsync).
+        refused = await self._precheck(instance_id, _REWIND_GONE if op == "rewind" else TERMINAL_STATES)
+        if refused is not None:
+            return refused
         reason = q.get("reason")
         if op == "terminate":
             await self.engine.terminate(instance_id, reason)
@@ -448,31 +504,48 @@ class DurableHttpApi:
             await self.engine.suspend(instance_id, reason)
         elif op == "resume":
             await self.engine.resume(instance_id, reason)
-        elif op == "rewind":
-            await self.engine.rewind(instance_id, reason)
-        elif op == "restart":
-            new_id_wanted = parse_bool(q.get("restartwithnewinstanceid"), True)
-            try:
-                new_id = await self.engine.restart(instance_id, new_id_wanted)
-            except InstanceNotFound as exc:
-                # The extension reports an unknown id on restart as a bad argument.
-                raise InvalidRequest(str(exc)) from None
-            return await self._created_reply(request, q, new_id, origin)
         else:
-            return Response(status_code=404)
+            await self._rewind(instance_id, reason)
         return Response(status_code=202)
 
+    async def _rewind(self, instance_id: str, reason: str | None) -> None:
+        try:
+            await self.engine.rewind(instance_id, reason)
+        except PreconditionFailed:
+            # DurableClient.RewindAsync's message for an instance that is still in flight.
+            raise PreconditionFailed(
+                "The rewind operation is only supported on failed orchestration instances."
+            ) from None
+
+    async def _restart(self, request: Request, q: dict[str, str], instance_id: str, origin: str) -> Response:
+        new_id_wanted = parse_bool(q.get("restartwithnewinstanceid"), True)
+        try:
+            new_id = await self.engine.restart(instance_id, new_id_wanted)
+        except InstanceNotFound:
+            # HandleRestartInstanceRequestAsync's ArgumentException reply; the message (typo included) is
+            # DurableClient.RestartAsync's.
+            raise RestartOfUnknownInstance(
+                f"An orchestrastion with the instanceId {instance_id} was not found."
+            ) from None
+        return await self._created_reply(request, q, new_id, origin)
+
     async def _purge(self, instance_id: str) -> Response:
-        deleted = await self.engine.purge(instance_id)
-        if deleted == 0:
+        # HandleDeleteHistoryByIdRequestAsync: 404 only for an unknown id, else 200 with the count, even 0.
+        if await self.engine.get_status(instance_id, show_input=False) is None:
+            return Response(status_code=404)
+        try:
+            deleted = await self.engine.purge(instance_id)
+        except InstanceNotFound:
             return Response(status_code=404)
         return json_response({"instancesDeleted": deleted}, 200)
 
     async def _purge_by(self, request: Request) -> Response:
         q = _query(request)
-        if not q.get("createdtimefrom"):
-            raise InvalidRequest("The 'createdTimeFrom' query parameter is required to purge instance history.")
-        created_from = parse_datetime("createdTimeFrom", q["createdtimefrom"])
+        try:
+            created_from = parse_datetime("createdTimeFrom", q.get("createdtimefrom") or "")
+        except InvalidRequest:
+            # HandleDeleteHistoryWithFiltersRequestAsync answers a missing or unreadable value with a JSON string.
+            return json_response("Please provide value for 'createdTimeFrom' parameter.", 400)
         created_to = (
             parse_datetime("createdTimeTo", q["createdtimeto"]) if q.get("createdtimeto") else datetime.now(UTC)
         )
@@ -480,3 +553,72 @@ class DurableHttpApi:
         if deleted == 0:
             return Response(status_code=404)
         return json_response({"instancesDeleted": deleted}, 200)
+
+    # ----- entities (the extension's /entities/{entityName?}/{entityKey?} route) ------------------
+
+    async def _entities(self, request: Request, parts: list[str]) -> Response:
+        method = request.method.upper()
+        if len(parts) > 2:
+            return Response(status_code=404)
+        name = parts[0] if parts else ""
+        key = parts[1] if len(parts) == 2 else ""
+        if method == "GET" and key:
+            return await self._entity_state(name, "" if key == EMPTY_ENTITY_KEY else key)
+        if method == "GET":
+            return await self._entity_list(request, name or None)
+        if method in ("POST", "DELETE"):
+            return await self._entity_signal(request, name, key)
+        return Response(status_code=404)
+
+    async def _entity_state(self, name: str, key: str) -> Response:
+        exists, state = await self.engine.read_entity_state(name, key)
+        if not exists:
+            return Response(status_code=404)
+        return json_response(None if state is None else parse_json_or_text(state), 200)
+
+    async def _entity_list(self, request: Request, name: str | None) -> Response:
+        q = _query(request)
+        # The extension ignores values it cannot parse (TryGet...QueryParameterValue) rather than refusing them.
+        top = int(q["top"]) if re.fullmatch(r"\d{1,9}", q.get("top", "").strip()) and int(q["top"]) > 0 else 100
+        op_from = _lenient_datetime(q.get("lastoperationtimefrom"))
+        op_to = _lenient_datetime(q.get("lastoperationtimeto"))
+        items, token = await self.engine.list_entities(
+            name=name,
+            op_from=op_from,
+            op_to=op_to,
+            top=top,
+            continuation=request.headers.get(CONTINUATION_HEADER) or None,
+            fetch_state=parse_bool(q.get("fetchstate"), False),
+        )
+        return json_response(items, 200, headers={CONTINUATION_HEADER: token} if token else None)
+
+    async def _entity_signal(self, request: Request, name: str, key: str) -> Response:
+        operation = "delete" if request.method.upper() == "DELETE" else _query(request).get("op", "")
+        body = await request.body()
+        input_text: str | None = None
+        if body:
+            text = body.decode("utf-8-sig", errors="replace")
+            media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+            if media == "application/json":
+                try:
+                    input_text = json.dumps(json.loads(text), ensure_ascii=False, separators=(",", ":"))
+                except ValueError as exc:
+                    raise InvalidRequest(f"Could not parse JSON content: {exc}") from None
+            else:
+                input_text = json.dumps(text, ensure_ascii=False)  # other content is the operation's string input
+        await self.engine.signal_entity(name, key, operation, input_text)
+        return Response(status_code=202)
+
+
+# The key the extension's GET reads as the empty key.
+EMPTY_ENTITY_KEY = "$"
+
+
+def _lenient_datetime(value: str | None) -> float | None:
+    """A query date as epoch seconds, or None when absent or not a date (the extension ignores it then)."""
+    if not value:
+        return None
+    try:
+        return parse_datetime("time", value).timestamp()
+    except InvalidRequest:
+        return None

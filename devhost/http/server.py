@@ -220,9 +220,7 @@ class DevHost:
             else:
                 trigger_type = str(fn.trigger.get("type", "unknown"))
                 note = ""
-                if fn.kind == "entity":
-                    note = " (entities are not supported by the devhost)"
-                elif fn.kind == "other":
+                if fn.kind == "other":
                     note = " (not run by the devhost)"
                 lines.append(f"{fn.name}: {trigger_type}{note}")
         return lines

@@ -35,6 +35,28 @@ def _run(app_dir: Path, tmp_path: Path) -> tuple[int, str]:
         ("broken_duplicate", ["Function names must be unique", "'status' and 'Status'"]),
         ("broken_duplicate_exact", ["Function hello does not have a unique function name"]),
         ("broken_route", ["Function 'items': invalid route template", "unknown route constraint 'integer'"]),
+        # The Python worker's FunctionLoadError texts (azure-functions-runtime functions.py, validate_function_params).
+        (
+            "broken_unbound_param",
+            [
+                "FunctionLoadError: cannot load the hello function: the following parameters are declared in Python "
+                "but not in the function definition (function.json or function decorators):  {'tenant'}"
+            ],
+        ),
+        (
+            "broken_context_name",
+            [
+                'FunctionLoadError: cannot load the work function: the "context" parameter is expected to be of type '
+                "azure.functions.Context, got \"<class 'azure.functions._durable_functions.OrchestrationContext'>\""
+            ],
+        ),
+        (
+            "broken_client_binding",
+            [
+                "FunctionLoadError: cannot load the work function: Extra parameters in binding definition \u2014 the "
+                "following parameters are declared as bindings but are not present in Python: {'client'}"
+            ],
+        ),
     ],
 )
 def test_broken_app_exits_non_zero_with_a_clear_message(app: str, expected: list[str], tmp_path: Path) -> None:

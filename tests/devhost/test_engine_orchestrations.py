@@ -315,12 +315,12 @@ def test_unknown_activity_and_sub_orchestrator(run_engine: EngineRunner) -> None
     run_engine(body)
 
 
-def test_entities_fail_clearly(run_engine: EngineRunner) -> None:
+def test_call_to_an_entity_no_function_implements_fails_clearly(run_engine: EngineRunner) -> None:
     async def body(engine: Engine) -> None:
         iid = await engine.start_instance("entity_orch", None, None)
         status = await complete(engine, iid)
         assert status["runtimeStatus"] == "Failed"
-        assert "Durable entities are not supported by the devhost" in status["output"]
+        assert "The function 'counter' doesn't exist, is disabled, or is not an entity function" in status["output"]
 
     run_engine(body)
 

@@ -46,3 +46,12 @@ def test_auth_predicates(tmp_path: Path) -> None:
     assert keys.allows_system(keys.system_key) and keys.allows_system(keys.master_key)
     assert not keys.allows_system(keys.function_key)
     assert keys.is_master(keys.master_key) and not keys.is_master(keys.function_key + "x")
+
+
+def test_no_keys_is_the_core_tools_default_and_enforcement_is_devhosts() -> None:
+    from devhost.cli import build_parser  # noqa: PLC0415
+
+    parser = build_parser()
+    assert parser.parse_args(["serve"]).no_auth is False  # keys are enforced unless asked otherwise
+    assert parser.parse_args(["serve", "--no-keys"]).no_auth is True
+    assert parser.parse_args(["serve", "--no-auth"]).no_auth is True

@@ -265,7 +265,7 @@ def test_an_older_store_is_migrated_in_place(tmp_path: Path, monkeypatch: pytest
         seen.append(0)
         return 1
 
-    monkeypatch.setattr(store_module, "_MIGRATIONS", {0: from_zero})
+    monkeypatch.setattr(store_module, "_MIGRATIONS", {**store_module._MIGRATIONS, 0: from_zero})
     again = Store(store.path)
     again.open("Hub")
     version = again.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]

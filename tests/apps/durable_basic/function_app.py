@@ -253,7 +253,7 @@ def unknown_sub_orch(context: df.DurableOrchestrationContext):
 
 @app.orchestration_trigger(context_name="context")
 def entity_orch(context: df.DurableOrchestrationContext):
-    """Call an entity (not supported by the devhost)."""
+    """Call an entity this app has no function for."""
     return (yield context.call_entity(df.EntityId("counter", "k"), "add", 1))
 
 

@@ -1,0 +1,1 @@
+"""Run untrusted Python behind an isolation boundary: the models (base.py) and the backends (local.py)."""
