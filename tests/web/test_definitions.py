@@ -332,3 +332,42 @@ def test_a_run_started_with_typed_inputs_is_followed_in_the_job_view(page: Page,
     assert view["run"]["id"] == "web-run" and view["run"]["version"] == 1
     assert {s["id"] for s in view["steps"]} >= {"docs", "answer"}
     expect(page.locator("#job-detail")).to_contain_text("workflow web-run v1")
+
+
+def test_a_team_made_through_its_form_runs_into_the_job_view(page: Page, host: DevHostProcess) -> None:
+    from tests.jobs.jobclient import JobClient
+
+    jobs = JobClient(host)
+    for agent_id in ("north-analyst", "south-analyst", "combiner"):
+        body = {"id": agent_id, "name": agent_id, "instructions": "Answer briefly."}
+        assert jobs.http.post("/api/agents", json=body).status_code == 201
+    open_page(page, host, "teams:new", "teams:new")
+    page.get_by_label("Id", exact=True).fill("analysts")
+    page.get_by_label("Name", exact=True).fill("Analysts")
+    page.get_by_label("Member agents", exact=True).fill("north-analyst, south-analyst")
+    # The strategy decides which fields the form has.
+    expect(page.get_by_label("Aggregator agent", exact=True)).to_have_count(0)
+    page.get_by_label("Strategy", exact=True).select_option("parallel")
+    page.get_by_label("Aggregator agent", exact=True).fill("north-analyst")
+    page.get_by_role("button", name="Save", exact=True).click()
+    # The aggregator may not be a member: said at the aggregator field.
+    expect(page.locator("[data-field='strategy.aggregator'] .field-error")).to_contain_text("ROLE_IS_MEMBER")
+    page.get_by_label("Aggregator agent", exact=True).fill("combiner")
+    page.get_by_role("button", name="Save", exact=True).click()
+    page.wait_for_selector("html[data-defs='teams/analysts']", state="attached")
+    team = get(host, jobs, "teams", "analysts")["definition"]
+    assert team["agents"] == ["north-analyst", "south-analyst"]
+    assert team["strategy"] == {"type": "parallel", "aggregator": "combiner"}
+
+    # The list shows it; its run form asks for the team's one input, the task.
+    page.get_by_role("link", name="← Teams").click()
+    page.wait_for_selector("html[data-defs='teams']", state="attached")
+    expect(page.locator(".defs-table tr[data-id='analysts']")).to_contain_text("Analysts")
+    page.get_by_role("link", name="analysts", exact=True).click()
+    page.wait_for_selector("html[data-defs='teams/analysts']", state="attached")
+    page.get_by_label("task", exact=True).fill("Compare returns in the North and the South in Q3")
+    page.get_by_role("button", name="Run version 1").click()
+    expect(page).to_have_url(re.compile(r"#job=[0-9a-f]+$"))
+    expect(status_badge(page)).to_have_text("Completed")
+    view = jobs.view(page.url.rsplit("#job=", 1)[1])
+    assert view["run"]["kind"] == "team" and view["run"]["id"] == "analysts"
