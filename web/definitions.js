@@ -669,7 +669,17 @@ async function loadVersion(version) {
   }
 }
 
-async function save() {
+/** POST a new definition; an import (upsert) of an id that exists saves a new version of it, as `apply` does. */
+async function create(body, upsert) {
+  try {
+    return await api(url(ui.plural), { method: 'POST', body });
+  } catch (err) {
+    if (!upsert || err.code !== 'DEFINITION_EXISTS' || typeof body.id !== 'string') throw err;
+    return api(url(ui.plural, body.id), { method: 'PUT', body });
+  }
+}
+
+async function save({ upsert = false } = {}) {
   clearIssues();
   if (ui.badJson.size) {
     const path = [...ui.badJson][0];
@@ -682,8 +692,8 @@ async function save() {
   say('Saving…');
   try {
     if (!ui.id) {
-      const view = await api(url(ui.plural), { method: 'POST', body });
-      ui.flash = `Created ${KINDS[ui.plural]} ${view.id} (version ${view.version}).`;
+      const view = await create(body, upsert);
+      ui.flash = view.created === false ? `Nothing changed: the same as version ${view.version}.` : `${view.created ? 'Saved' : 'Created'} ${KINDS[ui.plural]} ${view.id} (version ${view.version}).`;
       location.hash = `#${ui.plural}/${view.id}`;
       return;
     }
@@ -785,7 +795,7 @@ function jsonCard() {
     }
     ui.draft = parsed;
     renderEditorParts();
-    await save();
+    await save({ upsert: true });
   };
   return h(
     'section',

@@ -198,6 +198,12 @@ export function renderGraph(host, workflow, { invalid = new Set(), onSelect } = 
     });
     path.append(svg('title', {}, `${e.from} → ${e.to} (${e.type})`));
     root.append(path);
+    if ((e.type === 'then' || e.type === 'else') && !e.back) {
+      // Which way a condition goes, halfway down its edge.
+      const x = (a.x + b.x) / 2 + NODE_W / 2 + 4;
+      const y = (a.y + NODE_H + b.y) / 2;
+      root.append(svg('text', { x, y, class: `g-edge-label g-edge-${e.type}` }, e.type));
+    }
   }
   for (const node of g.nodes) {
     const box = g.boxes.get(node.id);

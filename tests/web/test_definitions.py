@@ -279,6 +279,16 @@ def test_json_export_then_import_round_trips_a_workflow(page: Page, host: DevHos
     page.get_by_role("button", name="Import and save", exact=True).click()
     expect(page.get_by_role("status").filter(has_text="Saved version")).to_have_text("Saved version 2.")
     assert get(host, jobs, "workflows", "round-trip-copy")["definition"]["name"] == "Round trip, renamed"
+    # Imported on the "new" page, an id that exists is a new version of it (as the CLI's apply does).
+    page.goto("/api/ui/#workflows:new")
+    page.wait_for_selector("html[data-defs='workflows:new']", state="attached")
+    page.get_by_label("Definition JSON", exact=True).fill(json.dumps({**original, "description": "Edited"}))
+    page.get_by_role("button", name="Import and save", exact=True).click()
+    page.wait_for_selector("html[data-defs='workflows/round-trip']", state="attached")
+    expect(page.get_by_role("status").filter(has_text="round-trip")).to_have_text(
+        "Saved workflow round-trip (version 2)."
+    )
+    assert get(host, jobs, "workflows", "round-trip")["definition"] == {**original, "description": "Edited"}
     page.get_by_label("Definition JSON", exact=True).fill("{")
     page.get_by_role("button", name="Import and save", exact=True).click()
     expect(page.locator("#df-json-error")).to_contain_text("INVALID_JSON")
