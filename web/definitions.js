@@ -945,6 +945,7 @@ async function showEditor(view, plural, id) {
     renderEditorParts();
   } catch (err) {
     if (load !== ui.load) return;
+    ui.loadFailed = true;
     showError(err, `Could not open ${KINDS[plural]} ${id}:`);
   }
   document.documentElement.dataset.defs = `${plural}/${id}`;
@@ -1021,6 +1022,7 @@ function route() {
     return;
   }
   const [, plural, isNew, id] = m;
+  ui.loadFailed = false;
   markNav(plural);
   jobs.hidden = true;
   view.hidden = false;
@@ -1030,4 +1032,15 @@ function route() {
 }
 
 window.addEventListener('hashchange', route);
+// A new function key: a definitions page on show reads again with it (the jobs page does the same).
+// Browsers fire "change" again on blur: only a key other than the last one reloads (a form's edits stay).
+const keyInput = document.getElementById('function-key');
+let keyUsed = keyInput.value.trim();
+keyInput.addEventListener('change', () => {
+  const key = keyInput.value.trim();
+  if (key === keyUsed) return;
+  keyUsed = key;
+  // A form being edited keeps its edits; a page that could not load (or a list) loads again.
+  if (ROUTE.test(location.hash) && (ui.loadFailed || !ui.els.form)) route();
+});
 route();

@@ -143,6 +143,31 @@ def test_an_agent_and_a_workflow_made_through_the_forms_with_a_graph_that_follow
     expect(page.get_by_text("Version 1 of 1")).to_be_visible()
     page.screenshot(path=str(shots / "defs-workflow-saved.png"), full_page=True)
 
+    # An edit is a new version; an old version opens in the form and saving it would make it the newest.
+    page.get_by_label("Name", exact=True).fill("Policy brief, second")
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(page.get_by_role("status").filter(has_text="Saved version")).to_have_text("Saved version 2.")
+    expect(page.get_by_text("Version 2 of 2")).to_be_visible()
+    page.get_by_role("button", name="Version 1", exact=True).click()
+    expect(page.get_by_label("Name", exact=True)).to_have_value("Policy brief")
+    expect(page.get_by_text("Showing version 1; saving it makes it version 3.")).to_be_visible()
+    expect(page.get_by_role("button", name="Run version 1")).to_be_visible()
+
+    # Archive: refused for the agent the workflow names (409, said in the page), done for the workflow.
+    page.goto("/api/ui/#agents/writer")
+    page.wait_for_selector("html[data-defs='agents/writer']", state="attached")
+    page.get_by_role("button", name="Archive…", exact=True).click()
+    page.get_by_role("button", name="Yes, archive it", exact=True).click()
+    expect(page.locator(".problems")).to_contain_text("DEFINITION_REFERENCED")
+    page.goto("/api/ui/#workflows/policy-brief")
+    page.wait_for_selector("html[data-defs='workflows/policy-brief']", state="attached")
+    page.get_by_role("button", name="Archive…", exact=True).click()
+    page.get_by_role("button", name="Yes, archive it", exact=True).click()
+    page.wait_for_selector("html[data-defs='workflows']", state="attached")
+    expect(page.get_by_role("status").filter(has_text="Archived")).to_contain_text("Archived workflow policy-brief")
+    expect(page.locator(".defs-table tr[data-id='policy-brief']")).to_have_count(0)
+    assert jobs.http.get("/api/workflows/policy-brief").status_code == 404
+
 
 def test_validation_problems_are_shown_at_their_fields_and_nodes(page: Page, host: DevHostProcess) -> None:
     open_page(page, host, "workflows:new", "workflows:new")
@@ -381,3 +406,22 @@ def test_a_team_made_through_its_form_runs_into_the_job_view(page: Page, host: D
     expect(status_badge(page)).to_have_text("Completed")
     view = jobs.view(page.url.rsplit("#job=", 1)[1])
     assert view["run"]["kind"] == "team" and view["run"]["id"] == "analysts"
+
+
+def test_a_page_opened_without_the_key_says_so_and_loads_once_the_key_is_entered(
+    page: Page, host: DevHostProcess
+) -> None:
+    page.goto("/api/ui/#teams")
+    page.wait_for_selector("html[data-defs='teams']", state="attached")
+    expect(page.locator(".defs-list .alert")).to_contain_text("UNAUTHORIZED")
+    expect(page.get_by_role("link", name="Teams", exact=True)).to_have_attribute("aria-current", "page")
+    expect(page.locator("main.layout")).to_be_hidden()
+    assert host.keys is not None
+    page.get_by_label("Function key", exact=True).fill(host.keys.function)
+    page.get_by_label("Function key", exact=True).dispatch_event("change")
+    expect(page.locator(".defs-list .alert")).to_be_hidden()
+    expect(page.locator(".defs-list")).to_contain_text("Teams")
+    # Back to the jobs page through the navigation.
+    page.get_by_role("link", name="Jobs", exact=True).click()
+    expect(page.locator("main.layout")).to_be_visible()
+    expect(page.locator("#defs-view")).to_be_hidden()
