@@ -26,7 +26,7 @@ const ui = {
   saved: null, // the definition of the version shown, as the server gave it
   draft: null,
   badJson: new Set(),
-  refs: { agents: [], workflows: [] },
+  refs: { agents: [], workflows: [], models: [] },
   flash: null,
   load: 0,
   els: {},
@@ -78,6 +78,11 @@ function looseValue(text) {
   } catch {
     return text;
   }
+}
+
+/** JSON text with the keys of every object sorted: two drafts that differ only in key order compare equal. */
+function canonical(value) {
+  return JSON.stringify(value, (_, v) => (v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : v));
 }
 
 function showValue(value) {
@@ -269,7 +274,7 @@ function agentForm() {
       'Model',
       row(
         field('Provider', 'model.provider', { type: 'select', options: [['', "The app's provider"], ['offline', 'offline'], ['azure_openai', 'azure_openai'], ['openai', 'openai']] }),
-        field('Model or deployment', 'model.model'),
+        field('Model or deployment', 'model.model', { list: 'df-models', hint: 'Suggestions: the models of the configured providers.' }),
       ),
       field('Fallback models', 'model.fallbacks', { type: 'list', hint: 'Tried in order, separated by commas.' }),
     ),
@@ -517,6 +522,7 @@ function datalists() {
   return [
     h('datalist', { id: 'df-agents' }, ui.refs.agents.map((id) => h('option', { value: id }))),
     h('datalist', { id: 'df-workflows' }, ui.refs.workflows.map((id) => h('option', { value: id }))),
+    h('datalist', { id: 'df-models' }, ui.refs.models.map((id) => h('option', { value: id }))),
     h('datalist', { id: 'df-node-ids' }, nodeIds.map((id) => h('option', { value: id }))),
   ];
 }
@@ -531,8 +537,9 @@ function rerender() {
   changed();
 }
 
-/** After any edit: redraw the graph and refresh the node id list. */
+/** After any edit: redraw the graph, refresh the node id list, and say whether the form differs from what is saved. */
 function changed() {
+  if (ui.els.dirty) ui.els.dirty.hidden = canonical(ui.draft) === canonical(ui.saved || emptyDraft(ui.plural));
   if (ui.plural === 'workflows' && ui.els.graph) {
     renderGraph(ui.els.graph, ui.draft, { invalid: ui.invalidNodes || new Set(), onSelect: focusNode });
   }
@@ -632,9 +639,12 @@ function url(plural, id, query = '') {
 }
 
 async function loadRefs() {
-  const [agents, workflows] = await Promise.all([api(url('agents')).catch(() => null), api(url('workflows')).catch(() => null)]);
+  const quiet = (path) => api(path).catch(() => null);
+  const [agents, workflows, models] = await Promise.all([quiet(url('agents')), quiet(url('workflows')), ui.plural === 'agents' ? quiet('/api/llm/models') : null]);
   ui.refs.agents = agents ? agents.agents.map((a) => a.id) : [];
   ui.refs.workflows = workflows ? workflows.workflows.map((w) => w.id) : [];
+  const providers = models && Array.isArray(models.providers) ? models.providers : [];
+  ui.refs.models = [...new Set(providers.flatMap((p) => (Array.isArray(p.models) ? p.models.map((m) => m.id) : [])))];
 }
 
 function say(message) {
@@ -907,6 +917,7 @@ async function showEditor(view, plural, id) {
   const els = {
     title: h('h2', { id: 'df-title', tabindex: '-1' }),
     version: h('span', { class: 'muted' }),
+    dirty: h('span', { class: 'dirty-badge', role: 'status', hidden: true }, 'Unsaved changes'),
     status: h('p', { class: 'muted', role: 'status' }),
     problems: h('div', { class: 'alert problems', role: 'alert', hidden: true }),
     form: h('form', { class: 'defs-form', novalidate: true, 'aria-labelledby': 'df-title' }),
@@ -923,7 +934,7 @@ async function showEditor(view, plural, id) {
   const formCard = h('section', { class: 'card defs-main' }, els.problems, els.form, h('div', { class: 'actions' }, els.save), els.archive);
   const graphCard = els.graph ? h('section', { class: 'card defs-graph', 'aria-label': 'Workflow graph' }, h('h3', {}, 'Graph'), h('p', { class: 'muted small' }, 'Click a node to edit it. Edges: after, branch, then, else, loop body.'), els.graph) : null;
   view.replaceChildren(
-    h('div', { class: 'defs-head' }, h('a', { href: `#${plural}` }, `← ${TITLES[plural]}`), els.title, els.version),
+    h('div', { class: 'defs-head' }, h('a', { href: `#${plural}` }, `← ${TITLES[plural]}`), els.title, els.version, els.dirty),
     els.status,
     h('div', { class: 'defs-columns' }, h('div', { class: 'defs-left' }, graphCard, formCard), els.side),
   );

@@ -144,9 +144,13 @@ def test_an_agent_and_a_workflow_made_through_the_forms_with_a_graph_that_follow
     page.screenshot(path=str(shots / "defs-workflow-saved.png"), full_page=True)
 
     # An edit is a new version; an old version opens in the form and saving it would make it the newest.
+    unsaved = page.locator(".dirty-badge")
+    expect(unsaved).to_be_hidden()
     page.get_by_label("Name", exact=True).fill("Policy brief, second")
+    expect(unsaved).to_have_text("Unsaved changes")
     page.get_by_role("button", name="Save", exact=True).click()
     expect(page.get_by_role("status").filter(has_text="Saved version")).to_have_text("Saved version 2.")
+    expect(unsaved).to_be_hidden()
     expect(page.get_by_text("Version 2 of 2")).to_be_visible()
     page.get_by_role("button", name="Version 1", exact=True).click()
     expect(page.get_by_label("Name", exact=True)).to_have_value("Policy brief")
@@ -277,6 +281,15 @@ def test_json_export_then_import_round_trips_a_workflow(page: Page, host: DevHos
     expect(graph_edge(page, "fan", "right", "branch")).to_have_count(1)
     expect(graph_edge(page, "check", "done", "then")).to_have_count(1)
     expect(graph_node(page, "right")).to_have_attribute("data-kind", "human")
+    # Layered: every edge of this ring-free graph points down, and no two nodes share a place.
+    places = page.eval_on_selector_all(
+        "#df-graph g.g-node",
+        "gs => gs.map(g => [g.dataset.node, ...g.getAttribute('transform').match(/[-\\d.]+/g).map(Number)])",
+    )
+    where = {node: (x, y) for node, x, y in places}
+    assert len(set(where.values())) == len(RICH["nodes"])
+    edges = page.eval_on_selector_all("#df-graph path.g-edge", "ps => ps.map(p => [p.dataset.from, p.dataset.to])")
+    assert len(edges) == 7 and all(where[dst][1] > where[src][1] for src, dst in edges)
 
     page.get_by_role("button", name="Export this version", exact=True).click()
     exported = json.loads(page.get_by_label("Definition JSON", exact=True).input_value())
