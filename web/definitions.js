@@ -14,7 +14,8 @@ const STEP_FIELDS = { consult_rag: ['query', 'top_k', 'filter'], execute_azure_s
 const OPS = ['eq', 'ne', 'gt', 'ge', 'lt', 'le', 'contains', 'exists', 'truthy'];
 const INPUT_TYPES = ['string', 'number', 'integer', 'boolean', 'object', 'array'];
 const STRATEGIES = ['sequential', 'parallel', 'supervisor'];
-const MAPPING_SHAPES = [['from', 'from (reference)'], ['template', 'template (text)'], ['value', 'value (literal)']];
+// How a mapped value is given: a reference (input.x, node.field), a text with {references}, or a literal.
+const MAPPING_SHAPES = [['from', 'from'], ['template', 'template'], ['value', 'value']];
 const ROUTE = /^#(agents|workflows|teams)(?::(new)|\/([a-z][a-z0-9-]{0,62}))?$/;
 
 const ui = {
@@ -26,7 +27,7 @@ const ui = {
   saved: null, // the definition of the version shown, as the server gave it
   draft: null,
   badJson: new Set(),
-  refs: { agents: [], workflows: [], models: [] },
+  refs: { agents: [], workflows: [], models: [], subInputs: {} },
   flash: null,
   load: 0,
   els: {},
@@ -450,7 +451,13 @@ function kindFields(node, base) {
     case 'join':
       return [row(field('Wait for', `${base}.wait`, { type: 'select', options: [['', 'all'], ['any', 'any']] }), field('On failure', `${base}.on_failure`, { type: 'select', options: [['', 'fail'], ['continue', 'continue']] }))];
     case 'workflow':
-      return [row(field('Sub-workflow', `${base}.workflow`, { list: 'df-workflows' }), field('Workflow version', `${base}.version`, { type: 'int', placeholder: 'latest' })), inputs([])];
+      return [
+        row(
+          field('Sub-workflow', `${base}.workflow`, { list: 'df-workflows', onChange: () => loadSubInputs([node.workflow]) }),
+          field('Workflow version', `${base}.version`, { type: 'int', placeholder: 'latest' }),
+        ),
+        inputs(ui.refs.subInputs[node.workflow] || []),
+      ];
     case 'loop':
       return [
         row(field('Body nodes', `${base}.body`, { type: 'list', hint: 'Run in order each iteration.' }), field('Max iterations', `${base}.max_iterations`, { type: 'int' })),
@@ -643,8 +650,21 @@ async function loadRefs() {
   const [agents, workflows, models] = await Promise.all([quiet(url('agents')), quiet(url('workflows')), ui.plural === 'agents' ? quiet('/api/llm/models') : null]);
   ui.refs.agents = agents ? agents.agents.map((a) => a.id) : [];
   ui.refs.workflows = workflows ? workflows.workflows.map((w) => w.id) : [];
+  ui.refs.subInputs = {};
   const providers = models && Array.isArray(models.providers) ? models.providers : [];
   ui.refs.models = [...new Set(providers.flatMap((p) => (Array.isArray(p.models) ? p.models.map((m) => m.id) : [])))];
+}
+
+/** The input names of sub-workflows (suggested for a workflow node's inputs); the form is redrawn when known. */
+async function loadSubInputs(ids) {
+  const wanted = [...new Set(ids)].filter((id) => id && ui.refs.workflows.includes(id) && !(id in ui.refs.subInputs));
+  if (!wanted.length) return;
+  const load = ui.load;
+  const got = await Promise.all(wanted.map((id) => api(url('workflows', id)).catch(() => null)));
+  got.forEach((view, i) => {
+    ui.refs.subInputs[wanted[i]] = view ? Object.keys(view.definition.inputs || {}) : [];
+  });
+  if (load === ui.load) rerender();
 }
 
 function say(message) {
@@ -931,7 +951,7 @@ async function showEditor(view, plural, id) {
     ev.preventDefault();
     save();
   });
-  const formCard = h('section', { class: 'card defs-main' }, els.problems, els.form, h('div', { class: 'actions' }, els.save), els.archive);
+  const formCard = h('section', { class: 'card defs-main' }, els.problems, els.form, h('div', { class: 'actions save-bar' }, els.save, els.archive));
   const graphCard = els.graph ? h('section', { class: 'card defs-graph', 'aria-label': 'Workflow graph' }, h('h3', {}, 'Graph'), h('p', { class: 'muted small' }, 'Click a node to edit it. Edges: after, branch, then, else, loop body.'), els.graph) : null;
   view.replaceChildren(
     h('div', { class: 'defs-head' }, h('a', { href: `#${plural}` }, `← ${TITLES[plural]}`), els.title, els.version, els.dirty),
@@ -954,6 +974,7 @@ async function showEditor(view, plural, id) {
     if (load !== ui.load) return;
     takeView(got);
     renderEditorParts();
+    if (plural === 'workflows') loadSubInputs((ui.draft.nodes || []).filter((n) => n.kind === 'workflow').map((n) => n.workflow));
   } catch (err) {
     if (load !== ui.load) return;
     ui.loadFailed = true;

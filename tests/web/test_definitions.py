@@ -146,6 +146,19 @@ def test_an_agent_and_a_workflow_made_through_the_forms_with_a_graph_that_follow
     # An edit is a new version; an old version opens in the form and saving it would make it the newest.
     unsaved = page.locator(".dirty-badge")
     expect(unsaved).to_be_hidden()
+
+    # A sub-workflow node suggests the inputs of the workflow it names (here this one's: topic).
+    add_node(page, "workflow")
+    sub = node_card(page, "workflow")
+    sub.get_by_label("Sub-workflow", exact=True).fill("policy-brief")
+    sub.get_by_label("Sub-workflow", exact=True).dispatch_event("change")
+    expect(sub.locator("datalist option[value='topic']")).to_have_count(1)
+    sub.get_by_role("button", name="Add input", exact=True).click()
+    expect(node_card(page, "workflow").get_by_label("Input: name", exact=True)).to_have_value("topic")
+    expect(graph_node(page, "workflow")).to_have_attribute("data-kind", "workflow")
+    expect(unsaved).to_be_visible()
+    node_card(page, "workflow").get_by_role("button", name="Remove workflow", exact=True).click()
+    expect(unsaved).to_be_hidden()
     page.get_by_label("Name", exact=True).fill("Policy brief, second")
     expect(unsaved).to_have_text("Unsaved changes")
     page.get_by_role("button", name="Save", exact=True).click()
