@@ -2,17 +2,22 @@
 
 import azure.durable_functions as df
 
+from api.events import register as register_events
 from api.health import register as register_health
 from api.jobs import register as register_jobs
 from api.logs import register as register_logs
 from api.maintenance import register as register_maintenance
 from api.runs import register as register_runs
+from api.streams_compat import adapt_http_functions
 from api.ui import register as register_ui
 
 blueprint = df.Blueprint()
 register_health(blueprint)
 register_jobs(blueprint)
+register_events(blueprint)
 register_ui(blueprint)
 register_maintenance(blueprint)
 register_runs(blueprint)
 register_logs(blueprint)
+# On Azure the streams extension serves every HTTP function: the others keep their azure.functions types.
+adapt_http_functions(blueprint)

@@ -54,7 +54,7 @@ def _origin(req: func.HttpRequest) -> str:
 def job_links(req: func.HttpRequest, job_id: str) -> dict[str, str]:
     """Absolute links to the job's endpoints, from the caller's origin."""
     base = f"{_origin(req)}/api/jobs/{job_id}"
-    return {"status": base, "feedback": f"{base}/feedback", "cancel": f"{base}/cancel"}
+    return {"status": base, "feedback": f"{base}/feedback", "cancel": f"{base}/cancel", "events": f"{base}/events"}
 
 
 # Job requests and answers are small; the cap keeps one request from growing the Durable store by megabytes.

@@ -149,6 +149,8 @@ class JobRun:
         # A part of a workflow run (a branch, a sub-workflow) has no one to ask: the job API answers the root
         # run only, so a question there fails the part instead of waiting forever.
         self.no_questions = False
+        # A workflow's agent node runs under the agent's own per-call limits (the job's allowed models kept).
+        self.step_constraints: Constraints | None = None
 
     # --- plumbing ----------------------------------------------------------------------------
 
@@ -534,7 +536,8 @@ class JobRun:
                     **context,
                 }
             ),
-            constraints=Constraints.model_validate(self.job.request.constraints.model_dump(exclude={"budget"})),
+            constraints=self.step_constraints
+            or Constraints.model_validate(self.job.request.constraints.model_dump(exclude={"budget"})),
         )
 
     def note_failure(self, step: StepState | None, executor_type: str, error: ExecutorError) -> None:
@@ -616,7 +619,7 @@ class JobRun:
     def check_budget(self, step_id: str | None, uses_llm: bool, model: str | None) -> None:
         """Stop before a call whose worst case would exceed the job budget."""
         budget = self.job.request.constraints.budget
-        reserve = self.job.request.constraints.max_tokens if uses_llm else 0
+        reserve = (self.step_constraints or self.job.request.constraints).max_tokens if uses_llm else 0
         used = self.state.usage
         if budget.max_total_tokens is not None and used.total_tokens + reserve > budget.max_total_tokens:
             raise JobStop(

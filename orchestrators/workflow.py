@@ -54,6 +54,7 @@ from shared.definitions.models import (
     WorkflowNode,
 )
 from shared.executors import CALL_TOOL, input_for_text, kinds_where, lookup_kinds
+from shared.jobs.contracts import Constraints
 from shared.jobs.models import StepState
 from shared.jobs.plan import PlanStep
 from shared.jobs.runs import LOAD_DEFINITION, PART_ORCHESTRATOR, PartResult, RunPart, RunSpec
@@ -454,6 +455,21 @@ class WorkflowWalk:
         assert isinstance(agent, Agent)
         step.tool_input = f"{agent_id} v{pinned}"  # which agent ran: the view and /api/logs show it
         profile = self.profile(agent, step.id)
+        limits = agent.constraints
+        # The agent's per-call limits; which models may run stays the job's (checked again by every executor).
+        self.run.step_constraints = Constraints(
+            max_tokens=limits.max_tokens,
+            temperature=limits.temperature,
+            timeout_ms=limits.timeout_ms,
+            allowed_models=list(self.run.job.request.constraints.allowed_models),
+        )
+        try:
+            return (yield from self.agent_work(agent, step, prompt, profile))
+        finally:
+            self.run.step_constraints = None
+
+    def agent_work(self, agent: Agent, step: StepState, prompt: str, profile: AgentProfile) -> Gen:
+        """The agent's loop and its answer, under its limits."""
         found = yield from AgentLoop(self.run, prompt[:MAX_PROMPT] or agent.name, step, profile).work_step()
         kind = sorted(kinds_where(lambda spec: spec.writes_answer))[0]
         self.run.outputs[step.id] = found  # the sources of its answer are its own lookups

@@ -38,6 +38,7 @@ from devhost.http.httpmap import (
 )
 from devhost.http.keys import HostKeys
 from devhost.http.routing import RouteTable, RouteTemplateError
+from devhost.http.streams import stream_request, uses_streams
 from devhost.model import AppLoadError, FunctionInfo, LoadedApp
 
 log = logging.getLogger("devhost.host")
@@ -206,6 +207,7 @@ class DevHost:
             thread_name_prefix="devhost-fn",
         )
         self._signatures: dict[str, set[str]] = {}
+        self._streams: dict[str, bool] = {}
 
     # ----- listing ------------------------------------------------------------------------
 
@@ -407,12 +409,32 @@ class DevHost:
             kwargs[name] = _Out() if enum_text(binding.get("direction")).lower() in ("1", "out") else None
         return kwargs
 
-    async def invoke_http(self, fn: FunctionInfo, request: Request, route_params: dict[str, str]) -> Response:
-        """Run an HTTP-triggered function and map its result (500 with no details when it raises)."""
+    def _uses_streams(self, fn: FunctionInfo) -> bool:
+        if fn.name not in self._streams:
+            self._streams[fn.name] = uses_streams(fn.user_function, str(fn.trigger.get("name", "req")))
+        return self._streams[fn.name]
+
+    async def _trigger_value(self, fn: FunctionInfo, request: Request, route_params: dict[str, str]) -> Any | Response:
+        """What the trigger parameter gets: the live request (HTTP streams) or an ``HttpRequest``; or an error."""
+        headers = None
+        if self.easy_auth is not None:
+            try:
+                headers = self.easy_auth.rewrite(header_dict(request))
+            except PrincipalSpecError as exc:
+                return Response(str(exc).encode(), status_code=400, media_type="text/plain")
+        if self._uses_streams(fn):
+            return stream_request(request, route_params, headers)
         try:
             body = await read_body(request)
         except BodyTooLarge:
             return Response(status_code=413)
+        return to_func_request(request, body, route_params, headers=headers)
+
+    async def invoke_http(self, fn: FunctionInfo, request: Request, route_params: dict[str, str]) -> Response:
+        """Run an HTTP-triggered function and map its result (500 with no details when it raises)."""
+        req = await self._trigger_value(fn, request, route_params)
+        if isinstance(req, Response):
+            return req
         invocation_id = str(uuid.uuid4())
         context = InvocationContext(
             invocation_id=invocation_id,
@@ -421,13 +443,6 @@ class DevHost:
             trace_parent=request.headers.get("traceparent"),
             trace_state=request.headers.get("tracestate", ""),
         )
-        headers = None
-        if self.easy_auth is not None:
-            try:
-                headers = self.easy_auth.rewrite(header_dict(request))
-            except PrincipalSpecError as exc:
-                return Response(str(exc).encode(), status_code=400, media_type="text/plain")
-        req = to_func_request(request, body, route_params, headers=headers)
         kwargs = self.build_kwargs(fn, req, origin=origin_of(request), context=context)
         log.info(
             "Executing 'Functions.%s' (Reason='This function was invoked by HTTP trigger.', Id=%s)",
@@ -438,7 +453,8 @@ class DevHost:
         outcome = "Succeeded"
         try:
             result = await self.call_function(fn, kwargs)
-            response = from_func_result(result)
+            # A Starlette response (HTTP streams) is sent as it is: a StreamingResponse streams its body.
+            response = result if isinstance(result, Response) else from_func_result(result)
         except TimeoutError:
             outcome = "Failed"
             log.error(

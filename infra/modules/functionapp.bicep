@@ -84,6 +84,8 @@ var platformSettings = {
   // Telemetry ingestion with an Entra token (the component has local auth disabled).
   APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'Authorization=AAD;ClientId=${identityClientId}'
   AzureFunctionsJobHost__telemetryMode: 'OpenTelemetry'
+  // HTTP streams (azurefunctions-extensions-http-fastapi) for the job event stream, as Microsoft documents it.
+  PYTHON_ENABLE_INIT_INDEXING: '1'
 }
 
 // Azure Storage provider on Flex: poll queues at most every 10 s so idle instances scale in.

@@ -302,6 +302,12 @@ class Settings(BaseSettings):
     partial_output_path: Path = REPO_ROOT / ".devhost" / "partial_output.sqlite3"
     partial_output_container: str = Field(default="job-partial-output", pattern=r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
     partial_output_flush_ms: int = Field(default=250, ge=10, le=10_000)
+    # The job event stream (api/events.py, docs/events.md): how often one process reads a watched job, the
+    # keep-alive interval, how long one stream lasts before "reconnect", and how many streams one process serves.
+    events_poll_ms: int = Field(default=50, ge=10, le=10_000)
+    events_keepalive_s: float = Field(default=15.0, gt=0, le=300)
+    events_max_stream_s: float = Field(default=220.0, gt=0, le=3600)
+    events_max_subscribers: int = Field(default=1000, ge=1, le=100_000)
     # Finished jobs (completed, failed, cancelled) are purged from the Durable store this many days
     # after they were created (fractions allowed, e.g. for tests); api/maintenance.py runs the purge.
     job_history_retention_days: float = Field(default=30.0, gt=0, le=36_500)

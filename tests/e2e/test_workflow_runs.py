@@ -136,8 +136,34 @@ def test_bad_inputs_are_400_naming_the_field(jobs: JobClient) -> None:
     assert jobs.http.post("/api/workflows/ghost/runs", json={}).status_code == 404
 
 
+def test_the_body_cannot_set_what_the_api_pins_and_the_app_bounds_tools_and_models(jobs: JobClient) -> None:
+    # A run's definition, pins and tools are set by the API alone: the body cannot carry them.
+    extras: list[dict[str, Any]] = [
+        {"run": {"kind": "workflow", "id": "x", "version": 1}},
+        {"tools": ["x.y"]},
+        {"pins": {}},
+    ]
+    for extra in extras:
+        resp = jobs.http.post("/api/workflows/typed/runs", json={"inputs": {"n": 1}, **extra})
+        assert resp.status_code == 400 and resp.json()["error"]["code"] == "INVALID_REQUEST", resp.text
+    # A tool node whose tool the app does not configure (the definition was saved when it was): 409.
+    save(jobs, "agents", {"id": "picky", "name": "Picky", "instructions": "x", "model": {"model": "gpt-big"}})
+    save(
+        jobs,
+        "workflows",
+        {
+            "id": "picky-flow",
+            "name": "P",
+            "nodes": [{"id": "a", "kind": "agent", "agent": "picky", "input": {"prompt": {"value": "hi"}}}],
+        },
+    )
+    resp = jobs.http.post("/api/workflows/picky-flow/runs", json={"constraints": {"allowed_models": ["gpt-small"]}})
+    assert resp.status_code == 400 and resp.json()["error"]["code"] == "MODEL_NOT_ALLOWED"
+    assert resp.json()["error"]["field"] == "constraints.allowed_models"
+
+
 def test_a_human_node_waits_and_a_pinned_run_ignores_a_new_version(jobs: JobClient) -> None:
-    first = {
+    first: dict[str, Any] = {
         "id": "gated",
         "name": "Gated",
         "nodes": [
@@ -366,3 +392,30 @@ def test_kill_during_a_fan_out_then_restart_reruns_only_the_branch_in_flight(azu
         assert ran["load_definition"] == 3, ran  # the root and each branch once: none of them loaded again
     finally:
         host.stop()
+
+
+def test_the_run_examples_apply_and_run_from_the_cli(host: DevHostProcess, jobs: JobClient) -> None:
+    examples = REPO_ROOT / "examples" / "runs"
+    for plural, name in (("agents", "agents.yaml"), ("workflows", "workflow.yaml"), ("teams", "team.yaml")):
+        done = cli(host, plural, "apply", "-f", str(examples / name))
+        assert done.returncode == 0, done.stdout + done.stderr
+    waits = cli(host, "workflows", "run", "returns-brief", "--input", "region=North", "--no-input")
+    assert waits.returncode == 4, waits.stdout + waits.stderr
+    run_id = re.search(r"run (\w+) of workflow", waits.stdout)
+    assert run_id is not None
+    waiting = jobs.wait(run_id.group(1), {"waiting_for_user"})["waiting"]
+    assert waiting["kind"] == "approval" and "25.0%" in waiting["question"]
+    assert jobs.answer(run_id.group(1), "approve").status_code == 202
+    view = jobs.wait(run_id.group(1), timeout_s=120)
+    assert view["status"] == "completed", view.get("error")
+    assert view["run"]["outputs"]["change"] == 25.0 and view["run"]["outputs"]["brief"]
+    team = cli(
+        host,
+        "teams",
+        "run",
+        "returns-desk",
+        "--task",
+        "What does the returns policy say about refunds after 30 days?",
+        "--no-input",
+    )
+    assert team.returncode == 0, team.stdout + team.stderr

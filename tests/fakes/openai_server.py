@@ -121,11 +121,12 @@ class SlowReply(Reply):
 
 @dataclass
 class StreamErrorReply(Reply):
-    """Start a stream, send ``deltas`` text pieces, then an error inside the stream."""
+    """Start a stream, send ``deltas`` text pieces (``chunk_delay_s`` apart), then an error inside the stream."""
 
     deltas: list[str]
     code: str = "server_error"
     message: str = "The server had an error while processing your request."
+    chunk_delay_s: float = 0.0
 
 
 def _error_body(message: str, *, type_: str | None, code: str | None, param: str | None = None) -> dict[str, Any]:
@@ -797,6 +798,8 @@ async def _stream_error_events(req: RecordedRequest, reply: StreamErrorReply) ->
     model = str(req.body.get("model", "fake-model"))
     if req.api == "chat":
         for piece in reply.deltas:
+            if reply.chunk_delay_s:
+                await asyncio.sleep(reply.chunk_delay_s)
             yield _event(
                 {
                     "id": "chatcmpl-fake-err",
@@ -811,6 +814,8 @@ async def _stream_error_events(req: RecordedRequest, reply: StreamErrorReply) ->
     seq = 0
     for piece in reply.deltas:
         seq += 1
+        if reply.chunk_delay_s:
+            await asyncio.sleep(reply.chunk_delay_s)
         yield _event(
             {
                 "type": "response.output_text.delta",

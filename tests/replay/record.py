@@ -8,6 +8,7 @@ first (docs/orchestrator-versioning.md): the old fixtures are the proof that the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import sys
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from devhost.azurite import Azurite
 from tests.devhost.hostproc import REPO_ROOT, DevHostProcess
 from tests.jobs.jobclient import JobClient
 
@@ -57,6 +59,48 @@ def _retried(jobs: JobClient) -> str:
     return job_id
 
 
+WORKFLOW = {
+    "id": "replayed",
+    "name": "Replayed",
+    "inputs": {"old": {"type": "number"}},
+    "nodes": [
+        {"id": "split", "kind": "parallel", "branches": ["left", "right"]},
+        {
+            "id": "left",
+            "kind": "tool",
+            "tool": "function.percent_change",
+            "input": {"old": {"from": "input.old"}, "new": {"value": 100}},
+        },
+        {
+            "id": "right",
+            "kind": "tool",
+            "tool": "function.percent_change",
+            "input": {"old": {"value": 0}, "new": {"value": 1}},
+        },
+        {"id": "merge", "kind": "join", "after": ["left", "right"], "on_failure": "continue"},
+        {
+            "id": "ask",
+            "kind": "human",
+            "after": ["merge"],
+            "question": {"template": "Failed: {merge.failed}. Go on?"},
+            "options": ["approve", "reject"],
+        },
+    ],
+}
+
+
+def _workflow_waiting(jobs: JobClient) -> str:
+    """A workflow run past a fan-out (one branch failed) and waiting at a human node."""
+    assert jobs.http.post("/api/workflows", json=WORKFLOW).status_code == 201
+    resp = jobs.http.post("/api/workflows/replayed/runs", json={"inputs": {"old": 80}})
+    assert resp.status_code == 202, resp.text
+    job_id = str(resp.json()["id"])
+    jobs.wait(job_id, {"waiting_for_user"}, timeout_s=120)
+    return job_id
+
+
+# Scenarios whose host needs the definitions store (Azurite, started by the recorder).
+NEEDS_STORE = {"workflow_waiting_at_human"}
 # scenario -> (host environment, how to drive the job)
 SCENARIOS: dict[str, tuple[dict[str, str], Callable[[JobClient], str]]] = {
     "completed": ({}, _completed),
@@ -64,6 +108,7 @@ SCENARIOS: dict[str, tuple[dict[str, str], Callable[[JobClient], str]]] = {
     "approved_then_completed": ({}, _approved),
     "aborted_at_approval": ({}, _aborted),
     "retried_after_rate_limit": ({"OFFLINE_LLM_FAULTS": "write_answer:RATE_LIMITED:1"}, _retried),
+    "workflow_waiting_at_human": ({"DEFINITIONS_TABLE": "replay"}, _workflow_waiting),
 }
 
 
@@ -92,7 +137,10 @@ def record(names: list[str]) -> None:
     HISTORIES.mkdir(exist_ok=True)
     for name in names or list(SCENARIOS):
         env, drive = SCENARIOS[name]
-        with tempfile.TemporaryDirectory() as tmp:
+        with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+            if name in NEEDS_STORE:
+                azurite = stack.enter_context(Azurite(Path(tmp) / "azurite"))
+                env = {**env, "AzureWebJobsStorage": azurite.connection_string}
             data = Path(tmp) / "data"
             host = DevHostProcess(REPO_ROOT, data, env={"JOB_RETRY_FIRST_INTERVAL_MS": "50", **env})
             host.start()

@@ -8,7 +8,9 @@ from typing import Any
 from devhost.inline import InlineContext, run_inline
 from orchestrators.job import job_orchestrator_body
 from orchestrators.workflow import workflow_part_body
+from shared.definitions.catalog import app_catalog
 from shared.definitions.models import MODELS
+from shared.definitions.validate import validate
 from shared.executors.runner import run_executor
 from shared.providers.clients import Clients
 from shared.runtime.settings import Settings
@@ -26,8 +28,12 @@ def answer(text: str) -> dict[str, Any]:
 class Activities:
     """Activities of a run: load_definition from ``defs``, scripted outputs where given, else the real executors."""
 
-    def __init__(self, defs: dict[tuple[str, str, int], dict[str, Any]], **scripted: list[dict[str, Any]]) -> None:
+    def __init__(
+        self, defs: dict[tuple[str, str, int], dict[str, Any]], *, valid: bool = True, **scripted: list[dict[str, Any]]
+    ) -> None:
         self.defs = defs
+        if valid:  # what a run loads was saved, so it passed validation (unless a test says otherwise)
+            check_saved(defs)
         self.scripted = {k: list(v) for k, v in scripted.items()}
         self.calls: list[tuple[str, Any]] = []
 
@@ -46,6 +52,21 @@ class Activities:
     def named(self, name: str) -> list[Any]:
         """The payloads of every call of one activity, in order."""
         return [p for n, p in self.calls if n == name]
+
+
+def check_saved(table: dict[tuple[str, str, int], dict[str, Any]]) -> None:
+    """Every definition passes the validation the API runs on save (the app's catalog, the others as resolver)."""
+
+    class Table:
+        def find(self, kind: str, def_id: str, version: int | None) -> Any:
+            versions = sorted(v for k, i, v in table if (k, i) == (kind, def_id))
+            chosen = version if version in versions else (versions[-1] if versions and version is None else None)
+            return None if chosen is None else MODELS[kind].model_validate(table[(kind, def_id, chosen)])
+
+    catalog = app_catalog(OFFLINE.settings)
+    for (kind, _id, _version), data in table.items():
+        issues = validate(MODELS[kind].model_validate(data), Table(), catalog)
+        assert not issues, [(i.path, i.code, i.message) for i in issues]
 
 
 def defs(*definitions: dict[str, Any], version: int = 1) -> dict[tuple[str, str, int], dict[str, Any]]:

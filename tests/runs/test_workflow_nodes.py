@@ -110,7 +110,7 @@ def test_an_invalid_answer_to_a_human_node_is_asked_again() -> None:
     assert result["status"] == "completed" and result["outputs"] == {"result": {"answer": "a"}}
 
 
-PARALLEL = {
+PARALLEL: dict[str, Any] = {
     "id": "fan",
     "name": "Fan",
     "nodes": [
@@ -228,17 +228,20 @@ def test_a_definition_that_cannot_be_loaded_fails_the_run_clearly() -> None:
     assert "v3" in result["error"]["message"]
 
 
+PROMPT = {"prompt": {"value": "How did sales grow?"}}
 AGENT = {
     "kind": "agent",
     "id": "analyst",
     "name": "Analyst",
     "instructions": "You are a careful analyst. Answer in one sentence.",
-    "tools": [TOOL, "http.weather"],
+    "tools": [TOOL],
     "limits": {"max_turns": 2, "max_tool_calls": 2},
+    "constraints": {"max_tokens": 800, "temperature": 0.3, "timeout_ms": 5000},
 }
 
 
 def test_an_agent_node_runs_the_executor_with_the_agents_instructions_tools_and_bounds() -> None:
+    agent = {**AGENT, "tools": [TOOL, "http.weather"]}
     wf = {
         "id": "ask",
         "name": "Ask",
@@ -246,7 +249,10 @@ def test_an_agent_node_runs_the_executor_with_the_agents_instructions_tools_and_
         "nodes": [{"id": "think", "kind": "agent", "agent": "analyst", "input": {"prompt": {"from": "input.q"}}}],
         "outputs": {"text": {"from": "think.text"}},
     }
-    acts = Activities({**defs(wf), **defs(AGENT)}, agent_turn=[DONE_TURN], generate_response=[answer("It grew.")])
+    # Saved when http.weather was configured; the app no longer configures it.
+    acts = Activities(
+        {**defs(wf), **defs(agent)}, valid=False, agent_turn=[DONE_TURN], generate_response=[answer("It grew.")]
+    )
     result, ctx = start(
         acts, "workflow", "ask", inputs={"q": "How did sales grow?"}, pins={"agent/analyst": 1}, tools=[TOOL]
     )
@@ -257,11 +263,23 @@ def test_an_agent_node_runs_the_executor_with_the_agents_instructions_tools_and_
     # The definition named http.weather; the run allowed only what the app configures.
     assert turn["execution_context"]["allowed_tools"] == [TOOL]
     assert steps(ctx)["think"]["state"] == "succeeded"
+    # The agent's per-call limits, on its turns and its answer alike.
+    for payload in [turn, acts.named("generate_response")[0]]:
+        assert payload["constraints"] == {
+            "max_tokens": 800,
+            "temperature": 0.3,
+            "timeout_ms": 5000,
+            "allowed_models": [],
+        }
 
 
 def test_an_agents_model_must_be_one_the_job_allows() -> None:
     agent = {**AGENT, "model": {"model": "big-model"}}
-    wf = {"id": "ask", "name": "Ask", "nodes": [{"id": "think", "kind": "agent", "agent": "analyst", "version": 1}]}
+    wf = {
+        "id": "ask",
+        "name": "Ask",
+        "nodes": [{"id": "think", "kind": "agent", "agent": "analyst", "version": 1, "input": PROMPT}],
+    }
     acts = Activities({**defs(wf), **defs(agent)})
     result, _ = start(acts, "workflow", "ask", constraints={"allowed_models": ["small-model"]})
     assert result["status"] == "failed" and result["error"]["code"] == "MODEL_NOT_ALLOWED"
@@ -276,7 +294,7 @@ def test_an_agents_model_must_be_one_the_job_allows() -> None:
 def test_a_run_is_pinned_to_the_version_it_started_with() -> None:
     v1 = {**AGENT, "instructions": "version one"}
     v2 = {**AGENT, "instructions": "version two"}
-    wf = {"id": "ask", "name": "Ask", "nodes": [{"id": "think", "kind": "agent", "agent": "analyst"}]}
+    wf = {"id": "ask", "name": "Ask", "nodes": [{"id": "think", "kind": "agent", "agent": "analyst", "input": PROMPT}]}
     table = {**defs(wf), **defs(v1), **defs(v2, version=2)}
     acts = Activities(table, agent_turn=[DONE_TURN], generate_response=[answer("ok")])
     result, _ = start(acts, "workflow", "ask", pins={"agent/analyst": 1})
@@ -295,7 +313,7 @@ def test_an_agent_with_an_output_schema_gives_only_a_valid_object() -> None:
     wf = {
         "id": "ask",
         "name": "Ask",
-        "nodes": [{"id": "think", "kind": "agent", "agent": "analyst", "version": 1}],
+        "nodes": [{"id": "think", "kind": "agent", "agent": "analyst", "version": 1, "input": PROMPT}],
         "outputs": {"score": {"from": "think.score"}},
     }
     table = {**defs(wf), **defs(scored)}

@@ -15,6 +15,7 @@ from shared.runtime.streaming.local import (
     DONE_TTL_S,
     DeltaBuffer,
     PartialOutput,
+    PartialSlice,
     SqlitePartialOutputStore,
     build_store,
     get_store,
@@ -161,6 +162,9 @@ class BrokenStore:
         raise OSError("disk full")
 
     def read(self, job_id: str, step_id: str) -> PartialOutput | None:
+        raise OSError("disk full")
+
+    def read_from(self, job_id: str, step_id: str, attempt: int, offset: int) -> PartialSlice | None:
         raise OSError("disk full")
 
     def drop(self, job_id: str, step_id: str) -> None:

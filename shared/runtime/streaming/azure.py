@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from shared.jobs.contracts import ErrorCode, ProviderError
 from shared.runtime.localstore import BLOB_TIMEOUT_S as TIMEOUT_S
 from shared.runtime.localstore import ContainerOnce, blob_service_client
-from shared.runtime.streaming.base import DONE_TTL_S, MAX_AGE_S, PartialOutput
+from shared.runtime.streaming.base import DONE_TTL_S, MAX_AGE_S, PartialOutput, PartialSlice, slice_of
 
 if TYPE_CHECKING:
     from azure.core.credentials import TokenCredential
@@ -36,6 +36,8 @@ class BlobPartialOutputStore:
     def __init__(self, container: Any) -> None:
         self.container = container
         self._created: dict[tuple[str, str], int] = {}
+        # (job, step, attempt) -> (characters, bytes) read so far by this process's followers.
+        self._positions: dict[tuple[str, str, int], tuple[int, int]] = {}
         self._container = ContainerOnce(container)
         self._lock = threading.Lock()
 
@@ -84,6 +86,53 @@ class BlobPartialOutputStore:
             updated_at=modified.isoformat().replace("+00:00", "Z") if modified else "",
             complete=meta.get("complete") == "true",
         )
+
+    def read_from(self, job_id: str, step_id: str, attempt: int, offset: int) -> PartialSlice | None:
+        """A range read of the new bytes when this process read the attempt up to ``offset`` before, else whole.
+
+        Offsets are characters, the blob holds UTF-8 bytes: the byte position of the last character read is
+        remembered per (job, step, attempt), so a follower reads only what was appended since.
+        """
+        from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
+
+        known = self._positions.get((job_id, step_id, attempt))
+        if known is None or known[0] != offset or known[1] == 0:
+            return self._read_whole(job_id, step_id, attempt, offset)
+        blob = self.container.get_blob_client(self.blob_name(job_id, step_id))
+        # Read from the last byte already seen: an append blob only grows, so while it holds the same attempt
+        # the range is always satisfiable; a 416 means it shrank, i.e. a new attempt replaced it.
+        try:
+            download = blob.download_blob(offset=known[1] - 1, timeout=TIMEOUT_S)
+            data = download.readall()[1:]
+        except ResourceNotFoundError:
+            return None
+        except HttpResponseError as exc:
+            if exc.status_code != 416:
+                raise
+            return self._read_whole(job_id, step_id, attempt, offset)
+        meta = download.properties.metadata or {}
+        if int(meta.get("attempt", "0") or 0) != attempt:
+            return self._read_whole(job_id, step_id, attempt, offset)
+        # A block boundary never splits a character: each append is one whole UTF-8 text.
+        text = data.decode("utf-8", errors="replace")
+        found = PartialSlice(text, offset, attempt, meta.get("complete") == "true")
+        return self._remember(job_id, step_id, found, known[1] + len(data))
+
+    def _read_whole(self, job_id: str, step_id: str, attempt: int, offset: int) -> PartialSlice | None:
+        """Read the whole blob (a follower this process has not seen, or a new attempt)."""
+        entry = self.read(job_id, step_id)
+        found = slice_of(entry, attempt, offset)
+        if entry is not None and found is not None:
+            self._remember(job_id, step_id, found, len(entry.text.encode("utf-8")))
+        return found
+
+    def _remember(self, job_id: str, step_id: str, found: PartialSlice, byte_end: int) -> PartialSlice:
+        """Keep where the slice ended, in characters and bytes, for the next range read."""
+        with self._lock:
+            if len(self._positions) > 1024:  # followers of finished steps: forget them all
+                self._positions.clear()
+            self._positions[(job_id, step_id, found.attempt)] = (found.end, byte_end)
+        return found
 
     def drop(self, job_id: str, step_id: str) -> None:
         """Delete the blob (absent is fine)."""

@@ -39,6 +39,7 @@ from shared.runtime.streaming.base import DONE_TTL_S as DONE_TTL_S
 from shared.runtime.streaming.base import MAX_AGE_S as MAX_AGE_S
 from shared.runtime.streaming.base import PartialOutput as PartialOutput
 from shared.runtime.streaming.base import PartialOutputStore as PartialOutputStore
+from shared.runtime.streaming.base import PartialSlice as PartialSlice
 
 if TYPE_CHECKING:
     from shared.runtime.settings import Settings
@@ -107,6 +108,24 @@ class SqlitePartialOutputStore:
         finally:
             conn.close()
         return None if row is None else PartialOutput(row[0], int(row[1]), row[2], bool(row[3]))
+
+    def read_from(self, job_id: str, step_id: str, attempt: int, offset: int) -> PartialSlice | None:
+        """Only the new text of the followed attempt (substr in SQLite), or the whole text of a newer one."""
+        conn = self._connect()
+        try:
+            row = conn.execute(
+                "SELECT attempt, complete, length(text), CASE WHEN attempt = ? THEN substr(text, ? + 1) ELSE text END "
+                "FROM partial_output WHERE job_id = ? AND step_id = ?",
+                (attempt, offset, job_id, step_id),
+            ).fetchone()
+        finally:
+            conn.close()
+        if row is None:
+            return None
+        stored, complete, length, text = int(row[0]), bool(row[1]), int(row[2]), str(row[3])
+        if stored != attempt:
+            return PartialSlice(text, 0, stored, complete, superseded=attempt != 0)
+        return PartialSlice(text, min(offset, length), stored, complete)
 
     def drop(self, job_id: str, step_id: str) -> None:
         """Forget the entry of a step."""

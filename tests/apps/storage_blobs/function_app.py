@@ -73,7 +73,8 @@ def on_note_event(msg: func.QueueMessage) -> None:
 def on_note(note: func.InputStream) -> None:
     data = note.read()
     name = (note.name or "").removeprefix("notes/")
-    etag = (note.blob_properties or {}).get("ETag", "").strip('"')
+    # The worker's InputStream carries the blob's properties; the abstract type does not declare them.
+    etag = (getattr(note, "blob_properties", None) or {}).get("ETag", "").strip('"')
     _write("fires", f"{name}/{etag}-{uuid.uuid4().hex}", b"")
     if data.startswith(b"boom"):
         raise RuntimeError(f"cannot summarise {name}")
@@ -85,6 +86,8 @@ def elsewhere(msg: func.QueueMessage) -> None:
     raise AssertionError("devhost must not run a trigger on an identity-based connection")
 
 
-@app.blob_trigger(arg_name="blob", path="uploads/{name}", connection="AzureWebJobsStorage", source="EventGrid")
+@app.blob_trigger(
+    arg_name="blob", path="uploads/{name}", connection="AzureWebJobsStorage", source=func.BlobSource.EVENT_GRID
+)
 def from_event_grid(blob: func.InputStream) -> None:
     raise AssertionError("devhost must not run an Event Grid blob trigger")

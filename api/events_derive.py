@@ -1,0 +1,241 @@
+"""The job's events derived from what the job view reads: committed ones from the history, provisional ones
+from the custom status (docs/events.md).
+
+Committed events are a pure function of the history, which only grows, so every instance derives the same
+list in the same order and an event's position (its id ``c<seq>``) never changes. The custom status says
+what is going on now (a step running, a retry wait, a question); it is re-read on every poll and sent as
+provisional state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from api.view import _line, _ms_between, _task_ref, decode, job_status
+from shared.executors import AGENT_TURN, CALL_TOOL, PLAN, kinds_where
+from shared.jobs.contracts import Usage
+from shared.jobs.events import (
+    AnyEvent,
+    EndEvent,
+    EventError,
+    LogEvent,
+    QuestionEvent,
+    StatusEvent,
+    StepEvent,
+    StepEventState,
+    SupersededEvent,
+    ToolCallEvent,
+    UsageEvent,
+)
+from shared.jobs.models import TERMINAL_RUNTIME, JobState
+
+# History events whose log line says something went wrong.
+_ERROR_LINES = ("failed", "activity error", "cancelled")
+
+
+@dataclass
+class _Fold:
+    """What the derivation remembers while it walks the history."""
+
+    streaming: set[str]
+    usage: Usage = field(default_factory=Usage)
+    events: list[AnyEvent] = field(default_factory=list)
+
+
+def streaming_kinds() -> set[str]:
+    """The step kinds whose answer streams (from the registry)."""
+    return kinds_where(lambda spec: spec.streams)
+
+
+def committed_events(
+    history: list[dict[str, Any]],
+    runtime: str | None,
+    output: Any,
+    custom: Any = None,
+    streaming: set[str] | None = None,
+) -> list[AnyEvent]:
+    """Every committed event of the job, in order: one pass over the history.
+
+    The end is derived only once the runtime status is terminal too (the history may show the last event a
+    moment before the instance's status does); until then the history is read up to that event.
+    """
+    fold = _Fold(streaming if streaming is not None else streaming_kinds())
+    for event in history:
+        kind = event.get("EventType")
+        if kind == "ExecutionCompleted" and runtime not in TERMINAL_RUNTIME:
+            break
+        derive = _DERIVE.get(str(kind))
+        if derive is not None:
+            fold.events.extend(derive(event, fold))
+        line = _line(event)
+        if line is not None:
+            fold.events.append(_log(event, line))
+        if kind == "ExecutionCompleted":
+            fold.events.extend(_skipped(event, custom))
+            fold.events.extend(_ending(event, runtime, output))
+            break
+    return fold.events
+
+
+def _log(event: dict[str, Any], line: str) -> LogEvent:
+    """The log line of one history event (its step, when it is a step's)."""
+    step_id, _, _ = _task_ref(event) if event.get("EventType") in ("TaskCompleted", "TaskFailed") else (None, 0, {})
+    if any(word in line for word in _ERROR_LINES):
+        return LogEvent(at=_at(event), level="error", message=line, step_id=step_id)
+    return LogEvent(at=_at(event), message=line, step_id=step_id)
+
+
+def _at(event: dict[str, Any], key: str = "Timestamp") -> str:
+    return _iso(str(event.get(key) or event.get("Timestamp") or ""))
+
+
+def _iso(text: str | None) -> str:
+    """Timestamps as the stream writes them: UTC with a Z."""
+    return (text or "").replace("+00:00", "Z")
+
+
+def _started(event: dict[str, Any], fold: _Fold) -> Iterator[AnyEvent]:
+    """The job was accepted: it runs."""
+    yield StatusEvent(at=_at(event), status="running")
+
+
+def _task(event: dict[str, Any], fold: _Fold) -> Iterator[AnyEvent]:
+    """One finished step attempt: started (at its scheduled time), then how it ended, its tool call, its usage."""
+    step_id, attempt, inp = _task_ref(event)
+    if step_id is None:
+        return
+    kind = str(inp.get("executor_type") or event.get("FunctionName") or "activity")
+    result = decode(event.get("Result"))
+    body: dict[str, Any] = result if isinstance(result, dict) else {}
+    failed = event.get("EventType") == "TaskFailed" or body.get("status") == "failed"
+    error = _error_of(event, body) if failed else None
+    tool = _tool_of(step_id, kind, inp)
+    yield StepEvent(at=_at(event, "ScheduledTime"), step_id=step_id, kind=kind, state="started", attempt=attempt or 0)
+    if tool is not None:
+        yield ToolCallEvent(at=_at(event, "ScheduledTime"), step_id=step_id, tool=tool, state="started")
+    yield StepEvent(
+        at=_at(event),
+        step_id=step_id,
+        kind=kind,
+        state="failed" if failed else "succeeded",
+        attempt=attempt or 0,
+        error=error,
+        duration_ms=_ms_between(event.get("ScheduledTime"), event.get("Timestamp")),
+    )
+    if tool is not None:
+        summary = error.message[:200] if error else None
+        ended: Literal["failed", "succeeded"] = "failed" if failed else "succeeded"
+        yield ToolCallEvent(at=_at(event), step_id=step_id, tool=tool, state=ended, summary=summary)
+    if failed and kind in fold.streaming:
+        yield SupersededEvent(at=_at(event), step_id=step_id, attempt=attempt or 0)
+    if isinstance(body.get("usage"), dict):
+        used = Usage.model_validate(body["usage"])
+        if used.total_tokens or used.estimated_cost:
+            fold.usage = fold.usage + used
+            yield UsageEvent(at=_at(event), **fold.usage.model_dump(exclude={"estimated"}))
+
+
+def _error_of(event: dict[str, Any], body: dict[str, Any]) -> EventError:
+    """The error of a failed attempt: its output's, or the activity's own failure."""
+    if event.get("EventType") == "TaskFailed":
+        return EventError(code="ACTIVITY_ERROR", message=str(event.get("Reason") or "")[:600])
+    given = body.get("error")
+    err: dict[str, Any] = given if isinstance(given, dict) else {}
+    return EventError(code=str(err.get("code") or "FAILED"), message=str(err.get("message") or "")[:600])
+
+
+def _tool_of(step_id: str, kind: str, inp: dict[str, Any]) -> str | None:
+    """The tool a step attempt called in agent mode (``<step>-t<n>`` or a family tool), else None."""
+    given = inp.get("task")
+    task: dict[str, Any] = given if isinstance(given, dict) else {}
+    if kind == CALL_TOOL:
+        return str(task.get("tool") or CALL_TOOL)[:100]
+    # Agent mode names its calls t<n> (a job in agent mode) or <step>-t<n> (an agent step of a plan).
+    number = step_id.rpartition("-t")[2] if "-t" in step_id else step_id.removeprefix("t")
+    if kind not in (PLAN, AGENT_TURN) and step_id != number and number.isdigit():
+        return kind
+    return None
+
+
+def _skipped(event: dict[str, Any], custom: Any) -> Iterator[AnyEvent]:
+    """Steps that never ran: only the final custom status tells (final once the job has ended)."""
+    state = JobState.model_validate(custom) if isinstance(custom, dict) else None
+    for step in state.steps if state else []:
+        if step.state == "skipped":
+            yield StepEvent(at=_at(event), step_id=step.id, kind=step.kind, state="skipped", attempt=step.attempts)
+
+
+def _ending(event: dict[str, Any], runtime: str | None, output: Any) -> Iterator[AnyEvent]:
+    """The job's final status and the end."""
+    status = job_status(runtime, None, output)
+    answer = isinstance(output, dict) and output.get("answer") is not None
+    yield StatusEvent(at=_at(event), status=status)
+    yield EndEvent(at=_at(event), status=status, answer_available=answer)
+
+
+_DERIVE: dict[str, Callable[[dict[str, Any], _Fold], Iterator[AnyEvent]]] = {
+    "ExecutionStarted": _started,
+    "TaskCompleted": _task,
+    "TaskFailed": _task,
+}
+
+
+# Step states of the custom status that the stream shows as current state, and how it names them.
+_NOW_STATES: dict[str, StepEventState] = {
+    "running": "started",
+    "retrying": "retrying",
+    "waiting": "waiting",
+    "skipped": "skipped",
+}
+
+
+def current_state(runtime: str | None, custom: Any, output: Any, now: str) -> list[AnyEvent]:
+    """The provisional state of a running job from its custom status: its status, running steps, the question."""
+    if runtime in TERMINAL_RUNTIME:
+        return []
+    state = JobState.model_validate(custom) if isinstance(custom, dict) else None
+    events: list[AnyEvent] = [StatusEvent(at=now, committed=False, status=job_status(runtime, state, output))]
+    if state is None:
+        return events
+    for step in state.steps:
+        shown = _NOW_STATES.get(step.state)
+        if shown is None:
+            continue
+        attempt = (step.next_attempt or step.attempts + 1) if shown == "retrying" else step.attempts
+        events.append(
+            StepEvent(
+                at=_iso(step.started_at) or now,
+                committed=False,
+                step_id=step.id,
+                kind=step.kind,
+                state=shown,
+                attempt=attempt,
+                retry_at=_iso(step.retry_at) if shown == "retrying" and step.retry_at else None,
+            )
+        )
+    if state.waiting is not None:
+        ask = state.waiting
+        events.append(
+            QuestionEvent(
+                at=_iso(ask.asked_at),
+                committed=False,
+                question_id=ask.question_id,
+                text=ask.question,
+                step_id=ask.step_id,
+                options=ask.options,
+            )
+        )
+    return events
+
+
+def streaming_step(custom: Any, runtime: str | None, streaming: set[str]) -> tuple[str, int] | None:
+    """The step whose answer is being written now (id, attempt), from the custom status; None when there is none."""
+    if runtime in TERMINAL_RUNTIME or not isinstance(custom, dict):
+        return None
+    state = JobState.model_validate(custom)
+    for step in state.steps:
+        if step.state == "running" and step.kind in streaming:
+            return step.id, step.attempts
+    return None
