@@ -102,18 +102,14 @@ const READERS = {
     const items = el.value.split(/[\s,]+/).filter(Boolean);
     return items.length ? items : undefined;
   },
-  lines: (el) => {
-    const items = el.value.split('\n').map((s) => s.trim()).filter(Boolean);
-    return items.length ? items : undefined;
-  },
   select: (el) => (el.value === '' ? undefined : el.value),
   bool: (el) => (el.checked ? true : undefined),
   any: (el) => looseValue(el.value),
 };
 
 function control(type, id, value, opts) {
-  if (type === 'textarea' || type === 'json' || type === 'lines') {
-    const text = type === 'json' ? (value === undefined ? '' : JSON.stringify(value, null, 2)) : type === 'lines' ? (value || []).join('\n') : value ?? '';
+  if (type === 'textarea' || type === 'json') {
+    const text = type === 'json' ? (value === undefined ? '' : JSON.stringify(value, null, 2)) : value ?? '';
     return h('textarea', { id, rows: opts.rows || 3, class: type === 'json' ? 'code' : null, spellcheck: type === 'json' ? 'false' : null, value: text });
   }
   if (type === 'select') {
@@ -130,8 +126,8 @@ function control(type, id, value, opts) {
 }
 
 /**
- * One labelled field bound to `path` in the draft. Options: type (text, textarea, int, number, list, lines,
- * select, bool, json, any), options ([value, label] for select), hint, list (a datalist id), rows, onChange
+ * One labelled field bound to `path` in the draft. Options: type (text, textarea, int, number, list, select,
+ * bool, json, any), options ([value, label] for select), hint, list (a datalist id), rows, onChange
  * (called on "change" after the draft is updated, e.g. to re-render a form whose shape depends on the value).
  */
 function field(label, path, opts = {}) {
@@ -403,8 +399,10 @@ function newNode(kind, id, keep = {}) {
 /** Rename a node everywhere the workflow names it (edges, start, references in mappings and conditions). */
 function renameNode(from, to) {
   const swap = (list) => (Array.isArray(list) ? list.map((x) => (x === from ? to : x)) : list);
-  const ref = new RegExp(`^${from}(?=\\.|$)`);
-  const tpl = new RegExp(`\\{${from}(?=[.}])`, 'g');
+  // The old id may be any text typed before (not yet a valid id): matched literally.
+  const literal = from.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const ref = new RegExp(`^${literal}(?=\\.|$)`);
+  const tpl = new RegExp(`\\{${literal}(?=[.}])`, 'g');
   const walk = (value) => {
     if (Array.isArray(value)) return value.map(walk);
     if (!value || typeof value !== 'object') return value;

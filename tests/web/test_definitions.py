@@ -67,6 +67,13 @@ def create_agent(page: Page, host: DevHostProcess, agent_id: str, name: str) -> 
     expect(page.get_by_role("status").filter(has_text="Created agent")).to_contain_text(f"{agent_id} (version 1)")
 
 
+def rename(page: Page, node_id: str, new_id: str) -> None:
+    field = node_card(page, node_id).get_by_label("Node id", exact=True)
+    field.fill(new_id)
+    field.dispatch_event("change")
+    expect(node_card(page, new_id)).to_have_count(1)
+
+
 def add_node(page: Page, kind: str) -> None:
     page.get_by_label("Kind of the new node", exact=True).select_option(kind)
     page.get_by_role("button", name="Add node", exact=True).click()
@@ -114,6 +121,12 @@ def test_an_agent_and_a_workflow_made_through_the_forms_with_a_graph_that_follow
     expect(page.locator("#df-graph path.g-edge")).to_have_count(0)
     # An "after" typed into the form is an edge at once.
     brief.get_by_label("After", exact=True).fill("docs")
+    expect(graph_edge(page, "docs", "brief", "after")).to_have_count(1)
+    # Renaming a node renames it where it is named (the "after" of brief), so the edge stays.
+    rename(page, "docs", "lookup")
+    expect(node_card(page, "brief").get_by_label("After", exact=True)).to_have_value("lookup")
+    expect(graph_edge(page, "lookup", "brief", "after")).to_have_count(1)
+    rename(page, "lookup", "docs")
     expect(graph_edge(page, "docs", "brief", "after")).to_have_count(1)
 
     # A condition with then/else edges; removing it takes its edges away.
