@@ -280,11 +280,13 @@ function clearAlert(el) {
 // ----- the API -----------------------------------------------------------------------------------
 
 class ApiError extends Error {
-  constructor(status, code, message, field) {
+  constructor(status, code, message, field, errors) {
     super(message);
     this.status = status;
     this.code = code;
     this.field = field || null;
+    // Every problem of a rejected definition ({path, code, message, node}), for the definitions pages.
+    this.errors = Array.isArray(errors) ? errors : [];
   }
 }
 
@@ -348,7 +350,7 @@ async function api(path, { method = 'GET', body, signal } = {}) {
   }
   if (!resp.ok) {
     const error = data && typeof data === 'object' ? data.error : null;
-    if (error && error.code) throw new ApiError(resp.status, error.code, error.message, error.field);
+    if (error && error.code) throw new ApiError(resp.status, error.code, error.message, error.field, error.errors);
     if ((resp.status === 401 || resp.status === 403) && state.auth.signIn) {
       throw new ApiError(resp.status, 'UNAUTHENTICATED', 'You are not signed in, or your sign-in expired. Use "Sign in" at the top of the page.');
     }
@@ -1812,3 +1814,6 @@ async function main() {
 }
 
 main();
+
+// The definitions pages (definitions.js) reuse the API call (key or sign-in) and the DOM helper.
+export { api, h, ApiError, errorBox };

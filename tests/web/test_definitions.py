@@ -1,0 +1,466 @@
+"""The definitions pages of the console: agents and workflows made through the forms, the workflow graph,
+validation problems at their fields, JSON export → import, and a run followed in the job view.
+
+Headless Chromium against a real devhost running the app on embedded defaults, its definitions store on
+Azurite (the npm emulator on loopback), each module with its own table.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Locator, Page, expect
+
+from devhost.azurite import Azurite
+from tests.devhost.hostproc import DevHostProcess
+from tests.web.console import open_console, start_host, status_badge
+
+
+@pytest.fixture(scope="module")
+def host(azurite: Azurite, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevHostProcess]:
+    env = {"AzureWebJobsStorage": azurite.connection_string, "DEFINITIONS_TABLE": "web" + uuid.uuid4().hex[:12]}
+    proc = start_host(tmp_path_factory.mktemp("web-defs-host"), env)
+    yield proc
+    proc.stop()
+
+
+def node_card(page: Page, node_id: str) -> Locator:
+    return page.locator(f"[data-node-card='{node_id}']")
+
+
+def graph_node(page: Page, node_id: str) -> Locator:
+    return page.locator(f"#df-graph g.g-node[data-node='{node_id}']")
+
+
+def graph_edge(page: Page, src: str, dst: str, kind: str) -> Locator:
+    return page.locator(f"#df-graph path.g-edge[data-from='{src}'][data-to='{dst}'][data-edge='{kind}']")
+
+
+def get(host: DevHostProcess, jobs: Any, plural: str, def_id: str) -> dict[str, Any]:
+    resp = jobs.http.get(f"/api/{plural}/{def_id}")
+    assert resp.status_code == 200, resp.text
+    return dict(resp.json())
+
+
+def open_page(page: Page, host: DevHostProcess, fragment: str, ready: str) -> None:
+    """The console with the key entered, on a definitions page once it has loaded."""
+    open_console(page, host)
+    page.goto(f"/api/ui/#{fragment}")
+    page.wait_for_selector(f"html[data-defs='{ready}']", state="attached")
+
+
+def create_agent(page: Page, host: DevHostProcess, agent_id: str, name: str) -> None:
+    open_page(page, host, "agents:new", "agents:new")
+    page.get_by_label("Id", exact=True).fill(agent_id)
+    page.get_by_label("Name", exact=True).fill(name)
+    page.get_by_label("Instructions", exact=True).fill("Answer in one short paragraph.")
+    page.get_by_label("Max tokens", exact=True).fill("512")
+    page.get_by_label("Tools", exact=True).fill("consult_rag")
+    page.get_by_role("button", name="Save", exact=True).click()
+    page.wait_for_selector(f"html[data-defs='agents/{agent_id}']", state="attached")
+    expect(page.get_by_role("status").filter(has_text="Created agent")).to_contain_text(f"{agent_id} (version 1)")
+
+
+def rename(page: Page, node_id: str, new_id: str) -> None:
+    field = node_card(page, node_id).get_by_label("Node id", exact=True)
+    field.fill(new_id)
+    field.dispatch_event("change")
+    expect(node_card(page, new_id)).to_have_count(1)
+
+
+def add_node(page: Page, kind: str) -> None:
+    page.get_by_label("Kind of the new node", exact=True).select_option(kind)
+    page.get_by_role("button", name="Add node", exact=True).click()
+
+
+def test_an_agent_and_a_workflow_made_through_the_forms_with_a_graph_that_follows_the_edits(
+    page: Page, host: DevHostProcess, shots: Path
+) -> None:
+    from tests.jobs.jobclient import JobClient
+
+    jobs = JobClient(host)
+    create_agent(page, host, "writer", "Writer")
+    agent = get(host, jobs, "agents", "writer")["definition"]
+    assert agent["instructions"] == "Answer in one short paragraph." and agent["tools"] == ["consult_rag"]
+    assert agent["constraints"]["max_tokens"] == 512
+
+    page.goto("/api/ui/#workflows:new")
+    page.wait_for_selector("html[data-defs='workflows:new']", state="attached")
+    page.get_by_label("Id", exact=True).fill("policy-brief")
+    page.get_by_label("Name", exact=True).fill("Policy brief")
+    page.get_by_role("button", name="Add workflow input", exact=True).click()
+    page.get_by_label("Input input1: name", exact=True).fill("topic")
+    page.get_by_label("Input input1: name", exact=True).dispatch_event("change")
+
+    add_node(page, "step")
+    docs = node_card(page, "step")
+    docs.get_by_label("Node id", exact=True).fill("docs")
+    docs.get_by_label("Node id", exact=True).dispatch_event("change")
+    docs = node_card(page, "docs")
+    docs.get_by_role("button", name="Add input", exact=True).click()
+    docs.get_by_label("Input query: given as", exact=True).select_option("from")
+    docs.locator("[data-path='nodes.0.input.query']").fill("input.topic")
+
+    add_node(page, "agent")
+    brief = node_card(page, "agent")
+    brief.get_by_label("Node id", exact=True).fill("brief")
+    brief.get_by_label("Node id", exact=True).dispatch_event("change")
+    brief = node_card(page, "brief")
+    brief.get_by_label("Agent", exact=True).fill("writer")
+    brief.locator("[data-path='nodes.1.input.prompt']").fill("Brief me on {input.topic}")
+
+    # The graph shows both nodes, coloured by kind, and no edge yet.
+    expect(graph_node(page, "docs")).to_have_attribute("data-kind", "step")
+    expect(graph_node(page, "brief")).to_have_attribute("data-kind", "agent")
+    expect(page.locator("#df-graph path.g-edge")).to_have_count(0)
+    # An "after" typed into the form is an edge at once.
+    brief.get_by_label("After", exact=True).fill("docs")
+    expect(graph_edge(page, "docs", "brief", "after")).to_have_count(1)
+    # Renaming a node renames it where it is named (the "after" of brief), so the edge stays.
+    rename(page, "docs", "lookup")
+    expect(node_card(page, "brief").get_by_label("After", exact=True)).to_have_value("lookup")
+    expect(graph_edge(page, "lookup", "brief", "after")).to_have_count(1)
+    rename(page, "lookup", "docs")
+    expect(graph_edge(page, "docs", "brief", "after")).to_have_count(1)
+
+    # A condition with then/else edges; removing it takes its edges away.
+    add_node(page, "condition")
+    cond = node_card(page, "condition")
+    cond.get_by_label("After", exact=True).fill("brief")
+    cond.get_by_label("If value", exact=True).fill("brief.text")
+    cond.get_by_label("Then nodes", exact=True).fill("docs")
+    expect(graph_edge(page, "condition", "docs", "then")).to_have_count(1)
+    expect(page.locator("#df-graph g.g-node")).to_have_count(3)
+    page.screenshot(path=str(shots / "defs-graph-editing.png"), full_page=True)
+    cond.get_by_role("button", name="Remove condition", exact=True).click()
+    expect(page.locator("#df-graph g.g-node")).to_have_count(2)
+    expect(page.locator("#df-graph path.g-edge")).to_have_count(1)
+
+    page.get_by_role("button", name="Save", exact=True).click()
+    page.wait_for_selector("html[data-defs='workflows/policy-brief']", state="attached")
+    saved = get(host, jobs, "workflows", "policy-brief")
+    assert saved["definition"]["inputs"] == {"topic": {"type": "string"}}
+    assert [n["id"] for n in saved["definition"]["nodes"]] == ["docs", "brief"]
+    assert saved["definition"]["nodes"][1]["after"] == ["docs"]
+    assert saved["definition"]["nodes"][1]["input"] == {"prompt": {"template": "Brief me on {input.topic}"}}
+    # The saved workflow reopens with the same graph.
+    page.reload()
+    page.wait_for_selector("html[data-defs='workflows/policy-brief']", state="attached")
+    expect(graph_edge(page, "docs", "brief", "after")).to_have_count(1)
+    expect(page.get_by_text("Version 1 of 1")).to_be_visible()
+    page.screenshot(path=str(shots / "defs-workflow-saved.png"), full_page=True)
+
+    # An edit is a new version; an old version opens in the form and saving it would make it the newest.
+    unsaved = page.locator(".dirty-badge")
+    expect(unsaved).to_be_hidden()
+
+    # A sub-workflow node suggests the inputs of the workflow it names (here this one's: topic).
+    add_node(page, "workflow")
+    sub = node_card(page, "workflow")
+    sub.get_by_label("Sub-workflow", exact=True).fill("policy-brief")
+    sub.get_by_label("Sub-workflow", exact=True).dispatch_event("change")
+    expect(sub.locator("datalist option[value='topic']")).to_have_count(1)
+    sub.get_by_role("button", name="Add input", exact=True).click()
+    expect(node_card(page, "workflow").get_by_label("Input: name", exact=True)).to_have_value("topic")
+    expect(graph_node(page, "workflow")).to_have_attribute("data-kind", "workflow")
+    expect(unsaved).to_be_visible()
+    node_card(page, "workflow").get_by_role("button", name="Remove workflow", exact=True).click()
+    expect(unsaved).to_be_hidden()
+    page.get_by_label("Name", exact=True).fill("Policy brief, second")
+    expect(unsaved).to_have_text("Unsaved changes")
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(page.get_by_role("status").filter(has_text="Saved version")).to_have_text("Saved version 2.")
+    expect(unsaved).to_be_hidden()
+    expect(page.get_by_text("Version 2 of 2")).to_be_visible()
+    page.get_by_role("button", name="Version 1", exact=True).click()
+    expect(page.get_by_label("Name", exact=True)).to_have_value("Policy brief")
+    expect(page.get_by_text("Showing version 1; saving it makes it version 3.")).to_be_visible()
+    expect(page.get_by_role("button", name="Run version 1")).to_be_visible()
+
+    # Archive: refused for the agent the workflow names (409, said in the page), done for the workflow.
+    page.goto("/api/ui/#agents/writer")
+    page.wait_for_selector("html[data-defs='agents/writer']", state="attached")
+    page.get_by_role("button", name="Archive…", exact=True).click()
+    page.get_by_role("button", name="Yes, archive it", exact=True).click()
+    expect(page.locator(".problems")).to_contain_text("DEFINITION_REFERENCED")
+    page.goto("/api/ui/#workflows/policy-brief")
+    page.wait_for_selector("html[data-defs='workflows/policy-brief']", state="attached")
+    page.get_by_role("button", name="Archive…", exact=True).click()
+    page.get_by_role("button", name="Yes, archive it", exact=True).click()
+    page.wait_for_selector("html[data-defs='workflows']", state="attached")
+    expect(page.get_by_role("status").filter(has_text="Archived")).to_contain_text("Archived workflow policy-brief")
+    expect(page.locator(".defs-table tr[data-id='policy-brief']")).to_have_count(0)
+    assert jobs.http.get("/api/workflows/policy-brief").status_code == 404
+
+
+def test_validation_problems_are_shown_at_their_fields_and_nodes(page: Page, host: DevHostProcess) -> None:
+    open_page(page, host, "workflows:new", "workflows:new")
+    page.get_by_label("Id", exact=True).fill("Not A Slug")
+    page.get_by_label("Name", exact=True).fill("Checked")
+    add_node(page, "agent")
+    card = node_card(page, "agent")
+    card.get_by_label("Agent", exact=True).fill("ghost")
+    card.locator("[data-path='nodes.0.input.prompt']").fill("Say hello")
+
+    # A field's shape: the id, at the Id field; nothing is saved.
+    page.get_by_role("button", name="Save", exact=True).click()
+    id_field = page.get_by_label("Id", exact=True)
+    expect(id_field).to_have_attribute("aria-invalid", "true")
+    expect(page.locator("[data-field='id'] .field-error")).to_contain_text("INVALID_FIELD")
+    expect(page.locator(".problem-list li[data-path='id']")).to_have_count(1)
+    expect(page.locator("html")).to_have_attribute("data-defs", "workflows:new")
+
+    # A reference: the unknown agent, at the node's Agent field, and the node marked in the graph.
+    id_field.fill("checked")
+    page.get_by_role("button", name="Save", exact=True).click()
+    agent_field = card.get_by_label("Agent", exact=True)
+    expect(agent_field).to_have_attribute("aria-invalid", "true")
+    expect(card.locator("[data-field='nodes.0.agent'] .field-error")).to_contain_text("there is no agent 'ghost'")
+    expect(card.locator("[data-field='nodes.0.agent'] .field-error")).to_contain_text("UNKNOWN_AGENT")
+    expect(id_field).not_to_have_attribute("aria-invalid", "true")
+    expect(graph_node(page, "agent")).to_have_class(re.compile(r"\bg-invalid\b"))
+    # The summary's entry takes the focus to the field.
+    page.locator(".problem-list li[data-code='UNKNOWN_AGENT'] button").click()
+    expect(agent_field).to_be_focused()
+
+    # A graph problem: an "after" naming no node, at the node's After field.
+    card.get_by_label("After", exact=True).fill("nowhere")
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(card.locator("[data-field='nodes.0.after'] .field-error")).to_contain_text("UNKNOWN_NODE")
+
+    # A JSON field that does not parse is refused before it is sent, at the field.
+    page.goto("/api/ui/#agents:new")
+    page.wait_for_selector("html[data-defs='agents:new']", state="attached")
+    schema = page.get_by_label("Output schema (JSON Schema)", exact=True)
+    schema.fill("{not json")
+    expect(page.locator("[data-field='output_schema'] .field-error")).to_contain_text("Not valid JSON")
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(page.locator(".problem-list li[data-code='INVALID_JSON']")).to_have_count(1)
+    expect(page.locator("html")).to_have_attribute("data-defs", "agents:new")
+
+
+RICH = {
+    "id": "round-trip",
+    "name": "Round trip",
+    "description": "Every node kind the form edits.",
+    "inputs": {
+        "region": {"type": "string", "description": "a region"},
+        "limit": {"type": "integer", "required": False, "default": 3},
+    },
+    "nodes": [
+        {
+            "id": "docs",
+            "kind": "step",
+            "step": "consult_rag",
+            "input": {"query": {"from": "input.region"}, "top_k": {"from": "input.limit"}},
+        },
+        {"id": "fan", "kind": "parallel", "after": ["docs"], "branches": ["left", "right"]},
+        {
+            "id": "left",
+            "kind": "tool",
+            "tool": "function.percent_change",
+            "input": {"old": {"value": 80}, "new": {"value": 100}},
+        },
+        {
+            "id": "right",
+            "kind": "human",
+            "question": {"template": "Go on with {input.region}?"},
+            "options": ["approve", "reject"],
+        },
+        {"id": "both", "kind": "join", "after": ["left", "right"], "on_failure": "continue"},
+        {
+            "id": "check",
+            "kind": "condition",
+            "after": ["both"],
+            "if": {"left": "left.success", "op": "truthy"},
+            "then": ["done"],
+        },
+        {
+            "id": "done",
+            "kind": "step",
+            "step": "generate_response",
+            "input": {"question": {"template": "Sum up {input.region}"}},
+        },
+    ],
+    "outputs": {"answer": {"from": "done.answer"}},
+}
+
+
+def test_json_export_then_import_round_trips_a_workflow(page: Page, host: DevHostProcess, tmp_path: Path) -> None:
+    from tests.jobs.jobclient import JobClient
+
+    jobs = JobClient(host)
+    resp = jobs.http.post("/api/workflows", json=RICH)
+    assert resp.status_code == 201, resp.text
+    original = get(host, jobs, "workflows", "round-trip")["definition"]
+
+    open_page(page, host, "workflows/round-trip", "workflows/round-trip")
+    # The graph of the saved workflow: every node, the parallel branches and the condition's "then".
+    expect(page.locator("#df-graph g.g-node")).to_have_count(len(RICH["nodes"]))
+    expect(graph_edge(page, "fan", "left", "branch")).to_have_count(1)
+    expect(graph_edge(page, "fan", "right", "branch")).to_have_count(1)
+    expect(graph_edge(page, "check", "done", "then")).to_have_count(1)
+    expect(graph_node(page, "right")).to_have_attribute("data-kind", "human")
+    # Layered: every edge of this ring-free graph points down, and no two nodes share a place.
+    places = page.eval_on_selector_all(
+        "#df-graph g.g-node",
+        "gs => gs.map(g => [g.dataset.node, ...g.getAttribute('transform').match(/[-\\d.]+/g).map(Number)])",
+    )
+    where = {node: (x, y) for node, x, y in places}
+    assert len(set(where.values())) == len(RICH["nodes"])
+    edges = page.eval_on_selector_all("#df-graph path.g-edge", "ps => ps.map(p => [p.dataset.from, p.dataset.to])")
+    assert len(edges) == 7 and all(where[dst][1] > where[src][1] for src, dst in edges)
+
+    page.get_by_role("button", name="Export this version", exact=True).click()
+    exported = json.loads(page.get_by_label("Definition JSON", exact=True).input_value())
+    assert exported == original
+    with page.expect_download() as download:
+        page.get_by_role("link", name="Download", exact=True).click()
+    saved_file = tmp_path / "exported.json"
+    download.value.save_as(saved_file)
+    assert json.loads(saved_file.read_text()) == original
+
+    # The file, under another id, imported from the file picker: a new workflow with the same content.
+    copy = {**json.loads(saved_file.read_text()), "id": "round-trip-copy"}
+    copy_file = tmp_path / "copy.json"
+    copy_file.write_text(json.dumps(copy))
+    page.get_by_label("Load from a file", exact=True).set_input_files(str(copy_file))
+    expect(page.get_by_label("Definition JSON", exact=True)).to_have_value(re.compile("round-trip-copy"))
+    page.get_by_role("button", name="Import and save", exact=True).click()
+    page.wait_for_selector("html[data-defs='workflows/round-trip-copy']", state="attached")
+    imported = get(host, jobs, "workflows", "round-trip-copy")
+    assert imported["definition"] == {**original, "id": "round-trip-copy"} and imported["version"] == 1
+
+    # The same id imported again with a change: a new version of it; text that is not JSON is refused.
+    changed = {**copy, "name": "Round trip, renamed"}
+    page.get_by_label("Definition JSON", exact=True).fill(json.dumps(changed))
+    page.get_by_role("button", name="Import and save", exact=True).click()
+    expect(page.get_by_role("status").filter(has_text="Saved version")).to_have_text("Saved version 2.")
+    assert get(host, jobs, "workflows", "round-trip-copy")["definition"]["name"] == "Round trip, renamed"
+    # Imported on the "new" page, an id that exists is a new version of it (as the CLI's apply does).
+    page.goto("/api/ui/#workflows:new")
+    page.wait_for_selector("html[data-defs='workflows:new']", state="attached")
+    page.get_by_label("Definition JSON", exact=True).fill(json.dumps({**original, "description": "Edited"}))
+    page.get_by_role("button", name="Import and save", exact=True).click()
+    page.wait_for_selector("html[data-defs='workflows/round-trip']", state="attached")
+    expect(page.get_by_role("status").filter(has_text="round-trip")).to_have_text(
+        "Saved workflow round-trip (version 2)."
+    )
+    assert get(host, jobs, "workflows", "round-trip")["definition"] == {**original, "description": "Edited"}
+    page.get_by_label("Definition JSON", exact=True).fill("{")
+    page.get_by_role("button", name="Import and save", exact=True).click()
+    expect(page.locator("#df-json-error")).to_contain_text("INVALID_JSON")
+
+
+def test_a_run_started_with_typed_inputs_is_followed_in_the_job_view(page: Page, host: DevHostProcess) -> None:
+    from tests.jobs.jobclient import JobClient
+
+    jobs = JobClient(host)
+    body = {
+        "id": "web-run",
+        "name": "Web run",
+        "inputs": {"topic": {"type": "string"}, "top": {"type": "integer", "required": False, "default": 2}},
+        "nodes": [
+            {
+                "id": "docs",
+                "kind": "step",
+                "step": "consult_rag",
+                "input": {"query": {"from": "input.topic"}, "top_k": {"from": "input.top"}},
+            },
+            {
+                "id": "answer",
+                "kind": "step",
+                "step": "generate_response",
+                "after": ["docs"],
+                "input": {"question": {"template": "What does the policy say about {input.topic}?"}},
+            },
+        ],
+        "outputs": {"answer": {"from": "answer.answer"}},
+    }
+    assert jobs.http.post("/api/workflows", json=body).status_code == 201
+    open_page(page, host, "workflows/web-run", "workflows/web-run")
+    run_card = page.locator("section", has=page.get_by_role("heading", name="Start a run"))
+    expect(run_card.get_by_label("top (optional)", exact=True)).to_have_attribute("type", "number")
+
+    # A required input left empty: the API's 400 is shown at that input.
+    run_card.get_by_role("button", name="Run version 1").click()
+    topic = run_card.get_by_label("topic", exact=True)
+    expect(topic).to_have_attribute("aria-invalid", "true")
+    expect(run_card.locator("[data-field='inputs.topic'] .field-error")).to_contain_text("INVALID_INPUT")
+
+    topic.fill("refunds after 30 days")
+    run_card.get_by_label("top (optional)", exact=True).fill("3")
+    run_card.get_by_role("button", name="Run version 1").click()
+    expect(page).to_have_url(re.compile(r"#job=[0-9a-f]+$"))
+    run_id = page.url.rsplit("#job=", 1)[1]
+    # The same job view as any job: the run's nodes as its steps, to the end.
+    expect(page.locator("main.layout")).to_be_visible()
+    expect(status_badge(page)).to_have_text("Completed")
+    view = jobs.view(run_id)
+    assert view["run"]["id"] == "web-run" and view["run"]["version"] == 1
+    assert {s["id"] for s in view["steps"]} >= {"docs", "answer"}
+    expect(page.locator("#job-detail")).to_contain_text("workflow web-run v1")
+
+
+def test_a_team_made_through_its_form_runs_into_the_job_view(page: Page, host: DevHostProcess) -> None:
+    from tests.jobs.jobclient import JobClient
+
+    jobs = JobClient(host)
+    for agent_id in ("north-analyst", "south-analyst", "combiner"):
+        body = {"id": agent_id, "name": agent_id, "instructions": "Answer briefly."}
+        assert jobs.http.post("/api/agents", json=body).status_code == 201
+    open_page(page, host, "teams:new", "teams:new")
+    page.get_by_label("Id", exact=True).fill("analysts")
+    page.get_by_label("Name", exact=True).fill("Analysts")
+    page.get_by_label("Member agents", exact=True).fill("north-analyst, south-analyst")
+    # The strategy decides which fields the form has.
+    expect(page.get_by_label("Aggregator agent", exact=True)).to_have_count(0)
+    page.get_by_label("Strategy", exact=True).select_option("parallel")
+    page.get_by_label("Aggregator agent", exact=True).fill("north-analyst")
+    page.get_by_role("button", name="Save", exact=True).click()
+    # The aggregator may not be a member: said at the aggregator field.
+    expect(page.locator("[data-field='strategy.aggregator'] .field-error")).to_contain_text("ROLE_IS_MEMBER")
+    page.get_by_label("Aggregator agent", exact=True).fill("combiner")
+    page.get_by_role("button", name="Save", exact=True).click()
+    page.wait_for_selector("html[data-defs='teams/analysts']", state="attached")
+    team = get(host, jobs, "teams", "analysts")["definition"]
+    assert team["agents"] == ["north-analyst", "south-analyst"]
+    assert team["strategy"] == {"type": "parallel", "aggregator": "combiner"}
+
+    # The list shows it; its run form asks for the team's one input, the task.
+    page.get_by_role("link", name="← Teams").click()
+    page.wait_for_selector("html[data-defs='teams']", state="attached")
+    expect(page.locator(".defs-table tr[data-id='analysts']")).to_contain_text("Analysts")
+    page.get_by_role("link", name="analysts", exact=True).click()
+    page.wait_for_selector("html[data-defs='teams/analysts']", state="attached")
+    page.get_by_label("task", exact=True).fill("Compare returns in the North and the South in Q3")
+    page.get_by_role("button", name="Run version 1").click()
+    expect(page).to_have_url(re.compile(r"#job=[0-9a-f]+$"))
+    expect(status_badge(page)).to_have_text("Completed")
+    view = jobs.view(page.url.rsplit("#job=", 1)[1])
+    assert view["run"]["kind"] == "team" and view["run"]["id"] == "analysts"
+
+
+def test_a_page_opened_without_the_key_says_so_and_loads_once_the_key_is_entered(
+    page: Page, host: DevHostProcess
+) -> None:
+    page.goto("/api/ui/#teams")
+    page.wait_for_selector("html[data-defs='teams']", state="attached")
+    expect(page.locator(".defs-list .alert")).to_contain_text("UNAUTHORIZED")
+    expect(page.get_by_role("link", name="Teams", exact=True)).to_have_attribute("aria-current", "page")
+    expect(page.locator("main.layout")).to_be_hidden()
+    assert host.keys is not None
+    page.get_by_label("Function key", exact=True).fill(host.keys.function)
+    page.get_by_label("Function key", exact=True).dispatch_event("change")
+    expect(page.locator(".defs-list .alert")).to_be_hidden()
+    expect(page.locator(".defs-list")).to_contain_text("Teams")
+    # Back to the jobs page through the navigation.
+    page.get_by_role("link", name="Jobs", exact=True).click()
+    expect(page.locator("main.layout")).to_be_visible()
+    expect(page.locator("#defs-view")).to_be_hidden()

@@ -1,0 +1,231 @@
+// The workflow graph: edges from a workflow definition, a small layered layout, and an SVG drawing.
+// No dependencies. Node ids and titles reach the SVG through textContent only.
+
+const SVG_NS = 'http://www.w3.org/2000/svg';
+const NODE_W = 156;
+const NODE_H = 46;
+const GAP_X = 36;
+const GAP_Y = 54;
+const PAD = 16;
+// Barycentre sweeps that order each layer to cross fewer edges (a few are plenty at 64 nodes).
+const SWEEPS = 4;
+
+/** Every edge of a workflow: `after` (fan-in), parallel branches, condition then/else, a loop's body. */
+export function graphEdges(workflow) {
+  const nodes = Array.isArray(workflow && workflow.nodes) ? workflow.nodes : [];
+  const ids = new Set(nodes.map((n) => n && n.id).filter(Boolean));
+  const edges = [];
+  const add = (from, to, type) => {
+    if (ids.has(from) && ids.has(to) && from !== to) edges.push({ from, to, type });
+  };
+  const list = (value) => (Array.isArray(value) ? value : []);
+  for (const node of nodes) {
+    if (!node || !node.id) continue;
+    for (const before of list(node.after)) add(before, node.id, 'after');
+    if (node.kind === 'parallel') for (const b of list(node.branches)) add(node.id, b, 'branch');
+    if (node.kind === 'condition') {
+      for (const t of list(node.then)) add(node.id, t, 'then');
+      for (const e of list(node.else)) add(node.id, e, 'else');
+    }
+    if (node.kind === 'loop') {
+      const body = list(node.body);
+      if (body.length) add(node.id, body[0], 'body');
+      for (let i = 1; i < body.length; i += 1) add(body[i - 1], body[i], 'body');
+      if (body.length) add(body[body.length - 1], node.id, 'repeat');
+    }
+  }
+  return edges;
+}
+
+/** Edges that close a ring (found by depth-first search from each node in order): drawn, never layered. */
+function backEdges(ids, edges) {
+  const out = new Map(ids.map((id) => [id, []]));
+  const back = new Set();
+  // A loop's repeat edge always points back up; the others are back edges only when they close a ring.
+  edges.forEach((e, i) => (e.type === 'repeat' ? back.add(i) : out.get(e.from).push([e.to, i])));
+  const state = new Map();
+  const visit = (id) => {
+    state.set(id, 'open');
+    for (const [to, i] of out.get(id)) {
+      if (state.get(to) === 'open') back.add(i);
+      else if (!state.has(to)) visit(to);
+    }
+    state.set(id, 'done');
+  };
+  for (const id of ids) if (!state.has(id)) visit(id);
+  return back;
+}
+
+/** Layer of each node: the longest path to it over the forward edges (sources in layer 0). */
+function assignLayers(ids, forward) {
+  const layer = new Map(ids.map((id) => [id, 0]));
+  // Relaxation converges within |V| rounds on a DAG; ids are at most 64.
+  for (let round = 0; round < ids.length; round += 1) {
+    let changed = false;
+    for (const e of forward) {
+      if (layer.get(e.to) < layer.get(e.from) + 1) {
+        layer.set(e.to, layer.get(e.from) + 1);
+        changed = true;
+      }
+    }
+    if (!changed) break;
+  }
+  return layer;
+}
+
+function orderLayers(ids, forward, layer) {
+  const rows = [];
+  for (const id of ids) {
+    const l = layer.get(id);
+    (rows[l] ||= []).push(id);
+  }
+  const pos = new Map();
+  const place = () => rows.forEach((row) => (row || []).forEach((id, i) => pos.set(id, i)));
+  place();
+  const parents = new Map(ids.map((id) => [id, []]));
+  const children = new Map(ids.map((id) => [id, []]));
+  for (const e of forward) {
+    parents.get(e.to).push(e.from);
+    children.get(e.from).push(e.to);
+  }
+  const centre = (id, near) => {
+    const list = near.get(id);
+    return list.length ? list.reduce((s, n) => s + pos.get(n), 0) / list.length : pos.get(id);
+  };
+  for (let sweep = 0; sweep < SWEEPS; sweep += 1) {
+    const down = sweep % 2 === 0;
+    const order = down ? rows.keys() : [...rows.keys()].reverse();
+    for (const l of order) {
+      const row = rows[l];
+      if (!row) continue;
+      const near = down ? parents : children;
+      // A stable sort keeps the definition's order among equals: the drawing does not jump while editing.
+      row.sort((a, b) => centre(a, near) - centre(b, near));
+      row.forEach((id, i) => pos.set(id, i));
+    }
+  }
+  return rows.map((row) => row || []);
+}
+
+/** Positions of every node (top-left corner) and the drawing's size. */
+export function layout(workflow) {
+  const nodes = (Array.isArray(workflow && workflow.nodes) ? workflow.nodes : []).filter((n) => n && n.id);
+  const seen = new Set();
+  const unique = nodes.filter((n) => !seen.has(n.id) && seen.add(n.id));
+  const ids = unique.map((n) => n.id);
+  const edges = graphEdges({ nodes: unique });
+  const back = backEdges(ids, edges);
+  const forward = edges.filter((_, i) => !back.has(i));
+  const layer = assignLayers(ids, forward);
+  const rows = orderLayers(ids, forward, layer);
+  const widest = Math.max(1, ...rows.map((r) => r.length));
+  const width = PAD * 2 + widest * NODE_W + (widest - 1) * GAP_X;
+  const boxes = new Map();
+  rows.forEach((row, l) => {
+    const rowWidth = row.length * NODE_W + (row.length - 1) * GAP_X;
+    const left = (width - rowWidth) / 2;
+    row.forEach((id, i) => boxes.set(id, { x: left + i * (NODE_W + GAP_X), y: PAD + l * (NODE_H + GAP_Y), layer: l }));
+  });
+  const height = PAD * 2 + rows.length * NODE_H + Math.max(0, rows.length - 1) * GAP_Y;
+  return { nodes: unique, boxes, edges: edges.map((e, i) => ({ ...e, back: back.has(i) })), width, height: Math.max(height, NODE_H + PAD * 2) };
+}
+
+function svg(tag, attrs = {}, text) {
+  const el = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs)) if (v !== undefined && v !== null) el.setAttribute(k, String(v));
+  if (text !== undefined) el.textContent = text;
+  return el;
+}
+
+function edgePath(a, b, back) {
+  const x1 = a.x + NODE_W / 2;
+  const x2 = b.x + NODE_W / 2;
+  if (back) {
+    // Around the right-hand side, back up to the node that repeats.
+    const right = Math.max(a.x, b.x) + NODE_W + GAP_X / 2;
+    const y1 = a.y + NODE_H / 2;
+    const y2 = b.y + NODE_H / 2;
+    return `M ${a.x + NODE_W} ${y1} C ${right} ${y1}, ${right} ${y2}, ${b.x + NODE_W} ${y2}`;
+  }
+  const y1 = a.y + NODE_H;
+  const y2 = b.y;
+  const mid = (y1 + y2) / 2;
+  return `M ${x1} ${y1} C ${x1} ${mid}, ${x2} ${mid}, ${x2} ${y2}`;
+}
+
+function clip(text, max) {
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}
+
+/** What a node does, in a few words under its id. */
+function subtitle(node) {
+  const detail = { agent: node.agent, step: node.step, tool: node.tool, workflow: node.workflow }[node.kind];
+  return detail ? `${node.kind} · ${detail}` : node.kind || '?';
+}
+
+/**
+ * Draw the workflow into `host` (replacing what was there). `invalid` is a Set of node ids to mark;
+ * `start` the start node. Every node is a <g data-node data-kind>, every edge a <path data-from data-to data-edge>.
+ */
+export function renderGraph(host, workflow, { invalid = new Set(), onSelect } = {}) {
+  const g = layout(workflow);
+  const root = svg('svg', {
+    class: 'wf-graph',
+    viewBox: `0 0 ${g.width} ${g.height}`,
+    width: g.width,
+    height: g.height,
+    role: 'img',
+    'aria-label': `Workflow graph: ${g.nodes.length} nodes, ${g.edges.length} edges`,
+  });
+  const defs = svg('defs');
+  for (const type of ['after', 'branch', 'then', 'else', 'body', 'repeat']) {
+    const marker = svg('marker', { id: `arrow-${type}`, viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' });
+    marker.append(svg('path', { d: 'M 0 0 L 10 5 L 0 10 z', class: `g-arrow g-edge-${type}` }));
+    defs.append(marker);
+  }
+  root.append(defs);
+  const startId = workflow && workflow.start ? workflow.start : g.nodes[0] && g.nodes[0].id;
+  for (const e of g.edges) {
+    const a = g.boxes.get(e.from);
+    const b = g.boxes.get(e.to);
+    const path = svg('path', {
+      d: edgePath(a, b, e.back),
+      class: `g-edge g-edge-${e.type}`,
+      'data-from': e.from,
+      'data-to': e.to,
+      'data-edge': e.type,
+      'marker-end': `url(#arrow-${e.type})`,
+    });
+    path.append(svg('title', {}, `${e.from} → ${e.to} (${e.type})`));
+    root.append(path);
+    if ((e.type === 'then' || e.type === 'else') && !e.back) {
+      // Which way a condition goes, halfway down its edge.
+      const x = (a.x + b.x) / 2 + NODE_W / 2 + 4;
+      const y = (a.y + NODE_H + b.y) / 2;
+      root.append(svg('text', { x, y, class: `g-edge-label g-edge-${e.type}` }, e.type));
+    }
+  }
+  for (const node of g.nodes) {
+    const box = g.boxes.get(node.id);
+    const cls = ['g-node', `g-kind-${node.kind || 'unknown'}`];
+    if (invalid.has(node.id)) cls.push('g-invalid');
+    if (node.id === startId) cls.push('g-start');
+    const group = svg('g', { class: cls.join(' '), 'data-node': node.id, 'data-kind': node.kind || '', transform: `translate(${box.x} ${box.y})`, tabindex: onSelect ? 0 : null });
+    group.append(svg('title', {}, `${node.id}: ${subtitle(node)}${node.title ? ` — ${node.title}` : ''}`));
+    group.append(svg('rect', { width: NODE_W, height: NODE_H, rx: 8, ry: 8 }));
+    group.append(svg('text', { x: 10, y: 19, class: 'g-id' }, clip(node.id, 20)));
+    group.append(svg('text', { x: 10, y: 36, class: 'g-sub' }, clip(subtitle(node), 24)));
+    if (onSelect) {
+      group.addEventListener('click', () => onSelect(node.id));
+      group.addEventListener('keydown', (ev) => {
+        if (ev.key === 'Enter' || ev.key === ' ') {
+          ev.preventDefault();
+          onSelect(node.id);
+        }
+      });
+    }
+    root.append(group);
+  }
+  host.replaceChildren(root);
+  return g;
+}
