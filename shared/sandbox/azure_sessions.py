@@ -255,7 +255,7 @@ def _summary_of(tail: str) -> _Summary | None:
     """The summary after the marker, or None when there is none or it is not one (non-finite numbers: null)."""
     try:
         return _Summary.model_validate(json.loads(tail.strip() or "null", parse_constant=lambda _: None))
-    except (ValueError, ValidationError):
+    except (ValueError, ValidationError, RecursionError):
         return None
 
 

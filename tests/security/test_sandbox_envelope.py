@@ -8,14 +8,18 @@ from __future__ import annotations
 import json
 import ssl
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from shared.sandbox.azure_sessions import MARKER, AzureSessionsSandbox
 from shared.sandbox.base import SandboxLimits, SandboxRequest, SandboxResult
+from shared.sandbox.local import LocalSandbox
 from tests.fakes.credentials import StaticTokenCredential
 from tests.fakes.sessions_server import FakeSessionsPool
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -25,8 +29,8 @@ def pool() -> Iterator[FakeSessionsPool]:
 
 
 def forged(pool: FakeSessionsPool, summary: Any, setup: str = "", limits: SandboxLimits | None = None) -> SandboxResult:
-    """Run code that writes ``setup``'s files, then makes the runner print ``summary`` as its report."""
-    line = MARKER + json.dumps(summary)
+    """Run code that writes ``setup``'s files, then makes the runner print ``summary`` (or raw text) as its report."""
+    line = MARKER + (summary if isinstance(summary, str) else json.dumps(summary))
     code = (
         f"{setup}\nimport sys\n"
         "class Forger:\n"
@@ -74,8 +78,20 @@ def test_a_reported_file_name_with_path_parts_is_never_fetched(pool: FakeSession
         {"status": "ok", "error": {"not": "text"}},
         {"status": "ok", "files": [["f.txt", 1]] * 5000},
         [1, 2, 3],
+        '{"status": "ok", "result": ' + "[" * 40_000 + "]" * 40_000 + "}",
     ],
 )
 def test_a_malformed_summary_is_an_error_result_not_a_crash(pool: FakeSessionsPool, summary: Any) -> None:
     got = forged(pool, summary, "open('f.txt', 'w').write('x')")
     assert got.status in ("error", "limit") and got.files == []
+
+
+def test_a_deeply_nested_envelope_from_the_local_sandbox_is_an_error_not_a_crash() -> None:
+    sandbox = LocalSandbox(REPO_ROOT / ".venv-sandbox")
+    if not sandbox.available():
+        pytest.skip("the local sandbox cannot isolate here (bubblewrap, user namespaces or `make sandbox` missing)")
+    # The code writes its own envelope on the bootstrap's fd (argv[1]) and exits before the bootstrap does.
+    deep = '{"status": "ok", "result": ' + "[" * 200_000 + "]" * 200_000 + "}"
+    code = f"import os, sys\nos.write(int(sys.argv[1]), {deep.encode()!r})\nos._exit(0)\n"
+    got = sandbox.run(SandboxRequest(code=code), SandboxLimits())
+    assert got.status == "error" and got.result is None
