@@ -77,3 +77,21 @@ def test_the_owner_comes_from_the_principal_never_the_body(easy_auth: pytest.Mon
         "INVALID_DEFINITION",
         "owner",
     )
+
+
+def test_with_no_sandbox_no_definition_may_name_the_code_step(env: pytest.MonkeyPatch) -> None:
+    env.setenv("SANDBOX_PROVIDER", "off")
+    reset_settings()
+    agent = {**WRITER, "tools": ["run_python"]}
+    assert _first_issue(*call("POST", "agents", agent)) == (400, "UNKNOWN_TOOL", "tools.0")
+    assert _first_issue(*call("POST", "agents", {**WRITER, "tools": ["python.run"]})) == (
+        400,
+        "UNKNOWN_TOOL",
+        "tools.0",
+    )
+    step = {"id": "calc", "kind": "step", "step": "run_python", "input": {"question": {"from": "input.q"}}}
+    assert _first_issue(*call("POST", "workflows", _flow(step))) == (400, "UNKNOWN_STEP", "nodes.0.step")
+    # With a sandbox, the same agent is accepted: the refusal is the sandbox setting's.
+    env.setenv("SANDBOX_PROVIDER", "local")
+    reset_settings()
+    assert call("POST", "agents", agent)[0] == 201
