@@ -24,3 +24,8 @@ for _executor_type in executor_types():
     blueprint.function_name(_executor_type)(
         blueprint.activity_trigger(input_name="payload", activity=_executor_type)(_make_activity(_executor_type))
     )
+
+# A run's definitions, loaded by pinned version (orchestrators/workflow.py).
+from activities.definitions import register as _register_definitions  # noqa: E402
+
+_register_definitions(blueprint)

@@ -6,7 +6,9 @@ from api.artifacts import register as register_artifacts
 from api.events import register as register_events
 from api.health import register as register_health
 from api.jobs import register as register_jobs
+from api.logs import register as register_logs
 from api.maintenance import register as register_maintenance
+from api.runs import register as register_runs
 from api.streams_compat import adapt_http_functions
 from api.ui import register as register_ui
 
@@ -17,5 +19,7 @@ register_events(blueprint)
 register_artifacts(blueprint)
 register_ui(blueprint)
 register_maintenance(blueprint)
+register_runs(blueprint)
+register_logs(blueprint)
 # On Azure the streams extension serves every HTTP function: the others keep their azure.functions types.
 adapt_http_functions(blueprint)

@@ -316,7 +316,29 @@ async def cancel(req: func.HttpRequest, client: df.DurableOrchestrationClient, j
     if status.get("runtimeStatus") not in RUNNING_RUNTIME:
         raise ApiError(409, "JOB_FINISHED", f"job {job_id} has already finished")
     await client.terminate(job_id, "cancelled by the user")
+    job_input = decode(status.get("input"))
+    if isinstance(job_input, dict) and job_input.get("run"):
+        await terminate_parts(client, job_id)
     return json_response({"id": job_id, "status": "cancelling"}, 202)
+
+
+async def terminate_parts(client: df.DurableOrchestrationClient, instance_id: str) -> list[str]:
+    """Terminate the parts of a cancelled run still running (branches, sub-workflows, theirs in turn).
+
+    Terminating an orchestration leaves its sub-orchestrations running. Every part's id starts with
+    ``<run id>:`` (orchestrators/workflow.py names them so), so one prefix query finds them at any depth.
+    """
+    base = str(client._orchestration_bindings.rpc_base_url)  # the binding's public RPC base URL
+    params = {"instanceIdPrefix": f"{instance_id}:", "runtimeStatus": ",".join(sorted(RUNNING_RUNTIME)), "top": "500"}
+    stopped: list[str] = []
+    async with httpx.AsyncClient(timeout=30.0) as http:
+        async for page in _durable_pages(http, base, params):
+            for data in page:
+                child = data.get("instanceId")
+                if isinstance(child, str) and child.startswith(f"{instance_id}:"):
+                    await client.terminate(child, "the run was cancelled")
+                    stopped.append(child)
+    return stopped
 
 
 class ListWindows(BaseModel):

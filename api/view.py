@@ -406,12 +406,22 @@ def build_view(
         "waiting": waiting.model_dump(mode="json") if waiting else None,
         "usage": _usage(state),
         "agent": _agent(request, state),
+        "run": _run(job_input, output),
         "answer": answer,
         "error": _view_error(runtime, state, output, steps),
         "log": build_log(history, log_cursor, log_limit) | {"live": live},
         "links": links,
         "history_purged_after": history_purged_after(status.get("createdTime"), runtime, retention_days),
     }
+
+
+def _run(job_input: Any, output: Any) -> dict[str, Any] | None:
+    """A workflow or team run: what it runs (kind, id, pinned version) and, once done, its named outputs."""
+    run = job_input.get("run") if isinstance(job_input, dict) else None
+    if not isinstance(run, dict):
+        return None
+    outputs = output.get("outputs") if isinstance(output, dict) else None
+    return {"kind": run.get("kind"), "id": run.get("id"), "version": run.get("version"), "outputs": outputs}
 
 
 def _steps(state: JobState | None, runtime: Any, history: list[dict[str, Any]]) -> list[dict[str, Any]]:

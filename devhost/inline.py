@@ -16,6 +16,7 @@ from typing import Any
 
 ActivityFn = Callable[[str, Any], Any]
 AnswerFn = Callable[[str], Any]
+BodyFn = Callable[[Any], Generator[Any, Any, Any]]
 
 
 @dataclass(eq=False)
@@ -49,11 +50,15 @@ class InlineContext:
         run_activity: ActivityFn,
         answer: AnswerFn | None = None,
         instance_id: str = "inline",
+        sub_orchestrators: dict[str, BodyFn] | None = None,
     ) -> None:
         self._input = orchestration_input
         self._run_activity = run_activity
         self._answer = answer
         self.instance_id = instance_id
+        # Orchestrator bodies by name, run inline (eagerly, to their end) when a body calls one.
+        self.sub_orchestrators = dict(sub_orchestrators or {})
+        self.children: dict[str, InlineContext] = {}
         self.is_replaying = False
         self.custom_status: Any = None
         self.activity_calls = 0
@@ -75,6 +80,13 @@ class InlineContext:
         """Run the activity now."""
         self.activity_calls += 1
         return InlineTask("activity", result=self._run_activity(name, input_), done=True)
+
+    def call_sub_orchestrator(self, name: str, input_: Any = None, instance_id: str | None = None) -> InlineTask:
+        """Run a sub-orchestration now, to its end (its own context; the same activities and answers)."""
+        child_id = instance_id or f"{self.instance_id}:{len(self.children)}"
+        child = InlineContext(input_, self._run_activity, self._answer, child_id, self.sub_orchestrators)
+        self.children[child_id] = child
+        return InlineTask("activity", result=run_inline(self.sub_orchestrators[name], child), done=True)
 
     def create_timer(self, fire_at: datetime) -> InlineTask:
         """A timer that fires when awaited."""

@@ -5,8 +5,10 @@ from typing import Any
 
 import azure.durable_functions as df
 
-from orchestrators.job import job_orchestrator_body
+from orchestrators.job import job_orchestrator_body, set_run_walker
+from orchestrators.workflow import WorkflowWalk, workflow_part_body
 
+set_run_walker(lambda run: WorkflowWalk(run).work())
 blueprint = df.Blueprint()
 
 
@@ -14,3 +16,9 @@ blueprint = df.Blueprint()
 def job_orchestrator(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Any]:
     """Run one AI job (the body lives in orchestrators/job.py)."""
     return (yield from job_orchestrator_body(context))
+
+
+@blueprint.orchestration_trigger(context_name="context", orchestration="workflow_part")
+def workflow_part(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Any]:
+    """Run a part of a workflow run: a parallel branch or a sub-workflow (orchestrators/workflow.py)."""
+    return (yield from workflow_part_body(context))

@@ -13,6 +13,7 @@ something else within its bounds.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -31,6 +32,7 @@ from shared.jobs.agent import (
     FORMAT_OUTPUT,
     GET_JOB_STATE,
     REQUEST_USER_FEEDBACK,
+    AgentLimits,
     AgentToolCall,
     AgentTurn,
     ToolCallRecord,
@@ -49,6 +51,19 @@ MAX_TRANSCRIPT = 24
 ANSWER_STEP_ID = "answer"
 
 
+@dataclass(frozen=True)
+class AgentProfile:
+    """A user-defined agent as a run's orchestrator resolved it: its instructions, the family tools it may call
+    (already cut to what the app configures), its bounds and the models it may use (None: the job's)."""
+
+    instructions: str
+    tools: list[str]
+    limits: AgentLimits
+    models: list[str | None] | None = None
+    # The step kinds (lookups) the agent names among its tools: the only ones it is offered and may call.
+    lookups: list[str] | None = None
+
+
 class ToolStepFailed(Exception):
     """A tool step failed for good under the policy; in agent mode its error goes back to the model."""
 
@@ -64,10 +79,23 @@ class AgentLoop:
     the calls are the parent step's own, numbered ``<step>-t<n>``; what they found becomes its output.
     """
 
-    def __init__(self, run: JobRun, question: str | None = None, parent: StepState | None = None) -> None:
+    def __init__(
+        self,
+        run: JobRun,
+        question: str | None = None,
+        parent: StepState | None = None,
+        profile: AgentProfile | None = None,
+    ) -> None:
         self.run = run
         self.question = question or run.job.request.question
         self.parent = parent
+        # A workflow's agent node brings its own instructions, tools, bounds and models; else the job's.
+        self.profile = profile
+        self.tools = list(profile.tools) if profile else list(run.job.request.tools)
+        self.limits = profile.limits if profile else run.job.request.agent
+        # A job's Executor may call every lookup kind; a workflow's agent only those it names.
+        kinds = set(lookup_kinds())
+        self.lookups = kinds if profile is None or profile.lookups is None else kinds & set(profile.lookups)
         self.transcript: list[ToolCallRecord] = []
         self.calls = 0
         self.turns = 0
@@ -101,7 +129,7 @@ class AgentLoop:
 
     def loop(self) -> Gen:
         """Executor turns and their calls, within the job's agent bounds."""
-        run, limits = self.run, self.run.job.request.agent
+        run, limits = self.run, self.limits
         for turn in range(1, limits.max_turns + 1):
             if self.calls >= limits.max_tool_calls:
                 # No call of a further turn could run: it would only spend tokens (and may hit the budget).
@@ -117,7 +145,7 @@ class AgentLoop:
 
     def turn(self, turn: int) -> Gen:
         """One Executor turn (an activity under the policy); None when it failed or its output is not valid."""
-        run, limits = self.run, self.run.job.request.agent
+        run, limits = self.run, self.limits
         self.turns = turn
         if self.parent is None:
             run.state.turns = turn
@@ -128,7 +156,11 @@ class AgentLoop:
             "turns_left": limits.max_turns - turn + 1,
             "calls_left": max(0, limits.max_tool_calls - self.calls),
         }
-        out = yield from run.execute(None, AGENT_TURN, task, {"allowed_tools": list(run.job.request.tools)})
+        if self.profile is not None:
+            task["instructions"] = self.profile.instructions
+            task["lookups"] = sorted(self.lookups)
+        models = self.profile.models if self.profile else None
+        out = yield from run.execute(None, AGENT_TURN, task, {"allowed_tools": list(self.tools)}, models=models)
         if out is None:
             run.log("executor turn %d failed; writing the answer from what the tools found", turn)
             return None
@@ -144,7 +176,7 @@ class AgentLoop:
 
     def run_calls(self, calls: list[AgentToolCall], turn: int) -> Gen:
         """Run one turn's tool calls; True when the Executor is done (format_output or out of calls)."""
-        limit = self.run.job.request.agent.max_tool_calls
+        limit = self.limits.max_tool_calls
         todo: list[AgentToolCall] = []
         done = False
         for call in calls:
@@ -189,8 +221,8 @@ class AgentLoop:
         run, args = self.run, call.arguments()
         if not isinstance(args, dict):
             return None
-        allowed = list(run.job.request.tools)
-        if call.tool in lookup_kinds():
+        allowed = list(self.tools)
+        if call.tool in self.lookups:
             spec = get_executor(call.tool)
             if spec is None or (spec.runs_sql and run.job.request.approval.sql != "never"):
                 return None  # an approval may be asked first
@@ -249,21 +281,24 @@ class AgentLoop:
         record = ToolCallRecord(id=call.id, tool=call.tool, arguments=args, success=False, step=step.id)
         if not isinstance(args, dict):
             return self.refuse(record, step, ErrorCode.INVALID_INPUT, "arguments_json must be a JSON object")
+        if call.tool == REQUEST_USER_FEEDBACK and self.run.no_questions:
+            # A part of a run (a branch, a sub-workflow) has no one to ask: the model answers from what it found.
+            return self.refuse(record, step, ErrorCode.INVALID_INPUT, "no person can answer here; use what you found")
         try:
             if call.tool == REQUEST_USER_FEEDBACK:
                 data = yield from self.ask_user(args, step)
             elif call.tool == GET_JOB_STATE:
                 data = self.job_state()
-            elif call.tool in lookup_kinds():
+            elif call.tool in self.lookups:
                 data = yield from self.lookup(call.tool, args, step)
-            elif call.tool == PYTHON_TOOL and call.tool in self.run.job.request.tools:
+            elif call.tool == PYTHON_TOOL and call.tool in self.tools:
                 # Code runs as a run_python step: inputs resolved, approval and sandbox budget applied.
                 data = yield from self.lookup(RUN_PYTHON, args, step)
-            elif call.tool in self.run.job.request.tools:
+            elif call.tool in self.tools:
                 data = yield from self.family_tool(call.tool, args, step)
             else:
-                offered = sorted([*lookup_kinds(), REQUEST_USER_FEEDBACK, FORMAT_OUTPUT, GET_JOB_STATE])
-                allowed = offered + list(self.run.job.request.tools)
+                offered = sorted([*self.lookups, REQUEST_USER_FEEDBACK, FORMAT_OUTPUT, GET_JOB_STATE])
+                allowed = offered + list(self.tools)
                 return self.refuse(record, step, ErrorCode.INVALID_INPUT, f"unknown tool; tools: {allowed}")
         except StepInputError as exc:
             return self.refuse(record, step, ErrorCode.INVALID_INPUT, exc.message)
@@ -313,7 +348,7 @@ class AgentLoop:
 
     def family_tool(self, name: str, args: dict[str, Any], step: StepState) -> Gen:
         """A tool of a family, through the call_tool executor (one activity per attempt)."""
-        allowed = list(self.run.job.request.tools)
+        allowed = list(self.tools)
         out = yield from self.run.execute(
             step, CALL_TOOL, {"tool": name, "arguments": args}, {"allowed_tools": allowed}
         )
@@ -330,7 +365,7 @@ class AgentLoop:
             "tokens_used": state.usage.total_tokens,
             "budget_left": self.run.budget_left(),
             "turn": state.turns,
-            "tool_calls_left": max(0, self.run.job.request.agent.max_tool_calls - self.calls),
+            "tool_calls_left": max(0, self.limits.max_tool_calls - self.calls),
         }
 
     def write_answer(self) -> Gen:

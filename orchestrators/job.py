@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrators.agent import AgentLoop, ToolStepFailed
 from orchestrators.outcomes import EditedTask, ExpiredAnswer, JobStop
-from orchestrators.policy import Caller, Failure, Standing, decide
+from orchestrators.policy import Caller, Failure, Standing, decide, error_options
 from orchestrators.python_step import PythonStep, result_note, runs_code, sandbox_ms
 from shared.executors import (
     AGENT_TURN,
@@ -78,7 +78,6 @@ from shared.tools.python import PYTHON_TOOL
 logger = logging.getLogger(__name__)
 
 Gen = Generator[Any, Any, Any]
-ERROR_OPTIONS = ["retry", "skip", "edit", "abort"]
 APPROVAL_OPTIONS = ["approve", "edit", "reject", "abort"]
 MAX_SQL_ROWS_TO_ANSWER = 20
 MAX_ANSWER_SOURCES = 200  # ExecutionContext.sources
@@ -108,6 +107,16 @@ class SqlDraftResult(BaseModel):
     database: DatabaseChoice | None = None
 
 
+# How a workflow or team run walks its graph (orchestrators/workflow.py installs it; no import ring).
+_run_walker: Callable[[JobRun], Gen] | None = None
+
+
+def set_run_walker(walker: Callable[[JobRun], Gen]) -> None:
+    """Install the walker of workflow and team runs (orchestrators/__init__.py does, once)."""
+    global _run_walker
+    _run_walker = walker
+
+
 class JobRun:
     """One execution of the job orchestration; a plain object that tests can drive."""
 
@@ -132,6 +141,11 @@ class JobRun:
         self.internal_calls: dict[str, int] = {}
         # Sandbox time the job's run_python calls used (their outputs say), for budget.max_sandbox_seconds.
         self.sandbox_ms = 0
+        # A part of a workflow run (a branch, a sub-workflow) has no one to ask: the job API answers the root
+        # run only, so a question there fails the part instead of waiting forever.
+        self.no_questions = False
+        # A workflow's agent node runs under the agent's own per-call limits (the job's allowed models kept).
+        self.step_constraints: Constraints | None = None
 
     # --- plumbing ----------------------------------------------------------------------------
 
@@ -177,7 +191,12 @@ class JobRun:
         self.log("planning: %s", self.job.request.question[:80])
         self.publish()
         try:
-            if self.job.request.mode == "agent":
+            if self.job.run is not None:
+                # A workflow or team run: the graph replaces the plan (orchestrators/workflow.py).
+                if _run_walker is None:
+                    raise JobStop("CONFIG_ERROR", "workflow runs are not installed in this app")
+                answer = yield from _run_walker(self)
+            elif self.job.request.mode == "agent":
                 self.agent_mode = True
                 answer = yield from AgentLoop(self).work()
             else:
@@ -198,6 +217,7 @@ class JobRun:
             answer=answer.get("answer") if answer else None,
             citations=answer.get("citations", []) if answer else [],
             usage=self.state.usage,
+            outputs=answer.get("outputs") if answer and self.job.run is not None else None,
         ).model_dump(mode="json")
 
     def finish_failed(self, info: ErrorInfo) -> dict[str, Any]:
@@ -403,13 +423,15 @@ class JobRun:
         extra: dict[str, Any] | None = None,
         *,
         reapprove_edits: bool = False,
+        models: list[str | None] | None = None,
     ) -> Gen:
         """Call an executor until it succeeds, is skipped (None), or the job must stop.
 
         With ``reapprove_edits`` a user's edit is not run but returned as ``EditedTask``: the statement
-        was approved, and an edited one must be approved again.
+        was approved, and an edited one must be approved again. ``models`` (a workflow's agent) replaces
+        the job's allowed models; the run checked them against the job's when it started.
         """
-        models: list[str | None] = list(self.job.request.constraints.allowed_models) or [None]
+        models = list(models or self.job.request.constraints.allowed_models) or [None]
         model_index = tries_on_model = 0
         step_id = step.id if step else None
         uses_llm = executor_uses_llm(executor_type)
@@ -520,7 +542,8 @@ class JobRun:
                     **context,
                 }
             ),
-            constraints=Constraints.model_validate(self.job.request.constraints.model_dump(exclude={"budget"})),
+            constraints=self.step_constraints
+            or Constraints.model_validate(self.job.request.constraints.model_dump(exclude={"budget"})),
         )
 
     def note_failure(self, step: StepState | None, executor_type: str, error: ExecutorError) -> None:
@@ -547,6 +570,8 @@ class JobRun:
         """A step that failed for good: in agent mode its error goes back to the Executor, else the user decides."""
         if self.agent_mode and not _writes_answer(executor_type):
             raise ToolStepFailed(out)  # the Executor is shown the error and may try something else
+        if self.no_questions and out.error is not None:
+            raise JobStop(out.error.code, out.error.message, step.id)  # a part fails where no one can decide
         return (yield from self.ask_after_failure(step, executor_type, task, out, reapprove_edits))
 
     def ask_after_failure(
@@ -561,11 +586,15 @@ class JobRun:
             # Show the statement that failed, and offer it for editing; the task itself is not changed.
             details["sql"] = failed_sql
             details["input"] = _bounded({**task, "sql": failed_sql}, limit=22_000)
+        options = error_options(error.code)
+        question = f"Step '{step.title}' failed ({error.code}): {error.message}"
+        if "retry" not in options:
+            question = f"Step '{step.title}' cannot run here ({error.code}): {error.message}. Skip it or abort the job?"
         reply = yield from self.ask(
             step,
             "error",
-            f"Step '{step.title}' failed ({error.code}): {error.message}"[:1000],
-            ERROR_OPTIONS,
+            question[:1000],
+            options,
             default="skip",
             details=details,
             edit_of=(executor_type, task),
@@ -600,7 +629,7 @@ class JobRun:
     def check_budget(self, step_id: str | None, uses_llm: bool, model: str | None) -> None:
         """Stop before a call whose worst case would exceed the job budget."""
         budget = self.job.request.constraints.budget
-        reserve = self.job.request.constraints.max_tokens if uses_llm else 0
+        reserve = (self.step_constraints or self.job.request.constraints).max_tokens if uses_llm else 0
         used = self.state.usage
         if budget.max_total_tokens is not None and used.total_tokens + reserve > budget.max_total_tokens:
             raise JobStop(
@@ -716,6 +745,8 @@ class JobRun:
         With ``edit_of`` (step kind, current input) an ``edit`` answer must pass ``apply_edits``: an edit
         that sets a field the kind does not allow is never merged, and the question is asked again.
         """
+        if self.no_questions:
+            raise JobStop("NO_ONE_TO_ASK", f"a part of a run cannot wait for a person: {question[:300]}", _id(step))
         wait = self.job.request.wait
         seconds = timeout_seconds or wait.timeout_seconds or self.job.policy.user_wait_seconds
         while True:
@@ -908,6 +939,10 @@ class JobRun:
             )
             for s in plan.steps
         ]
+
+
+def _id(step: StepState | None) -> str | None:
+    return step.id if step else None
 
 
 def _caller(step: StepState | None, executor_type: str) -> Caller:

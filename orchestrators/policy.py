@@ -23,6 +23,17 @@ Action = Literal["stop_budget", "retry", "fall_back", "repair", "stop", "give_up
 CANNOT_WORK = frozenset({ErrorCode.CONFIG_ERROR, ErrorCode.AUTH_FAILED, ErrorCode.MODEL_NOT_ALLOWED})
 
 
+# Failures of a step that neither another try nor an edit of its input can fix (no sandbox on this host, a
+# missing setting): the user is asked once, skip or abort, instead of being offered a retry that fails again.
+ONLY_SKIP_OR_ABORT = frozenset({ErrorCode.CONFIG_ERROR})
+ERROR_OPTIONS = ["retry", "skip", "edit", "abort"]
+
+
+def error_options(code: str) -> list[str]:
+    """What the user may answer about a step that failed for good with this code."""
+    return ["skip", "abort"] if code in ONLY_SKIP_OR_ABORT else list(ERROR_OPTIONS)
+
+
 @dataclass(frozen=True)
 class Failure:
     """What failed: the executor's error code, whether it is transient, and the wait it asked for."""

@@ -15,7 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -71,6 +74,12 @@ def add_parser(sub: Any) -> None:
         default="never",
         help="which SQL steps need your approval first",
     )
+    ask.add_argument(
+        "--approval-python",
+        choices=["never", "always", "writes_files"],
+        default=None,
+        help="which Python code needs your approval before it runs (the job must allow python.run: --tools)",
+    )
     ask.add_argument("--max-tokens", type=int, default=None, help="max tokens per step")
     ask.add_argument("--budget-tokens", type=int, default=None, help="max total tokens for the job")
     ask.add_argument("--model", action="append", default=None, help="allowed model (repeat for fallbacks)")
@@ -79,7 +88,7 @@ def add_parser(sub: Any) -> None:
         "--tools",
         action="append",
         default=None,
-        help="agent mode: family tools the Executor may call (comma-separated or repeated, e.g. http.weather)",
+        help="tools the job allows (comma-separated or repeated, e.g. python.run, http.weather)",
     )
     ask.add_argument("--max-turns", type=int, default=None, help="agent mode: most Executor turns")
     ask.add_argument("--max-tool-calls", type=int, default=None, help="agent mode: most tool calls")
@@ -97,14 +106,17 @@ def build_request(args: argparse.Namespace) -> dict[str, Any]:
         constraints["allowed_models"] = args.model
     if args.budget_tokens:
         constraints["budget"] = {"max_total_tokens": args.budget_tokens}
-    body: dict[str, Any] = {"question": args.question, "mode": args.mode, "approval": {"sql": args.approval}}
+    approval = {"sql": args.approval}
+    if getattr(args, "approval_python", None):
+        approval["python"] = args.approval_python
+    body: dict[str, Any] = {"question": args.question, "mode": args.mode, "approval": approval}
     if constraints:
         body["constraints"] = constraints
+    # The server checks the names and bounds; the CLI only gathers them. Any mode may allow tools (python.run).
+    tools = [name.strip() for given in args.tools or [] for name in given.split(",") if name.strip()]
+    if tools:
+        body["tools"] = list(dict.fromkeys(tools))
     if args.mode == "agent":
-        # The server checks the names and bounds; the CLI only gathers them.
-        tools = [name.strip() for given in args.tools or [] for name in given.split(",") if name.strip()]
-        if tools:
-            body["tools"] = list(dict.fromkeys(tools))
         agent = {"max_turns": args.max_turns, "max_tool_calls": args.max_tool_calls}
         if any(v is not None for v in agent.values()):
             body["agent"] = {k: v for k, v in agent.items() if v is not None}
@@ -263,10 +275,15 @@ def ask_user(console: Console, waiting: dict[str, Any]) -> dict[str, Any]:
     """Ask the job's question in the terminal; returns the feedback body."""
     console.print(Panel(escape(waiting["question"]), title=f"the job asks ({waiting['kind']})", border_style="magenta"))
     details = waiting.get("details") or {}
-    if details.get("sql"):
+    code = code_of(details)
+    if code is not None:
+        show_code(console, details, code)
+    elif details.get("sql"):
         console.print(Syntax(details["sql"], "sql", word_wrap=True))
     if details.get("error"):
-        console.print(f"[red]{details['error'].get('code')}[/]: {details['error'].get('message')}")
+        console.print(
+            f"[red]{escape(str(details['error'].get('code')))}[/]: {escape(str(details['error'].get('message')))}"
+        )
     options = waiting.get("options") or []
     if waiting.get("free_text") or not options:
         hint = f" (suggestions: {', '.join(options)})" if options else ""
@@ -274,12 +291,76 @@ def ask_user(console: Console, waiting: dict[str, Any]) -> dict[str, Any]:
         return {"answer": text, "question_id": waiting["question_id"]}
     choice = Prompt.ask("choose", choices=options, console=console)
     if choice == "edit":
-        key = "sql" if details.get("sql") or "sql" in (details.get("input") or {}) else "question"
-        current = details.get("sql") or (details.get("input") or {}).get(key, "")
-        console.print(f"current {key}: {current}")
-        new_value = Prompt.ask(f"new {key}", console=console)
-        return {"answer": {"action": "edit", key: new_value}, "question_id": waiting["question_id"]}
+        return {"answer": edit_answer(console, details), "question_id": waiting["question_id"]}
     return {"answer": choice, "question_id": waiting["question_id"]}
+
+
+def code_of(details: dict[str, Any]) -> str | None:
+    """The Python code a question is about (an approval's ``code``, or a failed run_python step's input)."""
+    code = details.get("code")
+    if not isinstance(code, str):
+        code = (details.get("input") or {}).get("code")
+    return code if isinstance(code, str) else None
+
+
+def show_code(console: Console, details: dict[str, Any], code: str) -> None:
+    """The code (highlighted; a model wrote it, so never read as markup), the inputs it reads, the files it wrote."""
+    console.print(Syntax(code, "python", line_numbers=True, word_wrap=True))
+    inputs = details.get("inputs") or (details.get("input") or {}).get("inputs") or {}
+    if isinstance(inputs, dict) and inputs:
+        table = Table(title="inputs the code reads")
+        table.add_column("variable")
+        table.add_column("output of step")
+        for name, step in inputs.items():
+            table.add_row(escape(str(name)), escape(str(step)))
+        console.print(table)
+    else:
+        console.print("[dim]the code reads no inputs[/]")
+    files = details.get("files")
+    if isinstance(files, list) and files:
+        written = Table(title="files a trial run wrote (kept only if you approve)")
+        for column in ("name", "type", "bytes"):
+            written.add_column(column)
+        for f in files:
+            if isinstance(f, dict):
+                written.add_row(escape(str(f.get("name"))), escape(str(f.get("media_type"))), str(f.get("size")))
+        console.print(written)
+
+
+def edit_answer(console: Console, details: dict[str, Any]) -> dict[str, Any]:
+    """The ``edit`` answer: new code (in $VISUAL/$EDITOR, else typed), else a new SQL statement or question."""
+    code = code_of(details)
+    if code is not None:
+        return {"action": "edit", "code": edit_code(console, code)}
+    key = "sql" if details.get("sql") or "sql" in (details.get("input") or {}) else "question"
+    current = details.get("sql") or (details.get("input") or {}).get(key, "")
+    console.print(f"current {key}: {current}", markup=False, highlight=False)
+    new_value = Prompt.ask(f"new {key}", console=console)
+    return {"action": "edit", key: new_value}
+
+
+def edit_code(console: Console, current: str) -> str:
+    """New code: edited in $VISUAL or $EDITOR when set, else typed line by line (a lone '.' ends it)."""
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
+    if editor:
+        with tempfile.TemporaryDirectory(prefix="devhost-edit-") as folder:
+            path = Path(folder) / "step.py"
+            path.write_text(current, encoding="utf-8")
+            subprocess.run([*shlex.split(editor), str(path)], check=False)
+            edited = path.read_text(encoding="utf-8")
+        return edited if edited.strip() else current
+    console.print("type the new code; end with a line holding only '.' (nothing typed keeps the current code)")
+    lines: list[str] = []
+    while True:
+        try:
+            line = console.input("")
+        except EOFError:
+            break
+        if line.strip() == ".":
+            break
+        lines.append(line)
+    typed = "\n".join(lines)
+    return typed + "\n" if typed.strip() else current
 
 
 def run_job(client: httpx.Client, body: dict[str, Any], console: Console, *, interactive: bool) -> tuple[int, Any]:

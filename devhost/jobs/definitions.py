@@ -38,6 +38,10 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         show.add_argument("--version", type=int, default=None, help="a given version (default: the latest)")
         apply = actions.add_parser("apply", parents=[common], help=f"create or update {plural} from files")
         apply.add_argument("-f", "--file", action="append", required=True, help="a YAML or JSON file (repeatable)")
+        if plural != "agents":
+            from devhost.jobs.runs import add_run_parser
+
+            add_run_parser(actions, common, plural)
 
 
 def load_documents(path: Path) -> list[dict[str, Any]]:
@@ -133,6 +137,10 @@ def render_show(view: dict[str, Any], console: Console) -> None:
 def run(args: argparse.Namespace, client: httpx.Client, url: str, console: Console) -> int:
     """Run one definitions action."""
     plural = args.command
+    if args.definitions_command == "run":
+        from devhost.jobs.runs import start_and_follow
+
+        return start_and_follow(args, client, url, console)
     if args.definitions_command == "list":
         response = client.get(f"/api/{plural}")
         if response.status_code != 200:

@@ -30,6 +30,10 @@ class AgentTurnTask(BaseModel):
     transcript: list[ToolCallRecord] = Field(default_factory=list, max_length=64)
     turns_left: int = Field(ge=1)
     calls_left: int = Field(ge=0)
+    # A workflow's agent: its instructions (the definition's text, set by the orchestrator from the pinned agent).
+    instructions: str | None = Field(default=None, max_length=32_000)
+    # A workflow's agent: the lookup kinds it may call (None: every one); the orchestrator refuses the others.
+    lookups: list[str] | None = Field(default=None, max_length=32)
 
 
 class _NoArguments(BaseModel):
@@ -48,10 +52,14 @@ def own_tools() -> set[str]:
     return set(_OWN_TOOLS)
 
 
-def tool_catalog(allowed_family_tools: list[str], clients: Clients) -> list[dict[str, Any]]:
+def tool_catalog(
+    allowed_family_tools: list[str], clients: Clients, lookups: list[str] | None = None
+) -> list[dict[str, Any]]:
     """Every tool this job offers the Executor: name, description and JSON schema of its arguments."""
     catalog: list[dict[str, Any]] = []
     for kind in sorted(lookup_kinds()):
+        if lookups is not None and kind not in lookups:
+            continue
         spec = get_executor(kind)
         assert spec is not None and spec.input_model is not None
         catalog.append({"name": kind, "description": spec.description, "parameters": _schema(spec.input_model)})
@@ -85,11 +93,13 @@ def agent_turn(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
     task = AgentTurnTask.model_validate(inp.task)
     inputs: dict[str, object] = {
         "question": task.question,
-        "tools": tool_catalog(inp.execution_context.allowed_tools, clients),
+        "tools": tool_catalog(inp.execution_context.allowed_tools, clients, task.lookups),
         "transcript": [record.model_dump(mode="json") for record in task.transcript],
         "turns_left": task.turns_left,
         "calls_left": task.calls_left,
     }
+    if task.instructions:
+        inputs["instructions"] = task.instructions
     response = call_llm(inp, clients, LLMTask.AGENT_TURN, inputs, AgentTurn)
     return ExecutorOutput(
         status="success",

@@ -64,9 +64,11 @@ def run_python(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
         wall = min(wall, ctx.sandbox_seconds_left)
     request = SandboxRequest(code=task.code, inputs={name: ctx.python_inputs[name] for name in task.inputs})
     try:
-        ran = build_sandbox(settings, ctx.job_id or "local").run(request, SandboxLimits(wall_seconds=wall))
+        ran = build_sandbox(clients, ctx.job_id or "local").run(request, SandboxLimits(wall_seconds=wall))
     except SandboxUnavailable as exc:
-        return ExecutorOutput.failure(ErrorCode.CONFIG_ERROR, f"no sandbox can run code here: {exc}")
+        return ExecutorOutput.failure(
+            ErrorCode.CONFIG_ERROR, f"the code sandbox is unavailable on this host, so no code ran: {exc}"
+        )
     usage = Usage(estimated_cost=round(ran.wall_ms / 3_600_000 * settings.sandbox_price_per_hour, 8))
     result = _result(task, ran, settings.sandbox_provider)
     if ran.status != "ok":

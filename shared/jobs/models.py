@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 
 from shared.jobs.agent import TOOL_NAME, AgentLimits
 from shared.jobs.contracts import Constraints, Usage
+from shared.jobs.runs import RunSpec
 
 JobStatus = Literal["pending", "planning", "running", "waiting_for_user", "completed", "failed", "cancelled"]
 StepStateName = Literal["pending", "running", "retrying", "waiting", "succeeded", "failed", "skipped", "cancelled"]
@@ -117,6 +118,8 @@ class JobInput(BaseModel):
     owner: JobOwner | None = None
     policy: RetryPolicy = Field(default_factory=RetryPolicy)
     trace: dict[str, str] = Field(default_factory=dict)
+    # A workflow or team run (the API pinned its definition); None: today's ask job (the built-in "ask").
+    run: RunSpec | None = None
 
 
 class ErrorInfo(BaseModel):
@@ -269,6 +272,8 @@ class JobResult(BaseModel):
     citations: list[dict[str, Any]] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     error: ErrorInfo | None = None
+    # A workflow or team run: its named outputs.
+    outputs: dict[str, Any] | None = None
 
 
 class UserAnswer(BaseModel):

@@ -5,6 +5,7 @@ Nothing connects at import or construction; tests inject their own ``Clients`` w
 
 from __future__ import annotations
 
+import ssl
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -12,6 +13,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from shared.runtime.settings import Settings, get_settings
 
 if TYPE_CHECKING:
+    from azure.core.credentials import TokenCredential
+
     from shared.providers.interfaces import LLMProvider, Retriever, SqlDatabase
     from shared.providers.sql.catalog import Catalog
 
@@ -66,6 +69,16 @@ class Clients:
         """The LLM: offline by default, or an OpenAI-compatible endpoint."""
         return self._get("llm", self._build_llm)
 
+    @property
+    def sandbox_credential(self) -> TokenCredential:
+        """The token credential of the Azure sessions sandbox: the app's managed identity, one per process."""
+        return self._get("sandbox_credential", self._build_sandbox_credential)
+
+    @property
+    def sandbox_tls(self) -> bool | ssl.SSLContext:
+        """How the session pool's certificate is checked: the default trust store (tests inject their CA)."""
+        return self._get("sandbox_tls", lambda: True)
+
     def document_titles(self) -> list[str]:
         """Titles of the indexed documents, for the planner prompt (empty when unknown)."""
         titles = getattr(self.retriever, "document_titles", None)
@@ -93,6 +106,12 @@ class Clients:
         from shared.providers.llm.openai import build_llm_provider
 
         return build_llm_provider(self.settings)
+
+    def _build_sandbox_credential(self) -> TokenCredential:
+        # One credential for every run of the process: it caches its token instead of asking for one per run.
+        from azure.identity import DefaultAzureCredential
+
+        return DefaultAzureCredential(managed_identity_client_id=self.settings.azure_client_id)
 
 
 _clients: Clients | None = None

@@ -114,16 +114,15 @@ class AzureSessionsSandbox:
         self.verify = verify
 
     @classmethod
-    def from_settings(cls, settings: Settings, job_id: str) -> AzureSessionsSandbox:
-        """The sandbox for SANDBOX_SESSIONS_ENDPOINT with the app's managed identity."""
+    def from_settings(
+        cls, settings: Settings, job_id: str, credential: TokenCredential, *, verify: bool | ssl.SSLContext = True
+    ) -> AzureSessionsSandbox:
+        """The sandbox for SANDBOX_SESSIONS_ENDPOINT; the credential and TLS trust come from the client factory."""
         if not settings.sandbox_sessions_endpoint:
             raise SandboxUnavailable("SANDBOX_PROVIDER=azure_sessions needs SANDBOX_SESSIONS_ENDPOINT")
         if not settings.sandbox_sessions_endpoint.startswith("https://"):
             raise SandboxUnavailable("SANDBOX_SESSIONS_ENDPOINT must be an https:// URL")
-        from azure.identity import DefaultAzureCredential
-
-        credential = DefaultAzureCredential(managed_identity_client_id=settings.azure_client_id)
-        return cls(settings.sandbox_sessions_endpoint, credential, job_id)
+        return cls(settings.sandbox_sessions_endpoint, credential, job_id, verify=verify)
 
     def run(self, request: SandboxRequest, limits: SandboxLimits) -> SandboxResult:
         """Upload the inputs, run the code through the runner, download what it wrote."""

@@ -18,6 +18,7 @@ from shared.tools import register_family
 from shared.tools.base import Tool, ToolContext, ToolFailure, ToolSpec
 
 if TYPE_CHECKING:
+    from shared.providers.clients import Clients
     from shared.runtime.settings import Settings
     from shared.sandbox.base import Sandbox
 
@@ -99,16 +100,22 @@ def load(settings: Settings) -> list[Tool]:
     return [] if settings.sandbox_provider == "off" else [PythonTool()]
 
 
-def build_sandbox(settings: Settings, job_id: str) -> Sandbox:
-    """The configured sandbox; SandboxUnavailable when none may run (callers map it to CONFIG_ERROR)."""
+def build_sandbox(clients: Clients, job_id: str) -> Sandbox:
+    """The configured sandbox; SandboxUnavailable when none may run (callers map it to CONFIG_ERROR).
+
+    On Azure the session pool's credential and TLS trust come from the client factory (tests inject theirs).
+    """
     from shared.sandbox.base import SandboxUnavailable
 
+    settings = clients.settings
     if settings.sandbox_provider == "off":
         raise SandboxUnavailable("SANDBOX_PROVIDER=off: this app runs no code")
     if settings.sandbox_provider == "azure_sessions":
         from shared.sandbox.azure_sessions import AzureSessionsSandbox
 
-        return AzureSessionsSandbox.from_settings(settings, job_id)
+        return AzureSessionsSandbox.from_settings(
+            settings, job_id, clients.sandbox_credential, verify=clients.sandbox_tls
+        )
     from shared.sandbox.local import LocalSandbox
 
     return LocalSandbox()

@@ -13,12 +13,15 @@ from collections.abc import Iterator
 import pytest
 
 from shared.jobs.contracts import ErrorCode, ProviderError
+from shared.providers.clients import Clients
 from shared.runtime.settings import Settings
 from shared.sandbox.azure_sessions import API_VERSION, SCOPE, AzureSessionsSandbox, session_identifier
 from shared.sandbox.base import SandboxLimits, SandboxRequest, SandboxUnavailable
 from tests.fakes.credentials import StaticTokenCredential
 from tests.fakes.sessions_server import FakeSessionsPool
 
+# A credential that must not be asked: these calls fail before any token is needed.
+NO_CALLS = StaticTokenCredential(error=AssertionError("no token should be asked for"))
 TABLE = {"columns": ["month", "revenue"], "rows": [["01", 100.0], ["02", 110.0], ["03", 121.0]]}
 
 
@@ -115,18 +118,32 @@ def test_no_token_or_no_pool_is_a_classified_failure(pool: FakeSessionsPool) -> 
 
 def test_without_an_endpoint_the_sandbox_is_unavailable() -> None:
     with pytest.raises(SandboxUnavailable, match="SANDBOX_SESSIONS_ENDPOINT"):
-        AzureSessionsSandbox.from_settings(Settings(sandbox_provider="azure_sessions"), "job-1")
+        AzureSessionsSandbox.from_settings(Settings(sandbox_provider="azure_sessions"), "job-1", NO_CALLS)
     with pytest.raises(SandboxUnavailable, match="https"):
         AzureSessionsSandbox.from_settings(
-            Settings(sandbox_provider="azure_sessions", sandbox_sessions_endpoint="http://x"), "job-1"
+            Settings(sandbox_provider="azure_sessions", sandbox_sessions_endpoint="http://x"), "job-1", NO_CALLS
         )
 
 
-def test_the_setting_picks_one_session_per_job() -> None:
+def test_the_setting_picks_one_session_per_job_with_the_factorys_credential() -> None:
     from shared.tools.python import build_sandbox
 
     settings = Settings(sandbox_provider="azure_sessions", sandbox_sessions_endpoint="https://pool.example/")
-    first, again = build_sandbox(settings, "job-9"), build_sandbox(settings, "job-9")
+    credential, trust = StaticTokenCredential("t"), ssl.create_default_context()
+    clients = Clients(settings, sandbox_credential=credential, sandbox_tls=trust)
+    first, again = build_sandbox(clients, "job-9"), build_sandbox(clients, "job-9")
     assert isinstance(first, AzureSessionsSandbox) and isinstance(again, AzureSessionsSandbox)
     assert first.identifier == again.identifier == session_identifier("job-9") != session_identifier("job-10")
     assert first.endpoint == "https://pool.example"
+    assert first.credential is credential and again.credential is credential and first.verify is trust
+
+
+def test_the_factory_builds_one_managed_identity_credential_per_process() -> None:
+    from azure.identity import DefaultAzureCredential
+
+    clients = Clients(
+        Settings(sandbox_provider="azure_sessions", azure_client_id="00000000-0000-0000-0000-000000000001")
+    )
+    built = clients.sandbox_credential
+    assert isinstance(built, DefaultAzureCredential) and clients.sandbox_credential is built
+    assert clients.sandbox_tls is True

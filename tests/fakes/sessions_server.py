@@ -50,6 +50,8 @@ class FakeSessionsPool:
     # Status codes the next execute calls answer with instead of running (e.g. [429]).
     fail_next: list[int] = field(default_factory=list)
     time_limit_s: float = 60.0
+    # The interpreter a session runs (the real pool's image has numpy, pandas and matplotlib).
+    python: str = sys.executable
 
     def __post_init__(self) -> None:
         self._root = tempfile.TemporaryDirectory(prefix="fake-sessions-")
@@ -115,7 +117,7 @@ class FakeSessionsPool:
         started = time.monotonic()
         try:
             done = subprocess.run(
-                [sys.executable, "-I", "-c", code],
+                [self.python, "-I", "-c", code],
                 cwd=self.session_dir(identifier),
                 capture_output=True,
                 text=True,

@@ -26,9 +26,16 @@ def test_agent_mode_sends_its_bounds_and_each_tool_once() -> None:
     assert request("--mode", "agent", "--max-turns", "2")["agent"] == {"max_turns": 2}
 
 
-def test_other_modes_send_no_agent_fields() -> None:
-    body = request("--mode", "hybrid", "--tools", "http.weather", "--max-turns", "3")
-    assert body["mode"] == "hybrid" and "tools" not in body and "agent" not in body
+def test_other_modes_send_their_tools_but_no_agent_fields() -> None:
+    # A planned job allows tools too (python.run for its run_python steps); the agent bounds are agent mode's.
+    body = request("--mode", "hybrid", "--tools", "python.run", "--max-turns", "3")
+    assert body["mode"] == "hybrid" and body["tools"] == ["python.run"] and "agent" not in body
+
+
+def test_approval_python_reaches_the_request() -> None:
+    body = request("--tools", "python.run", "--approval-python", "writes_files")
+    assert body["approval"] == {"sql": "never", "python": "writes_files"} and body["tools"] == ["python.run"]
+    assert request()["approval"] == {"sql": "never"}  # the server's default applies
 
 
 def shown(view: dict[str, Any]) -> str:

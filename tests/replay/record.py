@@ -8,6 +8,7 @@ first (docs/orchestrator-versioning.md): the old fixtures are the proof that the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import sys
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from devhost.azurite import Azurite
 from tests.devhost.hostproc import REPO_ROOT, DevHostProcess
 from tests.jobs.jobclient import JobClient
 
@@ -64,6 +66,46 @@ def _python_waiting(jobs: JobClient) -> str:
     return job_id
 
 
+WORKFLOW = {
+    "id": "replayed",
+    "name": "Replayed",
+    "inputs": {"old": {"type": "number"}},
+    "nodes": [
+        {"id": "split", "kind": "parallel", "branches": ["left", "right"]},
+        {
+            "id": "left",
+            "kind": "tool",
+            "tool": "function.percent_change",
+            "input": {"old": {"from": "input.old"}, "new": {"value": 100}},
+        },
+        {
+            "id": "right",
+            "kind": "tool",
+            "tool": "function.percent_change",
+            "input": {"old": {"value": 0}, "new": {"value": 1}},
+        },
+        {"id": "merge", "kind": "join", "after": ["left", "right"], "on_failure": "continue"},
+        {
+            "id": "ask",
+            "kind": "human",
+            "after": ["merge"],
+            "question": {"template": "Failed: {merge.failed}. Go on?"},
+            "options": ["approve", "reject"],
+        },
+    ],
+}
+
+
+def _workflow_waiting(jobs: JobClient) -> str:
+    """A workflow run past a fan-out (one branch failed) and waiting at a human node."""
+    assert jobs.http.post("/api/workflows", json=WORKFLOW).status_code == 201
+    resp = jobs.http.post("/api/workflows/replayed/runs", json={"inputs": {"old": 80}})
+    assert resp.status_code == 202, resp.text
+    job_id = str(resp.json()["id"])
+    jobs.wait(job_id, {"waiting_for_user"}, timeout_s=120)
+    return job_id
+
+
 def _python_approved(jobs: JobClient) -> str:
     job_id = _python_waiting(jobs)
     assert jobs.answer(job_id, "approve").status_code == 202
@@ -71,6 +113,8 @@ def _python_approved(jobs: JobClient) -> str:
     return job_id
 
 
+# Scenarios whose host needs the definitions store (Azurite, started by the recorder).
+NEEDS_STORE = {"workflow_waiting_at_human"}
 # scenario -> (host environment, how to drive the job)
 SCENARIOS: dict[str, tuple[dict[str, str], Callable[[JobClient], str]]] = {
     "completed": ({}, _completed),
@@ -81,6 +125,7 @@ SCENARIOS: dict[str, tuple[dict[str, str], Callable[[JobClient], str]]] = {
     # run_python (needs the local sandbox): a draft that wrote a chart waits for approval, then runs for real.
     "python_waiting_for_approval": ({}, _python_waiting),
     "python_approved_then_completed": ({}, _python_approved),
+    "workflow_waiting_at_human": ({"DEFINITIONS_TABLE": "replay"}, _workflow_waiting),
 }
 
 
@@ -109,7 +154,10 @@ def record(names: list[str]) -> None:
     HISTORIES.mkdir(exist_ok=True)
     for name in names or list(SCENARIOS):
         env, drive = SCENARIOS[name]
-        with tempfile.TemporaryDirectory() as tmp:
+        with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+            if name in NEEDS_STORE:
+                azurite = stack.enter_context(Azurite(Path(tmp) / "azurite"))
+                env = {**env, "AzureWebJobsStorage": azurite.connection_string}
             data = Path(tmp) / "data"
             base = {"JOB_RETRY_FIRST_INTERVAL_MS": "50", "ARTIFACT_PATH": str(Path(tmp) / "artifacts.sqlite3")}
             host = DevHostProcess(REPO_ROOT, data, env={**base, **env})

@@ -1,7 +1,8 @@
 """Recorded job histories replay through today's orchestrator: a change that would break jobs in flight fails here.
 
 The fixtures are real devhost histories (``python -m tests.replay.record``): a completed job, one waiting for an
-SQL approval, one approved and completed, one aborted at approval, and one retried after a rate limit. If a
+SQL approval, one approved and completed, one aborted at approval, one retried after a rate limit, and a
+workflow run past a fan-out (its branches as sub-orchestrations, one failed) waiting at a human node. If a
 change must break replay, version the orchestrator instead (docs/orchestrator-versioning.md).
 """
 
@@ -42,6 +43,7 @@ def test_every_scenario_is_recorded() -> None:
         "retried_after_rate_limit",
         "python_waiting_for_approval",
         "python_approved_then_completed",
+        "workflow_waiting_at_human",
     }
 
 

@@ -1,0 +1,65 @@
+"""A run of a user-defined workflow or team: what the API pins when it starts one (the orchestration input).
+
+The run names its definition by kind, id and version, never "latest": the API resolved every version
+when it accepted the run (``pins``), so editing a definition never changes a run in flight. The graph
+itself is not here: the orchestrator loads each pinned definition through the ``load_definition``
+activity, whose result Durable records, so a replay sees the very same definition and the input stays
+small whatever the size of the definition (up to 256 KB).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from shared.jobs.contracts import Usage
+
+RunKind = Literal["workflow", "team"]
+# The orchestrator of a part of a run (a parallel branch, a sub-workflow); never listed as a job.
+PART_ORCHESTRATOR = "workflow_part"
+LOAD_DEFINITION = "load_definition"
+# A team's one input (as an InputSpec of the definitions): the task its members work on.
+TEAM_INPUTS: dict[str, dict[str, Any]] = {"task": {"type": "string", "description": "What the team works on"}}
+
+
+class RunPart(BaseModel):
+    """A part of a run executed as a sub-orchestration: one parallel branch of the workflow (its entry node)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    entry: str = Field(min_length=1, max_length=32)
+    # Outputs of the nodes that ran before the fan-out, which the branch's mappings may read.
+    seed: dict[str, Any] = Field(default_factory=dict)
+
+
+class RunSpec(BaseModel):
+    """The definition a run executes, pinned, and the typed inputs the API validated against its InputSpecs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: RunKind
+    id: str = Field(min_length=1, max_length=63)
+    version: int = Field(ge=1)
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    # "agent/<id>" / "workflow/<id>" → the version a reference without a version resolved to at start.
+    pins: dict[str, int] = Field(default_factory=dict)
+    # Every definition the run may load ("kind/id"): what delete checks against runs in flight.
+    uses: list[str] = Field(default_factory=list, max_length=256)
+    # Family tools named by the run's definitions that this app configures (checked by the API at start):
+    # a definition never widens what a run may call beyond these.
+    tools: list[str] = Field(default_factory=list, max_length=64)
+    part: RunPart | None = None
+
+
+class PartResult(BaseModel):
+    """What a part (sub-orchestration) hands back: how it ended, its node outputs and its steps."""
+
+    status: Literal["completed", "failed"]
+    outputs: dict[str, Any] = Field(default_factory=dict)
+    steps: list[dict[str, Any]] = Field(default_factory=list)
+    # Each node that ran and how it ended (succeeded, failed, skipped).
+    ended: dict[str, str] = Field(default_factory=dict)
+    result: Any = None
+    usage: Usage = Field(default_factory=Usage)
+    error: dict[str, Any] | None = None
