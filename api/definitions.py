@@ -83,12 +83,16 @@ class _Visible:
         self.store = store
         self.caller = caller
 
-    def find(self, kind: str, def_id: str, version: int | None) -> Definition | None:
-        """The definition when this caller may see it, else None."""
+    def head(self, kind: str, def_id: str) -> Head | None:
+        """The head when this caller may see it, else None."""
         head = self.store.head(kind, def_id)
         if head is None or not self.caller.sees({"owner": {"id": head.owner.id} if head.owner else None}):
             return None
-        return self.store.find(kind, def_id, version)
+        return head
+
+    def find(self, kind: str, def_id: str, version: int | None) -> Definition | None:
+        """The definition when this caller may see it, else None."""
+        return self.store.find(kind, def_id, version) if self.head(kind, def_id) is not None else None
 
 
 def _checked(kind: str, body: Any, store: DefinitionStore, caller: Caller) -> Definition:

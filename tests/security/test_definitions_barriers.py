@@ -3,10 +3,12 @@ its author may see (another owner's agents and workflows are unknown to it, as t
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
+from api.errors import guarded
 from shared.runtime.settings import reset_settings
 from tests.api.test_definitions import WRITER, call, env, error, principal
 
@@ -95,3 +97,25 @@ def test_with_no_sandbox_no_definition_may_name_the_code_step(env: pytest.Monkey
     env.setenv("SANDBOX_PROVIDER", "local")
     reset_settings()
     assert call("POST", "agents", agent)[0] == 201
+
+
+def test_a_run_pins_only_the_callers_own_definitions(easy_auth: pytest.MonkeyPatch) -> None:
+    """A workflow already naming another owner's agent (saved before this check, or by an admin) does not run it."""
+    import asyncio
+
+    import azure.functions as func
+
+    from api.runs import start_run
+    from shared.definitions.store import Owner, get_store
+    from shared.definitions.validate import parse
+    from shared.runtime.settings import get_settings
+
+    assert call("POST", "agents", ANALYST, headers=principal("alice"))[0] == 201
+    store = get_store(get_settings())
+    store.save(parse("workflow", _flow(_agent_node("analyst"))), owner=Owner("bob", "bob"), create=True)
+    body = json.dumps({"inputs": {"q": "sales?"}}).encode()
+    req = func.HttpRequest(
+        method="POST", url="http://localhost/api/workflows/flow/runs", headers=principal("bob"), body=body
+    )
+    resp = asyncio.run(guarded("workflow_run", lambda: start_run(req, None, "workflows", "flow")))
+    assert error(resp.status_code, json.loads(resp.get_body()))[:2] == (409, "DEFINITION_MISSING")
