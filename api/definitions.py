@@ -76,14 +76,33 @@ def _read_body(req: func.HttpRequest) -> Any:
     return body
 
 
-def _checked(kind: str, body: Any, store: DefinitionStore) -> Definition:
-    """Parse and validate a definition against the store and the app; 400 / 413 with every problem."""
+class _Visible:
+    """The resolver validation uses: the caller's own definitions only (another owner's are unknown, as on GET)."""
+
+    def __init__(self, store: DefinitionStore, caller: Caller) -> None:
+        self.store = store
+        self.caller = caller
+
+    def head(self, kind: str, def_id: str) -> Head | None:
+        """The head when this caller may see it, else None."""
+        head = self.store.head(kind, def_id)
+        if head is None or not self.caller.sees({"owner": {"id": head.owner.id} if head.owner else None}):
+            return None
+        return head
+
+    def find(self, kind: str, def_id: str, version: int | None) -> Definition | None:
+        """The definition when this caller may see it, else None."""
+        return self.store.find(kind, def_id, version) if self.head(kind, def_id) is not None else None
+
+
+def _checked(kind: str, body: Any, store: DefinitionStore, caller: Caller) -> Definition:
+    """Parse and validate a definition against the caller's definitions and the app; 400 / 413 with every problem."""
     from shared.definitions.catalog import app_catalog
     from shared.definitions.validate import check
     from shared.runtime.settings import get_settings
 
     try:
-        definition, _text = check(kind, body, store, app_catalog(get_settings()))
+        definition, _text = check(kind, body, _Visible(store, caller), app_catalog(get_settings()))
     except DefinitionTooLarge as exc:
         raise ApiError(413, "PAYLOAD_TOO_LARGE", str(exc)) from exc
     except DefinitionInvalid as exc:
@@ -155,7 +174,7 @@ async def create_definition(req: func.HttpRequest, plural: str) -> func.HttpResp
     caller = request_caller(req)
     body = _read_body(req)
     store = _store()
-    definition = await asyncio.to_thread(_checked_in_store, kind, body, store)
+    definition = await asyncio.to_thread(_checked_in_store, kind, body, store, caller)
     head = await _in_store(store.head, kind, definition.id)
     if head is not None and head.archived and not caller.sees({"owner": {"id": head.owner.id} if head.owner else None}):
         # An archived id keeps its versions (pinned runs read them): only its owner (or an admin) takes it up again.
@@ -165,10 +184,10 @@ async def create_definition(req: func.HttpRequest, plural: str) -> func.HttpResp
     return json_response(await _view(store, saved.head), 201, headers={"Location": location})
 
 
-def _checked_in_store(kind: str, body: Any, store: DefinitionStore) -> Definition:
+def _checked_in_store(kind: str, body: Any, store: DefinitionStore, caller: Caller) -> Definition:
     # Validation reads other definitions (the resolver): store errors become API errors here as well.
     try:
-        return _checked(kind, body, store)
+        return _checked(kind, body, store, caller)
     except StoreError as exc:
         raise ApiError(STORE_STATUS.get(exc.code, 503), exc.code, exc.message) from exc
 
@@ -184,7 +203,7 @@ async def update_definition(req: func.HttpRequest, plural: str, def_id: str) -> 
     expected = _int_param(req, "expected_version", 0, 0, 1_000_000) or None
     store = _store()
     _visible(await _in_store(store.head, kind, def_id), caller, kind, def_id)
-    definition = await asyncio.to_thread(_checked_in_store, kind, body, store)
+    definition = await asyncio.to_thread(_checked_in_store, kind, body, store, caller)
     saved = await _in_store(store.save, definition, owner=_owner(caller), create=False, expected_version=expected)
     return json_response({**await _view(store, saved.head), "created": saved.created})
 

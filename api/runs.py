@@ -18,7 +18,7 @@ import azure.durable_functions as df
 import azure.functions as func
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from api.definitions import _in_store, _store, _visible
+from api.definitions import _in_store, _store, _Visible, _visible
 from api.errors import ApiError, guarded, json_response
 from api.jobs import (
     _parse_body,
@@ -31,7 +31,6 @@ from api.jobs import (
 )
 from api.view import decode
 from shared.definitions.models import Agent, AgentNode, InputSpec, Team, ToolNode, Workflow, WorkflowNode
-from shared.definitions.store import DefinitionStore
 from shared.definitions.usage import set_in_flight_check
 from shared.jobs.models import (
     ORCHESTRATOR_NAME,
@@ -106,7 +105,7 @@ class Pinned:
     agents: list[Agent] = field(default_factory=list)
 
 
-def _find(store: DefinitionStore, kind: str, def_id: str, version: int | None, where: str) -> Any:
+def _find(store: _Visible, kind: str, def_id: str, version: int | None, where: str) -> Any:
     found = store.find(kind, def_id, version)
     if found is None:
         which = f"version {version} of {kind}" if version else kind
@@ -114,7 +113,7 @@ def _find(store: DefinitionStore, kind: str, def_id: str, version: int | None, w
     return found
 
 
-def pin(store: DefinitionStore, definition: Workflow | Team) -> Pinned:
+def pin(store: _Visible, definition: Workflow | Team) -> Pinned:
     """Walk a workflow (its sub-workflows too) or a team and pin every definition it names (blocking)."""
     pinned = Pinned(uses=[f"{definition.kind}/{definition.id}"])
     if isinstance(definition, Team):
@@ -127,7 +126,7 @@ def pin(store: DefinitionStore, definition: Workflow | Team) -> Pinned:
     return pinned
 
 
-def _note(pinned: Pinned, kind: str, def_id: str, version: int | None, store: DefinitionStore, where: str) -> Any:
+def _note(pinned: Pinned, kind: str, def_id: str, version: int | None, store: _Visible, where: str) -> Any:
     found = _find(store, kind, def_id, version, where)
     key = f"{kind}/{def_id}"
     if version is None:
@@ -141,14 +140,14 @@ def _note(pinned: Pinned, kind: str, def_id: str, version: int | None, store: De
     return found
 
 
-def _agent(store: DefinitionStore, pinned: Pinned, agent_id: str, version: int | None, where: str) -> None:
+def _agent(store: _Visible, pinned: Pinned, agent_id: str, version: int | None, where: str) -> None:
     agent = _note(pinned, "agent", agent_id, version, store, where)
     if isinstance(agent, Agent):
         pinned.agents.append(agent)
         pinned.tools.update(t for t in agent.tools if "." in t)
 
 
-def _workflow(store: DefinitionStore, pinned: Pinned, workflow: Workflow, depth: int) -> None:
+def _workflow(store: _Visible, pinned: Pinned, workflow: Workflow, depth: int) -> None:
     if depth > MAX_DEPTH:
         raise ApiError(409, "DEFINITION_TOO_DEEP", f"sub-workflows nest deeper than {MAX_DEPTH} levels")
     for i, node in enumerate(workflow.nodes):
@@ -218,7 +217,8 @@ async def start_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
         raise ApiError(404, "VERSION_NOT_FOUND", f"{kind} {def_id!r} has no version {version}", field="version")
     specs = definition.inputs if isinstance(definition, Workflow) else _team_inputs()
     inputs = check_inputs(specs, body.inputs)
-    pinned = await _in_store(pin, store, definition)
+    # Only what the caller may see is pinned: another owner's agent or workflow is missing to this run.
+    pinned = await _in_store(pin, _Visible(store, caller), definition)
     request = JobRequest(
         question=f"{kind} {def_id} v{version}",
         constraints=body.constraints,

@@ -440,6 +440,28 @@ def _steps(state: JobState | None, runtime: Any, history: list[dict[str, Any]]) 
     return steps
 
 
+def _code_kinds() -> set[str]:
+    """Step kinds that run code and keep the files it wrote (run_python, and an agent's python.run calls)."""
+    from shared.tools.python import PYTHON_TOOL
+
+    return kinds_where(lambda spec: spec.runs_code) | {PYTHON_TOOL}
+
+
+def _artifact_refs(files: list[Any]) -> list[dict[str, Any]]:
+    """The well-formed artifact references of a code step's result; anything else is not shown."""
+    from pydantic import ValidationError
+
+    from shared.runtime.artifacts import ArtifactRef
+
+    refs: list[dict[str, Any]] = []
+    for item in files:
+        try:
+            refs.append(ArtifactRef.model_validate(item).model_dump())
+        except ValidationError:
+            continue
+    return refs
+
+
 def _streams_now(entry: dict[str, Any]) -> bool:
     """A step whose answer is being written now, with no result in the history yet."""
     return entry.get("state") == "running" and entry.get("kind") in _streaming_kinds() and "output" not in entry
@@ -465,9 +487,11 @@ def _step_entry(
     if step.id in outputs and step.state != "running":
         entry["output"] = outputs[step.id]
         # Files a step wrote (run_python): references only; GET /api/jobs/{id}/artifacts/{ref} serves the bytes.
+        # Only a code step's files are artifacts: another result's "files" is data (a tool's, a model's).
         files = outputs[step.id].get("files")
-        if isinstance(files, list) and files:
-            entry["artifacts"] = [f for f in files if isinstance(f, dict) and "ref" in f]
+        refs = _artifact_refs(files) if step.kind in _code_kinds() and isinstance(files, list) else []
+        if refs:
+            entry["artifacts"] = refs
     if step.id in drafts:
         entry["draft"] = drafts[step.id]
     return entry

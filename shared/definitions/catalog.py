@@ -56,14 +56,15 @@ def _result_model(kind: str, writes_answer: bool, runs_sql: bool) -> type[BaseMo
     return RagResult if kind == "consult_rag" else None
 
 
-def _step_schemas() -> tuple[dict[str, JsonSchema], dict[str, JsonSchema]]:
+def _step_schemas(runs_code: bool) -> tuple[dict[str, JsonSchema], dict[str, JsonSchema]]:
+    """Input and output schemas of the step kinds; the kinds that run code only when ``runs_code``."""
     from shared.executors import get_executor, step_kinds
 
     inputs: dict[str, JsonSchema] = {}
     outputs: dict[str, JsonSchema] = {}
     for kind in step_kinds():
         spec = get_executor(kind)
-        if spec is None or spec.input_model is None:
+        if spec is None or spec.input_model is None or (spec.runs_code and not runs_code):
             continue
         inputs[kind] = model_schema(spec.input_model)
         result = _result_model(kind, spec.writes_answer, spec.runs_sql)
@@ -91,8 +92,10 @@ def _tool_input(settings: Settings) -> Callable[[str], JsonSchema | None]:
 def app_catalog(settings: Settings) -> Catalog:
     """The catalog of this app under these settings (nothing connects)."""
     from shared.tools import undeclared
+    from shared.tools.python import PYTHON_TOOL
 
-    inputs, outputs = _step_schemas()
+    # A step kind that runs code is named only where the app may run code (the python.run tool is declared).
+    inputs, outputs = _step_schemas(runs_code=undeclared(settings, PYTHON_TOOL) is None)
     return Catalog(
         step_inputs=inputs,
         step_outputs=outputs,

@@ -26,9 +26,10 @@ import json
 import ssl
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import httpx
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from shared.jobs.contracts import ErrorCode, ProviderError
 from shared.sandbox.base import SandboxFile, SandboxLimits, SandboxRequest, SandboxResult, SandboxUnavailable
@@ -185,38 +186,81 @@ class AzureSessionsSandbox:
         cut = len(stdout.encode("utf-8")) > limits.max_output_bytes
         stdout = stdout.encode("utf-8")[: limits.max_output_bytes].decode("utf-8", "ignore")
         cpu_ms = int(properties.get("executionTimeInMilliseconds") or 0)
-        try:
-            summary = json.loads(tail.strip() or "null")
-        except ValueError:
-            summary = None
-        if str(properties.get("status", "")).lower() != "success" or not isinstance(summary, dict):
+        summary = _summary_of(tail)
+        if str(properties.get("status", "")).lower() != "success" or summary is None:
             error = str(properties.get("stderr") or properties.get("result") or "the session did not run the code")
             return _ended("error", error[-2000:], started, stdout=stdout, cut=cut, cpu_ms=cpu_ms)
-        written = [(str(n), int(s)) for n, s in summary.get("files") or []]
-        if len(written) > limits.max_files or sum(s for _, s in written) > limits.max_file_bytes:
-            problem = f"the code wrote {len(written)} files, {sum(s for _, s in written)} bytes (limits: "
-            problem += f"{limits.max_files} files, {limits.max_file_bytes} bytes)"
+        files, problem = self._files(client, run_id, summary, limits)
+        if problem is not None:
             return _ended("limit", problem, started, stdout=stdout, cut=cut, cpu_ms=cpu_ms)
-        files = [self._download(client, run_id, name) for name, _size in written]
         return SandboxResult(
-            status="ok" if summary.get("status") == "ok" else "error",
+            status=summary.status,
             stdout=stdout,
             stdout_truncated=cut,
-            result=summary.get("result"),
+            result=summary.result,
             files=files,
-            error=summary.get("error"),
+            error=summary.error,
             wall_ms=int((time.monotonic() - started) * 1000),
             cpu_ms=cpu_ms,
         )
 
-    def _download(self, client: httpx.Client, run_id: str, name: str) -> SandboxFile:
-        response = client.get(self._url(f"files/content/out-{run_id}-{name}"))
-        if response.status_code >= 300:
-            self._check(response)
-        data = response.content
+    def _files(
+        self, client: httpx.Client, run_id: str, summary: _Summary, limits: SandboxLimits
+    ) -> tuple[list[SandboxFile], str | None]:
+        """The files the summary names, checked here: plain names only, the caps on the bytes downloaded."""
+        written = summary.files
+        problem = f"the code wrote {len(written)} files, {sum(s for _, s in written)} bytes (limits: "
+        problem += f"{limits.max_files} files, {limits.max_file_bytes} bytes)"
+        if len(written) > limits.max_files or sum(s for _, s in written) > limits.max_file_bytes:
+            return [], problem
+        files: list[SandboxFile] = []
+        room = limits.max_file_bytes
+        for name in (n for n, _size in written if _plain_name(n)):
+            got = self._download(client, run_id, name, room)
+            if got is None:  # the reported sizes were not the real ones
+                return [], f"the files are larger than the limit of {limits.max_file_bytes} bytes"
+            room -= got.size
+            files.append(got)
+        return files, None
+
+    def _download(self, client: httpx.Client, run_id: str, name: str, room: int) -> SandboxFile | None:
+        """One file, or None as soon as it is larger than ``room`` bytes (read no further)."""
+        data = bytearray()
+        with client.stream("GET", self._url(f"files/content/out-{run_id}-{name}")) as response:
+            if response.status_code >= 300:
+                response.read()
+                self._check(response)
+            for chunk in response.iter_bytes():
+                data += chunk
+                if len(data) > room:
+                    return None
         dot = name.rfind(".")
         media = _MEDIA.get(name[dot:].lower(), "application/octet-stream") if dot >= 0 else "application/octet-stream"
         return SandboxFile(name=name, media_type=media, size=len(data), data_b64=base64.b64encode(data).decode())
+
+
+class _Summary(BaseModel):
+    """The runner's report (untrusted: it shares the interpreter with the code, which can print a forged one)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    status: Literal["ok", "error"]
+    error: str | None = Field(default=None, max_length=4000)
+    result: Any = None
+    files: list[tuple[Annotated[str, Field(max_length=255)], Annotated[int, Field(ge=0)]]] = Field(default_factory=list)
+
+
+def _summary_of(tail: str) -> _Summary | None:
+    """The summary after the marker, or None when there is none or it is not one (non-finite numbers: null)."""
+    try:
+        return _Summary.model_validate(json.loads(tail.strip() or "null", parse_constant=lambda _: None))
+    except (ValueError, ValidationError, RecursionError):
+        return None
+
+
+def _plain_name(name: str) -> bool:
+    """Whether a reported name is one file of the run's out dir (no path parts, nothing unprintable)."""
+    return name not in ("", ".", "..") and "/" not in name and "\\" not in name and name.isprintable()
 
 
 def _ended(

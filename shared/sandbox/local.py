@@ -407,7 +407,7 @@ def _parse_envelope(raw: bytes) -> _Envelope | None:
         return None
     try:
         return _Envelope.model_validate(json.loads(raw, parse_constant=lambda _: None))
-    except (ValueError, ValidationError):
+    except (ValueError, ValidationError, RecursionError):  # the code can write a forged, deeply nested one
         return None
 
 

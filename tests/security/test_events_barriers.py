@@ -1,0 +1,87 @@
+"""Barriers of the job event stream, each on its own: the caller must see the job (as for the view), a
+hostile ``Last-Event-ID`` / ``after=`` is a 400 naming it (never a 5xx, never a cursor), and the console
+renders what the stream carries (question text, log lines, file names) as text, never as HTML.
+
+The handler is the app's real one; the Durable client answers ``get_status`` with the SDK's own status type.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.requests import Request
+from starlette.responses import Response
+
+from api.events import guarded_events
+from shared.jobs.events import Cursor, parse_event_id
+from shared.runtime.settings import reset_settings
+from tests.api.test_definitions import principal
+from tests.security.test_artifacts_barriers import Jobs
+
+WEB = Path(__file__).resolve().parents[2] / "web"
+
+
+@pytest.fixture
+def easy_auth(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("WEBSITE_AUTH_ENABLED", "true")
+    reset_settings()
+    yield
+    reset_settings()
+
+
+def open_stream(job_id: str, user: str, *, after: str | None = None, last_id: str | None = None) -> Response:
+    headers = dict(principal(user))
+    if last_id is not None:
+        headers["last-event-id"] = last_id
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": f"/api/jobs/{job_id}/events",
+        "query_string": f"after={after}".encode() if after is not None else b"",
+        "headers": [(k.lower().encode(), v.encode("latin-1")) for k, v in headers.items()],
+    }
+    client: Any = Jobs({"job-a": "alice", "job-b": "bob"})
+    return asyncio.run(guarded_events(Request(scope), client, job_id))
+
+
+def error_of(resp: Response) -> tuple[int, str, str | None]:
+    err = json.loads(bytes(resp.body))["error"]
+    return resp.status_code, err["code"], err.get("field")
+
+
+def test_another_users_job_has_no_stream(easy_auth: None) -> None:
+    assert error_of(open_stream("job-b", "alice"))[:2] == (404, "JOB_NOT_FOUND")
+    assert error_of(open_stream("job-missing", "alice"))[:2] == (404, "JOB_NOT_FOUND")
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    ["-1", "c-1", "c1e9", "c" + "9" * 10, "c1.p1.1", "c1.p9999999.1.1", "c1\r\nevent: x", "c1;drop", "%00", "x" * 5000],
+)
+@pytest.mark.parametrize("where", ["after", "last_id"])
+def test_a_hostile_resume_point_is_a_400_naming_it(easy_auth: None, hostile: str, where: str) -> None:
+    resp = open_stream("job-a", "alice", **{where: hostile})
+    assert error_of(resp) == (400, "INVALID_EVENT_ID", "after" if where == "after" else "Last-Event-ID")
+
+
+def test_event_ids_parse_only_as_bounded_cursors() -> None:
+    assert parse_event_id("c12") == Cursor(12)
+    assert parse_event_id("c3.p2.1.40") == Cursor(3, 2, 1, 40)
+    assert parse_event_id("c" + "9" * 10) is None  # more digits than any real job: no huge ints
+
+
+# What would turn data into markup or code in the console's origin.
+HTML_SINKS = re.compile(r"\.(innerHTML|outerHTML)\s*[+]?=|insertAdjacentHTML|document\.write|\beval\(|new Function\(")
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in WEB.glob("*.js")))
+def test_the_console_never_renders_data_as_html(script: str) -> None:
+    source = (WEB / script).read_text(encoding="utf-8")
+    code = re.sub(r"//[^\n]*|/\*.*?\*/", "", source, flags=re.S)  # comments may name what is avoided
+    assert HTML_SINKS.search(code) is None
