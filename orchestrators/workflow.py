@@ -464,10 +464,14 @@ class WorkflowWalk:
             timeout_ms=limits.timeout_ms,
             allowed_models=list(self.run.job.request.constraints.allowed_models),
         )
+        # The agent's own budget counts what this node uses, on top of the run's budget (checked too).
+        usage = self.run.state.usage
+        self.run.scoped_budget = (f"agent {agent_id!r}", limits.budget, usage.total_tokens, usage.estimated_cost)
         try:
             return (yield from self.agent_work(agent, step, prompt, profile))
         finally:
             self.run.step_constraints = None
+            self.run.scoped_budget = None
 
     def agent_work(self, agent: Agent, step: StepState, prompt: str, profile: AgentProfile) -> Gen:
         """The agent's loop and its answer, under its limits."""
