@@ -4,7 +4,8 @@ Thin handlers over ``shared.definitions``: the body is parsed and validated ther
 path and a stable code: 400 ``INVALID_DEFINITION``; over the size limit 413 ``PAYLOAD_TOO_LARGE``), saved
 as a new immutable version in the table store, and shown with its versions. Auth and ownership are the
 job API's: the function key, or with Easy Auth the principal, who sees only what they created (admins
-everything). Delete archives, and is refused while runs are in flight or another definition names it.
+everything). Delete archives, and is refused while runs are in flight or another definition names it. Built-in
+definitions (the workflow ``ask``) are listed and shown read-only; writes to their ids are 409 ``DEFINITION_BUILT_IN``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,21 @@ STORE_STATUS = {
     # Not configured is the deployment's state, not a failure of the request or the server: 409, never 5xx.
     "DEFINITIONS_NOT_CONFIGURED": 409,
     "DEFINITIONS_STORE_UNAVAILABLE": 503,
+}
+# Built-in definitions: listed and shown read-only, never stored; their ids cannot be created, changed or deleted.
+# ``ask`` is today's question -> plan -> steps job; its inputs are the ones POST /api/workflows/ask/runs checks.
+BUILT_INS: dict[str, dict[str, dict[str, Any]]] = {
+    "workflows": {
+        "ask": {
+            "id": "ask",
+            "name": "Ask",
+            "description": "Built in: today's question -> plan -> steps job (mode: deterministic, hybrid or agent).",
+            "inputs": {
+                "question": {"type": "string", "description": "the question, 1-2000 characters"},
+                "mode": {"type": "string", "required": False, "default": "deterministic"},
+            },
+        }
+    }
 }
 
 
@@ -144,6 +160,36 @@ async def _view(store: DefinitionStore, head: Head, version: int | None = None) 
     }
 
 
+def _built_in(plural: str, def_id: str) -> dict[str, Any] | None:
+    return BUILT_INS.get(plural, {}).get(def_id)
+
+
+def _built_in_summary(definition: dict[str, Any], kind: str) -> dict[str, Any]:
+    """A built-in as the API lists it: no owner, no stored versions."""
+    return {
+        "id": definition["id"],
+        "kind": kind,
+        "name": definition["name"],
+        "description": definition["description"],
+        "latest_version": None,
+        "owner": None,
+        "created_at": None,
+        "updated_at": None,
+        "built_in": True,
+    }
+
+
+def _refuse_built_in(plural: str, def_id: str, action: str) -> None:
+    """409 ``DEFINITION_BUILT_IN`` for a write to a built-in id."""
+    if _built_in(plural, def_id) is not None:
+        raise ApiError(
+            409,
+            "DEFINITION_BUILT_IN",
+            f"{PLURALS[plural]} {def_id!r} is built in and read-only: it cannot be {action}; use another id",
+            field="id",
+        )
+
+
 # --- Handlers ---------------------------------------------------------------------------------------------
 
 
@@ -153,7 +199,9 @@ async def list_definitions(req: func.HttpRequest, plural: str) -> func.HttpRespo
     store = _store()
     heads = await _in_store(store.heads, PLURALS[plural])
     owners = [{"owner": {"id": h.owner.id} if h.owner else None} for h in heads]
-    return json_response({plural: [h.summary() for h, o in zip(heads, owners, strict=True) if caller.sees(o)]})
+    built_in = [_built_in_summary(d, PLURALS[plural]) for d in BUILT_INS.get(plural, {}).values()]
+    stored = [h.summary() for h, o in zip(heads, owners, strict=True) if caller.sees(o) and not _built_in(plural, h.id)]
+    return json_response({plural: built_in + stored})
 
 
 async def get_definition(req: func.HttpRequest, plural: str, def_id: str) -> func.HttpResponse:
@@ -161,6 +209,13 @@ async def get_definition(req: func.HttpRequest, plural: str, def_id: str) -> fun
     kind = PLURALS[plural]
     caller = request_caller(req)
     version = _int_param(req, "version", 0, 0, 1_000_000) or None
+    built_in = _built_in(plural, def_id)
+    if built_in is not None:
+        if version is not None:
+            raise ApiError(404, "DEFINITION_NOT_FOUND", f"built-in {kind} {def_id!r} has no versions", field="version")
+        return json_response(
+            {**_built_in_summary(built_in, kind), "version": None, "definition": built_in, "versions": []}
+        )
     store = _store()
     head = _visible(await _in_store(store.head, kind, def_id), caller, kind, def_id)
     if version is not None and version > head.latest:
@@ -174,6 +229,8 @@ async def create_definition(req: func.HttpRequest, plural: str) -> func.HttpResp
     caller = request_caller(req)
     body = _read_body(req)
     store = _store()
+    if isinstance(body, dict) and isinstance(body.get("id"), str):
+        _refuse_built_in(plural, body["id"], "created")
     definition = await asyncio.to_thread(_checked_in_store, kind, body, store, caller)
     head = await _in_store(store.head, kind, definition.id)
     if head is not None and head.archived and not caller.sees({"owner": {"id": head.owner.id} if head.owner else None}):
@@ -195,6 +252,7 @@ def _checked_in_store(kind: str, body: Any, store: DefinitionStore, caller: Call
 async def update_definition(req: func.HttpRequest, plural: str, def_id: str) -> func.HttpResponse:
     """Save a new version (the same content as the latest saves nothing); ``?expected_version=N`` guards it."""
     kind = PLURALS[plural]
+    _refuse_built_in(plural, def_id, "changed")
     caller = request_caller(req)
     body = _read_body(req)
     if isinstance(body, dict):
@@ -213,6 +271,7 @@ async def delete_definition(req: func.HttpRequest, plural: str, def_id: str, cli
     from shared.definitions.usage import referrers, runs_in_flight
 
     kind = PLURALS[plural]
+    _refuse_built_in(plural, def_id, "deleted")
     caller = request_caller(req)
     store = _store()
     _visible(await _in_store(store.head, kind, def_id), caller, kind, def_id)

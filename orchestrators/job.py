@@ -51,6 +51,7 @@ from shared.jobs.contracts import (
     Usage,
 )
 from shared.jobs.models import (
+    Budget,
     ErrorInfo,
     JobInput,
     JobResult,
@@ -146,6 +147,8 @@ class JobRun:
         self.no_questions = False
         # A workflow's agent node runs under the agent's own per-call limits (the job's allowed models kept).
         self.step_constraints: Constraints | None = None
+        # An agent node's own budget, with the run's usage when the node started: (who, budget, tokens, cost).
+        self.scoped_budget: tuple[str, Budget, int, float] | None = None
 
     # --- plumbing ----------------------------------------------------------------------------
 
@@ -616,36 +619,45 @@ class JobRun:
             return EditedTask(edited) if reapprove_edits else edited
         raise JobStop(error.code, f"{error.message} (aborted by the user)", step.id)
 
+    def budgets(self) -> list[tuple[str, Budget, int, float]]:
+        """Each budget in force with the tokens and cost used against it: the job's, and the agent node's."""
+        usage = self.state.usage
+        scopes = [("the job", self.job.request.constraints.budget, usage.total_tokens, usage.estimated_cost)]
+        if self.scoped_budget is not None:
+            who, budget, tokens0, cost0 = self.scoped_budget
+            scopes.append((who, budget, usage.total_tokens - tokens0, usage.estimated_cost - cost0))
+        return scopes
+
     def budget_left(self) -> dict[str, Any]:
-        """What is left of the job budget, for the executor's own check of its prompt size."""
-        budget = self.job.request.constraints.budget
+        """What is left of the tightest budget in force, for the executor's own check of its prompt size."""
         left: dict[str, Any] = {}
-        if budget.max_total_tokens is not None:
-            left["budget_tokens_left"] = budget.max_total_tokens - self.state.usage.total_tokens
-        if budget.max_estimated_cost is not None:
-            left["budget_cost_left"] = round(budget.max_estimated_cost - self.state.usage.estimated_cost, 8)
+        for _, budget, tokens, cost in self.budgets():
+            if budget.max_total_tokens is not None:
+                tokens_left = budget.max_total_tokens - tokens
+                left["budget_tokens_left"] = min(tokens_left, left.get("budget_tokens_left", tokens_left))
+            if budget.max_estimated_cost is not None:
+                cost_left = round(budget.max_estimated_cost - cost, 8)
+                left["budget_cost_left"] = min(cost_left, left.get("budget_cost_left", cost_left))
         return left
 
     def check_budget(self, step_id: str | None, uses_llm: bool, model: str | None) -> None:
-        """Stop before a call whose worst case would exceed the job budget."""
-        budget = self.job.request.constraints.budget
+        """Stop before a call whose worst case would exceed the job budget or the running agent's own."""
         reserve = (self.step_constraints or self.job.request.constraints).max_tokens if uses_llm else 0
-        used = self.state.usage
-        if budget.max_total_tokens is not None and used.total_tokens + reserve > budget.max_total_tokens:
-            raise JobStop(
-                "BUDGET_EXCEEDED",
-                f"stopped before {step_id or 'planning'}: {used.total_tokens} tokens used, the next call may use "
-                f"up to {reserve} more, budget is {budget.max_total_tokens}",
-                step_id,
-            )
-        if budget.max_estimated_cost is not None:
-            price = self.job.policy.output_price.get(model or "", max(self.job.policy.output_price.values(), default=0))
-            worst = used.estimated_cost + reserve * price
-            if worst > budget.max_estimated_cost:
+        price = self.job.policy.output_price.get(model or "", max(self.job.policy.output_price.values(), default=0))
+        where = step_id or "planning"
+        for who, budget, tokens, cost in self.budgets():
+            if budget.max_total_tokens is not None and tokens + reserve > budget.max_total_tokens:
                 raise JobStop(
                     "BUDGET_EXCEEDED",
-                    f"stopped before {step_id or 'planning'}: estimated cost {used.estimated_cost:.6f} USD plus up to "
-                    f"{reserve * price:.6f} USD for the next call exceeds the budget {budget.max_estimated_cost} USD",
+                    f"stopped before {where}: {who} used {tokens} tokens, the next call may use up to {reserve} "
+                    f"more, {who}'s budget is {budget.max_total_tokens}",
+                    step_id,
+                )
+            if budget.max_estimated_cost is not None and cost + reserve * price > budget.max_estimated_cost:
+                raise JobStop(
+                    "BUDGET_EXCEEDED",
+                    f"stopped before {where}: {who}'s estimated cost {cost:.6f} USD plus up to {reserve * price:.6f} "
+                    f"USD for the next call exceeds {who}'s budget {budget.max_estimated_cost} USD",
                     step_id,
                 )
 

@@ -464,10 +464,14 @@ class WorkflowWalk:
             timeout_ms=limits.timeout_ms,
             allowed_models=list(self.run.job.request.constraints.allowed_models),
         )
+        # The agent's own budget counts what this node uses, on top of the run's budget (checked too).
+        usage = self.run.state.usage
+        self.run.scoped_budget = (f"agent {agent_id!r}", limits.budget, usage.total_tokens, usage.estimated_cost)
         try:
             return (yield from self.agent_work(agent, step, prompt, profile))
         finally:
             self.run.step_constraints = None
+            self.run.scoped_budget = None
 
     def agent_work(self, agent: Agent, step: StepState, prompt: str, profile: AgentProfile) -> Gen:
         """The agent's loop and its answer, under its limits."""
@@ -479,7 +483,10 @@ class WorkflowWalk:
         )
         spec.depends_on = [step.id]
         extra = {"sources": self.run.sources_for(spec), "step_notes": []}
-        out = yield from self.run.execute(step, kind, dict(spec.input), extra, models=profile.models)
+        task = dict(spec.input)
+        if agent.output_schema is not None:
+            task["output_schema"] = agent.output_schema  # the answer writer is asked for an object of this shape
+        out = yield from self.run.execute(step, kind, task, extra, models=profile.models)
         answer = (out.result or {}) if out is not None else {}
         text = str(answer.get("answer") or "")
         output = {"text": text, "citations": answer.get("citations", []), "tool_calls": found["tool_calls"]}

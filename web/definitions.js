@@ -1011,10 +1011,11 @@ async function showList(view, plural) {
         h(
           'tr',
           { dataset: { id: d.id } },
-          h('td', {}, h('a', { href: `#${plural}/${d.id}` }, d.id)),
+          // A built-in (the ask workflow) is read-only: it links to the jobs page, where its form is.
+          h('td', {}, d.built_in ? h('a', { href: '#', title: 'Built in: ask a question on the jobs page' }, d.id) : h('a', { href: `#${plural}/${d.id}` }, d.id)),
           h('td', {}, d.name || ''),
           h('td', { class: 'muted' }, d.description || ''),
-          h('td', {}, String(d.latest_version ?? '')),
+          h('td', {}, d.built_in ? h('span', { class: 'badge', dataset: { builtIn: '' } }, 'built-in') : String(d.latest_version ?? '')),
           h('td', { class: 'muted small' }, d.updated_at ? new Date(d.updated_at).toLocaleString() : ''),
         ),
       ),

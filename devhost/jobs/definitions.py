@@ -110,7 +110,7 @@ def render_list(plural: str, items: list[dict[str, Any]]) -> Table:
         table.add_row(
             str(item["id"]),
             str(item.get("name", "")),
-            str(item.get("latest_version")),
+            "built-in" if item.get("built_in") else str(item.get("latest_version")),
             updated,
             str(item.get("description") or "")[:70],
         )

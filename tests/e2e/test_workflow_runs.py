@@ -276,6 +276,28 @@ def test_the_built_in_ask_workflow_is_todays_job(jobs: JobClient) -> None:
     assert entries and all(e["run"]["id"] == "ask" for e in entries)
 
 
+def test_the_built_in_ask_workflow_is_listed_read_only(jobs: JobClient) -> None:
+    listed = jobs.http.get("/api/workflows").json()["workflows"]
+    ask = next(w for w in listed if w["id"] == "ask")
+    assert ask["built_in"] is True and ask["latest_version"] is None and listed[0] == ask
+    shown = jobs.http.get("/api/workflows/ask").json()
+    assert shown["built_in"] is True and shown["versions"] == []
+    # Its inputs are the ones its runs take: a required question and an optional mode.
+    assert set(shown["definition"]["inputs"]) == {"question", "mode"}
+    assert shown["definition"]["inputs"]["mode"]["required"] is False
+    body = {"id": "ask", "name": "Mine", "nodes": [change("c", {"value": 1})]}
+    writes = [
+        jobs.http.put("/api/workflows/ask", json=body),
+        jobs.http.delete("/api/workflows/ask"),
+        jobs.http.post("/api/workflows", json=body),
+    ]
+    for resp in writes:
+        assert resp.status_code == 409, resp.text
+        assert resp.json()["error"]["code"] == "DEFINITION_BUILT_IN" and resp.json()["error"]["field"] == "id"
+    # Only workflows have it: an agent may be called ask.
+    assert all(not a.get("built_in") for a in jobs.http.get("/api/agents").json()["agents"])
+
+
 def cli(host: DevHostProcess, *args: str) -> subprocess.CompletedProcess[str]:
     assert host.keys is not None
     command = [sys.executable, "-m", "devhost", *args, "--url", host.base_url, "--key", host.keys.function]

@@ -231,7 +231,7 @@ def test_a_definition_that_cannot_be_loaded_fails_the_run_clearly() -> None:
 
 
 PROMPT = {"prompt": {"value": "How did sales grow?"}}
-AGENT = {
+AGENT: dict[str, Any] = {
     "kind": "agent",
     "id": "analyst",
     "name": "Analyst",

@@ -185,3 +185,82 @@ def _next_lookup(
     if SQL_KIND not in used and SQL_KIND in offered and covers_data(part):
         return SQL_KIND, part, f"The document search for '{part}' {outcome}; I query the data instead."
     return None
+
+
+# --- An answer in the shape of an agent's output schema -----------------------------------------------------
+
+# String fields the answer's own text fills (the offline model has nothing else to say in prose).
+TEXT_FIELDS = {"answer", "summary", "text", "report", "brief", "findings", "description", "conclusion"}
+# Array fields the cited sources fill.
+SOURCE_FIELDS = {"citations", "sources", "references"}
+
+
+class SchemaUnfillable(ValueError):
+    """The offline model found no value for a field the output schema requires and does not let be null."""
+
+
+def _types(prop: dict[str, Any]) -> set[str]:
+    kind = prop.get("type")
+    return set(kind) if isinstance(kind, list) else {kind} if isinstance(kind, str) else set()
+
+
+def _key(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def _fits(value: Any, types: set[str]) -> Any:
+    """The value as one of the types, or None when it is none of them."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if number and ("number" in types or ("integer" in types and float(value).is_integer())):
+        return int(value) if "integer" in types and "number" not in types else value
+    if isinstance(value, str) and "string" in types:
+        return value
+    if isinstance(value, bool) and "boolean" in types:
+        return value
+    return None
+
+
+def _found_value(name: str, types: set[str], facts: dict[str, Any]) -> Any:
+    """What the model found for one field: a SQL column of that name, the answer's text, or the cited sources."""
+    column = facts["columns"].get(_key(name))
+    if column is not None and _fits(column, types) is not None:
+        return _fits(column, types)
+    if "string" in types and _key(name) in TEXT_FIELDS and facts["text"]:
+        return facts["text"]
+    if "array" in types and _key(name) in SOURCE_FIELDS:
+        return list(facts["sources"])
+    return None
+
+
+def _empty(name: str, prop: dict[str, Any], types: set[str]) -> Any:
+    """The empty value the schema allows for a field with no data; SchemaUnfillable when it allows none."""
+    if "null" in types:
+        return None
+    if "array" in types and not prop.get("minItems"):
+        return []
+    kind = "/".join(sorted(types)) or "any type"
+    raise SchemaUnfillable(
+        f"the offline model found no value for '{name}' ({kind}), which the agent's output schema requires and "
+        "does not allow to be null or empty; it writes no made-up figures (use a real model, or let the field be null)"
+    )
+
+
+def fill_schema(schema: dict[str, Any], text: str, sources: list[str], columns: dict[str, Any]) -> dict[str, Any]:
+    """An object for an output schema from what was found: SQL columns by name, the answer's text, its sources.
+
+    Deterministic; a field with no data is null (or empty, or left out when optional) as the schema allows,
+    else SchemaUnfillable says which field. Only top-level properties are filled.
+    """
+    facts = {"text": text, "sources": sources, "columns": {_key(k): v for k, v in columns.items()}}
+    props = schema.get("properties")
+    props = props if isinstance(props, dict) else {}
+    required = set(schema.get("required") or [])
+    out: dict[str, Any] = {}
+    for name, prop in props.items():
+        prop = _dict(prop)
+        types = _types(prop)
+        value = _found_value(name, types, facts)
+        if value is None and name not in required:
+            continue
+        out[name] = value if value is not None else _empty(name, prop, types)
+    return out

@@ -243,6 +243,9 @@ class OfflineLLM:
         notes = request.inputs.get("step_notes")
         step_notes = [str(n) for n in notes] if isinstance(notes, list) else []
         answer = compose_answer_offline(str(request.inputs["question"]), chunks, sql_results, formats, step_notes)
+        schema = request.inputs.get("output_schema")
+        if isinstance(schema, dict):
+            answer = _shaped(answer, schema, sql_results)
         if request.on_delta is not None:
             for piece in re.findall(r"\S+\s*", answer.answer):
                 request.on_delta(piece)
@@ -270,3 +273,29 @@ def _analysis(question: str, steps: list[PlanStep], kinds: set[str]) -> list[Pla
             depends_on=[sql.id],
         )
     ]
+
+
+def _shaped(answer: AnswerResult, schema: dict[str, Any], sql_results: list[SqlResult]) -> AnswerResult:
+    """The answer as a JSON object for an agent's output schema, from what was found; a clear failure if it cannot."""
+    from jsonschema import Draft202012Validator
+
+    from shared.providers.llm.offline.agent import SchemaUnfillable, fill_schema
+
+    columns: dict[str, Any] = {}
+    for result in sql_results:  # the first row of each result, earlier results first
+        if result.rows:
+            for column, value in zip(result.columns, result.rows[0], strict=False):
+                columns.setdefault(str(column), value)
+    sources = [c.source_id for c in answer.citations]
+    try:
+        data = fill_schema(schema, answer.answer, sources, columns)
+    except SchemaUnfillable as exc:
+        raise ProviderError(ErrorCode.BAD_REQUEST, str(exc)) from None
+    problem = next(iter(Draft202012Validator(schema).iter_errors(data)), None)
+    if problem is not None:
+        where = ".".join(str(p) for p in problem.path) or "(root)"
+        raise ProviderError(
+            ErrorCode.BAD_REQUEST,
+            f"the offline model's object does not fit the output schema at {where}: {problem.message}",
+        )
+    return AnswerResult(answer=json.dumps(data, ensure_ascii=False, default=str), citations=answer.citations)
