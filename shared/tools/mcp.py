@@ -97,6 +97,7 @@ class McpTool(Tool):
                 async with _session(self.server, headers, statuses) as client:
                     return await client.call_tool(self.remote_name, args, read_timeout_seconds=self.server.timeout_s)
 
+        _import_sdk()
         try:
             result = _run(call)
         except Exception as exc:
@@ -214,6 +215,7 @@ def list_servers(servers: list[McpServer], client_id: str | None) -> dict[str, l
                 if server.name in headers:
                     group.start_soon(one, server)
 
+    _import_sdk()
     _run(all_of_them)
     return results
 
@@ -345,6 +347,15 @@ def _token(server: str, scope: str, client_id: str | None) -> str:
         raise ToolFailure(
             ErrorCode.AUTH_FAILED, f"MCP server {server}: no token for its scope: {type(exc).__name__}"
         ) from exc
+
+
+def _import_sdk() -> None:
+    """Import the MCP SDK (seconds on a loaded machine) before a server's deadline starts, not inside it."""
+    import httpx2  # noqa: F401
+    import jsonschema.validators  # noqa: F401
+    import mcp.client.streamable_http  # noqa: F401
+    import mcp.types  # noqa: F401
+    from mcp import Client  # noqa: F401
 
 
 @asynccontextmanager
