@@ -482,11 +482,10 @@ class WorkflowWalk:
             id=step.id, kind=kind, title=step.title or kind, input=input_for_text(kind, prompt or agent.name)
         )
         spec.depends_on = [step.id]
-        extra = {"sources": self.run.sources_for(spec), "step_notes": []}
-        task = dict(spec.input)
+        extra: dict[str, Any] = {"sources": self.run.sources_for(spec), "step_notes": []}
         if agent.output_schema is not None:
-            task["output_schema"] = agent.output_schema  # the answer writer is asked for an object of this shape
-        out = yield from self.run.execute(step, kind, task, extra, models=profile.models)
+            extra["output_schema"] = agent.output_schema  # the answer writer is asked for an object of this shape
+        out = yield from self.run.execute(step, kind, dict(spec.input), extra, models=profile.models)
         answer = (out.result or {}) if out is not None else {}
         text = str(answer.get("answer") or "")
         output = {"text": text, "citations": answer.get("citations", []), "tool_calls": found["tool_calls"]}

@@ -52,8 +52,6 @@ class ResponseTask(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     question: str = Field(min_length=1, max_length=4000)
-    # An agent's output schema (set by the orchestrator from the pinned agent, never by the plan or a model).
-    output_schema: dict[str, Any] | None = None
 
 
 @register(
@@ -83,8 +81,8 @@ class _Answer(StreamingRun):
             "sources": [s.model_dump(mode="json") for s in sources],
             "step_notes": step_notes,
         }
-        if task.output_schema is not None:
-            inputs["output_schema"] = task.output_schema
+        if inp.execution_context.output_schema is not None:
+            inputs["output_schema"] = inp.execution_context.output_schema
         response = yield from self.model(
             lambda on_delta: call_llm(inp, clients, LLMTask.WRITE_ANSWER, inputs, AnswerResult, on_delta=on_delta)
         )

@@ -114,6 +114,9 @@ class ExecutionContext(BaseModel):
     python_inputs: dict[str, Any] = Field(default_factory=dict, max_length=8)
     python_mode: Literal["draft", "run"] = "run"
     sandbox_seconds_left: float | None = None
+    # A workflow agent's output schema (from the pinned agent definition): the answer writer is asked for an
+    # object of this shape. Never in the task, which a plan or an edit may set.
+    output_schema: dict[str, Any] | None = None
 
 
 class SqlAccess(BaseModel):

@@ -50,8 +50,9 @@ def test_the_offline_answer_fills_the_schema_from_what_it_found_and_nulls_the_re
     assert result["status"] == "completed", result
     assert "refund" in result["outputs"]["summary"].lower()  # the answer's own text, from the documents
     assert result["outputs"]["score"] is None  # nothing found says a score: null, never invented
-    task = acts.named("generate_response")[0]["task"]
-    assert task["output_schema"] == schema  # the answer writer was asked for this shape
+    call = acts.named("generate_response")[0]
+    # The answer writer was asked for this shape, by the orchestrator: in the execution context, not the task.
+    assert call["execution_context"]["output_schema"] == schema and "output_schema" not in call["task"]
 
 
 def test_a_required_field_it_has_no_data_for_fails_the_node_saying_which() -> None:
