@@ -413,7 +413,9 @@ def test_a_team_made_through_its_form_runs_into_the_job_view(page: Page, host: D
 
     jobs = JobClient(host)
     for agent_id in ("north-analyst", "south-analyst", "combiner"):
-        body = {"id": agent_id, "name": agent_id, "instructions": "Answer briefly."}
+        # A workflow's agent may look up only what its tools name; with none it could only ask a person.
+        tools = ["execute_azure_sql", "consult_rag"]
+        body = {"id": agent_id, "name": agent_id, "instructions": "Answer briefly.", "tools": tools}
         assert jobs.http.post("/api/agents", json=body).status_code == 201
     open_page(page, host, "teams:new", "teams:new")
     page.get_by_label("Id", exact=True).fill("analysts")
