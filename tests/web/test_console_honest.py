@@ -159,7 +159,13 @@ def test_a_long_question_is_clamped_and_the_input_counts_characters(
     expect(heading).to_have_text(long_q)
     more = page.get_by_role("button", name="Show more")
     expect(more).to_be_visible()
-    line = float(heading.evaluate("e => parseFloat(getComputedStyle(e).lineHeight)"))
+    # Measure once the job has settled: while it runs the page may replace the heading element as it follows it.
+    expect(status_badge(page)).to_have_text(re.compile("Completed|Failed|Waiting for you"))
+    # Read in one script from the heading in the document now (the page may replace the element while it
+    # follows the job, so a handle resolved a moment earlier can be detached).
+    line = float(
+        page.evaluate("() => parseFloat(getComputedStyle(document.getElementById('detail-heading')).lineHeight)")
+    )
     clamped = heading.bounding_box()
     assert clamped and clamped["height"] <= 3 * line + 2
     page.screenshot(path=str(shots / "long-question-clamped.png"))
