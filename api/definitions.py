@@ -11,7 +11,6 @@ definitions (the workflow ``ask``) are listed and shown read-only; writes to the
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -20,7 +19,7 @@ import azure.functions as func
 
 from api.auth import Caller
 from api.errors import ApiError, guarded, json_response
-from api.jobs import MAX_JSON_DEPTH, _depth_exceeds, _int_param, _route_auth_level, request_caller
+from api.jobs import _int_param, _route_auth_level, read_json_body, request_caller
 from shared.definitions import store as store_module
 from shared.definitions.issues import DefinitionInvalid, DefinitionTooLarge
 from shared.definitions.models import MAX_DEFINITION_BYTES, Definition
@@ -76,20 +75,8 @@ async def _in_store(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 
 def _read_body(req: func.HttpRequest) -> Any:
-    raw = req.get_body() or b""
-    if len(raw) > MAX_BODY_BYTES:
-        raise ApiError(
-            413, "PAYLOAD_TOO_LARGE", f"the body is {len(raw)} bytes; at most {MAX_BODY_BYTES} bytes are accepted"
-        )
-    try:
-        body = json.loads(raw or b"null")
-    except ValueError as exc:
-        raise ApiError(400, "INVALID_JSON", f"the body is not valid JSON: {exc}") from exc
-    except RecursionError as exc:
-        raise ApiError(400, "INVALID_JSON", f"the body nests deeper than {MAX_JSON_DEPTH} levels") from exc
-    if _depth_exceeds(body, MAX_JSON_DEPTH):
-        raise ApiError(400, "INVALID_JSON", f"the body nests deeper than {MAX_JSON_DEPTH} levels")
-    return body
+    # Definitions may be larger than a job request (their own limit, MAX_DEFINITION_BYTES, is checked later).
+    return read_json_body(req, MAX_BODY_BYTES)
 
 
 class _Visible:

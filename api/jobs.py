@@ -77,11 +77,14 @@ def _depth_exceeds(value: Any, limit: int) -> bool:
     return False
 
 
-def _parse_body(req: func.HttpRequest, model: type[M], needs: str) -> M:
+def read_json_body(req: func.HttpRequest, max_bytes: int | None = None) -> Any:
+    """The request body as JSON: 413 over ``max_bytes`` (default MAX_BODY_BYTES), 400 INVALID_JSON when
+    unreadable or nested too deep."""
+    max_bytes = MAX_BODY_BYTES if max_bytes is None else max_bytes
     raw = req.get_body() or b""
-    if len(raw) > MAX_BODY_BYTES:
+    if len(raw) > max_bytes:
         raise ApiError(
-            413, "PAYLOAD_TOO_LARGE", f"the body is {len(raw)} bytes; at most {MAX_BODY_BYTES} bytes are accepted"
+            413, "PAYLOAD_TOO_LARGE", f"the body is {len(raw)} bytes; at most {max_bytes} bytes are accepted"
         )
     try:
         body = json.loads(raw or b"null")
@@ -91,6 +94,11 @@ def _parse_body(req: func.HttpRequest, model: type[M], needs: str) -> M:
         raise ApiError(400, "INVALID_JSON", f"the body nests deeper than {MAX_JSON_DEPTH} levels") from exc
     if _depth_exceeds(body, MAX_JSON_DEPTH):
         raise ApiError(400, "INVALID_JSON", f"the body nests deeper than {MAX_JSON_DEPTH} levels")
+    return body
+
+
+def _parse_body(req: func.HttpRequest, model: type[M], needs: str) -> M:
+    body = read_json_body(req)
     if not isinstance(body, dict):
         raise ApiError(400, "INVALID_REQUEST", f"the body must be a JSON object with {needs}")
     try:
