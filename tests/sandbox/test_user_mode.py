@@ -6,11 +6,11 @@ app's packages, over a bare venv (standard library only), and checks that mode's
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
 import subprocess
-import sysconfig
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,24 +51,52 @@ print(json.dumps(out))
 """
 
 
+# What the child imports: the sandbox package and pydantic with its dependencies.
+PACKAGES = ("pydantic", "pydantic_core", "typing_extensions", "annotated_types", "typing_inspection")
+
+
+def _copy_for_nobody(root: Path) -> list[str]:
+    """Copy the sandbox package and its libraries under ``root``: the checkout (and its .venv) may sit in a
+    directory only root can enter, e.g. a clone in a ``mktemp -d`` folder (mode 0700)."""
+    app = root / "app"
+    (app / "shared").mkdir(parents=True)
+    shutil.copy2(REPO_ROOT / "shared" / "__init__.py", app / "shared" / "__init__.py")
+    ignore = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(REPO_ROOT / "shared" / "sandbox", app / "shared" / "sandbox", ignore=ignore)
+    lib = root / "lib"
+    lib.mkdir()
+    for name in PACKAGES:
+        module = importlib.import_module(name)
+        source = Path(module.__file__ or "")
+        if source.name == "__init__.py":
+            shutil.copytree(source.parent, lib / name, ignore=ignore)
+        else:
+            shutil.copy2(source, lib / source.name)
+    for path in [root, *root.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return [str(app), str(lib)]
+
+
 @pytest.fixture
-def bare_venv() -> Iterator[Path]:
-    """A venv of the system Python without packages, in a directory ``nobody`` can read."""
+def bare_venv() -> Iterator[tuple[Path, list[str]]]:
+    """A venv of the system Python without packages, and the import path of the app's sandbox code, in a
+    directory ``nobody`` can read."""
     if os.geteuid() != 0 or not SYSTEM_PYTHON.is_file() or shutil.which("setpriv") is None:
         pytest.skip("needs root (to become nobody), setpriv and /usr/bin/python3.11")
     with tempfile.TemporaryDirectory(prefix="sandbox-user-", dir="/tmp") as tmp:
-        os.chmod(tmp, 0o755)
-        venv = Path(tmp) / "venv"
+        root = Path(tmp)
+        paths = _copy_for_nobody(root)
+        venv = root / "venv"
         subprocess.run([str(SYSTEM_PYTHON), "-m", "venv", "--without-pip", str(venv)], check=True)  # noqa: S603
-        yield venv
+        yield venv, paths
 
 
-def test_user_namespace_mode_as_nobody(bare_venv: Path) -> None:
+def test_user_namespace_mode_as_nobody(bare_venv: tuple[Path, list[str]]) -> None:
     """As a plain user: the code runs as that user in its own namespaces, with the same limits and barriers."""
-    paths = [str(REPO_ROOT), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
+    venv, paths = bare_venv
     cmd = ["setpriv", "--reuid", str(NOBODY), "--regid", str(NOBODY), "--clear-groups"]
     cmd += ["env", "-i", f"PYTHONPATH={os.pathsep.join(paths)}", "PATH=/usr/bin:/bin"]
-    cmd += [str(SYSTEM_PYTHON), "-c", CHECKS, str(bare_venv)]
+    cmd += [str(SYSTEM_PYTHON), "-c", CHECKS, str(venv)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)  # noqa: S603
     assert done.returncode == 0, done.stderr[-2000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
