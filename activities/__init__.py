@@ -29,3 +29,8 @@ for _executor_type in executor_types():
 from activities.definitions import register as _register_definitions  # noqa: E402
 
 _register_definitions(blueprint)
+
+# Questions of a run's parts, reported to its root run (orchestrators/part_questions.py).
+from activities.parts import register as _register_parts  # noqa: E402
+
+_register_parts(blueprint)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from api.view import _line, _ms_between, _task_ref, decode, job_status
+from api.view import _line, _ms_between, _task_ref, decode, job_status, part_news
 from shared.executors import AGENT_TURN, CALL_TOOL, PLAN, kinds_where
 from shared.jobs.contracts import Usage
 from shared.jobs.events import (
@@ -31,6 +31,7 @@ from shared.jobs.events import (
     UsageEvent,
 )
 from shared.jobs.models import TERMINAL_RUNTIME, JobState, StepState, Waiting
+from shared.jobs.runs import PART_NEWS_EVENT
 
 # History events whose log line says something went wrong.
 _ERROR_LINES = ("failed", "activity error", "cancelled")
@@ -232,6 +233,11 @@ def _marks(history: list[dict[str, Any]]) -> _Marks:
             step_id, asked, number = name.removeprefix("answer:").rpartition("-q")
             if name.startswith("answer:") and asked and number.isdigit():
                 marks.of(step_id).answered.append(_at(event))
+            elif name.startswith(f"{PART_NEWS_EVENT}:") and (news := part_news(event)) is not None and news.ended:
+                # A part's question answered (or expired): its step in the job runs on from then.
+                shown = news.anchor or (news.step or {}).get("id")
+                if isinstance(shown, str):
+                    marks.of(shown).answered.append(_at(event))
     return marks
 
 

@@ -261,7 +261,8 @@ async def feedback(req: func.HttpRequest, client: df.DurableOrchestrationClient,
     if not waiting.free_text and answer.action() not in waiting.options:
         raise ApiError(400, "INVALID_ANSWER", f"answer must be one of {waiting.options}", field="answer")
     if answer.action() == "edit" and waiting.kind in ("error", "approval"):
-        _check_edit(answer, waiting.step_id, state)
+        _check_edit(answer, waiting.step_kind or _kind_of(waiting.step_id, state))
+    target = _waiting_instance(job_id, waiting.instance)
     # Only a valid answer claims the question: an invalid one leaves it open for a corrected answer.
     from shared.runtime.answer_claims import get_claims
     from shared.runtime.settings import get_settings
@@ -271,15 +272,31 @@ async def feedback(req: func.HttpRequest, client: df.DurableOrchestrationClient,
             409, "ALREADY_ANSWERED", f"question {waiting.question_id} was already answered", field="question_id"
         )
     payload = {"answer": answer.answer, "question_id": waiting.question_id}
-    await client.raise_event(job_id, f"answer:{waiting.question_id}", payload)
+    await client.raise_event(target, f"answer:{waiting.question_id}", payload)
     return json_response({"id": job_id, "question_id": waiting.question_id, "accepted": True}, 202)
 
 
-def _check_edit(answer: UserAnswer, step_id: str | None, state: JobState | None) -> None:
+def _waiting_instance(job_id: str, instance: str | None) -> str:
+    """The instance that waits for the answer: the job, or a part of its run (a branch, a sub-workflow).
+
+    The job's orchestrator names the part; still, an answer only ever goes to the job or to a part of it.
+    """
+    if instance is None:
+        return job_id
+    if not instance.startswith(f"{job_id}:"):
+        raise ApiError(409, "JOB_NOT_WAITING", f"job {job_id} is not waiting for an answer it can take here")
+    return instance
+
+
+def _kind_of(step_id: str | None, state: JobState | None) -> str | None:
+    """The kind of one of the job's steps."""
+    return next((s.kind for s in state.steps if s.id == step_id), None) if state else None
+
+
+def _check_edit(answer: UserAnswer, kind: str | None) -> None:
     """400 INVALID_ANSWER naming the field when an edit sets anything the step's input model does not allow."""
     from shared.executors import StepInputError, check_edits, get_executor
 
-    kind = next((s.kind for s in state.steps if s.id == step_id), None) if state else None
     nested = isinstance(answer.answer, dict) and isinstance(answer.answer.get("input"), dict)
     prefix = "answer.input" if nested else "answer"
     try:

@@ -21,8 +21,9 @@ from typing import Any
 from shared.executors import AGENT_TURN, CALL_TOOL, PLAN, SUPERVISE, kinds_where
 from shared.jobs.agent import AgentLimits
 from shared.jobs.contracts import Usage
-from shared.jobs.models import TERMINAL_RUNTIME, JobState, StepState
+from shared.jobs.models import TERMINAL_RUNTIME, JobState, PartNews, StepState
 from shared.jobs.plan import AGENT_STEP
+from shared.jobs.runs import PART_NEWS_EVENT
 from shared.runtime.streaming.local import PartialOutput
 
 logger = logging.getLogger(__name__)
@@ -136,8 +137,34 @@ def _result_detail(body: Any) -> str:
 
 
 def _answered_line(event: dict[str, Any]) -> str:
-    """The line of a user's answer to a question the job asked."""
-    return f"user answered {str(event.get('Name', '')).removeprefix('answer:')}"
+    """The line of a user's answer to a question the job asked, or of a part's question (asked, answered)."""
+    name = str(event.get("Name", ""))
+    if name.startswith(f"{PART_NEWS_EVENT}:"):
+        return _part_news_line(event)
+    return f"user answered {name.removeprefix('answer:')}"
+
+
+def _part_news_line(event: dict[str, Any]) -> str:
+    """A branch or sub-workflow asks through the job: the question it shows, then how the question ended."""
+    news = part_news(event)
+    if news is None:
+        return "a part of the run sent news that is not valid"
+    if news.asked is not None:
+        return f"waiting for the user ({news.question_id}): {news.asked.question[:80]}"
+    if news.ended == "expired":
+        return f"question {news.question_id} expired"
+    return f"user answered {news.question_id}"
+
+
+def part_news(event: dict[str, Any]) -> PartNews | None:
+    """The news an EventRaised ``part-news:<n>`` carries, or None."""
+    raw = decode(event.get("Input"))
+    if isinstance(raw, str):
+        raw = decode(raw)  # raised through the SDK client: JSON text
+    try:
+        return PartNews.model_validate(raw)
+    except ValueError:
+        return None
 
 
 def _terminated_line(event: dict[str, Any]) -> str:

@@ -116,6 +116,10 @@ def _resolve(ctx: InlineContext, task: InlineTask) -> Any:
     if task.kind == "all":
         return [_resolve(ctx, child) for child in task.children]
     if task.kind == "any":
+        # Activities and sub-orchestrations ran eagerly: one of them wins the race before any event or timer.
+        finished = next((t for t in task.children if t.kind == "activity" and t.done), None)
+        if finished is not None:
+            return finished
         events = [t for t in task.children if t.kind == "event"]
         for event in events:
             if ctx._answer is not None:

@@ -260,6 +260,9 @@ async def _serve_app(
     host = DevHost(
         app, engine, keys=keys, public_origin=origin, rpc_port=rpc_port, cors=options.cors, easy_auth=options.easy_auth
     )
+    attach = getattr(engine, "attach_client", None)
+    if callable(attach):  # activities with a durableClient binding call this host's Durable HTTP API
+        attach(host.durable.binding_json)
     from devhost.timers import ScheduleError, TimerTriggers  # noqa: PLC0415
 
     try:

@@ -281,7 +281,7 @@ class AgentLoop:
         record = ToolCallRecord(id=call.id, tool=call.tool, arguments=args, success=False, step=step.id)
         if not isinstance(args, dict):
             return self.refuse(record, step, ErrorCode.INVALID_INPUT, "arguments_json must be a JSON object")
-        if call.tool == REQUEST_USER_FEEDBACK and self.run.no_questions:
+        if call.tool == REQUEST_USER_FEEDBACK and not self.run.can_ask:
             # A part of a run (a branch, a sub-workflow) has no one to ask: the model answers from what it found.
             return self.refuse(record, step, ErrorCode.INVALID_INPUT, "no person can answer here; use what you found")
         try:

@@ -56,6 +56,7 @@ from shared.jobs.models import (
     JobInput,
     JobResult,
     JobState,
+    PartNews,
     StepState,
     StepStateName,
     UserAnswer,
@@ -73,6 +74,7 @@ from shared.jobs.plan import (
     PlanStep,
     SupervisorDecision,
 )
+from shared.jobs.runs import REPORT_PART
 from shared.runtime import telemetry
 from shared.tools.python import PYTHON_TOOL
 
@@ -142,9 +144,9 @@ class JobRun:
         self.internal_calls: dict[str, int] = {}
         # Sandbox time the job's run_python calls used (their outputs say), for budget.max_sandbox_seconds.
         self.sandbox_ms = 0
-        # A part of a workflow run (a branch, a sub-workflow) has no one to ask: the job API answers the root
-        # run only, so a question there fails the part instead of waiting forever.
-        self.no_questions = False
+        # A part of a workflow run (a branch, a sub-workflow): a step that fails for good fails the part (its
+        # parent decides), and its questions reach people through the root run (``can_ask``).
+        self.part_of_run = False
         # A workflow's agent node runs under the agent's own per-call limits (the job's allowed models kept).
         self.step_constraints: Constraints | None = None
         # An agent node's own budget, with the run's usage when the node started: (who, budget, tokens, cost).
@@ -573,7 +575,7 @@ class JobRun:
         """A step that failed for good: in agent mode its error goes back to the Executor, else the user decides."""
         if self.agent_mode and not _writes_answer(executor_type):
             raise ToolStepFailed(out)  # the Executor is shown the error and may try something else
-        if self.no_questions and out.error is not None:
+        if self.part_of_run and out.error is not None:
             raise JobStop(out.error.code, out.error.message, step.id)  # a part fails where no one can decide
         return (yield from self.ask_after_failure(step, executor_type, task, out, reapprove_edits))
 
@@ -757,7 +759,7 @@ class JobRun:
         With ``edit_of`` (step kind, current input) an ``edit`` answer must pass ``apply_edits``: an edit
         that sets a field the kind does not allow is never merged, and the question is asked again.
         """
-        if self.no_questions:
+        if not self.can_ask:
             raise JobStop("NO_ONE_TO_ASK", f"a part of a run cannot wait for a person: {question[:300]}", _id(step))
         wait = self.job.request.wait
         seconds = timeout_seconds or wait.timeout_seconds or self.job.policy.user_wait_seconds
@@ -775,12 +777,15 @@ class JobRun:
                 details=details or {},
                 asked_at=now.isoformat(),
                 expires_at=expires.isoformat(),
+                step_kind=step.kind if step else None,
             )
             resume_state = self._start_waiting(step, waiting)
+            yield from self.report_question(waiting, step)
             event = self.ctx.wait_for_external_event(f"answer:{question_id}")
             timer = self.ctx.create_timer(expires)
             winner = yield self.ctx.task_any([event, timer])
             self._stop_waiting(step, resume_state)
+            yield from self.report_question(waiting, step, "answered" if winner is event else "expired")
             if winner is not event:
                 break
             if not timer.is_completed:
@@ -800,10 +805,41 @@ class JobRun:
         message = expiry_message or f"no answer to '{question[:200]}' within {seconds} s"
         raise JobStop("WAIT_EXPIRED", message, step.id if step else None)
 
+    @property
+    def can_ask(self) -> bool:
+        """Whether a person can answer here: the job itself, or a part that reports to its root run."""
+        return not self.part_of_run or (self.job.run is not None and self.job.run.report_to is not None)
+
+    def report_question(self, waiting: Waiting, step: StepState | None, ended: str | None = None) -> Gen:
+        """A part tells its root run of its question (asked, or answered / expired): the root's view shows it."""
+        report = self.job.run.report_to if self.part_of_run and self.job.run else None
+        if report is None:
+            return
+        news = PartNews(
+            instance=self.job.job_id,
+            question_id=waiting.question_id,
+            asked=None if ended else waiting.model_copy(update={"instance": self.job.job_id}),
+            ended=ended,  # type: ignore[arg-type]
+            step=step.model_dump(mode="json") if step else None,
+            anchor=report.anchor,
+        )
+        body = {"to": report.model_dump(mode="json"), "news": news.model_dump(mode="json")}
+        try:
+            yield self.ctx.call_activity(REPORT_PART, body)
+        except Exception as exc:  # the question still waits (and expires); only the root's view misses it
+            self.log("could not report question %s to %s: %s", waiting.question_id, report.instance, exc)
+
     def _next_question_id(self, step: StepState | None) -> str:
-        """Count one more question and name it after its step (or the job)."""
+        """Count one more question and name it after its step (or the job); a part's also after the part.
+
+        A part's instance id is ``<root id>:<path>``: its question ids stay unique across the whole run,
+        which is what the root's job API claims answers by.
+        """
         self.state.questions_asked += 1
-        return f"{step.id if step else 'job'}-q{self.state.questions_asked}"
+        base = f"{step.id if step else 'job'}-q{self.state.questions_asked}"
+        if self.part_of_run and ":" in self.job.job_id:
+            return f"{base}@{self.job.job_id.split(':', 1)[1]}"
+        return base
 
     def _start_waiting(self, step: StepState | None, waiting: Waiting) -> StepStateName:
         """Publish the job as waiting on ``waiting``; returns the state the step resumes in once answered."""

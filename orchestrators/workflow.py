@@ -31,6 +31,7 @@ from pydantic import ValidationError
 from orchestrators.agent import AgentLoop, AgentProfile
 from orchestrators.job import Gen, JobRun, _as_dict
 from orchestrators.outcomes import JobStop
+from orchestrators.part_questions import PartQuestions
 from shared.definitions.models import (
     INPUT,
     MODELS,
@@ -58,7 +59,7 @@ from shared.executors import CALL_TOOL, input_for_text, kinds_where, lookup_kind
 from shared.jobs.contracts import Constraints
 from shared.jobs.models import StepState
 from shared.jobs.plan import PlanStep
-from shared.jobs.runs import LOAD_DEFINITION, PART_ORCHESTRATOR, PartResult, RunPart, RunSpec
+from shared.jobs.runs import LOAD_DEFINITION, PART_ORCHESTRATOR, PartResult, RunPart, RunReport, RunSpec
 from shared.jobs.runs import TEAM_INPUTS as TEAM_SPEC
 
 TEMPLATE_REF = re.compile(r"\{([^{}]*)\}")
@@ -86,6 +87,7 @@ class WorkflowWalk:
         self.scope: set[str] | None = None  # a branch: only its region runs here
         self.failed_branches: set[str] = set()
         self.subs = 0
+        self.questions = PartQuestions(run)  # the root's view of its parts' questions
 
     # --- entry points ---------------------------------------------------------------------------
 
@@ -100,7 +102,7 @@ class WorkflowWalk:
 
     def work_part(self) -> Gen:
         """A sub-orchestration: one parallel branch, or a whole sub-workflow; a ``PartResult`` either way."""
-        self.run.no_questions = True
+        self.run.part_of_run = True
         try:
             workflow = yield from self.root()
             if workflow is None:
@@ -367,21 +369,42 @@ class WorkflowWalk:
 
     def fan_out(self, node: ParallelNode, step: StepState) -> Gen:
         """One sub-orchestration per branch, all at once; their steps and outputs come back into this run."""
-        ctx, job = self.run.ctx, self.run.job
+        job = self.run.job
         seed = {k: v for k, v in self.run.outputs.items() if k in self.nodes}
-        tasks = []
+        report = self.report_for(None)  # a branch's nodes are this workflow's: its questions show at them
+        parts = []
         for branch in node.branches:
-            spec = self.spec.model_copy(update={"part": RunPart(entry=branch, seed=seed)})
-            tasks.append(self.call_part(spec, f"{job.job_id}:{branch}"))
-        step.tool_output = f"{len(tasks)} branches"
+            spec = self.spec.model_copy(update={"part": RunPart(entry=branch, seed=seed), "report_to": report})
+            instance = f"{job.job_id}:{branch}"
+            parts.append((instance, self.call_part(spec, instance)))
+        step.tool_output = f"{len(parts)} branches"
         self.run.publish()
         try:
-            results = yield ctx.task_all(tasks)
+            results = yield from self.await_parts(parts, report)
         except Exception as exc:  # a part crashed (it reports its own failures): the run cannot go on
             raise JobStop("BRANCH_FAILED", f"a branch of {node.id!r} crashed: {exc}", node.id) from exc
         for branch, raw in zip(node.branches, results, strict=True):
             self.merge(branch, PartResult.model_validate(_as_dict(raw)))
         return {}
+
+    def report_for(self, anchor: str | None) -> RunReport | None:
+        """Where the parts this walk starts report their questions: the root run (see part_questions).
+
+        ``anchor`` is this workflow's node the parts run for, when their steps are not this workflow's own
+        (a sub-workflow); parts inside a sub-workflow keep the anchor their root gave it.
+        """
+        if not self.run.part_of_run:
+            return self.questions.report_to(anchor)
+        mine = self.spec.report_to
+        if mine is None or mine.anchor is not None:
+            return mine  # None: a part started before parts could ask; its own parts cannot either
+        return mine.model_copy(update={"anchor": anchor})
+
+    def await_parts(self, parts: list[tuple[str, Any]], report: RunReport | None) -> Gen:
+        """The parts' results in order; the root shows their questions while it waits (a part just waits)."""
+        if self.run.part_of_run or report is None:
+            return (yield self.run.ctx.task_all([task for _, task in parts]))
+        return (yield from self.questions.wait(parts, report))
 
     def call_part(self, spec: RunSpec, instance_id: str) -> Any:
         """Start a sub-orchestration of this run (a branch or a sub-workflow) with a deterministic id."""
@@ -418,10 +441,12 @@ class WorkflowWalk:
         self.subs += 1
         inputs = {name: self.resolve(mapping) for name, mapping in node.input.items()}
         version = self.pinned("workflow", node.workflow, node.version)
+        report = self.report_for(node.id)
         spec = self.spec.model_copy(
-            update={"kind": "workflow", "id": node.workflow, "version": version, "inputs": inputs}
+            update={"kind": "workflow", "id": node.workflow, "version": version, "inputs": inputs, "report_to": report}
         )
-        raw = yield self.call_part(spec, f"{self.run.job.job_id}:{node.id}:{self.subs}")
+        instance = f"{self.run.job.job_id}:{node.id}:{self.subs}"
+        (raw,) = yield from self.await_parts([(instance, self.call_part(spec, instance))], report)
         part = PartResult.model_validate(_as_dict(raw))
         self.run.state.usage = self.run.state.usage + part.usage
         step.tool_output = f"{node.workflow} v{version}: {len(part.steps)} nodes"

@@ -68,6 +68,10 @@ class Activities(Dispatcher):
                 meta.Datum(work.input_text if work.input_text is not None else "null", "json"), trigger_metadata=None
             )
             kwargs: dict[str, Any] = {str(fn.trigger.get("name")): value}
+            if fn.client_binding:
+                if self.client_binding is None:
+                    raise RuntimeError(f"no durable client for {fn.name}: this engine runs without the HTTP API")
+                kwargs[fn.client_binding] = self.client_binding()
             if fn.wants_context:
                 kwargs["context"] = InvocationContext(
                     invocation_id=invocation_id, function_name=fn.name, function_directory=self.app.root

@@ -125,10 +125,17 @@ class EngineCore:
         self._entity_fns = {f.durable_name.lower(): f for f in app.by_kind("entity") if f.durable_name}
         self._max_actions = app.host.max_orchestration_actions
         self._timeout = app.host.function_timeout_s
+        # The durableClient binding JSON for functions that have one (an activity may raise events, start
+        # orchestrations...): the host attaches it once its HTTP API is up (attach_client).
+        self.client_binding: Callable[[], str] | None = None
         # Counters for tests and benchmarks (episodes replayed, activity executions started).
         self.episodes_run = 0
         self.activities_run = 0
         self.entity_batches_run = 0
+
+    def attach_client(self, binding: Callable[[], str]) -> None:
+        """Where activities with a durableClient binding get its JSON (the host's Durable HTTP API)."""
+        self.client_binding = binding
 
     def _instance_from_row(self, row: InstanceRow) -> Instance:
         inst = Instance(row.instance_id, row.name, row.version, row.input, row.created)

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 
 from shared.jobs.agent import TOOL_NAME, AgentLimits
 from shared.jobs.contracts import Constraints, Usage
-from shared.jobs.runs import RunSpec
+from shared.jobs.runs import RunReport, RunSpec
 
 JobStatus = Literal["pending", "planning", "running", "waiting_for_user", "completed", "failed", "cancelled"]
 StepStateName = Literal["pending", "running", "retrying", "waiting", "succeeded", "failed", "skipped", "cancelled"]
@@ -200,6 +200,26 @@ class Waiting(BaseModel):
     details: dict[str, Any] = Field(default_factory=dict)
     asked_at: str
     expires_at: str
+    # Set by the orchestrators only. The instance that waits for the answer: None for the job itself, else a
+    # part of its run (a parallel branch, a sub-workflow) whose question the job shows and the API answers.
+    instance: str | None = None
+    # The kind of the step that asks: edits are checked against it (a sub-workflow's steps are not the job's).
+    step_kind: str | None = None
+
+
+class PartNews(BaseModel):
+    """What a part of a run tells its root run of a question: asked (the root shows it) or over."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    instance: str = Field(min_length=1, max_length=256)
+    question_id: str = Field(min_length=1, max_length=300)
+    asked: Waiting | None = None  # the question, while it waits
+    ended: Literal["answered", "expired"] | None = None
+    # The asking step as the part shows it now (a branch's node is one of the root's steps too).
+    step: dict[str, Any] | None = None
+    # The root's step the question belongs to when the asking step is not one of the root's (RunReport.anchor).
+    anchor: str | None = Field(default=None, max_length=32)
 
 
 class JobState(BaseModel):
@@ -298,3 +318,12 @@ class UserAnswer(BaseModel):
                 return given
             return {k: v for k, v in self.answer.items() if k != "action"}
         return {}
+
+
+class PartReport(BaseModel):
+    """The ``report_part`` activity's input: a part's news for its root run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    to: RunReport
+    news: PartNews

@@ -19,6 +19,10 @@ RunKind = Literal["workflow", "team"]
 # The orchestrator of a part of a run (a parallel branch, a sub-workflow); never listed as a job.
 PART_ORCHESTRATOR = "workflow_part"
 LOAD_DEFINITION = "load_definition"
+# The activity a part calls to tell the root run of its questions, and the root's event for that news
+# ("part-news:<n>", one name per wait on parts, so a late report never reaches a later wait).
+REPORT_PART = "report_part"
+PART_NEWS_EVENT = "part-news"
 # A team's one input (as an InputSpec of the definitions): the task its members work on.
 TEAM_INPUTS: dict[str, dict[str, Any]] = {"task": {"type": "string", "description": "What the team works on"}}
 
@@ -31,6 +35,18 @@ class RunPart(BaseModel):
     entry: str = Field(min_length=1, max_length=32)
     # Outputs of the nodes that ran before the fan-out, which the branch's mappings may read.
     seed: dict[str, Any] = Field(default_factory=dict)
+
+
+class RunReport(BaseModel):
+    """Where a part of a run reports its questions: the root run's instance and the event it waits for."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    instance: str = Field(min_length=1, max_length=256)
+    event: str = Field(min_length=1, max_length=64)
+    # The root's step a question belongs to when the asking step is not one of the root's own nodes (inside
+    # a sub-workflow: the root's workflow node that started it); None in the root's own branches.
+    anchor: str | None = Field(default=None, max_length=32)
 
 
 class RunSpec(BaseModel):
@@ -50,6 +66,9 @@ class RunSpec(BaseModel):
     # a definition never widens what a run may call beyond these.
     tools: list[str] = Field(default_factory=list, max_length=64)
     part: RunPart | None = None
+    # A part (and the parts it starts) reports its questions here, so the root's job view shows them and the
+    # job API answers them. A part started before parts could ask has none: its questions fail it.
+    report_to: RunReport | None = None
 
 
 class PartResult(BaseModel):

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from tests.jobs.test_policy_inline import RAG_OK, ok
 from tests.runs.runkit import DONE_TURN, Activities, answer, defs, start, steps
 
@@ -384,7 +382,7 @@ def test_an_agent_calls_only_the_lookups_it_names() -> None:
     assert acts.named("agent_turn")[0]["task"]["lookups"] == ["consult_rag"] and len(acts.named("consult_rag")) == 1
 
 
-def test_an_agent_in_a_branch_is_told_no_one_can_answer_instead_of_waiting() -> None:
+def test_an_agent_in_a_branch_asks_through_the_root_and_gets_the_answer() -> None:
     wf = {
         "id": "fan",
         "name": "Fan",
@@ -402,7 +400,18 @@ def test_an_agent_in_a_branch_is_told_no_one_can_answer_instead_of_waiting() -> 
         }
     )
     acts = Activities({**defs(wf), **defs(AGENT)}, agent_turn=[asks, DONE_TURN], generate_response=[answer("done")])
-    result, ctx = start(acts, "workflow", "fan", tools=[TOOL], reply=lambda e: pytest.fail(f"asked {e}"))
+    asked: list[str] = []
+    result, ctx = start(acts, "workflow", "fan", tools=[TOOL], reply=lambda e: asked.append(e) or {"answer": "north"})
     assert result["status"] == "completed", result
+    # The question is named after the part it waits in, so its id is unique across the run.
+    assert asked == ["answer:a-t1-q1@a"]
     told = acts.named("agent_turn")[1]["task"]["transcript"][0]
-    assert told["success"] is False and "no person can answer" in told["error"]["message"]
+    assert told["success"] is True and "north" in str(told["data"])
+    # The branch told the root run of its question, then that it was answered.
+    news = [call["news"] for call in acts.named("report_part")]
+    assert [(n["instance"], n["question_id"], n["ended"]) for n in news] == [
+        ("r1:a", "a-t1-q1@a", None),
+        ("r1:a", "a-t1-q1@a", "answered"),
+    ]
+    assert news[0]["asked"]["question"] == "Which?" and news[0]["asked"]["instance"] == "r1:a"
+    assert {call["to"]["instance"] for call in acts.named("report_part")} == {"r1"}
