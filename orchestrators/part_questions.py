@@ -93,11 +93,7 @@ class PartQuestions:
     def show(self) -> None:
         """The first question still open is the job's; the root steps they belong to show waiting."""
         state = self.run.state
-        for step_id, before in self.marked.items():
-            marked = self._step(step_id)
-            if marked is not None and marked.state == "waiting":
-                marked.state = before
-        self.marked = {}
+        self._unmark()
         shown: list[Waiting] = []
         for waiting, root_step_id in self.asking.values():
             root_step = self._step(root_step_id) if root_step_id else None
@@ -109,6 +105,14 @@ class PartQuestions:
         if state.status in ("running", "waiting_for_user"):
             state.status = "waiting_for_user" if shown else "running"
         self.run.publish()
+
+    def _unmark(self) -> None:
+        """The root steps shown waiting for a part's question go back to what they showed before."""
+        for step_id, before in self.marked.items():
+            marked = self._step(step_id)
+            if marked is not None and marked.state == "waiting":
+                marked.state = before
+        self.marked = {}
 
     def _show_branch_step(self, step: StepState) -> None:
         """A node of the root's own branch: its step shows as the branch does, until the branch's result."""

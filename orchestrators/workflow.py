@@ -7,7 +7,8 @@ with the pinned agent's instructions, tools, bounds and models, tool nodes throu
 nodes through ``JobRun.ask`` (the same waiting_for_user and feedback API). Conditions are evaluated here
 (pure). A parallel node starts one sub-orchestration per branch (``workflow_part``) and waits for all
 of them; a sub-workflow node is a sub-orchestration pinned to a version; a loop node repeats its body at
-most ``max_iterations`` times.
+most ``max_iterations`` times. A question asked inside a part is shown and answered at the root run
+(orchestrators/part_questions.py).
 
 Definitions come from the ``load_definition`` activity, by kind, id and the version the API pinned when
 the run started: Durable records the result, so a replay sees the same definition and the input stays

@@ -275,3 +275,11 @@ def test_links_follow_the_origin_the_caller_used(host: DevHostProcess) -> None:
     assert links["statusQueryGetUri"].startswith(f"http://localhost:{host.port}/runtime/webhooks/durabletask/")
     host.wait_status(links["id"])
     assert httpx.get(links["statusQueryGetUri"]).json()["output"] == ["Hello Origin!"]
+
+
+def test_an_activity_with_a_durable_client_binding_gets_a_working_client(host: DevHostProcess) -> None:
+    # The binding is legal on any function: here an activity raises an event on its own orchestration.
+    payload = _start(host, "ping_self")
+    output = host.wait_status(payload["id"])["output"]
+    # Data raised through the SDK client arrives as JSON text, as it does on Azure.
+    assert output == {"activity": "raised", "ping": '{"from": "activity"}'}

@@ -106,6 +106,38 @@ def _workflow_waiting(jobs: JobClient) -> str:
     return job_id
 
 
+BRANCH_ASKS: dict[str, Any] = {
+    "id": "branch-asks",
+    "name": "A branch asks",
+    "nodes": [
+        {"id": "split", "kind": "parallel", "branches": ["review", "calc"]},
+        {"id": "review", "kind": "human", "question": {"value": "Ship it?"}, "options": ["yes", "no"]},
+        {
+            "id": "calc",
+            "kind": "tool",
+            "tool": "function.percent_change",
+            "input": {"old": {"value": 80}, "new": {"value": 100}},
+        },
+        {"id": "merge", "kind": "join", "after": ["review", "calc"]},
+    ],
+}
+
+
+def _branch_question(jobs: JobClient) -> str:
+    """A workflow run whose parallel branch asks: the root shows the question (its part-news event)."""
+    assert jobs.http.post("/api/workflows", json=BRANCH_ASKS).status_code == 201
+    resp = jobs.http.post("/api/workflows/branch-asks/runs", json={})
+    assert resp.status_code == 202, resp.text
+    job_id = str(resp.json()["id"])
+    jobs.wait(job_id, {"waiting_for_user"}, timeout_s=120)
+    return job_id
+
+
+def _branch_part_waiting(jobs: JobClient) -> str:
+    """The branch itself (a workflow_part instance), waiting for the answer to its question."""
+    return f"{_branch_question(jobs)}:review"
+
+
 def _python_approved(jobs: JobClient) -> str:
     job_id = _python_waiting(jobs)
     assert jobs.answer(job_id, "approve").status_code == 202
@@ -114,7 +146,7 @@ def _python_approved(jobs: JobClient) -> str:
 
 
 # Scenarios whose host needs the definitions store (Azurite, started by the recorder).
-NEEDS_STORE = {"workflow_waiting_at_human"}
+NEEDS_STORE = {"workflow_waiting_at_human", "workflow_branch_question", "workflow_part_waiting"}
 # scenario -> (host environment, how to drive the job)
 SCENARIOS: dict[str, tuple[dict[str, str], Callable[[JobClient], str]]] = {
     "completed": ({}, _completed),
@@ -126,6 +158,8 @@ SCENARIOS: dict[str, tuple[dict[str, str], Callable[[JobClient], str]]] = {
     "python_waiting_for_approval": ({}, _python_waiting),
     "python_approved_then_completed": ({}, _python_approved),
     "workflow_waiting_at_human": ({"DEFINITIONS_TABLE": "replay"}, _workflow_waiting),
+    "workflow_branch_question": ({"DEFINITIONS_TABLE": "replay"}, _branch_question),
+    "workflow_part_waiting": ({"DEFINITIONS_TABLE": "replay"}, _branch_part_waiting),
 }
 
 

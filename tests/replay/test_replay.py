@@ -1,8 +1,9 @@
 """Recorded job histories replay through today's orchestrator: a change that would break jobs in flight fails here.
 
 The fixtures are real devhost histories (``python -m tests.replay.record``): a completed job, one waiting for an
-SQL approval, one approved and completed, one aborted at approval, one retried after a rate limit, and a
-workflow run past a fan-out (its branches as sub-orchestrations, one failed) waiting at a human node. If a
+SQL approval, one approved and completed, one aborted at approval, one retried after a rate limit, a
+workflow run past a fan-out (its branches as sub-orchestrations, one failed) waiting at a human node, and a
+workflow run whose branch asks: the root showing the branch's question, and the branch waiting for its answer. If a
 change must break replay, version the orchestrator instead (docs/orchestrator-versioning.md).
 """
 
@@ -26,11 +27,16 @@ def load(path: Path) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def handle() -> Callable[[str], str]:
+def orchestrators() -> dict[str, Callable[[str], str]]:
     import function_app
 
     functions = {fn.get_function_name(): fn for fn in function_app.app.get_functions()}
-    return functions["job_orchestrator"].get_user_function()
+    return {name: functions[name].get_user_function() for name in ("job_orchestrator", "workflow_part")}
+
+
+@pytest.fixture(scope="module")
+def handle(orchestrators: dict[str, Callable[[str], str]]) -> Callable[[str], str]:
+    return orchestrators["job_orchestrator"]
 
 
 def test_every_scenario_is_recorded() -> None:
@@ -44,13 +50,15 @@ def test_every_scenario_is_recorded() -> None:
         "python_waiting_for_approval",
         "python_approved_then_completed",
         "workflow_waiting_at_human",
+        "workflow_branch_question",
+        "workflow_part_waiting",
     }
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
-def test_a_recorded_job_replays_unchanged(path: Path, handle: Callable[[str], str]) -> None:
+def test_a_recorded_job_replays_unchanged(path: Path, orchestrators: dict[str, Callable[[str], str]]) -> None:
     fixture = load(path)
-    result = replay(fixture, handle)
+    result = replay(fixture, orchestrators[fixture["orchestrator"]])
     assert result.mismatch is None, result.mismatch
     assert not result.state.get("error"), result.state.get("error")
     # A finished job finishes again with the same outcome; a waiting one still waits.

@@ -131,6 +131,22 @@ def version_echo(context: df.DurableOrchestrationContext):
 # ----- client triggers ---------------------------------------------------------------------
 
 
+@app.activity_trigger(input_name="target")
+@app.durable_client_input(client_name="client")
+async def raise_on(target: dict[str, str], client: df.DurableOrchestrationClient) -> str:
+    """An activity with a durable client: raises an event on another orchestration."""
+    await client.raise_event(target["instance"], target["event"], {"from": "activity"})
+    return "raised"
+
+
+@app.orchestration_trigger(context_name="context")
+def ping_self(context: df.DurableOrchestrationContext):  # noqa: ANN201
+    """Has an activity raise an event on this very instance, then waits for it."""
+    raised = yield context.call_activity("raise_on", {"instance": context.instance_id, "event": "ping"})
+    ping = yield context.wait_for_external_event("ping")
+    return {"activity": raised, "ping": ping}
+
+
 @app.route(route="client/start/{name}/{instance_id?}", methods=["POST"])
 @app.durable_client_input(client_name="client")
 async def client_start(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
