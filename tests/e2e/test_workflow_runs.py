@@ -19,8 +19,7 @@ import pytest
 from devhost.azurite import Azurite
 from tests.devhost.hostproc import REPO_ROOT, DevHostProcess
 from tests.jobs.jobclient import JobClient
-
-TOOL = "function.percent_change"
+from tests.runs.shapes import change, human, report_nodes
 
 
 @pytest.fixture(scope="module")
@@ -56,10 +55,6 @@ def run(jobs: JobClient, plural: str, def_id: str, **body: Any) -> str:
     return str(resp.json()["id"])
 
 
-def change(node_id: str, old: Any, **extra: Any) -> dict[str, Any]:
-    return {"id": node_id, "kind": "tool", "tool": TOOL, "input": {"old": old, "new": {"value": 100}}, **extra}
-
-
 def shown(view: dict[str, Any]) -> dict[str, str]:
     return {s["id"]: s["state"] for s in view["steps"]}
 
@@ -83,17 +78,7 @@ def report_run(jobs: JobClient) -> dict[str, Any]:
             "name": "Returns report",
             "inputs": {"topic": {"type": "string"}, "old": {"type": "number", "required": False, "default": 80}},
             "nodes": [
-                {"id": "docs", "kind": "step", "step": "consult_rag", "input": {"query": {"from": "input.topic"}}},
-                {
-                    "id": "found",
-                    "kind": "condition",
-                    "after": ["docs"],
-                    "if": {"left": "docs.chunks", "op": "truthy"},
-                    "then": ["growth"],
-                    "else": ["nothing"],
-                },
-                change("growth", {"from": "input.old"}),
-                change("nothing", {"value": 1}),
+                *report_nodes(),
                 {
                     "id": "summary",
                     "kind": "agent",
@@ -156,7 +141,7 @@ def gate(jobs: JobClient) -> str:
         "id": "gate",
         "name": "Gate",
         "nodes": [
-            {"id": "ask", "kind": "human", "question": {"value": "Go on?"}, "options": ["yes", "no"]},
+            human("ask", "Go on?", ["yes", "no"]),
             change("after_ask", {"value": 50}, after=["ask"]),
         ],
     }
@@ -233,7 +218,7 @@ def test_a_human_node_waits_and_a_pinned_run_ignores_a_new_version(jobs: JobClie
         "id": "gated",
         "name": "Gated",
         "nodes": [
-            {"id": "ask", "kind": "human", "question": {"value": "Go on?"}, "options": ["yes", "no"]},
+            human("ask", "Go on?", ["yes", "no"]),
             change("after_ask", {"value": 50}, after=["ask"]),
         ],
         "outputs": {"said": {"from": "ask.answer"}, "percent": {"from": "after_ask.data.percent_change"}},
@@ -475,35 +460,10 @@ def test_cancelling_a_run_stops_its_branches_too(azurite: Azurite, tmp_path: Pat
 
 
 def test_kill_during_a_fan_out_then_restart_reruns_only_the_branch_in_flight(azurite: Azurite, tmp_path: Path) -> None:
-    env = {
-        "AzureWebJobsStorage": azurite.connection_string,
-        "DEFINITIONS_TABLE": "kill" + uuid.uuid4().hex[:12],
-        # The SQL writer's model call takes a minute the first time: that branch is in flight at the kill.
-        "OFFLINE_LLM_FAULTS": "write_sql:DELAY:1:60000",
-    }
-    host = DevHostProcess(REPO_ROOT, tmp_path / "data", env=env).start()
+    host = slow_host(azurite, tmp_path)
     try:
         jobs = JobClient(host)
-        save(
-            jobs,
-            "workflows",
-            {
-                "id": "fan-kill",
-                "name": "Fan",
-                "nodes": [
-                    {"id": "split", "kind": "parallel", "branches": ["fast", "slow"]},
-                    change("fast", {"value": 80}),
-                    {
-                        "id": "slow",
-                        "kind": "step",
-                        "step": "execute_azure_sql",
-                        "input": {"question": {"value": "How many orders were there in 2025?"}},
-                    },
-                    {"id": "merge", "kind": "join", "after": ["fast", "slow"]},
-                ],
-                "outputs": {"percent": {"from": "fast.data.percent_change"}, "rows": {"from": "slow.row_count"}},
-            },
-        )
+        save(jobs, "workflows", SLOW_FAN)
         run_id = run(jobs, "workflows", "fan-kill")
         until(lambda: executions(host)["execute_azure_sql"] == 1, "the slow branch's SQL call to start")
         until(lambda: instance(host, f"{run_id}:fast").get("runtimeStatus") == "Completed", "the fast branch")
