@@ -7,9 +7,12 @@ import logging
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from shared.jobs.contracts import ErrorCode, ProviderError
+
+if TYPE_CHECKING:
+    from azure.core.credentials import TokenCredential
 
 logger = logging.getLogger(__name__)
 
@@ -95,19 +98,27 @@ def blob_service_client(
     return BlobServiceClient(blob_service_uri or "", credential=credential, **kwargs)
 
 
+class BlobAccess(TypedDict, total=False):
+    """How a side store reaches Azure Blob besides its endpoint (each optional): a token credential (default: the
+    managed identity), TLS verification, or a key-based connection string used when there is no endpoint."""
+
+    credential: TokenCredential | None
+    connection_verify: bool | str | None
+    connection_string: str | None
+
+
 def blob_container(
     container: str,
     *,
     store: str,
     blob_service_uri: str | None,
-    connection_string: str | None,
-    credential: Any,
-    connection_verify: bool | str | None,
     client_id: str | None,
     hint: str = "",
+    **access: Unpack[BlobAccess],
 ) -> Any:
     """The ContainerClient of a side store (no network until first use); ProviderError(CONFIG_ERROR) naming
     ``store`` (e.g. "ARTIFACT_STORE=azure_blob") when it cannot be built."""
+    connection_string = access.get("connection_string")
     if not blob_service_uri and not connection_string:
         raise ProviderError(
             ErrorCode.CONFIG_ERROR,
@@ -117,8 +128,8 @@ def blob_container(
         service = blob_service_client(
             blob_service_uri=blob_service_uri,
             connection_string=connection_string,
-            credential=credential,
-            connection_verify=connection_verify,
+            credential=access.get("credential"),
+            connection_verify=access.get("connection_verify"),
             client_id=client_id,
         )
     except ImportError as exc:  # pragma: no cover - the package is in requirements.txt

@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import threading
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from shared.runtime.localstore import BLOB_TIMEOUT_S as TIMEOUT_S
-from shared.runtime.localstore import ContainerOnce, blob_container
+from shared.runtime.localstore import BlobAccess, ContainerOnce, blob_container
 from shared.runtime.streaming.base import DONE_TTL_S, MAX_AGE_S, PartialOutput, PartialSlice, slice_of
 
 if TYPE_CHECKING:
-    from azure.core.credentials import TokenCredential
-
     from shared.runtime.settings import Settings
 
 
@@ -165,10 +163,7 @@ class BlobPartialOutputStore:
 def build_blob_store(
     settings: Settings,
     blob_service_uri: str | None,
-    *,
-    credential: TokenCredential | None = None,
-    connection_verify: bool | str | None = None,
-    connection_string: str | None = None,
+    **access: Unpack[BlobAccess],
 ) -> BlobPartialOutputStore:
     """The store on ``blob_service_uri`` with the managed identity, or on a key-based connection string;
     no network until first use."""
@@ -176,10 +171,8 @@ def build_blob_store(
         settings.partial_output_container,
         store="PARTIAL_OUTPUT_STORE=azure_blob",
         blob_service_uri=blob_service_uri,
-        connection_string=connection_string,
-        credential=credential,
-        connection_verify=connection_verify,
         client_id=settings.azure_client_id,
         hint="; use PARTIAL_OUTPUT_STORE=local or off elsewhere",
+        **access,
     )
     return BlobPartialOutputStore(container)
