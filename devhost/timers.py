@@ -14,24 +14,20 @@ host sends (``Schedule``, ``ScheduleStatus``, ``IsPastDue``).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
 import re
-import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
 
-from devhost.http.httpmap import InvocationContext
 from devhost.model import FunctionInfo, LoadedApp
+from devhost.triggers import Host, TriggerLoops
 
 log = logging.getLogger("devhost.timers")
 
@@ -44,21 +40,6 @@ _MIN_TIME = "0001-01-01T00:00:00"
 
 class ScheduleError(ValueError):
     """A timer schedule the host cannot run; the message names the function and the expression."""
-
-
-class Host(Protocol):
-    """What the timer runner needs from ``devhost.http.server.DevHost``."""
-
-    app: LoadedApp
-    public_origin: str
-
-    def build_kwargs(
-        self, fn: FunctionInfo, trigger_value: Any, *, origin: str, context: InvocationContext
-    ) -> dict[str, Any]:
-        """Keyword arguments for one invocation."""
-
-    async def call_function(self, fn: FunctionInfo, kwargs: dict[str, Any]) -> Any:
-        """Run the function (async on the loop, sync in the pool, with the function timeout)."""
 
 
 @dataclass(frozen=True)
@@ -166,20 +147,19 @@ def timer_request(payload: str) -> Any:
     return TimerRequestConverter.decode(Datum(payload, "json"), trigger_metadata={})
 
 
-class TimerTriggers:
-    """Runs every timer-triggered function of the app on its schedule until stopped."""
+class TimerTriggers(TriggerLoops):
+    """Runs every timer-triggered function of the app on its schedule until stopped (a run in progress is
+    cancelled: ``stop`` gives no grace by default)."""
 
     def __init__(self, host: Host, *, clock: Callable[[], datetime] | None = None) -> None:
         """Check every schedule now: a bad one is reported at start, not when it would fire."""
-        self.host = host
+        super().__init__(host, log)
         self._clock = clock or (lambda: datetime.now(UTC))
         zone = host_zone()
         self.schedules: dict[str, tuple[FunctionInfo, Schedule]] = {}
         for fn in timer_functions(host.app):
             self.schedules[fn.name] = (fn, schedule_of(fn, zone))
-        self._tasks: list[asyncio.Task[None]] = []
-        # Completed runs per function (for tests and the log).
-        self.runs: dict[str, int] = dict.fromkeys(self.schedules, 0)
+        self.runs = dict.fromkeys(self.schedules, 0)
 
     def describe(self) -> list[str]:
         """One line per timer function: its schedule and next occurrence."""
@@ -193,14 +173,7 @@ class TimerTriggers:
         """Start one loop per timer function (on the running event loop)."""
         for name, (fn, sched) in self.schedules.items():
             startup = bool(fn.trigger.get("runOnStartup"))
-            self._tasks.append(asyncio.create_task(self._loop(fn, sched, startup), name=f"devhost-timer-{name}"))
-
-    async def stop(self) -> None:
-        """Stop the loops (a run in progress is cancelled)."""
-        tasks, self._tasks = self._tasks, []
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+            self.spawn(self._loop(fn, sched, startup), f"devhost-timer-{name}")
 
     async def _loop(self, fn: FunctionInfo, sched: Schedule, startup: bool) -> None:
         last: datetime | None = None
@@ -209,7 +182,8 @@ class TimerTriggers:
             await self.fire(fn, past_due=False, last=None, next_run=sched.next_after(due))
         due = sched.next_after(self._clock())
         while True:
-            await asyncio.sleep(max(0.0, (due - self._clock()).total_seconds()))
+            if await self.pause((due - self._clock()).total_seconds()):
+                return
             fired = self._clock()
             if fired < due:  # woke early (clock adjustments): wait the rest
                 continue
@@ -224,34 +198,4 @@ class TimerTriggers:
         """Invoke the function once; returns whether it succeeded (failures are logged, never raised)."""
         now = self._clock()
         request = timer_request(timer_payload(past_due=past_due, last=last, next_run=next_run, updated=now))
-        invocation_id = str(uuid.uuid4())
-        context = InvocationContext(
-            invocation_id=invocation_id,
-            function_name=fn.name,
-            function_directory=Path(self.host.app.root),
-            trace_parent=None,
-            trace_state="",
-        )
-        kwargs = self.host.build_kwargs(fn, request, origin=self.host.public_origin, context=context)
-        log.info(
-            "Executing 'Functions.%s' (Reason='Timer fired at %s', Id=%s)", fn.name, now.isoformat(), invocation_id
-        )
-        started = time.monotonic()
-        ok = True
-        try:
-            await self.host.call_function(fn, kwargs)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            ok = False
-            log.exception("Exception while executing function: Functions.%s (Id=%s)", fn.name, invocation_id)
-        elapsed_ms = int((time.monotonic() - started) * 1000)
-        log.info(
-            "Executed 'Functions.%s' (%s, Id=%s, Duration=%dms)",
-            fn.name,
-            "Succeeded" if ok else "Failed",
-            invocation_id,
-            elapsed_ms,
-        )
-        self.runs[fn.name] = self.runs.get(fn.name, 0) + 1
-        return ok
+        return await self.invoke(fn, request, f"Timer fired at {now.isoformat()}")

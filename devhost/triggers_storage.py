@@ -23,24 +23,18 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import contextlib
 import inspect
 import json
 import logging
 import re
-import time
 import typing
-import uuid
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from devhost.http.httpmap import InvocationContext
 from devhost.loader import _resolve_env_refs
 from devhost.model import AppLoadError, FunctionInfo
 from devhost.storage import asks_for_development_storage
-from devhost.timers import Host
+from devhost.triggers import MIN_POLL_S, Host, TriggerLoops
 
 log = logging.getLogger("devhost.storage")
 # The SDK logs every request at INFO; the listeners' polling is not the app's traffic.
@@ -48,7 +42,7 @@ _sdk_log = logging.getLogger("devhost.storage.sdk")
 _sdk_log.setLevel(logging.WARNING)
 
 DEFAULT_CONNECTION = "AzureWebJobsStorage"
-MIN_POLL_S = 0.1
+
 LEASE_S = 600  # how long a running message stays invisible (the host's default)
 BLOB_MAX_ATTEMPTS = 5
 BLOB_POISON_QUEUE = "webjobs-blobtrigger-poison"
@@ -264,21 +258,19 @@ def blob_pattern(path: str) -> tuple[str, str, re.Pattern[str]]:
 # ----- the runners ------------------------------------------------------------------------------------------
 
 
-class StorageTriggers:
+class StorageTriggers(TriggerLoops):
     """Runs the app's queue and blob triggers until stopped; lists those it does not run and why."""
 
     def __init__(self, host: Host, environ: typing.Mapping[str, str], host_id: str) -> None:
         """Plan every storage function now: a bad host.json section is reported at start."""
-        self.host = host
+        super().__init__(host, log)
         self.host_id = host_id
         self.options = queue_options(host.app.host.raw)
         self.plans: dict[str, StorageTarget | str] = {}
         for fn in host.app.functions:
             if fn.kind in ("queue", "blob"):
                 self.plans[fn.name] = plan_function(fn, environ)
-        self.runs: dict[str, int] = dict.fromkeys(self.plans, 0)
-        self._tasks: list[asyncio.Task[None]] = []
-        self.stopping = asyncio.Event()
+        self.runs = dict.fromkeys(self.plans, 0)
 
     def describe(self) -> list[str]:
         """One line per storage-triggered function: what it listens on, or why it does not run."""
@@ -296,69 +288,19 @@ class StorageTriggers:
         for name, plan in self.plans.items():
             if isinstance(plan, StorageTarget):
                 loop = QueueListener(self, plan) if plan.fn.kind == "queue" else BlobListener(self, plan)
-                self._tasks.append(asyncio.create_task(loop.run(), name=f"devhost-storage-{name}"))
+                self.spawn(loop.run(), f"devhost-storage-{name}")
 
     async def stop(self, grace_s: float = 5.0) -> None:
         """Stop polling and let runs in progress finish for up to ``grace_s`` seconds, then cancel them.
 
         A cancelled run's queue message comes back when its lease ends; a blob without a receipt fires again.
         """
-        self.stopping.set()
-        tasks, self._tasks = self._tasks, []
-        if tasks:
-            _, pending = await asyncio.wait(tasks, timeout=grace_s)
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-    async def invoke(self, fn: FunctionInfo, value: Any, reason: str) -> bool:
-        """Run the function once with its trigger value; whether it succeeded (failures are logged)."""
-        invocation_id = str(uuid.uuid4())
-        context = InvocationContext(
-            invocation_id=invocation_id,
-            function_name=fn.name,
-            function_directory=Path(self.host.app.root),
-            trace_parent=None,
-            trace_state="",
-        )
-        kwargs = self.host.build_kwargs(fn, value, origin=self.host.public_origin, context=context)
-        log.info("Executing 'Functions.%s' (Reason='%s', Id=%s)", fn.name, reason, invocation_id)
-        started = time.monotonic()
-        ok = True
-        try:
-            await self.host.call_function(fn, kwargs)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            ok = False
-            log.exception("Exception while executing function: Functions.%s (Id=%s)", fn.name, invocation_id)
-        elapsed_ms = int((time.monotonic() - started) * 1000)
-        outcome = "Succeeded" if ok else "Failed"
-        log.info("Executed 'Functions.%s' (%s, Id=%s, Duration=%dms)", fn.name, outcome, invocation_id, elapsed_ms)
-        self.runs[fn.name] = self.runs.get(fn.name, 0) + 1
-        return ok
+        await super().stop(grace_s)
 
 
 def _client_kwargs() -> dict[str, Any]:
     # ``logger`` reaches the SDK's HttpLoggingPolicy, which logs every request at INFO by default.
     return {"logger": _sdk_log, "retry_total": 2}
-
-
-async def _poll(step: Callable[[], Awaitable[bool]], max_s: float, name: str, stopping: asyncio.Event) -> None:
-    """Call ``step`` until stopping; back off from 100 ms to ``max_s`` while it finds nothing (the host's polling)."""
-    delay = MIN_POLL_S
-    while not stopping.is_set():
-        try:
-            found = await step()
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # storage unreachable for a moment: log once per failure, keep polling
-            log.warning("Storage listener for '%s' failed (%s: %s); retrying", name, type(exc).__name__, exc)
-            found = False
-        delay = MIN_POLL_S if found else min(max_s, delay * 2)
-        if not found:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), delay)
 
 
 class QueueListener:
@@ -377,7 +319,7 @@ class QueueListener:
 
     async def run(self) -> None:
         """Poll until cancelled."""
-        await _poll(self.step, self.options.max_polling_s, self.target.fn.name, self.triggers.stopping)
+        await self.triggers.poll(self.step, self.options.max_polling_s, self.target.fn.name)
 
     def _receive(self) -> list[Any]:
         from azure.core.exceptions import ResourceNotFoundError  # noqa: PLC0415
@@ -462,7 +404,7 @@ class BlobListener:
 
     async def run(self) -> None:
         """Scan until cancelled (the back-off caps at 2 s: there is no cheaper way to learn of new blobs)."""
-        await _poll(self.step, 2.0, self.target.fn.name, self.triggers.stopping)
+        await self.triggers.poll(self.step, 2.0, self.target.fn.name)
 
     def _scan(self) -> list[Any]:
         from azure.core.exceptions import ResourceNotFoundError  # noqa: PLC0415

@@ -19,11 +19,10 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Unpack
 
-from shared.jobs.contracts import ErrorCode, ProviderError
 from shared.runtime.localstore import BLOB_TIMEOUT_S as TIMEOUT_S
-from shared.runtime.localstore import ContainerOnce, SqliteFile, blob_service_client
+from shared.runtime.localstore import BlobAccess, ContainerOnce, SqliteFile, blob_container
 
 if TYPE_CHECKING:
     from shared.runtime.settings import Settings
@@ -116,30 +115,20 @@ def build_claims(
     settings: Settings,
     *,
     blob_service_uri: str | None = None,
-    credential: Any = None,
-    connection_verify: bool | str | None = None,
-    connection_string: str | None = None,
+    **access: Unpack[BlobAccess],
 ) -> AnswerClaims:
     """Build the claims store the settings choose; ProviderError(CONFIG_ERROR) when it cannot be built."""
-    if blob_service_uri is None and connection_string is None and claims_kind(settings) == "local":
+    if blob_service_uri is None and access.get("connection_string") is None and claims_kind(settings) == "local":
         return SqliteAnswerClaims(Path(settings.partial_output_path).parent / CLAIMS_FILE)
     uri = blob_service_uri or os.environ.get("AzureWebJobsStorage__blobServiceUri")
-    if not uri and not connection_string:
-        raise ProviderError(
-            ErrorCode.CONFIG_ERROR,
-            "answer claims on Azure Blob need AzureWebJobsStorage__blobServiceUri (the host storage's blob endpoint)",
-        )
-    try:
-        service = blob_service_client(
-            blob_service_uri=uri,
-            connection_string=connection_string,
-            credential=credential,
-            connection_verify=connection_verify,
-            client_id=settings.azure_client_id,
-        )
-    except ValueError as exc:  # a malformed connection string
-        raise ProviderError(ErrorCode.CONFIG_ERROR, f"the blob storage connection string is not usable: {exc}") from exc
-    return BlobAnswerClaims(service.get_container_client(CLAIMS_CONTAINER))
+    container = blob_container(
+        CLAIMS_CONTAINER,
+        store="the answer claims store on Azure Blob",
+        blob_service_uri=uri,
+        client_id=settings.azure_client_id,
+        **access,
+    )
+    return BlobAnswerClaims(container)
 
 
 _claims: dict[tuple[str, str], AnswerClaims] = {}

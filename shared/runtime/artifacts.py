@@ -15,16 +15,13 @@ import os
 import re
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Unpack
 
 from pydantic import BaseModel, Field
 
-from shared.jobs.contracts import ErrorCode, ProviderError
-from shared.runtime.localstore import BLOB_TIMEOUT_S, ContainerOnce, SqliteFile, blob_service_client
+from shared.runtime.localstore import BLOB_TIMEOUT_S, BlobAccess, ContainerOnce, SqliteFile, blob_container
 
 if TYPE_CHECKING:
-    from azure.core.credentials import TokenCredential
-
     from shared.runtime.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -155,26 +152,18 @@ def store_kind(settings: Settings) -> str:
 def build_blob_artifacts(
     settings: Settings,
     blob_service_uri: str | None,
-    *,
-    credential: TokenCredential | None = None,
-    connection_verify: bool | str | None = None,
-    connection_string: str | None = None,
+    **access: Unpack[BlobAccess],
 ) -> BlobArtifactStore:
     """The blob store on ``blob_service_uri`` with the managed identity, or on a connection string (Azurite);
     no network until first use."""
-    if not blob_service_uri and not connection_string:
-        raise ProviderError(
-            ErrorCode.CONFIG_ERROR,
-            "ARTIFACT_STORE=azure_blob needs AzureWebJobsStorage__blobServiceUri (the host storage's blob endpoint)",
-        )
-    service = blob_service_client(
+    container = blob_container(
+        settings.artifact_container,
+        store="ARTIFACT_STORE=azure_blob",
         blob_service_uri=blob_service_uri,
-        connection_string=connection_string,
-        credential=credential,
-        connection_verify=connection_verify,
         client_id=settings.azure_client_id,
+        **access,
     )
-    return BlobArtifactStore(service.get_container_client(settings.artifact_container))
+    return BlobArtifactStore(container)
 
 
 _stores: dict[tuple[str, str], ArtifactStore] = {}

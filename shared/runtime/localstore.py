@@ -1,11 +1,20 @@
-"""Plumbing shared by the small stores beside a job (partial output, answer claims): local SQLite and Azure Blob."""
+"""Plumbing shared by the small stores beside a job (partial output, answer claims, artifacts): local SQLite
+and Azure Blob."""
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+
+from shared.jobs.contracts import ErrorCode, ProviderError
+
+if TYPE_CHECKING:
+    from azure.core.credentials import TokenCredential
+
+logger = logging.getLogger(__name__)
 
 # Blob calls give up after this many seconds (a store must never hold an activity or a request for long).
 BLOB_TIMEOUT_S = 10
@@ -87,3 +96,51 @@ def blob_service_client(
 
         credential = DefaultAzureCredential(managed_identity_client_id=client_id)
     return BlobServiceClient(blob_service_uri or "", credential=credential, **kwargs)
+
+
+class BlobAccess(TypedDict, total=False):
+    """How a side store reaches Azure Blob besides its endpoint (each optional): a token credential (default: the
+    managed identity), TLS verification, or a key-based connection string used when there is no endpoint."""
+
+    credential: TokenCredential | None
+    connection_verify: bool | str | None
+    connection_string: str | None
+
+
+def blob_container(
+    container: str,
+    *,
+    store: str,
+    blob_service_uri: str | None,
+    client_id: str | None,
+    hint: str = "",
+    **access: Unpack[BlobAccess],
+) -> Any:
+    """The ContainerClient of a side store (no network until first use); ProviderError(CONFIG_ERROR) naming
+    ``store`` (e.g. "ARTIFACT_STORE=azure_blob") when it cannot be built."""
+    connection_string = access.get("connection_string")
+    if not blob_service_uri and not connection_string:
+        raise ProviderError(
+            ErrorCode.CONFIG_ERROR,
+            f"{store} needs AzureWebJobsStorage__blobServiceUri (the host storage's blob endpoint){hint}",
+        )
+    try:
+        service = blob_service_client(
+            blob_service_uri=blob_service_uri,
+            connection_string=connection_string,
+            credential=access.get("credential"),
+            connection_verify=access.get("connection_verify"),
+            client_id=client_id,
+        )
+    except ImportError as exc:  # pragma: no cover - the package is in requirements.txt
+        raise ProviderError(ErrorCode.CONFIG_ERROR, f"{store} needs the azure-storage-blob package") from exc
+    except ValueError as exc:  # a malformed connection string
+        raise ProviderError(ErrorCode.CONFIG_ERROR, f"the blob storage connection string is not usable: {exc}") from exc
+    logger.info(
+        "%s: blobs in %s/%s (%s)",
+        store,
+        service.url.rstrip("/"),
+        container,
+        "identity" if blob_service_uri else "connection string",
+    )
+    return service.get_container_client(container)

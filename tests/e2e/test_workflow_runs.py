@@ -19,8 +19,7 @@ import pytest
 from devhost.azurite import Azurite
 from tests.devhost.hostproc import REPO_ROOT, DevHostProcess
 from tests.jobs.jobclient import JobClient
-
-TOOL = "function.percent_change"
+from tests.runs.shapes import change, human, report_nodes
 
 
 @pytest.fixture(scope="module")
@@ -56,15 +55,16 @@ def run(jobs: JobClient, plural: str, def_id: str, **body: Any) -> str:
     return str(resp.json()["id"])
 
 
-def change(node_id: str, old: Any, **extra: Any) -> dict[str, Any]:
-    return {"id": node_id, "kind": "tool", "tool": TOOL, "input": {"old": old, "new": {"value": 100}}, **extra}
-
-
 def shown(view: dict[str, Any]) -> dict[str, str]:
     return {s["id"]: s["state"] for s in view["steps"]}
 
 
-def test_a_workflow_of_step_condition_tool_and_agent_nodes_runs_as_a_job(jobs: JobClient) -> None:
+# What several tests need is made once per module by a fixture, so that any test also runs alone.
+
+
+@pytest.fixture(scope="module")
+def report_run(jobs: JobClient) -> dict[str, Any]:
+    """The finished view of one run of ``returns-report``: step, condition, tool and agent (summariser) nodes."""
     save(
         jobs,
         "agents",
@@ -78,17 +78,7 @@ def test_a_workflow_of_step_condition_tool_and_agent_nodes_runs_as_a_job(jobs: J
             "name": "Returns report",
             "inputs": {"topic": {"type": "string"}, "old": {"type": "number", "required": False, "default": 80}},
             "nodes": [
-                {"id": "docs", "kind": "step", "step": "consult_rag", "input": {"query": {"from": "input.topic"}}},
-                {
-                    "id": "found",
-                    "kind": "condition",
-                    "after": ["docs"],
-                    "if": {"left": "docs.chunks", "op": "truthy"},
-                    "then": ["growth"],
-                    "else": ["nothing"],
-                },
-                change("growth", {"from": "input.old"}),
-                change("nothing", {"value": 1}),
+                *report_nodes(),
                 {
                     "id": "summary",
                     "kind": "agent",
@@ -100,8 +90,68 @@ def test_a_workflow_of_step_condition_tool_and_agent_nodes_runs_as_a_job(jobs: J
             "outputs": {"percent": {"from": "growth.data.percent_change"}, "summary": {"from": "summary.text"}},
         },
     )
-    run_id = run(jobs, "workflows", "returns-report", inputs={"topic": "refunds after 30 days"})
-    view = jobs.wait(run_id)
+    return jobs.wait(run(jobs, "workflows", "returns-report", inputs={"topic": "refunds after 30 days"}))
+
+
+@pytest.fixture(scope="module")
+def fan_run(jobs: JobClient) -> dict[str, Any]:
+    """The finished view of one run of ``fan``: a parallel node whose ``bad`` branch fails, joined anyway."""
+    save(
+        jobs,
+        "workflows",
+        {
+            "id": "fan",
+            "name": "Fan",
+            "nodes": [
+                {"id": "split", "kind": "parallel", "branches": ["good", "bad"]},
+                change("good", {"value": 80}),
+                change("bad", {"value": 0}),
+                {"id": "merge", "kind": "join", "after": ["good", "bad"], "on_failure": "continue"},
+            ],
+            "outputs": {"failed": {"from": "merge.failed"}},
+        },
+    )
+    return jobs.wait(run(jobs, "workflows", "fan"))
+
+
+@pytest.fixture(scope="module")
+def typed(jobs: JobClient) -> str:
+    """A workflow with one required integer input ``n``."""
+    body = {
+        "id": "typed",
+        "name": "Typed",
+        "inputs": {"n": {"type": "integer"}},
+        "nodes": [change("c", {"from": "input.n"})],
+    }
+    return str(save(jobs, "workflows", body)["id"])
+
+
+@pytest.fixture(scope="module")
+def solo_team(jobs: JobClient) -> str:
+    """A sequential team of one agent that reads the documents."""
+    save(jobs, "agents", {"id": "solo", "name": "Solo", "instructions": "Work.", "tools": ["consult_rag"]})
+    save(jobs, "teams", {"id": "one", "name": "One", "agents": ["solo"], "strategy": {"type": "sequential"}})
+    return "one"
+
+
+@pytest.fixture(scope="module")
+def gate(jobs: JobClient) -> str:
+    """A workflow whose first node asks a person (its runs wait for an answer)."""
+    body = {
+        "id": "gate",
+        "name": "Gate",
+        "nodes": [
+            human("ask", "Go on?", ["yes", "no"]),
+            change("after_ask", {"value": 50}, after=["ask"]),
+        ],
+    }
+    return str(save(jobs, "workflows", body)["id"])
+
+
+def test_a_workflow_of_step_condition_tool_and_agent_nodes_runs_as_a_job(
+    jobs: JobClient, report_run: dict[str, Any]
+) -> None:
+    view, run_id = report_run, report_run["id"]
     assert view["status"] == "completed", view.get("error")
     assert view["run"]["outputs"]["percent"] == 25.0 and view["run"]["outputs"]["summary"]
     assert shown(view) == {
@@ -119,32 +169,22 @@ def test_a_workflow_of_step_condition_tool_and_agent_nodes_runs_as_a_job(jobs: J
     assert any(j["id"] == run_id and j["question"] == "workflow returns-report v1" for j in listed)
 
 
-def test_bad_inputs_are_400_naming_the_field(jobs: JobClient) -> None:
-    save(
-        jobs,
-        "workflows",
-        {
-            "id": "typed",
-            "name": "Typed",
-            "inputs": {"n": {"type": "integer"}},
-            "nodes": [change("c", {"from": "input.n"})],
-        },
-    )
+def test_bad_inputs_are_400_naming_the_field(jobs: JobClient, typed: str) -> None:
     for body, field in (
         ({}, "inputs.n"),
         ({"n": "five"}, "inputs.n"),
         ({"n": True}, "inputs.n"),
         ({"n": 1, "x": 2}, "inputs.x"),
     ):
-        resp = jobs.http.post("/api/workflows/typed/runs", json={"inputs": body})
+        resp = jobs.http.post(f"/api/workflows/{typed}/runs", json={"inputs": body})
         assert resp.status_code == 400, resp.text
         assert resp.json()["error"]["code"] == "INVALID_INPUT" and resp.json()["error"]["field"] == field
-    resp = jobs.http.post("/api/workflows/typed/runs", json={"inputs": {"n": 1}, "version": 9})
+    resp = jobs.http.post(f"/api/workflows/{typed}/runs", json={"inputs": {"n": 1}, "version": 9})
     assert resp.status_code == 404 and resp.json()["error"]["field"] == "version"
     assert jobs.http.post("/api/workflows/ghost/runs", json={}).status_code == 404
 
 
-def test_the_body_cannot_set_what_the_api_pins_and_the_app_bounds_tools_and_models(jobs: JobClient) -> None:
+def test_the_body_cannot_set_what_the_api_pins_and_the_app_bounds_tools_and_models(jobs: JobClient, typed: str) -> None:
     # A run's definition, pins and tools are set by the API alone: the body cannot carry them.
     extras: list[dict[str, Any]] = [
         {"run": {"kind": "workflow", "id": "x", "version": 1}},
@@ -152,7 +192,7 @@ def test_the_body_cannot_set_what_the_api_pins_and_the_app_bounds_tools_and_mode
         {"pins": {}},
     ]
     for extra in extras:
-        resp = jobs.http.post("/api/workflows/typed/runs", json={"inputs": {"n": 1}, **extra})
+        resp = jobs.http.post(f"/api/workflows/{typed}/runs", json={"inputs": {"n": 1}, **extra})
         assert resp.status_code == 400 and resp.json()["error"]["code"] == "INVALID_REQUEST", resp.text
     # Nor can a job's body turn itself into a run.
     resp = jobs.http.post("/api/jobs", json={"question": "q", "run": {"kind": "workflow", "id": "x", "version": 1}})
@@ -178,7 +218,7 @@ def test_a_human_node_waits_and_a_pinned_run_ignores_a_new_version(jobs: JobClie
         "id": "gated",
         "name": "Gated",
         "nodes": [
-            {"id": "ask", "kind": "human", "question": {"value": "Go on?"}, "options": ["yes", "no"]},
+            human("ask", "Go on?", ["yes", "no"]),
             change("after_ask", {"value": 50}, after=["ask"]),
         ],
         "outputs": {"said": {"from": "ask.answer"}, "percent": {"from": "after_ask.data.percent_change"}},
@@ -208,23 +248,8 @@ def test_a_human_node_waits_and_a_pinned_run_ignores_a_new_version(jobs: JobClie
     assert jobs.wait(later["id"])["run"]["outputs"] == {"said": "yes", "percent": 400.0}
 
 
-def test_a_parallel_branch_with_a_failing_member(jobs: JobClient) -> None:
-    save(
-        jobs,
-        "workflows",
-        {
-            "id": "fan",
-            "name": "Fan",
-            "nodes": [
-                {"id": "split", "kind": "parallel", "branches": ["good", "bad"]},
-                change("good", {"value": 80}),
-                change("bad", {"value": 0}),
-                {"id": "merge", "kind": "join", "after": ["good", "bad"], "on_failure": "continue"},
-            ],
-            "outputs": {"failed": {"from": "merge.failed"}},
-        },
-    )
-    view = jobs.wait(run(jobs, "workflows", "fan"))
+def test_a_parallel_branch_with_a_failing_member(fan_run: dict[str, Any]) -> None:
+    view = fan_run
     assert view["status"] == "completed", view.get("error")
     assert shown(view) == {"split": "succeeded", "good": "succeeded", "bad": "failed", "merge": "succeeded"}
     assert view["run"]["outputs"] == {"failed": ["bad"]}
@@ -257,10 +282,8 @@ def test_each_team_strategy_runs_on_the_offline_model(jobs: JobClient, strategy:
     assert view["steps"] and all(s["state"] in ("succeeded", "skipped") for s in view["steps"])
 
 
-def test_a_team_run_needs_its_task(jobs: JobClient) -> None:
-    save(jobs, "agents", {"id": "solo", "name": "Solo", "instructions": "Work.", "tools": ["consult_rag"]})
-    save(jobs, "teams", {"id": "one", "name": "One", "agents": ["solo"], "strategy": {"type": "sequential"}})
-    resp = jobs.http.post("/api/teams/one/runs", json={"inputs": {}})
+def test_a_team_run_needs_its_task(jobs: JobClient, solo_team: str) -> None:
+    resp = jobs.http.post(f"/api/teams/{solo_team}/runs", json={"inputs": {}})
     assert resp.status_code == 400 and resp.json()["error"]["field"] == "inputs.task"
 
 
@@ -304,7 +327,9 @@ def cli(host: DevHostProcess, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=REPO_ROOT, check=False)
 
 
-def test_the_cli_runs_a_workflow_and_a_team_and_follows_them(host: DevHostProcess, jobs: JobClient) -> None:
+def test_the_cli_runs_a_workflow_and_a_team_and_follows_them(
+    host: DevHostProcess, jobs: JobClient, solo_team: str, gate: str
+) -> None:
     save(
         jobs,
         "workflows",
@@ -321,21 +346,24 @@ def test_the_cli_runs_a_workflow_and_a_team_and_follows_them(host: DevHostProces
     assert '"percent": 25.0' in done.stdout and "cli-flow v1" in done.stdout
     bad = cli(host, "workflows", "run", "cli-flow", "--input", "old=eighty", "--no-input")
     assert bad.returncode == 2 and "inputs.old" in bad.stdout + bad.stderr
-    save(jobs, "agents", {"id": "solo", "name": "Solo", "instructions": "Work.", "tools": ["consult_rag"]})
-    save(jobs, "teams", {"id": "one", "name": "One", "agents": ["solo"], "strategy": {"type": "sequential"}})
-    team = cli(host, "teams", "run", "one", "--task", "What does the returns policy say?", "--no-input")
+    team = cli(host, "teams", "run", solo_team, "--task", "What does the returns policy say?", "--no-input")
     assert team.returncode == 0, team.stdout + team.stderr
-    waits = cli(host, "workflows", "run", "gated", "--no-input")
+    waits = cli(host, "workflows", "run", gate, "--no-input")
     assert waits.returncode == 4, waits.stdout + waits.stderr  # waits for a person: exit 4, as ask does
 
 
-def test_logs_across_runs_with_filters_paging_and_the_active_runs(jobs: JobClient) -> None:
+def test_logs_across_runs_with_filters_paging_and_the_active_runs(
+    jobs: JobClient, report_run: dict[str, Any], fan_run: dict[str, Any], gate: str
+) -> None:
+    # Three runs at least: the report, the fan and one left waiting at the gate.
+    waiting = jobs.wait(run(jobs, "workflows", gate), {"waiting_for_user"})
+
     def logs(**params: Any) -> dict[str, Any]:
         resp = jobs.http.get("/api/logs", params=params)
         assert resp.status_code == 200, resp.text
         return dict(resp.json())
 
-    fan = logs(workflow="fan")["entries"]
+    fan = logs(workflow="fan", run=fan_run["id"])["entries"]
     assert {(e["node"], e["state"]) for e in fan} == {
         ("split", "succeeded"),
         ("good", "succeeded"),
@@ -343,7 +371,7 @@ def test_logs_across_runs_with_filters_paging_and_the_active_runs(jobs: JobClien
         ("merge", "succeeded"),
     }
     assert all(e["run"] == {"kind": "workflow", "id": "fan", "version": 1} for e in fan)
-    failed = logs(workflow="fan", status="failed")["entries"]
+    failed = logs(workflow="fan", run=fan_run["id"], status="failed")["entries"]
     assert [(e["node"], e["error"]) for e in failed] == [("bad", "INVALID_INPUT")]
     by_agent = logs(agent="summariser")["entries"]
     assert by_agent and all(e["node"] == "summary" and e["kind"] == "agent" for e in by_agent)
@@ -359,9 +387,12 @@ def test_logs_across_runs_with_filters_paging_and_the_active_runs(jobs: JobClien
             break
         page = logs(limit=1, cursor=page["next_cursor"])
     assert len(seen) >= 3
-    # The run the CLI left waiting is active, with its current step.
-    active = logs(workflow="gated")["active"]
-    assert any(a["status"] == "waiting_for_user" and a["current"]["node"] == "ask" for a in active)
+    # The run left waiting is active, with its current step.
+    active = logs(workflow=gate)["active"]
+    assert any(
+        a["run_id"] == waiting["id"] and a["status"] == "waiting_for_user" and a["current"]["node"] == "ask"
+        for a in active
+    )
     resp = jobs.http.get("/api/logs", params={"status": "exploded"})
     assert resp.status_code == 400 and resp.json()["error"]["field"] == "status"
 
@@ -429,35 +460,10 @@ def test_cancelling_a_run_stops_its_branches_too(azurite: Azurite, tmp_path: Pat
 
 
 def test_kill_during_a_fan_out_then_restart_reruns_only_the_branch_in_flight(azurite: Azurite, tmp_path: Path) -> None:
-    env = {
-        "AzureWebJobsStorage": azurite.connection_string,
-        "DEFINITIONS_TABLE": "kill" + uuid.uuid4().hex[:12],
-        # The SQL writer's model call takes a minute the first time: that branch is in flight at the kill.
-        "OFFLINE_LLM_FAULTS": "write_sql:DELAY:1:60000",
-    }
-    host = DevHostProcess(REPO_ROOT, tmp_path / "data", env=env).start()
+    host = slow_host(azurite, tmp_path)
     try:
         jobs = JobClient(host)
-        save(
-            jobs,
-            "workflows",
-            {
-                "id": "fan-kill",
-                "name": "Fan",
-                "nodes": [
-                    {"id": "split", "kind": "parallel", "branches": ["fast", "slow"]},
-                    change("fast", {"value": 80}),
-                    {
-                        "id": "slow",
-                        "kind": "step",
-                        "step": "execute_azure_sql",
-                        "input": {"question": {"value": "How many orders were there in 2025?"}},
-                    },
-                    {"id": "merge", "kind": "join", "after": ["fast", "slow"]},
-                ],
-                "outputs": {"percent": {"from": "fast.data.percent_change"}, "rows": {"from": "slow.row_count"}},
-            },
-        )
+        save(jobs, "workflows", SLOW_FAN)
         run_id = run(jobs, "workflows", "fan-kill")
         until(lambda: executions(host)["execute_azure_sql"] == 1, "the slow branch's SQL call to start")
         until(lambda: instance(host, f"{run_id}:fast").get("runtimeStatus") == "Completed", "the fast branch")

@@ -6,7 +6,7 @@ from typing import Any
 
 from tests.jobs.test_policy_inline import ok
 from tests.runs.runkit import Activities, answer, defs, start, steps
-from tests.runs.test_workflow_nodes import AGENT, PROMPT
+from tests.runs.shapes import AGENT, PROMPT
 
 # Each call may use up to max_tokens=800; the agent may spend 1200 tokens per node.
 BUDGETED = {**AGENT, "constraints": {**AGENT["constraints"], "budget": {"max_total_tokens": 1200}}}

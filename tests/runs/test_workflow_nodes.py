@@ -10,18 +10,7 @@ from typing import Any
 
 from tests.jobs.test_policy_inline import RAG_OK, ok
 from tests.runs.runkit import DONE_TURN, Activities, answer, defs, start, steps
-
-TOOL = "function.percent_change"
-
-
-def change(node_id: str, old: Any, new: Any = 100, **extra: Any) -> dict[str, Any]:
-    return {
-        "id": node_id,
-        "kind": "tool",
-        "tool": TOOL,
-        "input": {"old": old, "new": {"value": new}},
-        **extra,
-    }
+from tests.runs.shapes import AGENT, PROMPT, TOOL, change, human, report_nodes, thinking
 
 
 def test_step_condition_and_tool_nodes_run_as_steps_and_fill_the_outputs() -> None:
@@ -29,19 +18,7 @@ def test_step_condition_and_tool_nodes_run_as_steps_and_fill_the_outputs() -> No
         "id": "report",
         "name": "Report",
         "inputs": {"topic": {"type": "string"}, "old": {"type": "number"}},
-        "nodes": [
-            {"id": "docs", "kind": "step", "step": "consult_rag", "input": {"query": {"from": "input.topic"}}},
-            {
-                "id": "found",
-                "kind": "condition",
-                "after": ["docs"],
-                "if": {"left": "docs.chunks", "op": "truthy"},
-                "then": ["growth"],
-                "else": ["nothing"],
-            },
-            change("growth", {"from": "input.old"}),
-            change("nothing", {"value": 1}),
-        ],
+        "nodes": report_nodes(),
         "outputs": {"percent": {"from": "growth.data.percent_change"}, "note": {"template": "on {input.topic}"}},
     }
     acts = Activities(defs(wf), consult_rag=[ok(RAG_OK)])
@@ -75,7 +52,7 @@ def test_a_human_node_waits_and_resumes_exactly_the_question_shown() -> None:
         "id": "approve",
         "name": "Approve",
         "nodes": [
-            {"id": "ask", "kind": "human", "question": {"template": "Ship it?"}, "options": ["yes", "no"]},
+            human("ask", "Ship it?", ["yes", "no"]),
             {
                 "id": "check",
                 "kind": "condition",
@@ -100,11 +77,7 @@ def test_a_human_node_waits_and_resumes_exactly_the_question_shown() -> None:
 
 
 def test_an_invalid_answer_to_a_human_node_is_asked_again() -> None:
-    wf = {
-        "id": "w",
-        "name": "W",
-        "nodes": [{"id": "ask", "kind": "human", "question": {"value": "?"}, "options": ["a"]}],
-    }
+    wf = {"id": "w", "name": "W", "nodes": [human("ask", "?", ["a"])]}
     answers = iter(["nope", "a"])
     result, _ = start(Activities(defs(wf)), "workflow", "w", reply=lambda e: {"answer": next(answers)})
     assert result["status"] == "completed" and result["outputs"] == {"result": {"answer": "a"}}
@@ -228,18 +201,6 @@ def test_a_definition_that_cannot_be_loaded_fails_the_run_clearly() -> None:
     assert "v3" in result["error"]["message"]
 
 
-PROMPT = {"prompt": {"value": "How did sales grow?"}}
-AGENT: dict[str, Any] = {
-    "kind": "agent",
-    "id": "analyst",
-    "name": "Analyst",
-    "instructions": "You are a careful analyst. Answer in one sentence.",
-    "tools": [TOOL],
-    "limits": {"max_turns": 2, "max_tool_calls": 2},
-    "constraints": {"max_tokens": 800, "temperature": 0.3, "timeout_ms": 5000},
-}
-
-
 def test_an_agent_node_runs_the_executor_with_the_agents_instructions_tools_and_bounds() -> None:
     agent = {**AGENT, "tools": [TOOL, "http.weather"]}
     wf = {
@@ -275,11 +236,7 @@ def test_an_agent_node_runs_the_executor_with_the_agents_instructions_tools_and_
 
 def test_an_agents_model_must_be_one_the_job_allows() -> None:
     agent = {**AGENT, "model": {"model": "big-model"}}
-    wf = {
-        "id": "ask",
-        "name": "Ask",
-        "nodes": [{"id": "think", "kind": "agent", "agent": "analyst", "version": 1, "input": PROMPT}],
-    }
+    wf = thinking()
     acts = Activities({**defs(wf), **defs(agent)})
     result, _ = start(acts, "workflow", "ask", constraints={"allowed_models": ["small-model"]})
     assert result["status"] == "failed" and result["error"]["code"] == "MODEL_NOT_ALLOWED"
@@ -310,12 +267,7 @@ def test_an_agent_with_an_output_schema_gives_only_a_valid_object() -> None:
         **AGENT,
         "output_schema": {"type": "object", "properties": {"score": {"type": "number"}}, "required": ["score"]},
     }
-    wf = {
-        "id": "ask",
-        "name": "Ask",
-        "nodes": [{"id": "think", "kind": "agent", "agent": "analyst", "version": 1, "input": PROMPT}],
-        "outputs": {"score": {"from": "think.score"}},
-    }
+    wf = thinking(outputs={"score": {"from": "think.score"}})
     table = {**defs(wf), **defs(scored)}
     acts = Activities(table, agent_turn=[DONE_TURN], generate_response=[answer('Here: {"score": 0.8}')])
     result, _ = start(acts, "workflow", "ask")
@@ -331,7 +283,7 @@ def test_a_rejected_approval_stops_the_run_and_a_skipped_node_counts_as_done() -
         "id": "gate",
         "name": "Gate",
         "nodes": [
-            {"id": "ok", "kind": "human", "question": {"value": "Go?"}, "options": ["approve", "reject"]},
+            human("ok", "Go?", ["approve", "reject"]),
             {
                 "id": "never",
                 "kind": "condition",
@@ -352,11 +304,7 @@ def test_a_rejected_approval_stops_the_run_and_a_skipped_node_counts_as_done() -
 
 
 def test_an_agent_calls_only_the_lookups_it_names() -> None:
-    wf = {
-        "id": "ask",
-        "name": "Ask",
-        "nodes": [{"id": "think", "kind": "agent", "agent": "analyst", "version": 1, "input": PROMPT}],
-    }
+    wf = thinking()
     asks_docs = ok(
         {"reasoning": "docs", "tool_calls": [{"id": "c1", "tool": "consult_rag", "arguments_json": '{"query": "x"}'}]}
     )

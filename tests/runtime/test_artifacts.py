@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from devhost.azurite import Azurite
+from shared.jobs.contracts import ErrorCode, ProviderError
 from shared.runtime.artifacts import (
     ArtifactRef,
     ArtifactStore,
@@ -53,3 +54,13 @@ def test_auto_is_blob_on_azure_and_local_elsewhere(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("AzureWebJobsStorage__blobServiceUri", "https://acct.blob.core.windows.net")
     assert store_kind(Settings()) == "azure_blob"
     assert store_kind(Settings(artifact_store="local")) == "local"
+
+
+def test_a_blob_store_that_cannot_be_built_is_a_config_error() -> None:
+    """No endpoint, or a malformed connection string: CONFIG_ERROR naming the setting, never a bare exception."""
+    with pytest.raises(ProviderError) as err:
+        build_blob_artifacts(Settings(), None)
+    assert err.value.code == ErrorCode.CONFIG_ERROR and "ARTIFACT_STORE=azure_blob" in err.value.message
+    with pytest.raises(ProviderError) as err:
+        build_blob_artifacts(Settings(), None, connection_string="DefaultEndpointsProtocol=http;AccountKey=abc")
+    assert err.value.code == ErrorCode.CONFIG_ERROR and "connection string" in err.value.message

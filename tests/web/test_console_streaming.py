@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,61 +9,25 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.devhost.hostproc import DevHostProcess
-from tests.fakes.openai_server import FakeOpenAI, JsonReply
+from tests.fakes.openai_server import FakeOpenAI
 from tests.jobs.jobclient import JobClient
-from tests.web.console import DOCS_Q, open_console, start_host, status_badge, submit
+from tests.web.console import DOCS_Q, open_console, status_badge, submit
+from tests.web.fake_model import MODEL, SOURCE, answer_reply, docs_plan, policy_answer, start_fake_model_host
 
-MODEL = "fake-chat"
-SOURCE = "policies/returns-and-refunds.md#3"  # a chunk the local index returns for the query below
-QUERY = "returns policy refunds after 30 days"
-ANSWER = " ".join(
-    ["Returns received 31 to 60 days after delivery get store credit only [policies/returns-and-refunds.md#3]."]
-    + [f"Point {i}: the store credit is valid for 12 months from the day it is issued." for i in range(1, 13)]
-)
+ANSWER = policy_answer(12)
 
 
 @pytest.fixture(scope="module")
 def fake_llm() -> Iterator[FakeOpenAI]:
     with FakeOpenAI(api_key=None) as llm:
-        llm.script_job(
-            plan={
-                "steps": [
-                    {"id": "policy", "kind": "consult_rag", "title": "Refunds", "input": {"query": QUERY}},
-                    {
-                        "id": "answer",
-                        "kind": "generate_response",
-                        "title": "Write the answer",
-                        "input": {"question": DOCS_Q},
-                        "depends_on": ["policy"],
-                    },
-                ],
-                "rationale": "The returns policy answers it.",
-            },
-            # About 6 s of streaming in 30 deltas: several of the page's 1 s polls land inside it.
-            write_answer=JsonReply(
-                {
-                    "answer": ANSWER,
-                    "citations": [{"source_id": SOURCE, "kind": "document", "title": "Returns policy", "quote": None}],
-                },
-                chunks=30,
-                chunk_delay_s=0.2,
-            ),
-        )
+        # About 6 s of streaming in 30 deltas: several of the page's 1 s polls land inside it.
+        llm.script_job(plan=docs_plan(), write_answer=answer_reply(ANSWER, chunks=30, chunk_delay_s=0.2))
         yield llm
 
 
 @pytest.fixture(scope="module")
 def host(fake_llm: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevHostProcess]:
-    data = tmp_path_factory.mktemp("web-streaming")
-    env = {
-        "LLM_PROVIDER": "openai",
-        "OPENAI_BASE_URL": fake_llm.base_url,
-        "OPENAI_MODEL": MODEL,
-        "MODEL_PRICES": json.dumps({MODEL: {"input_per_million": 0.4, "output_per_million": 1.6}}),
-        "PARTIAL_OUTPUT_STORE": "local",
-        "PARTIAL_OUTPUT_PATH": str(data / "partial_output.sqlite3"),
-    }
-    proc = start_host(data, env)
+    proc = start_fake_model_host(fake_llm, tmp_path_factory.mktemp("web-streaming"))
     yield proc
     proc.stop()
 

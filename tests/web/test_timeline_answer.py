@@ -7,7 +7,6 @@ two seconds before it writes: in that gap the page shows no answer text at all, 
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,45 +15,22 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.devhost.hostproc import DevHostProcess
-from tests.fakes.openai_server import FakeOpenAI, JsonReply, SlowReply
+from tests.fakes.openai_server import FakeOpenAI, SlowReply
 from tests.jobs.jobclient import JobClient
-from tests.web.console import DOCS_Q, open_console, start_host, status_badge
+from tests.web.console import DOCS_Q, open_console, status_badge
+from tests.web.fake_model import answer_reply, docs_plan, policy_answer, start_fake_model_host
 
-MODEL = "fake-chat"
-SOURCE = "policies/returns-and-refunds.md#3"
-QUERY = "returns policy refunds after 30 days"
 STALE = " ".join(f"STALE DRAFT sentence {i} that a retried attempt wrote." for i in range(1, 41))
-ANSWER = " ".join(
-    ["Returns received 31 to 60 days after delivery get store credit only [policies/returns-and-refunds.md#3]."]
-    + [f"Point {i}: the store credit is valid for 12 months from the day it is issued." for i in range(1, 9)]
-)
+ANSWER = policy_answer(8)
 TIMEOUT_MS = 4000
-
-
-def answer_reply(text: str, **kwargs: float) -> JsonReply:
-    citations = [{"source_id": SOURCE, "kind": "document", "title": "Returns policy", "quote": None}]
-    return JsonReply({"answer": text, "citations": citations}, **kwargs)  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")
 def fake_llm() -> Iterator[FakeOpenAI]:
     with FakeOpenAI(api_key=None) as llm:
+        # Attempt 2: two silent seconds, then the answer in ten deltas (well within the timeout).
         llm.script_job(
-            plan={
-                "steps": [
-                    {"id": "policy", "kind": "consult_rag", "title": "Refunds", "input": {"query": QUERY}},
-                    {
-                        "id": "answer",
-                        "kind": "generate_response",
-                        "title": "Write the answer",
-                        "input": {"question": DOCS_Q},
-                        "depends_on": ["policy"],
-                    },
-                ],
-                "rationale": "The returns policy answers it.",
-            },
-            # Attempt 2: two silent seconds, then the answer in ten deltas (well within the timeout).
-            write_answer=SlowReply(2.0, answer_reply(ANSWER, chunks=10, chunk_delay_s=0.1)),
+            plan=docs_plan(), write_answer=SlowReply(2.0, answer_reply(ANSWER, chunks=10, chunk_delay_s=0.1))
         )
         # Attempt 1: forty deltas 0.15 s apart, so the job's 4 s timeout ends it half way.
         llm.script(answer_reply(STALE, chunks=40, chunk_delay_s=0.15), task="write_answer")
@@ -63,16 +39,7 @@ def fake_llm() -> Iterator[FakeOpenAI]:
 
 @pytest.fixture(scope="module")
 def host(fake_llm: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevHostProcess]:
-    data = tmp_path_factory.mktemp("web-timeline-answer")
-    env = {
-        "LLM_PROVIDER": "openai",
-        "OPENAI_BASE_URL": fake_llm.base_url,
-        "OPENAI_MODEL": MODEL,
-        "MODEL_PRICES": json.dumps({MODEL: {"input_per_million": 0.4, "output_per_million": 1.6}}),
-        "PARTIAL_OUTPUT_STORE": "local",
-        "PARTIAL_OUTPUT_PATH": str(data / "partial_output.sqlite3"),
-    }
-    proc = start_host(data, env)
+    proc = start_fake_model_host(fake_llm, tmp_path_factory.mktemp("web-timeline-answer"))
     yield proc
     proc.stop()
 

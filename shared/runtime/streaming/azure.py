@@ -12,22 +12,16 @@ flush is a single Append Block call. ``build_blob_store`` also takes a key-based
 
 from __future__ import annotations
 
-import logging
 import threading
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
-from shared.jobs.contracts import ErrorCode, ProviderError
 from shared.runtime.localstore import BLOB_TIMEOUT_S as TIMEOUT_S
-from shared.runtime.localstore import ContainerOnce, blob_service_client
+from shared.runtime.localstore import BlobAccess, ContainerOnce, blob_container
 from shared.runtime.streaming.base import DONE_TTL_S, MAX_AGE_S, PartialOutput, PartialSlice, slice_of
 
 if TYPE_CHECKING:
-    from azure.core.credentials import TokenCredential
-
     from shared.runtime.settings import Settings
-
-logger = logging.getLogger(__name__)
 
 
 class BlobPartialOutputStore:
@@ -169,37 +163,16 @@ class BlobPartialOutputStore:
 def build_blob_store(
     settings: Settings,
     blob_service_uri: str | None,
-    *,
-    credential: TokenCredential | None = None,
-    connection_verify: bool | str | None = None,
-    connection_string: str | None = None,
+    **access: Unpack[BlobAccess],
 ) -> BlobPartialOutputStore:
     """The store on ``blob_service_uri`` with the managed identity, or on a key-based connection string;
     no network until first use."""
-    if not blob_service_uri and not connection_string:
-        raise ProviderError(
-            ErrorCode.CONFIG_ERROR,
-            "PARTIAL_OUTPUT_STORE=azure_blob needs AzureWebJobsStorage__blobServiceUri (the host storage's "
-            "blob endpoint); use PARTIAL_OUTPUT_STORE=local or off elsewhere",
-        )
-    try:
-        service = blob_service_client(
-            blob_service_uri=blob_service_uri,
-            connection_string=connection_string,
-            credential=credential,
-            connection_verify=connection_verify,
-            client_id=settings.azure_client_id,
-        )
-    except ImportError as exc:  # pragma: no cover - the package is in requirements.txt
-        raise ProviderError(
-            ErrorCode.CONFIG_ERROR, "PARTIAL_OUTPUT_STORE=azure_blob needs the azure-storage-blob package"
-        ) from exc
-    except ValueError as exc:  # a malformed connection string
-        raise ProviderError(ErrorCode.CONFIG_ERROR, f"the blob storage connection string is not usable: {exc}") from exc
-    logger.info(
-        "partial output: append blobs in %s/%s (%s)",
-        service.url.rstrip("/"),
+    container = blob_container(
         settings.partial_output_container,
-        "identity" if blob_service_uri else "connection string",
+        store="PARTIAL_OUTPUT_STORE=azure_blob",
+        blob_service_uri=blob_service_uri,
+        client_id=settings.azure_client_id,
+        hint="; use PARTIAL_OUTPUT_STORE=local or off elsewhere",
+        **access,
     )
-    return BlobPartialOutputStore(service.get_container_client(settings.partial_output_container))
+    return BlobPartialOutputStore(container)
