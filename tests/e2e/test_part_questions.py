@@ -15,8 +15,7 @@ import pytest
 from devhost.azurite import Azurite
 from tests.devhost.hostproc import REPO_ROOT, DevHostProcess
 from tests.jobs.jobclient import JobClient
-
-TOOL = "function.percent_change"
+from tests.runs.shapes import change, human
 
 
 @pytest.fixture(scope="module")
@@ -28,18 +27,12 @@ def jobs(azurite: Azurite, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     proc.stop()
 
 
-def human(node_id: str, question: str, **extra: Any) -> dict[str, Any]:
-    return {"id": node_id, "kind": "human", "question": {"value": question}, "options": ["yes", "no"], **extra}
+def ask(node_id: str, question: str, **extra: Any) -> dict[str, Any]:
+    return human(node_id, question, ["yes", "no"], **extra)
 
 
-def change(node_id: str, old: float, **extra: Any) -> dict[str, Any]:
-    return {
-        "id": node_id,
-        "kind": "tool",
-        "tool": TOOL,
-        "input": {"old": {"value": old}, "new": {"value": 100}},
-        **extra,
-    }
+def calc(node_id: str, old: float, **extra: Any) -> dict[str, Any]:
+    return change(node_id, {"value": old}, **extra)
 
 
 def start(jobs: JobClient, workflow: dict[str, Any], *more: dict[str, Any]) -> str:
@@ -67,10 +60,10 @@ def test_a_question_in_a_branch_is_the_jobs_question_and_its_answer_resumes_the_
             "name": "Branch asks",
             "nodes": [
                 {"id": "split", "kind": "parallel", "branches": ["review", "calc"]},
-                human("review", "Ship the Q3 numbers?"),
-                change("calc", 80),
+                ask("review", "Ship the Q3 numbers?"),
+                calc("calc", 80),
                 {"id": "merge", "kind": "join", "after": ["review", "calc"]},
-                change("after", 50, after=["merge"]),
+                calc("after", 50, after=["merge"]),
             ],
             "outputs": {"said": {"from": "review.answer"}, "percent": {"from": "calc.data.percent_change"}},
         },
@@ -106,8 +99,8 @@ def test_two_branches_ask_at_once_and_each_answer_resumes_the_question_shown(job
             "name": "Both ask",
             "nodes": [
                 {"id": "split", "kind": "parallel", "branches": ["left", "right"]},
-                human("left", "Left?"),
-                human("right", "Right?"),
+                ask("left", "Left?"),
+                ask("right", "Right?"),
                 {"id": "merge", "kind": "join", "after": ["left", "right"]},
             ],
             "outputs": {"left": {"from": "left.answer"}, "right": {"from": "right.answer"}},
@@ -130,13 +123,8 @@ def test_a_question_in_a_sub_workflow_shows_at_its_node_and_a_rejection_fails_th
         "id": "inner-approval",
         "name": "Inner approval",
         "nodes": [
-            {
-                "id": "confirm",
-                "kind": "human",
-                "question": {"value": "Approve the refund?"},
-                "options": ["approve", "reject"],
-            },
-            change("refund", 40, after=["confirm"]),
+            human("confirm", "Approve the refund?", ["approve", "reject"]),
+            calc("refund", 40, after=["confirm"]),
         ],
         "outputs": {"percent": {"from": "refund.data.percent_change"}},
     }
@@ -174,8 +162,8 @@ def test_cancelling_a_run_whose_branch_waits_ends_the_question(jobs: JobClient) 
             "name": "Cancel while a branch waits",
             "nodes": [
                 {"id": "split", "kind": "parallel", "branches": ["ask", "calc"]},
-                human("ask", "Go?"),
-                change("calc", 80),
+                ask("ask", "Go?"),
+                calc("calc", 80),
                 {"id": "merge", "kind": "join", "after": ["ask", "calc"]},
             ],
         },
