@@ -14,6 +14,7 @@ import pytest
 
 from devhost.azurite import Azurite
 from tests.devhost.hostproc import REPO_ROOT, DevHostProcess
+from tests.e2e import sse
 from tests.jobs.jobclient import JobClient
 from tests.runs.shapes import change, human
 
@@ -77,6 +78,8 @@ def test_a_question_in_a_branch_is_the_jobs_question_and_its_answer_resumes_the_
     listed = jobs.http.get("/api/jobs", params={"status": "waiting_for_user"}).json()["jobs"]
     assert run_id in [j["id"] for j in listed]
     assert "waiting for the user (review-q1@review): Ship the Q3 numbers?" in log_lines(jobs, run_id)
+    streamed = sse.read(jobs.http, run_id, stop=lambda m: m.event == "question")[-1]
+    assert streamed.event == "question" and (streamed.data or {})["question_id"] == "review-q1@review"
     # Only the question shown is answered, once.
     stale = jobs.answer(run_id, "yes", question_id="review-q1")
     assert stale.status_code == 409 and stale.json()["error"]["code"] == "STALE_QUESTION"
