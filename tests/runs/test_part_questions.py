@@ -162,3 +162,30 @@ def test_the_api_answers_only_the_job_or_a_part_of_it() -> None:
         with pytest.raises(ApiError) as refused:
             _waiting_instance("r1", elsewhere)
         assert refused.value.status == 409
+
+
+def walk_of(job_id: str, report_to: dict[str, Any] | None) -> Any:
+    from orchestrators.workflow import WorkflowWalk
+
+    payload = {
+        "job_id": job_id,
+        "request": {"question": "workflow w"},
+        "run": {"kind": "workflow", "id": "w", "version": 1, "report_to": report_to},
+    }
+    run = JobRun(InlineContext(payload, lambda name, body: None, instance_id=job_id))
+    run.part_of_run = ":" in job_id
+    return WorkflowWalk(run)
+
+
+def test_parts_report_to_the_root_and_name_the_roots_node_once_outside_its_own_graph() -> None:
+    root = walk_of(ROOT, None)
+    # The root's branches run its own nodes (no anchor); a sub-workflow runs another graph (its node anchors).
+    assert root.report_for(None).model_dump() == {"instance": ROOT, "event": "part-news:1", "anchor": None}
+    assert root.report_for("sub").model_dump() == {"instance": ROOT, "event": "part-news:2", "anchor": "sub"}
+    branch = walk_of(f"{ROOT}:b", {"instance": ROOT, "event": "part-news:1", "anchor": None})
+    assert branch.report_for("inner").model_dump() == {"instance": ROOT, "event": "part-news:1", "anchor": "inner"}
+    assert branch.report_for(None).anchor is None
+    sub = walk_of(f"{ROOT}:sub:1", {"instance": ROOT, "event": "part-news:2", "anchor": "sub"})
+    assert sub.report_for("deeper").anchor == "sub" and sub.report_for(None).anchor == "sub"
+    # A part started before parts could report starts parts that cannot either.
+    assert walk_of(f"{ROOT}:old", None).report_for("x") is None
