@@ -245,3 +245,26 @@ def test_a_string_answer_still_streams_decoded(value: str) -> None:
     got: list[str] = []
     JsonTextFieldStream("answer", got.append).feed(json.dumps({"answer": value, "citations": []}))
     assert "".join(got) == value
+
+
+def test_a_workflow_agent_gets_the_object_as_its_output_through_the_real_provider(fake_openai: FakeOpenAI) -> None:
+    from tests.providers.llm.helpers import JUDGE_AGENT, JUDGE_WORKFLOW
+    from tests.runs.runkit import DONE_TURN, Activities, defs, start
+
+    llm_clients = clients_for(fake_openai)
+
+    class OnFake(Activities):
+        def __call__(self, name: str, payload: Any) -> Any:
+            if name == "generate_response":
+                self.calls.append((name, payload))
+                return run_executor(payload, expected_type=name, clients=llm_clients)
+            return super().__call__(name, payload)
+
+    fake_openai.always(SchemaReply({"refund_possible": True, "days": 14, "citations": []}))
+    acts = OnFake({**defs(JUDGE_WORKFLOW), **defs(JUDGE_AGENT)}, agent_turn=[DONE_TURN])
+    result, _ctx = start(acts, "workflow", "judge-refunds")
+    assert result["status"] == "completed", result
+    assert result["outputs"] == {"refund_possible": True, "days": 14}
+    sent = fake_openai.requests_for("write_answer")[0].schema
+    assert sent is not None and sent["properties"]["answer"]["properties"]["days"]["type"] == "integer"
+    assert fake_openai.failures == []
