@@ -517,34 +517,42 @@ class JsonTextFieldStream:
             if self._raw_depth:
                 out.append(ch)
                 self._raw_char(ch)
-            elif self._in_string:
-                self._string_char(ch, out)
-            elif ch == '"':
-                self._in_string = True
-                self._is_key = self._depth == 1 and self._expect_key
-                self._emitting = (
-                    not self._is_key and self._depth == 1 and self._after_colon and self._current_key == self.field
-                ) and not self._done
-                self._after_colon = False
-                self._key = []
-            elif ch in "{[" and self._at_value():
-                self._raw_depth = 1
-                out.append(ch)
-            elif ch in "{[":
-                self._depth += 1
-                self._expect_key = ch == "{" and self._depth == 1
-                self._after_colon = False
-            elif ch in "}]":
-                self._depth -= 1
-            elif self._depth == 1 and ch == ",":
-                self._expect_key = True
-            elif self._depth == 1 and ch == ":":
-                self._expect_key = False
-                self._after_colon = True
-            elif not ch.isspace():
-                self._after_colon = False
+            else:
+                self._scan(ch, out)
         if out:
             self.sink("".join(out))
+
+    def _scan(self, ch: str, out: list[str]) -> None:
+        """Follow the JSON structure by one character, decoding the field's text into ``out``."""
+        if self._in_string:
+            self._string_char(ch, out)
+        elif ch == '"':
+            self._in_string = True
+            self._is_key = self._depth == 1 and self._expect_key
+            self._emitting = not self._is_key and self._at_value()
+            self._after_colon = False
+            self._key = []
+        elif ch in "{[":
+            self._open(ch, out)
+        elif ch in "}]":
+            self._depth -= 1
+        elif self._depth == 1 and ch == ",":
+            self._expect_key = True
+        elif self._depth == 1 and ch == ":":
+            self._expect_key = False
+            self._after_colon = True
+        elif not ch.isspace():
+            self._after_colon = False
+
+    def _open(self, ch: str, out: list[str]) -> None:
+        """An object or array starts: the field's own value (passed on raw), or structure to follow."""
+        if self._at_value():
+            self._raw_depth = 1
+            out.append(ch)
+            return
+        self._depth += 1
+        self._expect_key = ch == "{" and self._depth == 1
+        self._after_colon = False
 
     def _at_value(self) -> bool:
         """Whether the scanner stands where the field's value starts."""
