@@ -19,6 +19,11 @@ Decisions (documented here because callers depend on them):
   force one; ``tool_call`` forces a function call whose parameters are the schema (for servers that
   do tools but not response formats). Whatever the mode, a reply carrying a call to that function
   instead of content is accepted; a call to any other tool is a BAD_REQUEST.
+- An agent's output schema (``request.output_schema``, see shaped.py): the same modes carry a schema whose
+  text field is that object (``shaped_output_schema``; strict only when the agent's schema requires every
+  property), OpenAI-compatible servers also get it in the system message, and the reply's object is checked
+  against the agent's schema before its JSON text fills the field. A refusal that blames the schema, or comes
+  in a mode this model served before, is ``OUTPUT_SCHEMA_REFUSED`` (not a refused mode: the model keeps it).
 - Output that is not valid JSON or does not validate against ``request.output_type`` is a
   ``ProviderError(BAD_REQUEST)``: not retryable, because the same prompt at the same temperature
   mostly repeats the same output; the orchestrator may fall back to another model. Output cut at
