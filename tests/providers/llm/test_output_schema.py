@@ -268,3 +268,19 @@ def test_a_workflow_agent_gets_the_object_as_its_output_through_the_real_provide
     sent = fake_openai.requests_for("write_answer")[0].schema
     assert sent is not None and sent["properties"]["answer"]["properties"]["days"]["type"] == "integer"
     assert fake_openai.failures == []
+
+
+def test_the_fake_answers_only_per_a_schema_it_was_given(fake_openai: FakeOpenAI) -> None:
+    import openai
+
+    fake_openai.always(SchemaReply({"score": 1}))
+    client = openai.OpenAI(base_url=fake_openai.base_url, api_key="k", max_retries=0)
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+    assert fake_openai.failures == ["the request gave no schema (response format, tool parameters or system message)"]
+    fake_openai.failures.clear()
+    bounded = {"type": "object", "properties": {"score": {"type": "integer", "maximum": 0}}, "required": ["score"]}
+    fmt = {"type": "json_schema", "json_schema": {"name": "x", "schema": bounded, "strict": False}}
+    with pytest.raises(openai.BadRequestError):  # a pinned value that breaks the schema is never sent
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], response_format=fmt)  # type: ignore[call-overload]
+    assert "does not fit the schema at score" in fake_openai.failures[0]
