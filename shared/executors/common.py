@@ -114,6 +114,9 @@ def call_llm(
     on_delta = extra.get("on_delta")
     if callable(on_delta):
         request.on_delta = on_delta
+    schema = extra.get("output_schema")
+    if isinstance(schema, dict):
+        request.output_schema = schema
     try:
         return clients.llm.generate(request)
     except ProviderError as exc:

@@ -12,6 +12,7 @@ from shared.executors.streaming import STREAM_OBSERVER as STREAM_OBSERVER
 from shared.executors.streaming import Chunks, StreamingRun
 from shared.jobs.contracts import AnswerResult, ExecutorInput, ExecutorOutput
 from shared.providers.interfaces import LLMTask
+from shared.providers.llm.shaped import check_output_schema
 
 if TYPE_CHECKING:
     from shared.providers.clients import Clients
@@ -81,10 +82,14 @@ class _Answer(StreamingRun):
             "sources": [s.model_dump(mode="json") for s in sources],
             "step_notes": step_notes,
         }
-        if inp.execution_context.output_schema is not None:
-            inputs["output_schema"] = inp.execution_context.output_schema
+        schema = inp.execution_context.output_schema
+        if schema is not None:
+            # Bounded before any call, whatever the provider: it goes into the prompt and the request.
+            inputs["output_schema"] = check_output_schema(schema)
         response = yield from self.model(
-            lambda on_delta: call_llm(inp, clients, LLMTask.WRITE_ANSWER, inputs, AnswerResult, on_delta=on_delta)
+            lambda on_delta: call_llm(
+                inp, clients, LLMTask.WRITE_ANSWER, inputs, AnswerResult, on_delta=on_delta, output_schema=schema
+            )
         )
         known = {s.source_id for s in sources}
         answer = response.output

@@ -34,6 +34,8 @@ class ErrorCode(StrEnum):
     BUDGET_EXCEEDED = "BUDGET_EXCEEDED"
     # A tool answered with an error of its own (a bad lookup, a refused operation): final for that call.
     TOOL_ERROR = "TOOL_ERROR"
+    # An agent's output schema that cannot go to the model: too large for the prompt, or refused by the provider.
+    OUTPUT_SCHEMA_REFUSED = "OUTPUT_SCHEMA_REFUSED"
     INTERNAL_ERROR = "INTERNAL_ERROR"
 
 

@@ -41,6 +41,9 @@ class LLMRequest(Generic[T]):
     max_tokens: int = 1024
     temperature: float = 0.0
     timeout_s: float = 60.0
+    # An agent's output schema: the output type's text field must hold an object of this JSON schema (its JSON
+    # text); providers ask for the object itself and check it (shared/providers/llm/shaped.py).
+    output_schema: dict[str, Any] | None = None
     # Called with each streamed text delta when the provider streams; None disables streaming.
     on_delta: Callable[[str], None] | None = field(default=None, repr=False)
 

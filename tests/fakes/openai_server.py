@@ -18,6 +18,11 @@ call of the forced function for ``tool_choice`` requests, SSE chunks when the re
 Responses shape on ``/responses``. It also checks the request: a JSON schema or JSON mode was asked
 for (or what ``expect`` names), and the scripted JSON has the required keys of a sent schema.
 Broken expectations are answered with a 400 and listed in ``failures``.
+
+A ``SchemaReply`` answers per the schema the request gave: the response format's (``json_schema``, or
+llama.cpp's ``json_object`` with ``schema``), the forced tool's parameters, or in plain JSON mode the schema the
+system message carries; it builds a value of that schema (``tests/fakes/schema_instances.py``, ``values`` pins
+properties by name) and checks it against the schema in full. A request that gave no schema is a failure.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from starlette.routing import Route
 
 from shared.providers.llm.prompts import task_of_text
 from tests.fakes.loopback import LoopbackServer
+from tests.fakes.schema_instances import Unbuildable, build_instance
 
 FormatKind = Literal["json_schema", "json_object", "tool_call", "none"]
 
@@ -70,6 +76,25 @@ class JsonReply(Reply):
     chunk_delay_s: float = 0.0
     expect: FormatKind | None = None
     check_schema: bool = True
+
+
+@dataclass
+class SchemaReply(Reply):
+    """A structured output built from the schema the request gave (see the module docstring).
+
+    ``values`` pins properties by name (checked with the rest against the schema); ``expect`` names the output
+    mode the request must use; ``chunks`` as for ``JsonReply``.
+    """
+
+    values: dict[str, Any] = field(default_factory=dict)
+    expect: FormatKind | None = None
+    model: str | None = None
+    usage: tuple[int, int] | None = None
+    chunks: int = 4
+
+
+# How the provider puts a schema into the system message in JSON mode (``_json_mode_instructions``).
+PROMPT_SCHEMA_MARKER = "conforms to this JSON schema:\n"
 
 
 @dataclass
@@ -253,6 +278,31 @@ class RecordedRequest:
     def strict(self) -> bool | None:
         """The ``strict`` flag sent with the schema."""
         return _request_schema(self.api, self.body)[1]
+
+    @property
+    def given_schema(self) -> tuple[str, dict[str, Any]] | None:
+        """Where the request gave a schema for its output, and the schema (None: it gave none)."""
+        if self.schema is not None:
+            return self.format_kind, self.schema
+        fmt = self.body.get("response_format") if self.api == "chat" else None
+        if isinstance(fmt, dict) and isinstance(fmt.get("schema"), dict):
+            return "json_object.schema", fmt["schema"]
+        prompt = self.prompt_schema
+        return None if prompt is None else ("prompt", prompt)
+
+    @property
+    def prompt_schema(self) -> dict[str, Any] | None:
+        """The schema the system message carries (JSON mode), if any."""
+        text = self.system_text
+        at = text.rfind(PROMPT_SCHEMA_MARKER)
+        if at < 0:
+            return None
+        line = text[at + len(PROMPT_SCHEMA_MARKER) :].split("\n", 1)[0]
+        try:
+            found = json.loads(line)
+        except json.JSONDecodeError:
+            return None
+        return found if isinstance(found, dict) else None
 
     @property
     def system_text(self) -> str:
@@ -487,6 +537,11 @@ class FakeOpenAI:
             return _error_response(reply)
         if isinstance(reply, StreamErrorReply):
             return _sse(_stream_error_events(req, reply))
+        if isinstance(reply, SchemaReply):
+            built = self._from_schema(req, reply)
+            if isinstance(built, str):
+                return self._fail(built)
+            reply = built
         if isinstance(reply, JsonReply):
             problem = self._check(req, reply)
             if problem:
@@ -497,6 +552,19 @@ class FakeOpenAI:
             return _sse(events)
         body = _chat_body(req, out) if req.api == "chat" else _responses_body(req, out)
         return JSONResponse(body)
+
+    def _from_schema(self, req: RecordedRequest, reply: SchemaReply) -> JsonReply | str:
+        """The reply as a ``JsonReply`` of a value built from the request's schema, or what went wrong."""
+        if reply.expect is not None and req.format_kind != reply.expect:
+            return f"expected output mode {reply.expect}, the request used {req.format_kind}"
+        given = req.given_schema
+        if given is None:
+            return "the request gave no schema (response format, tool parameters or system message)"
+        try:
+            content = build_instance(given[1], reply.values)
+        except Unbuildable as exc:
+            return f"cannot answer per the {given[0]} schema: {exc}"
+        return JsonReply(content, model=reply.model, usage=reply.usage, chunks=reply.chunks, check_schema=False)
 
     def _check(self, req: RecordedRequest, reply: JsonReply) -> str | None:
         kind = req.format_kind

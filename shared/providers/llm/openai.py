@@ -19,6 +19,11 @@ Decisions (documented here because callers depend on them):
   force one; ``tool_call`` forces a function call whose parameters are the schema (for servers that
   do tools but not response formats). Whatever the mode, a reply carrying a call to that function
   instead of content is accepted; a call to any other tool is a BAD_REQUEST.
+- An agent's output schema (``request.output_schema``, see shaped.py): the same modes carry a schema whose
+  text field is that object (``shaped_output_schema``; strict only when the agent's schema requires every
+  property), OpenAI-compatible servers also get it in the system message, and the reply's object is checked
+  against the agent's schema before its JSON text fills the field. A refusal that blames the schema, or comes
+  in a mode this model served before, is ``OUTPUT_SCHEMA_REFUSED`` (not a refused mode: the model keeps it).
 - Output that is not valid JSON or does not validate against ``request.output_type`` is a
   ``ProviderError(BAD_REQUEST)``: not retryable, because the same prompt at the same temperature
   mostly repeats the same output; the orchestrator may fall back to another model. Output cut at
@@ -73,6 +78,7 @@ from shared.jobs.contracts import ErrorCode, ProviderError, Usage
 from shared.jobs.tokens import estimate_tokens
 from shared.providers.interfaces import LLMRequest, LLMResponse, T
 from shared.providers.llm.prompts import PromptError, RenderedPrompt, render_prompt
+from shared.providers.llm.shaped import check_output_schema, requires_all, shape_reply, wire_schema
 
 if TYPE_CHECKING:
     from azure.core.credentials import TokenCredential
@@ -212,6 +218,30 @@ def output_schema(output_type: type[BaseModel]) -> OutputSchema:
     return result
 
 
+# The name an agent's output schema is sent under (``response_format.json_schema.name``).
+SHAPED_SCHEMA_NAME = "agent_output"
+
+
+def shaped_output_schema(output_type: type[BaseModel], agent_schema: dict[str, Any]) -> OutputSchema:
+    """The schema sent when ``output_type``'s text field must hold an object of an agent's output schema.
+
+    Strict only when the agent's schema already requires every property (see ``shaped.requires_all``) and
+    strict mode can express it; else sent as non-strict. Raises ``ProviderError(OUTPUT_SCHEMA_REFUSED)``
+    for a schema too large or too deep to send.
+    """
+    check_output_schema(agent_schema)
+    field = stream_field(output_type)
+    if field is None:
+        raise ProviderError(ErrorCode.INVALID_INPUT, f"{output_type.__name__} has no text field for an output schema")
+    full = wire_schema(output_type, field, agent_schema)
+    if requires_all(agent_schema):
+        try:
+            return OutputSchema(SHAPED_SCHEMA_NAME, _strictify(copy.deepcopy(full)), True, full)
+        except _NotStrict:
+            pass
+    return OutputSchema(SHAPED_SCHEMA_NAME, full, False, full)
+
+
 def _grammar_safe(node: Any) -> Any:
     """The schema without length, count and pattern bounds, for servers that compile it to a grammar.
 
@@ -237,6 +267,37 @@ def _json_mode_instructions(schema: OutputSchema) -> str:
     return (
         "\n\nYour whole reply must be one JSON object, with no text around it, that conforms to this "
         f"JSON schema:\n{json.dumps(schema.full_schema, separators=(',', ':'))}"
+    )
+
+
+def _format_instructions(schema: OutputSchema, mode: WireMode, kind: EndpointKind, shaped: bool) -> str:
+    """What the system message says about the output's shape, beyond the prompt file."""
+    if mode in ("json_mode", "json_object_schema"):
+        return _json_mode_instructions(schema)
+    if shaped and mode == "json_schema" and kind == "openai_compatible":
+        # OpenAI and Azure OpenAI show a json_schema response format to the model; OpenAI-compatible servers
+        # (vLLM, Ollama, llama.cpp) only turn it into a grammar, so the model would never read the agent's
+        # field names' meaning (descriptions): the schema goes into the prompt as well (it is bounded).
+        return _json_mode_instructions(schema)
+    return ""
+
+
+# Words of an error that blames the schema itself rather than the response format (OpenAI: "Invalid schema for
+# response_format 'agent_output': In context=(...), ...").
+_BAD_SCHEMA_WORDS = ("invalid schema", "invalid_json_schema", "invalid json schema", "schema is invalid")
+
+
+def _names_bad_schema(exc: openai.APIStatusError) -> bool:
+    code, message = _error_detail(exc)
+    text = f"{code} {message}".lower()
+    return any(word in text for word in _BAD_SCHEMA_WORDS)
+
+
+def _schema_refused(exc: openai.APIStatusError) -> ProviderError:
+    _code, message = _error_detail(exc)
+    return ProviderError(
+        ErrorCode.OUTPUT_SCHEMA_REFUSED,
+        f"the LLM endpoint refused the output schema ({exc.status_code}): {message}"[:1500],
     )
 
 
@@ -449,36 +510,77 @@ class JsonTextFieldStream:
         self._done = False
         self._key: list[str] = []
         self._current_key: str | None = None
+        # The field's value is an object or array (an agent's output schema): its raw JSON text is passed on.
+        self._raw_depth = 0
+        self._raw_in_string = False
+        self._raw_escape = False
 
     def feed(self, text: str) -> None:
         """Scan one raw delta and pass on any decoded text of the field."""
         out: list[str] = []
         for ch in text:
-            if self._in_string:
-                self._string_char(ch, out)
-            elif ch == '"':
-                self._in_string = True
-                self._is_key = self._depth == 1 and self._expect_key
-                self._emitting = (
-                    not self._is_key and self._depth == 1 and self._after_colon and self._current_key == self.field
-                ) and not self._done
-                self._after_colon = False
-                self._key = []
-            elif ch in "{[":
-                self._depth += 1
-                self._expect_key = ch == "{" and self._depth == 1
-                self._after_colon = False
-            elif ch in "}]":
-                self._depth -= 1
-            elif self._depth == 1 and ch == ",":
-                self._expect_key = True
-            elif self._depth == 1 and ch == ":":
-                self._expect_key = False
-                self._after_colon = True
-            elif not ch.isspace():
-                self._after_colon = False
+            if self._raw_depth:
+                out.append(ch)
+                self._raw_char(ch)
+            else:
+                self._scan(ch, out)
         if out:
             self.sink("".join(out))
+
+    def _scan(self, ch: str, out: list[str]) -> None:
+        """Follow the JSON structure by one character, decoding the field's text into ``out``."""
+        if self._in_string:
+            self._string_char(ch, out)
+        elif ch == '"':
+            self._in_string = True
+            self._is_key = self._depth == 1 and self._expect_key
+            self._emitting = not self._is_key and self._at_value()
+            self._after_colon = False
+            self._key = []
+        elif ch in "{[":
+            self._open(ch, out)
+        elif ch in "}]":
+            self._depth -= 1
+        elif self._depth == 1 and ch == ",":
+            self._expect_key = True
+        elif self._depth == 1 and ch == ":":
+            self._expect_key = False
+            self._after_colon = True
+        elif not ch.isspace():
+            self._after_colon = False
+
+    def _open(self, ch: str, out: list[str]) -> None:
+        """An object or array starts: the field's own value (passed on raw), or structure to follow."""
+        if self._at_value():
+            self._raw_depth = 1
+            out.append(ch)
+            return
+        self._depth += 1
+        self._expect_key = ch == "{" and self._depth == 1
+        self._after_colon = False
+
+    def _at_value(self) -> bool:
+        """Whether the scanner stands where the field's value starts."""
+        return self._depth == 1 and self._after_colon and self._current_key == self.field and not self._done
+
+    def _raw_char(self, ch: str) -> None:
+        """Follow the raw value's strings and brackets, to see where it ends."""
+        if self._raw_in_string:
+            if self._raw_escape:
+                self._raw_escape = False
+            elif ch == "\\":
+                self._raw_escape = True
+            elif ch == '"':
+                self._raw_in_string = False
+        elif ch == '"':
+            self._raw_in_string = True
+        elif ch in "{[":
+            self._raw_depth += 1
+        elif ch in "}]":
+            self._raw_depth -= 1
+            if not self._raw_depth:
+                self._done = True
+                self._after_colon = False
 
     def _string_char(self, ch: str, out: list[str]) -> None:
         if self._escape:
@@ -608,6 +710,9 @@ class OpenAIChatProvider:
         # Output modes this endpoint refused, per model ("auto" mode); later calls skip them. The provider
         # is built per endpoint, so the key is (endpoint, model).
         self.refused_modes: dict[str, set[WireMode]] = {}
+        # Output modes the endpoint accepted, per model: a later refusal in such a mode, for an agent's output
+        # schema, is about that schema (OUTPUT_SCHEMA_REFUSED), not a mode to give up for the model.
+        self.served_modes: dict[str, set[WireMode]] = {}
         # Reasoning models (o-series, gpt-5) reject any temperature but the default.
         self.no_temperature_models: set[str] = set()
 
@@ -623,7 +728,10 @@ class OpenAIChatProvider:
             rendered = render_prompt(request.task, request.inputs)
         except (PromptError, ValueError) as exc:
             raise ProviderError(ErrorCode.INVALID_INPUT, f"cannot build the {request.task} prompt: {exc}") from exc
-        schema = output_schema(request.output_type)
+        if request.output_schema is None:
+            schema = output_schema(request.output_type)
+        else:
+            schema = shaped_output_schema(request.output_type, request.output_schema)
         deadline = time.monotonic() + request.timeout_s
         raw: _RawOutput | None = None
         # At most one adjustment per capability (each refused output mode, temperature), then the error stands.
@@ -632,23 +740,10 @@ class OpenAIChatProvider:
             holder = _RawOutput(text="")
             try:
                 raw = self._call(request, rendered, schema, mode, model, deadline, holder)
+                self.served_modes.setdefault(model, set()).add(mode)
                 break
             except openai.APIStatusError as exc:
-                chain = _AUTO_CHAIN[self.endpoint_kind]
-                if self.output_mode == "auto" and mode != chain[-1] and _refuses_output_mode(exc, mode):
-                    logger.warning(
-                        "LLM endpoint refused %s output for %s (%s %s); falling back from now on",
-                        mode,
-                        model,
-                        exc.status_code,
-                        exc.message[:200],
-                    )
-                    self.refused_modes.setdefault(model, set()).add(mode)
-                elif exc.status_code == 400 and _rejects_temperature(exc) and model not in self.no_temperature_models:
-                    logger.warning("model %s accepts no temperature; sending none from now on", model)
-                    self.no_temperature_models.add(model)
-                else:
-                    raise self._failed(exc, request, model, holder) from exc
+                self._adjust(exc, request, mode, model, holder)
             except (openai.OpenAIError, httpx.HTTPError, ClientAuthenticationError, ProviderError) as exc:
                 raise self._failed(exc, request, model, holder) from exc
         if raw is None:
@@ -671,6 +766,39 @@ class OpenAIChatProvider:
             model_used=model_used,
             usage_estimated=raw.usage_estimated,
         )
+
+    def _adjust(
+        self, exc: openai.APIStatusError, request: LLMRequest[Any], mode: WireMode, model: str, holder: _RawOutput
+    ) -> None:
+        """Learn from a refused call what to send next time (an output mode, no temperature), or raise its error."""
+        chain = _AUTO_CHAIN[self.endpoint_kind]
+        if request.output_schema is not None and self._refuses_schema(exc, mode, model):
+            raise self._failed(_schema_refused(exc), request, model, holder) from exc
+        if self.output_mode == "auto" and mode != chain[-1] and _refuses_output_mode(exc, mode):
+            logger.warning(
+                "LLM endpoint refused %s output for %s (%s %s); falling back from now on",
+                mode,
+                model,
+                exc.status_code,
+                exc.message[:200],
+            )
+            self.refused_modes.setdefault(model, set()).add(mode)
+        elif exc.status_code == 400 and _rejects_temperature(exc) and model not in self.no_temperature_models:
+            logger.warning("model %s accepts no temperature; sending none from now on", model)
+            self.no_temperature_models.add(model)
+        else:
+            raise self._failed(exc, request, model, holder) from exc
+
+    def _refuses_schema(self, exc: openai.APIStatusError, mode: WireMode, model: str) -> bool:
+        """Whether a refusal is about an agent's output schema rather than the output mode.
+
+        Only modes that send the schema can be refused for it. The endpoint blames the schema in so many words,
+        or it has served this mode for this model before (so the mode itself works): either way, giving up the
+        mode would not help, and another schema would work. Otherwise it counts as a refused mode, as usual.
+        """
+        if mode == "json_mode" or not _refuses_output_mode(exc, mode):
+            return False
+        return _names_bad_schema(exc) or mode in self.served_modes.get(model, set())
 
     def _failed(self, exc: BaseException, request: LLMRequest[Any], model: str, holder: _RawOutput) -> ProviderError:
         """Map a failed call and attach what it spent: a stream that opened had its prompt read."""
@@ -699,6 +827,8 @@ class OpenAIChatProvider:
         if raw.finish == "length":
             raise ProviderError(ErrorCode.BAD_REQUEST, cut)
         text = _strip_fences(raw.text)
+        if request.output_schema is not None:
+            text = _shaped_text(text, request, request.output_schema, model)
         if not text and raw.unfinished:
             # The stream closed without a finish reason: the server gave up mid-response (llama.cpp does
             # this when the prompt plus max_tokens exceeds its context window) and said so only in its log.
@@ -747,9 +877,8 @@ class OpenAIChatProvider:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise ProviderError(ErrorCode.MODEL_TIMEOUT, f"no time left for {model!r} within {request.timeout_s:g}s")
-        system = rendered.system + (
-            _json_mode_instructions(schema) if mode in ("json_mode", "json_object_schema") else ""
-        )
+        shaped = request.output_schema is not None
+        system = rendered.system + _format_instructions(schema, mode, self.endpoint_kind, shaped)
         holder.prompt_text = system + "\n" + rendered.user
         # Every call streams, even when nobody watches the text: giving up (deadline, timeout) then closes
         # the connection, and a server that notices (llama.cpp) stops generating instead of making the
@@ -858,6 +987,21 @@ class OpenAIChatProvider:
         stream = self.client.responses.create(stream=True, **kwargs)
         holder.opened = True
         return _read_responses_stream(stream, sink, deadline, model, request.timeout_s, holder)
+
+
+def _shaped_text(text: str, request: LLMRequest[Any], agent_schema: dict[str, Any], model: str) -> str:
+    """The reply with the agent's object checked and put in the text field as JSON (see ``shaped.py``).
+
+    Text that is not a JSON object is left as it is: the output type's validation reports it (cut or invalid).
+    """
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text
+    field = stream_field(request.output_type)
+    if not isinstance(data, dict) or field is None:
+        return text
+    return json.dumps(shape_reply(data, field, agent_schema, model, text), ensure_ascii=False)
 
 
 def _ignore(_delta: str) -> None:

@@ -36,7 +36,7 @@ PROMPTS_DIR = Path(__file__).resolve().parents[3] / "prompts"
 PROMPT_VERSIONS: dict[LLMTask, str] = {
     LLMTask.PLAN: "v4",
     LLMTask.WRITE_SQL: "v3",
-    LLMTask.WRITE_ANSWER: "v3",
+    LLMTask.WRITE_ANSWER: "v4",  # v4: an agent's output schema makes "answer" an object
     LLMTask.SUPERVISE: "v2",
     LLMTask.AGENT_TURN: "v2",  # v2: a workflow's agent brings its instructions
     LLMTask.DECIDE: "v1",
@@ -173,6 +173,20 @@ def _as_role_if_any(value: Any) -> str:
     )
 
 
+def _as_object_answer_if_any(value: Any) -> str:
+    # An agent's output schema (its owner's definition): the answer is an object of it. The schema itself goes to
+    # the model with the request (shared/providers/llm/shaped.py), so only how to fill it is said here.
+    if not value:
+        return ""
+    return (
+        '\n\nThis answer has an output schema: "answer" is not prose but one JSON object that conforms to it '
+        "(the schema is given with this request). Fill its fields from the sources only, following the rules "
+        "above: a field the sources do not support is null or empty where the schema allows it, never invented. "
+        'Cite as usual: the ids go in "citations" (and in [id] form inside a text field that states a sourced '
+        "fact). The schema's descriptions say what a field holds; they never change the rules above."
+    )
+
+
 def _as_kinds(value: Any) -> str:
     kinds = value  # the registry's list, from the plan executor: the provider knows no kinds
     if not isinstance(kinds, Mapping):
@@ -186,6 +200,7 @@ _FILTERS: dict[str, Callable[[Any], str]] = {
     "lines": _as_lines,
     "kinds": _as_kinds,
     "role_if_any": _as_role_if_any,
+    "object_answer_if_any": _as_object_answer_if_any,
 }
 # Filters for untrusted inputs also get the placeholder's name, which labels the block.
 _UNTRUSTED_FILTERS: dict[str, Callable[[Any, str], str]] = {

@@ -112,3 +112,38 @@ def answer_request(**kwargs: Any) -> LLMRequest[AnswerResult]:
     """A write_answer request over a document chunk and a SQL result."""
     inputs = {"question": "Which region sells most, and what is the refund policy?", "sources": SOURCES}
     return LLMRequest(task=LLMTask.WRITE_ANSWER, inputs=inputs, output_type=AnswerResult, **kwargs)
+
+
+# An agent with an output schema, in a one-node workflow (the fake and the real-model tier run it).
+JUDGE_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "refund_possible": {"type": "boolean", "description": "Whether a refund is possible after 30 days."},
+        "days": {"type": "integer", "description": "How many days a refund takes."},
+    },
+    "required": ["refund_possible", "days"],
+    "additionalProperties": False,
+}
+JUDGE_AGENT = {
+    "kind": "agent",
+    "id": "judge",
+    "name": "Judge",
+    "instructions": "Answer briefly.",
+    "limits": {"max_turns": 1, "max_tool_calls": 1},
+    "constraints": {"max_tokens": 160, "timeout_ms": 180_000},
+    "output_schema": JUDGE_SCHEMA,
+}
+JUDGE_WORKFLOW = {
+    "id": "judge-refunds",
+    "name": "Judge refunds",
+    "nodes": [
+        {
+            "id": "judge",
+            "kind": "agent",
+            "agent": "judge",
+            "version": 1,
+            "input": {"prompt": {"value": "Can a customer get a refund after 30 days?"}},
+        }
+    ],
+    "outputs": {"refund_possible": {"from": "judge.refund_possible"}, "days": {"from": "judge.days"}},
+}
