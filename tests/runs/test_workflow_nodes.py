@@ -349,7 +349,12 @@ def test_an_agent_in_a_branch_asks_through_the_root_and_gets_the_answer() -> Non
     )
     acts = Activities({**defs(wf), **defs(AGENT)}, agent_turn=[asks, DONE_TURN], generate_response=[answer("done")])
     asked: list[str] = []
-    result, ctx = start(acts, "workflow", "fan", tools=[TOOL], reply=lambda e: asked.append(e) or {"answer": "north"})
+
+    def reply(event: str) -> dict[str, str]:
+        asked.append(event)
+        return {"answer": "north"}
+
+    result, ctx = start(acts, "workflow", "fan", tools=[TOOL], reply=reply)
     assert result["status"] == "completed", result
     # The question is named after the part it waits in, so its id is unique across the run.
     assert asked == ["answer:a-t1-q1@a"]
