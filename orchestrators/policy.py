@@ -12,8 +12,9 @@ from typing import Literal
 from shared.jobs.contracts import ErrorCode
 from shared.jobs.models import RetryPolicy
 
-# Codes specific to one model: another allowed model may succeed where this one did not.
-MODEL_SPECIFIC = frozenset({ErrorCode.CONTENT_FILTERED, ErrorCode.MODEL_NOT_ALLOWED})
+# Codes specific to one model: another allowed model may succeed where this one did not (a deployment that
+# refuses an agent's output schema is one: another may support structured output).
+MODEL_SPECIFIC = frozenset({ErrorCode.CONTENT_FILTERED, ErrorCode.MODEL_NOT_ALLOWED, ErrorCode.OUTPUT_SCHEMA_REFUSED})
 
 Caller = Literal["step", "plan", "supervise", "executor"]
 Action = Literal["stop_budget", "retry", "fall_back", "repair", "stop", "give_up_quietly", "ask_user"]

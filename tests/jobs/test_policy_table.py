@@ -27,6 +27,9 @@ ROWS = [
     (("CONTENT_FILTERED", False, None, 0, 0, 2, True, "step"), Decision("fall_back")),
     (("MODEL_NOT_ALLOWED", False, None, 0, 0, 3, True, "plan"), Decision("fall_back")),
     (("CONTENT_FILTERED", False, None, 0, 0, 1, True, "step"), Decision("ask_user")),
+    # A deployment that refuses the agent's output schema: another model may take it; the last one asks.
+    (("OUTPUT_SCHEMA_REFUSED", False, None, 0, 0, 2, True, "step"), Decision("fall_back")),
+    (("OUTPUT_SCHEMA_REFUSED", False, None, 0, 1, 2, True, "step"), Decision("ask_user")),
     # content errors go to the user for a step, end planning, and never block the job from a Supervisor
     (("SQL_REJECTED", False, None, 0, 0, 2, True, "step"), Decision("ask_user")),
     (("BAD_REQUEST", False, None, 0, 0, 1, True, "plan"), Decision("stop")),
