@@ -1082,14 +1082,20 @@ def _as_dict(value: Any) -> dict[str, Any]:
     return value
 
 
-def _parse_answer(raw: Any) -> UserAnswer | None:
-    # Events raised through the SDK client arrive as JSON text (Durable Python quirk); raw posts as values.
+def event_data(raw: Any) -> Any:
+    """An external event's data: raised through the SDK client it arrives as JSON text (once or twice encoded)."""
     for _ in range(2):
         if isinstance(raw, str):
             try:
                 raw = json.loads(raw)
             except ValueError:
                 break
+    return raw
+
+
+def _parse_answer(raw: Any) -> UserAnswer | None:
+    # Raw posts to the Durable API arrive as values, answers raised through the SDK client as JSON text.
+    raw = event_data(raw)
     try:
         if isinstance(raw, dict) and "answer" in raw:
             return UserAnswer.model_validate(raw)

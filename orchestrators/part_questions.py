@@ -11,12 +11,11 @@ of its own parts (instance ids under its own).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pydantic import ValidationError
 
-from orchestrators.job import Gen, JobRun
+from orchestrators.job import Gen, JobRun, event_data
 from shared.jobs.models import PartNews, StepState, StepStateName, Waiting
 from shared.jobs.runs import PART_NEWS_EVENT, RunReport
 
@@ -64,7 +63,7 @@ class PartQuestions:
     def take(self, raw: Any) -> None:
         """One part's news: show its question, or take it away once answered or expired."""
         try:
-            news = PartNews.model_validate(_decoded(raw))
+            news = PartNews.model_validate(event_data(raw))
         except ValidationError:
             self.run.log("ignoring news of a part that is not valid")
             return
@@ -132,14 +131,3 @@ def _step_state(raw: dict[str, Any] | None) -> StepState | None:
         return StepState.model_validate(raw) if raw is not None else None
     except ValidationError:
         return None
-
-
-def _decoded(raw: Any) -> Any:
-    """An event's data: raised through the SDK client it arrives as JSON text (once or twice encoded)."""
-    for _ in range(2):
-        if isinstance(raw, str):
-            try:
-                raw = json.loads(raw)
-            except ValueError:
-                break
-    return raw

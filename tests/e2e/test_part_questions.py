@@ -36,6 +36,21 @@ def calc(node_id: str, old: float, **extra: Any) -> dict[str, Any]:
     return change(node_id, {"value": old}, **extra)
 
 
+def fan(
+    wf_id: str, first: dict[str, Any], second: dict[str, Any], *after: dict[str, Any], **extra: Any
+) -> dict[str, Any]:
+    """A workflow of two branches joined at ``merge``, then the ``after`` nodes."""
+    branches = [first["id"], second["id"]]
+    nodes = [
+        {"id": "split", "kind": "parallel", "branches": branches},
+        first,
+        second,
+        {"id": "merge", "kind": "join", "after": branches},
+        *after,
+    ]
+    return {"id": wf_id, "name": wf_id, "nodes": nodes, **extra}
+
+
 def start(jobs: JobClient, workflow: dict[str, Any], *more: dict[str, Any]) -> str:
     for definition in (*more, workflow):
         resp = jobs.http.post("/api/workflows", json=definition)
@@ -54,20 +69,10 @@ def log_lines(jobs: JobClient, run_id: str) -> list[str]:
 
 
 def test_a_question_in_a_branch_is_the_jobs_question_and_its_answer_resumes_the_branch(jobs: JobClient) -> None:
+    outputs = {"said": {"from": "review.answer"}, "percent": {"from": "calc.data.percent_change"}}
+    after = calc("after", 50, after=["merge"])
     run_id = start(
-        jobs,
-        {
-            "id": "branch-asks",
-            "name": "Branch asks",
-            "nodes": [
-                {"id": "split", "kind": "parallel", "branches": ["review", "calc"]},
-                ask("review", "Ship the Q3 numbers?"),
-                calc("calc", 80),
-                {"id": "merge", "kind": "join", "after": ["review", "calc"]},
-                calc("after", 50, after=["merge"]),
-            ],
-            "outputs": {"said": {"from": "review.answer"}, "percent": {"from": "calc.data.percent_change"}},
-        },
+        jobs, fan("branch-asks", ask("review", "Ship the Q3 numbers?"), calc("calc", 80), after, outputs=outputs)
     )
     view = jobs.wait(run_id, {"waiting_for_user"})
     waiting = view["waiting"]
@@ -95,20 +100,8 @@ def test_a_question_in_a_branch_is_the_jobs_question_and_its_answer_resumes_the_
 
 
 def test_two_branches_ask_at_once_and_each_answer_resumes_the_question_shown(jobs: JobClient) -> None:
-    run_id = start(
-        jobs,
-        {
-            "id": "both-ask",
-            "name": "Both ask",
-            "nodes": [
-                {"id": "split", "kind": "parallel", "branches": ["left", "right"]},
-                ask("left", "Left?"),
-                ask("right", "Right?"),
-                {"id": "merge", "kind": "join", "after": ["left", "right"]},
-            ],
-            "outputs": {"left": {"from": "left.answer"}, "right": {"from": "right.answer"}},
-        },
-    )
+    outputs = {"left": {"from": "left.answer"}, "right": {"from": "right.answer"}}
+    run_id = start(jobs, fan("both-ask", ask("left", "Left?"), ask("right", "Right?"), outputs=outputs))
     first = jobs.wait(run_id, {"waiting_for_user"})["waiting"]
     said = {"left": "yes", "right": "no"}
     assert jobs.answer(run_id, said[first["step_id"]], question_id=first["question_id"]).status_code == 202
@@ -158,19 +151,7 @@ def test_a_question_in_a_sub_workflow_shows_at_its_node_and_a_rejection_fails_th
 
 
 def test_cancelling_a_run_whose_branch_waits_ends_the_question(jobs: JobClient) -> None:
-    run_id = start(
-        jobs,
-        {
-            "id": "cancel-wait",
-            "name": "Cancel while a branch waits",
-            "nodes": [
-                {"id": "split", "kind": "parallel", "branches": ["ask", "calc"]},
-                ask("ask", "Go?"),
-                calc("calc", 80),
-                {"id": "merge", "kind": "join", "after": ["ask", "calc"]},
-            ],
-        },
-    )
+    run_id = start(jobs, fan("cancel-wait", ask("ask", "Go?"), calc("calc", 80)))
     jobs.wait(run_id, {"waiting_for_user"})
     assert jobs.cancel(run_id).status_code == 202
     view = jobs.wait(run_id)
