@@ -5,10 +5,10 @@
 
 import { api, h, errorBox } from './app.js';
 import { renderGraph } from './graph.js';
+import { createBuilder, NODE_KINDS } from './builder.js';
 
 const KINDS = { agents: 'agent', workflows: 'workflow', teams: 'team' };
 const TITLES = { agents: 'Agents', workflows: 'Workflows', teams: 'Teams' };
-const NODE_KINDS = ['agent', 'step', 'tool', 'human', 'condition', 'parallel', 'join', 'workflow', 'loop'];
 const STEP_KINDS = ['consult_rag', 'execute_azure_sql', 'generate_response'];
 const STEP_FIELDS = { consult_rag: ['query', 'top_k', 'filter'], execute_azure_sql: ['question', 'sql'], generate_response: ['question'] };
 const OPS = ['eq', 'ne', 'gt', 'ge', 'lt', 'le', 'contains', 'exists', 'truthy'];
@@ -546,10 +546,35 @@ function rerender() {
 function changed() {
   if (ui.els.dirty) ui.els.dirty.hidden = canonical(ui.draft) === canonical(ui.saved || emptyDraft(ui.plural));
   if (ui.plural === 'workflows' && ui.els.graph) {
-    renderGraph(ui.els.graph, ui.draft, { invalid: ui.invalidNodes || new Set(), onSelect: focusNode });
+    renderGraph(ui.els.graph, ui.draft, { invalid: ui.invalidNodes || new Set(), editable: true });
+    ui.builder.afterRender();
   }
   const dl = document.getElementById('df-node-ids');
   if (dl && ui.draft.nodes) dl.replaceChildren(...ui.draft.nodes.map((n) => n && n.id).filter(Boolean).map((id) => h('option', { value: id })));
+}
+
+/** The drag-and-drop builder on the graph box: its edits go to the same draft, then the forms are redrawn. */
+function workflowBuilder(graphBox) {
+  const builder = createBuilder({
+    getDraft: () => ui.draft,
+    commit: (mutate) => {
+      mutate(ui.draft);
+      rerender();
+    },
+    replaceDraft: (definition) => {
+      ui.draft = definition;
+      rerender();
+    },
+    addNode: (kind) => {
+      const id = freeNodeId(kind);
+      ui.draft.nodes = [...(ui.draft.nodes || []), newNode(kind, id)];
+      return id;
+    },
+    openNode: focusNode,
+  });
+  builder.attach(graphBox);
+  graphBox.setAttribute('aria-describedby', 'df-builder-hint');
+  return builder;
 }
 
 function focusNode(id) {
@@ -918,6 +943,7 @@ function renderEditorParts() {
   ui.els.version.textContent = ui.id ? `Version ${ui.version} of ${ui.latest}` : 'Not saved yet';
   ui.els.archive.replaceChildren(...(ui.id ? [archivePanel()] : []));
   ui.els.side.replaceChildren(...[runCard(), versionsCard(), jsonCard()].filter(Boolean));
+  if (ui.builder) ui.builder.reset();
   rerender();
   clearIssues();
 }
@@ -950,7 +976,8 @@ async function showEditor(view, plural, id) {
     save();
   });
   const formCard = h('section', { class: 'card defs-main' }, els.problems, els.form, h('div', { class: 'actions save-bar' }, els.save, els.archive));
-  const graphCard = els.graph ? h('section', { class: 'card defs-graph', 'aria-label': 'Workflow graph' }, h('h3', {}, 'Graph'), h('p', { class: 'muted small' }, 'Click a node to edit it. Edges: after, branch, then, else, loop body.'), els.graph) : null;
+  ui.builder = els.graph ? workflowBuilder(els.graph) : null;
+  const graphCard = els.graph ? h('section', { class: 'card defs-graph', 'aria-label': 'Workflow graph' }, h('h3', {}, 'Graph'), ui.builder.controls, els.graph) : null;
   view.replaceChildren(
     h('div', { class: 'defs-head' }, h('a', { href: `#${plural}` }, `← ${TITLES[plural]}`), els.title, els.version, els.dirty),
     els.status,

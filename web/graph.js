@@ -153,6 +153,21 @@ function edgePath(a, b, back) {
   return `M ${x1} ${y1} C ${x1} ${mid}, ${x2} ${mid}, ${x2} ${y2}`;
 }
 
+/** A wide transparent copy of an edge's path: what a pointer or the keyboard selects (a 1.6px line is hard to hit). */
+function edgeHit(path, e) {
+  return svg('path', {
+    d: path.getAttribute('d'),
+    class: 'g-edge-hit',
+    'data-from': e.from,
+    'data-to': e.to,
+    'data-edge': e.type,
+    tabindex: 0,
+    role: 'button',
+    'aria-label': `Edge ${e.from} to ${e.to}, ${e.type}`,
+    'aria-keyshortcuts': 'Delete',
+  });
+}
+
 function clip(text, max) {
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
@@ -166,15 +181,17 @@ function subtitle(node) {
 /**
  * Draw the workflow into `host` (replacing what was there). `invalid` is a Set of node ids to mark;
  * `start` the start node. Every node is a <g data-node data-kind>, every edge a <path data-from data-to data-edge>.
+ * `editable` (the builder, builder.js): nodes and edges are focusable buttons, each edge with a wide hit path.
  */
-export function renderGraph(host, workflow, { invalid = new Set(), onSelect } = {}) {
+export function renderGraph(host, workflow, { invalid = new Set(), onSelect, editable = false } = {}) {
   const g = layout(workflow);
   const root = svg('svg', {
-    class: 'wf-graph',
+    class: editable ? 'wf-graph wf-editable' : 'wf-graph',
     viewBox: `0 0 ${g.width} ${g.height}`,
     width: g.width,
     height: g.height,
-    role: 'img',
+    // An image has no focusable parts for assistive technology; the editable graph is a group of buttons.
+    role: editable ? 'group' : 'img',
     'aria-label': `Workflow graph: ${g.nodes.length} nodes, ${g.edges.length} edges`,
   });
   const defs = svg('defs');
@@ -198,6 +215,7 @@ export function renderGraph(host, workflow, { invalid = new Set(), onSelect } = 
     });
     path.append(svg('title', {}, `${e.from} → ${e.to} (${e.type})`));
     root.append(path);
+    if (editable) root.append(edgeHit(path, e));
     if ((e.type === 'then' || e.type === 'else') && !e.back) {
       // Which way a condition goes, halfway down its edge.
       const x = (a.x + b.x) / 2 + NODE_W / 2 + 4;
@@ -210,7 +228,17 @@ export function renderGraph(host, workflow, { invalid = new Set(), onSelect } = 
     const cls = ['g-node', `g-kind-${node.kind || 'unknown'}`];
     if (invalid.has(node.id)) cls.push('g-invalid');
     if (node.id === startId) cls.push('g-start');
-    const group = svg('g', { class: cls.join(' '), 'data-node': node.id, 'data-kind': node.kind || '', transform: `translate(${box.x} ${box.y})`, tabindex: onSelect ? 0 : null });
+    const focusable = onSelect || editable;
+    const group = svg('g', {
+      class: cls.join(' '),
+      'data-node': node.id,
+      'data-kind': node.kind || '',
+      transform: `translate(${box.x} ${box.y})`,
+      tabindex: focusable ? 0 : null,
+      role: editable ? 'button' : null,
+      'aria-label': editable ? `Node ${node.id}, ${subtitle(node)}` : null,
+      'aria-keyshortcuts': editable ? 'Enter Delete' : null,
+    });
     group.append(svg('title', {}, `${node.id}: ${subtitle(node)}${node.title ? ` — ${node.title}` : ''}`));
     group.append(svg('rect', { width: NODE_W, height: NODE_H, rx: 8, ry: 8 }));
     group.append(svg('text', { x: 10, y: 19, class: 'g-id' }, clip(node.id, 20)));

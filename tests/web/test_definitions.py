@@ -466,3 +466,159 @@ def test_a_page_opened_without_the_key_says_so_and_loads_once_the_key_is_entered
     page.get_by_role("link", name="Jobs", exact=True).click()
     expect(page.locator("main.layout")).to_be_visible()
     expect(page.locator("#defs-view")).to_be_hidden()
+
+
+# ----- the drag-and-drop builder (web/builder.js) -------------------------------------------------------
+
+
+def palette(page: Page, kind: str) -> Locator:
+    return page.locator(f"#df-builder [data-palette-kind='{kind}']")
+
+
+def drop_kind(page: Page, kind: str, onto: str | None = None) -> None:
+    """Drag a kind from the palette onto a node of the graph, or onto an empty corner of it."""
+    if onto:
+        palette(page, kind).drag_to(graph_node(page, onto))
+    else:
+        palette(page, kind).drag_to(page.locator("#df-graph"), target_position={"x": 4, "y": 4})
+
+
+def edge_hit(page: Page, src: str, dst: str, kind: str) -> Locator:
+    return page.locator(f"#df-graph path.g-edge-hit[data-from='{src}'][data-to='{dst}'][data-edge='{kind}']")
+
+
+def map_value(card: Locator, index: int, name: str, text: str) -> None:
+    """Give the node's first input the name `name` and the literal value `text` (JSON), through its form."""
+    card.get_by_role("button", name="Add input", exact=True).click()
+    card.get_by_label("Input: name", exact=True).fill(name)
+    card.get_by_label("Input: name", exact=True).dispatch_event("change")
+    card.get_by_label(f"Input {name}: given as", exact=True).select_option("value")
+    card.locator(f"[data-path='nodes.{index}.input.{name}']").fill(text)
+
+
+def test_a_workflow_built_by_dragging_saves_its_nodes_and_after_edges(
+    page: Page, host: DevHostProcess, shots: Path
+) -> None:
+    from tests.jobs.jobclient import JobClient
+
+    jobs = JobClient(host)
+    open_page(page, host, "workflows:new", "workflows:new")
+    page.get_by_label("Id", exact=True).fill("dragged")
+    page.get_by_label("Name", exact=True).fill("Built by dragging")
+
+    # A kind dropped on the graph is a node with a fresh id, its form open at the id to rename it.
+    drop_kind(page, "tool")
+    expect(graph_node(page, "tool")).to_have_attribute("data-kind", "tool")
+    expect(node_card(page, "tool").get_by_label("Node id", exact=True)).to_be_focused()
+    drop_kind(page, "tool")
+    expect(graph_node(page, "tool2")).to_have_attribute("data-kind", "tool")
+    # Dropped onto a node, the new node follows it.
+    drop_kind(page, "human", onto="tool2")
+    expect(graph_edge(page, "tool2", "human", "after")).to_have_count(1)
+    # A drag from one node onto another connects them: the target runs after the source.
+    graph_node(page, "tool").drag_to(graph_node(page, "tool2"))
+    expect(graph_edge(page, "tool", "tool2", "after")).to_have_count(1)
+    expect(page.locator("#df-builder-msg")).to_have_text("Connected tool → tool2 (after).")
+    # The forms show the same edges (one draft).
+    expect(node_card(page, "tool2").get_by_label("After", exact=True)).to_have_value("tool")
+    expect(node_card(page, "human").get_by_label("After", exact=True)).to_have_value("tool2")
+
+    # A connection that closes a ring is refused, saying why; nothing changes.
+    graph_node(page, "human").drag_to(graph_node(page, "tool"))
+    expect(page.locator("#df-builder-error")).to_have_text(
+        "Not connected: human → tool would make a cycle (human → tool → tool2 → human). "
+        "To repeat nodes, use a loop node. [CYCLE]"
+    )
+    expect(page.locator("#df-graph path.g-edge")).to_have_count(2)
+    expect(node_card(page, "tool").get_by_label("After", exact=True)).to_have_value("")
+
+    # An edge clicked is selected; "Remove edge" takes it away, and undo brings it back.
+    # (A straight edge's box has no width, so the click goes to its middle by coordinates.)
+    box = edge_hit(page, "tool", "tool2", "after").bounding_box()
+    assert box is not None
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    expect(page.locator(".builder-selection")).to_contain_text("Selected: edge tool → tool2 (after).")
+    page.get_by_role("button", name="Remove edge", exact=True).click()
+    expect(graph_edge(page, "tool", "tool2", "after")).to_have_count(0)
+    expect(node_card(page, "tool2").get_by_label("After", exact=True)).to_have_value("")
+    page.get_by_role("button", name="Undo graph edit", exact=True).click()
+    expect(graph_edge(page, "tool", "tool2", "after")).to_have_count(1)
+
+    edge_hit(page, "tool2", "human", "after").focus()
+    page.screenshot(path=str(shots / "defs-builder.png"))
+
+    # The kind fields, through the forms; then save and read it back through the API.
+    for index, node_id in enumerate(["tool", "tool2"]):
+        card = node_card(page, node_id)
+        card.get_by_label("Tool", exact=True).fill("function.growth_rate")
+        map_value(card, index, "values", "[100, 120]")
+    node_card(page, "human").get_by_label("Question", exact=True).fill("Publish the growth rates?")
+    page.get_by_role("button", name="Save", exact=True).click()
+    page.wait_for_selector("html[data-defs='workflows/dragged']", state="attached")
+    nodes = get(host, jobs, "workflows", "dragged")["definition"]["nodes"]
+    assert [(n["id"], n["kind"], n.get("after")) for n in nodes] == [
+        ("tool", "tool", None),
+        ("tool2", "tool", ["tool"]),
+        ("human", "human", ["tool2"]),
+    ]
+    assert nodes[1]["input"] == {"values": {"value": [100, 120]}}
+    expect(graph_edge(page, "tool2", "human", "after")).to_have_count(1)
+
+
+def test_the_builder_by_keyboard_adds_connects_refuses_and_removes(page: Page, host: DevHostProcess) -> None:
+    open_page(page, host, "workflows:new", "workflows:new")
+    # "Add node" without a mouse: a palette kind pressed with Enter.
+    for kind in ("condition", "tool", "tool"):
+        palette(page, kind).focus()
+        page.keyboard.press("Enter")
+    expect(page.locator("#df-graph g.g-node")).to_have_count(3)
+    expect(node_card(page, "tool2").get_by_label("Node id", exact=True)).to_be_focused()
+    expect(graph_node(page, "condition")).to_have_attribute("role", "button")
+
+    # "Connect" without a mouse: From, To, Edge. From a condition, "auto" is its "then".
+    connect = page.get_by_role("group", name="Connect two nodes")
+
+    def link(src: str, dst: str, edge: str = "auto") -> None:
+        connect.get_by_label("From", exact=True).select_option(src)
+        connect.get_by_label("To", exact=True).select_option(dst)
+        connect.get_by_label("Edge", exact=True).select_option(edge)
+        connect.get_by_role("button", name="Connect", exact=True).click()
+
+    link("condition", "tool")
+    expect(graph_edge(page, "condition", "tool", "then")).to_have_count(1)
+    expect(node_card(page, "condition").get_by_label("Then nodes", exact=True)).to_have_value("tool")
+    link("condition", "tool2", "else")
+    expect(graph_edge(page, "condition", "tool2", "else")).to_have_count(1)
+    link("tool", "tool2")
+    expect(graph_edge(page, "tool", "tool2", "after")).to_have_count(1)
+    # Refused, each with its reason: a ring, an edge already there, an edge the source kind does not have.
+    error = page.locator("#df-builder-error")
+    link("tool2", "condition")
+    expect(error).to_have_text(
+        "Not connected: tool2 → condition would make a cycle (tool2 → condition → tool2). "
+        "To repeat nodes, use a loop node. [CYCLE]"
+    )
+    link("tool", "tool2")
+    expect(error).to_have_text("Not connected: tool → tool2 is already an edge (after). [DUPLICATE_EDGE]")
+    link("tool", "condition", "branch")
+    expect(error).to_contain_text("Only a parallel node has branch edges; tool is a tool node. [INVALID_EDGE]")
+    expect(page.locator("#df-graph path.g-edge")).to_have_count(3)
+
+    # Delete on a focused edge removes it; Delete on a focused node removes it and every edge naming it.
+    edge_hit(page, "tool", "tool2", "after").focus()
+    expect(page.locator(".builder-selection")).to_contain_text("Selected: edge tool → tool2 (after).")
+    page.keyboard.press("Delete")
+    expect(graph_edge(page, "tool", "tool2", "after")).to_have_count(0)
+    expect(error).to_be_hidden()
+    graph_node(page, "tool").focus()
+    page.keyboard.press("Delete")
+    expect(graph_node(page, "tool")).to_have_count(0)
+    expect(node_card(page, "tool")).to_have_count(0)
+    expect(node_card(page, "condition").get_by_label("Then nodes", exact=True)).to_have_value("")
+    expect(page.locator("#df-builder-msg")).to_have_text("Removed node tool and its edges.")
+    # Ctrl+Z on the graph undoes it; Enter on a node opens its form.
+    page.locator("#df-graph").press("Control+z")
+    expect(graph_edge(page, "condition", "tool", "then")).to_have_count(1)
+    graph_node(page, "tool").focus()
+    page.keyboard.press("Enter")
+    expect(node_card(page, "tool").get_by_label("Node id", exact=True)).to_be_focused()
