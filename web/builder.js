@@ -143,10 +143,13 @@ export function createBuilder({ getDraft, commit, replaceDraft, addNode, openNod
   };
 
   // One undoable edit of the draft; `done` says what happened (a function when it depends on the edit).
+  // Undo keeps the draft before and after each edit: after a form edit, stepping back would lose it, so it stops.
   const edit = (mutate, done) => {
-    state.undo.push(JSON.parse(JSON.stringify(getDraft())));
-    if (state.undo.length > UNDO_DEPTH) state.undo.shift();
+    const before = JSON.stringify(getDraft());
     commit(mutate);
+    state.undo.push({ before, after: JSON.stringify(getDraft()) });
+    if (state.undo.length > UNDO_DEPTH) state.undo.shift();
+    undoBtn.disabled = false;
     say(typeof done === 'function' ? done() : done);
   };
 
@@ -212,9 +215,15 @@ export function createBuilder({ getDraft, commit, replaceDraft, addNode, openNod
   const selectionRow = el('div', { class: 'builder-selection' }, selectionText, editBtn, removeBtn, undoBtn);
 
   function undo() {
-    const previous = state.undo.pop();
-    if (!previous) return;
-    replaceDraft(previous);
+    const last = state.undo.pop();
+    if (!last) return;
+    if (JSON.stringify(getDraft()) !== last.after) {
+      state.undo = [];
+      undoBtn.disabled = true;
+      say('Not undone: the form changed the workflow since the last graph edit (undo covers graph edits only).', true);
+      return;
+    }
+    replaceDraft(JSON.parse(last.before));
     say('Undone.');
   }
 

@@ -622,3 +622,9 @@ def test_the_builder_by_keyboard_adds_connects_refuses_and_removes(page: Page, h
     graph_node(page, "tool").focus()
     page.keyboard.press("Enter")
     expect(node_card(page, "tool").get_by_label("Node id", exact=True)).to_be_focused()
+    # Undo covers graph edits only: after a form edit it stops rather than lose that edit.
+    node_card(page, "tool").get_by_label("Title", exact=True).fill("First")
+    page.locator("#df-graph").press("Control+z")
+    expect(error).to_contain_text("Not undone: the form changed the workflow since the last graph edit")
+    expect(node_card(page, "tool").get_by_label("Title", exact=True)).to_have_value("First")
+    expect(page.get_by_role("button", name="Undo graph edit", exact=True)).to_be_disabled()
