@@ -171,9 +171,10 @@ export function createBuilder({ getDraft, commit, replaceDraft, addNode, openNod
     edit(
       (d) => {
         id = addNode(kind);
-        // A fresh node cannot close a cycle; an edge type its new source does not own is left out.
-        type = after ? edgeType(nodeById(d, after), edgeChoice.value) : null;
-        if (type && connectProblem(d, after, id, type)) type = null;
+        // A fresh node cannot close a cycle; an Edge choice the node dropped on does not have falls back to auto.
+        const source = after ? nodeById(d, after) : null;
+        type = source ? edgeType(source, edgeChoice.value) : null;
+        if (type && connectProblem(d, after, id, type)) type = edgeType(source);
         if (type) connect(d, after, id, type);
       },
       () => `Added ${kind} node ${id}${type ? ` (${after} → ${id}, ${type})` : ''}: rename it in its form.`,
