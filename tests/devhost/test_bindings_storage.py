@@ -10,7 +10,6 @@ from typing import Any
 import azure.functions as func
 import pytest
 
-from devhost.azurite import AzuriteEndpoints
 from devhost.bindings_storage import (
     BindingError,
     OutValue,
@@ -26,7 +25,8 @@ from devhost.bindings_storage import (
 )
 from devhost.model import FunctionInfo, FunctionKind
 
-CONNECTION = AzuriteEndpoints("127.0.0.1", 1, 2, 3).connection_string
+# Never dialled: these tests need no storage (and stay out of the slow set, which is marked by what a module names).
+CONNECTION = "DefaultEndpointsProtocol=http;AccountName=acct;AccountKey=a2V5;BlobEndpoint=http://127.0.0.1:1/acct;"
 ENV = {"AzureWebJobsStorage": CONNECTION, "CONTAINER": "docs", "Ident__queueServiceUri": "https://x"}
 NOON = dt.datetime(2026, 2, 16, 17, 59, 55, 123000, tzinfo=dt.UTC)
 
