@@ -42,6 +42,7 @@ STORAGE_TYPES = ("blob", "queue", "table")
 # Bindings another part of the devhost runs (the trigger itself is skipped by name).
 _HOST_RUN = {"durableclient", "http", "httptrigger", "activitytrigger", "orchestrationtrigger", "entitytrigger"}
 _RESOURCE_KEY = {"blob": "path", "queue": "queueName", "table": "tableName"}
+_BLOB_TYPES = "InputStream, str, bytes"
 _SETTING_REF = re.compile(r"%([^%]+)%")
 _TOKEN = re.compile(r"(\{\{|\}\}|\{[^{}]*\})")
 _NET_DATE = re.compile(r"yyyy|yy|MM|dd|HH|hh|mm|ss|fff|tt")
@@ -157,7 +158,19 @@ def _plan_storage(
     if kind == "queue" and not out:
         return "a queue binding can only be an output"
     annotation = typing.get_args(hint)[0] if out and typing.get_args(hint) else hint
+    if kind == "blob" and not out and not _passable_blob_type(annotation):
+        shown = getattr(annotation, "__name__", repr(annotation))
+        return f"the parameter type {shown} needs an SDK-type binding extension (devhost passes {_BLOB_TYPES})"
     return StorageBinding(str(binding.get("name")), kind, out, environ[setting], settings, annotation)
+
+
+def _passable_blob_type(annotation: Any) -> bool:
+    """Whether the worker passes a blob input as this type without an SDK-type extension (BlobClient, ...)."""
+    import azure.functions as func  # noqa: PLC0415
+
+    if annotation is None or annotation in (str, bytes):
+        return True
+    return isinstance(annotation, type) and issubclass(annotation, func.InputStream)
 
 
 def _app_setting_refs(value: str, environ: Mapping[str, str]) -> str | None:

@@ -37,6 +37,14 @@ def _http(req: func.HttpRequest, doc: func.Out[str], src: str) -> None: ...
 def _queue(msg: func.QueueMessage, doc: func.Out[str]) -> None: ...
 
 
+class BlobClient:  # stands for azurefunctions.extensions.bindings.blob.BlobClient (an SDK-type binding)
+    """Not a type the devhost can pass."""
+
+
+def _sdk_type(req: func.HttpRequest, client: BlobClient, stream: func.InputStream, raw) -> None:  # noqa: ANN001
+    ...
+
+
 def function(
     kind: FunctionKind, user_function: Any, trigger: dict[str, Any], *bindings: dict[str, Any]
 ) -> FunctionInfo:
@@ -126,6 +134,21 @@ def test_which_bindings_run_and_the_notes_for_the_others() -> None:
         "receives None for it.",
         "Function 'fn_http': blob binding 'missing' is not run (path '%UNSET%/x' names an unset app setting); its "
         "output value is discarded.",
+    )
+
+
+def test_a_blob_input_of_an_sdk_type_is_named_and_not_run() -> None:
+    fn = function(
+        "http",
+        _sdk_type,
+        {"type": "httpTrigger", "name": "req"},
+        *(blob(name, "c/x", "IN") for name in ("client", "stream", "raw")),
+    )
+    plan = plan_bindings(fn, ENV)
+    assert [b.name for b in plan.bound] == ["stream", "raw"]
+    assert plan.notes == (
+        "Function 'fn_http': blob binding 'client' is not run (the parameter type BlobClient needs an SDK-type "
+        "binding extension (devhost passes InputStream, str, bytes)); the function receives None for it.",
     )
 
 
