@@ -76,7 +76,13 @@ def load_app(root: Path) -> LoadedApp:
     _check_unique_names(infos)
     for note in startup_notes(host):
         log.warning("%s", note)
-    return LoadedApp(root=root, host=host, functions=_enabled(infos))
+    enabled = _enabled(infos)
+    # Imported here: devhost.bindings_storage imports this module.
+    from devhost.bindings_storage import binding_notes  # noqa: PLC0415
+
+    for note in binding_notes(enabled):
+        log.warning("%s", note)
+    return LoadedApp(root=root, host=host, functions=enabled)
 
 
 def _enabled(infos: list[FunctionInfo]) -> list[FunctionInfo]:

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+from devhost.bindings_storage import run_bound
 from devhost.http.httpmap import InvocationContext
 from devhost.model import FunctionInfo, LoadedApp
 
@@ -90,8 +92,14 @@ class TriggerLoops:
             if not found:
                 await self.pause(delay)
 
-    async def invoke(self, fn: FunctionInfo, value: Any, reason: str) -> bool:
-        """Run the function once with its trigger value; whether it succeeded (failures are logged, not raised)."""
+    async def invoke(
+        self, fn: FunctionInfo, value: Any, reason: str, metadata: Mapping[str, Any] | None = None
+    ) -> bool:
+        """Run the function once with its trigger value; whether it succeeded (failures are logged, not raised).
+
+        ``metadata`` is trigger metadata for binding expressions the value itself may not carry (a blob's path).
+        Output bindings are written only when the function returned (devhost.bindings_storage).
+        """
         invocation_id = str(uuid.uuid4())
         context = InvocationContext(
             invocation_id=invocation_id,
@@ -105,7 +113,8 @@ class TriggerLoops:
         started = time.monotonic()
         ok = True
         try:
-            await self.host.call_function(fn, kwargs)
+            call = functools.partial(self.host.call_function, fn, kwargs)
+            await run_bound(fn, kwargs, call, self.host.app.host.raw, value, metadata)
         except asyncio.CancelledError:
             raise
         except Exception:

@@ -215,6 +215,18 @@ def queue_trigger_value(target: StorageTarget, message: Any, body: bytes) -> Any
     return QueueMessageInConverter.decode(Datum(body, "bytes"), trigger_metadata=metadata)
 
 
+def queue_binding_metadata(message: Any) -> dict[str, Any]:
+    """A message's trigger metadata for binding expressions (``{Id}``, ``{DequeueCount}``, ...)."""
+    return {
+        "Id": message.id,
+        "DequeueCount": int(message.dequeue_count or 0),
+        "PopReceipt": message.pop_receipt,
+        "InsertionTime": _iso(message.inserted_on),
+        "ExpirationTime": _iso(message.expires_on),
+        "NextVisibleTime": _iso(message.next_visible_on),
+    }
+
+
 def blob_trigger_value(target: StorageTarget, path: str, url: str, data: bytes, props: Any) -> Any:
     """The trigger argument the worker would build for a blob."""
     from azure.functions.blob import BlobConverter  # noqa: PLC0415
@@ -352,7 +364,8 @@ class QueueListener:
             )
             ok = False
         else:
-            ok = await self.triggers.invoke(fn, value, f"New queue message detected on '{self.target.resource}'.")
+            reason = f"New queue message detected on '{self.target.resource}'."
+            ok = await self.triggers.invoke(fn, value, reason, queue_binding_metadata(message))
         if ok:
             await asyncio.to_thread(self.queue.delete_message, message)
         elif int(message.dequeue_count or 0) >= self.options.max_dequeue_count:
@@ -463,7 +476,8 @@ class BlobListener:
             log.error("Blob '%s' cannot be passed to %s: %s", path, self.target.fn.name, exc)
             ok = False
         else:
-            ok = await self.triggers.invoke(self.target.fn, value, f"New blob detected(LogsAndContainerScan): {path}")
+            reason = f"New blob detected(LogsAndContainerScan): {path}"
+            ok = await self.triggers.invoke(self.target.fn, value, reason, {"BlobTrigger": path, "Uri": url})
         attempts = self.attempts.get(receipt, 0) + 1
         if ok or attempts >= BLOB_MAX_ATTEMPTS:
             await asyncio.to_thread(self._write_receipt, receipt, None if ok else (blob, etag))

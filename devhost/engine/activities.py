@@ -10,6 +10,7 @@ from typing import Any
 
 from devhost import history as h
 from devhost import ids
+from devhost.bindings_storage import add_binding_arguments, run_bound
 from devhost.engine.core import flog
 from devhost.engine.dispatch import Dispatcher
 from devhost.engine.state import Message, Work
@@ -76,7 +77,10 @@ class Activities(Dispatcher):
                 kwargs["context"] = InvocationContext(
                     invocation_id=invocation_id, function_name=fn.name, function_directory=self.app.root
                 )
-            result = await self._call_activity(fn, kwargs, invocation_id)
+            add_binding_arguments(fn, kwargs)  # blob, queue and table bindings of the activity
+            call = functools.partial(self._call_activity, fn, kwargs, invocation_id)
+            metadata = {"instanceId": work.instance_id}
+            result = await run_bound(fn, kwargs, call, self.app.host.raw, value, metadata)
             encoded = ActivityTriggerConverter.encode(result, expected_type=None).value
             ev = h.event(h.TASK_COMPLETED, epoch_to_history(time.time()), TaskScheduledId=work.seq, Result=encoded)
             outcome = "Succeeded"

@@ -26,6 +26,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from devhost.bindings_storage import run_bound
 from devhost.http.durable_api import RPC_PATH, WEBHOOK_PATH, DurableHttpApi, Engine, json_response
 from devhost.http.easyauth import EasyAuthSimulation, PrincipalSpecError
 from devhost.http.httpmap import (
@@ -46,8 +47,6 @@ log = logging.getLogger("devhost.host")
 DEVHOST_VERSION = "0.1.0"
 # The Functions host rejects request bodies over 100 MB (HTTP 413).
 MAX_REQUEST_BYTES = 100 * 1024 * 1024
-# Bindings an HTTP function may have that the devhost implements.
-_HTTP_BINDINGS = {"httptrigger", "http", "durableclient"}
 ALL_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 
 Scope = MutableMapping[str, Any]
@@ -132,13 +131,13 @@ async def read_body(request: Request, limit: int = MAX_REQUEST_BYTES) -> bytes:
 
 
 class _Out:
-    """Minimal ``azure.functions.Out`` for output bindings the devhost does not implement."""
+    """Minimal ``azure.functions.Out``: holds the value an output binding writes after the invocation."""
 
     def __init__(self) -> None:
         self._value: Any = None
 
     def set(self, val: Any) -> None:
-        """Store the value (discarded: the binding has no target locally)."""
+        """Store the value (written by devhost.bindings_storage, or discarded when the binding is not run)."""
         self._value = val
 
     def get(self) -> Any:
@@ -191,16 +190,6 @@ class DevHost:
             except RouteTemplateError as exc:
                 raise AppLoadError(f"Function '{fn.name}': invalid route template: {exc}") from None
             auth_level(fn)
-            for binding in fn.bindings:
-                kind = str(binding.get("type", ""))
-                if kind.lower() not in _HTTP_BINDINGS:
-                    log.warning(
-                        "Function '%s': binding '%s' of type %s is not implemented by the devhost; "
-                        "the function receives None for inputs and its output value is discarded.",
-                        fn.name,
-                        binding.get("name"),
-                        kind,
-                    )
         threads = os.environ.get("PYTHON_THREADPOOL_THREAD_COUNT")
         self._pool = ThreadPoolExecutor(
             max_workers=int(threads) if threads and threads.isdigit() and int(threads) > 0 else None,
@@ -405,7 +394,8 @@ class DevHost:
             name = str(binding.get("name", ""))
             if not name or name == "$return" or name in kwargs or name not in params:
                 continue
-            # Bindings the devhost does not implement still get an argument so the function can run.
+            # Inputs are read just before the call (devhost.bindings_storage.run_bound); bindings the devhost
+            # does not run keep None or a sink whose value is discarded, so the function still runs.
             kwargs[name] = _Out() if enum_text(binding.get("direction")).lower() in ("1", "out") else None
         return kwargs
 
@@ -452,7 +442,8 @@ class DevHost:
         started = time.monotonic()
         outcome = "Succeeded"
         try:
-            result = await self.call_function(fn, kwargs)
+            call = functools.partial(self.call_function, fn, kwargs)
+            result = await run_bound(fn, kwargs, call, self.app.host.raw, req)
             # A Starlette response (HTTP streams) is sent as it is: a StreamingResponse streams its body.
             response = result if isinstance(result, Response) else from_func_result(result)
         except TimeoutError:

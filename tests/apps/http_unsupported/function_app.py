@@ -1,4 +1,4 @@
-"""An HTTP function with a queue output binding the devhost does not implement."""
+"""An HTTP function with a queue output binding devhost cannot run (its connection setting is not set)."""
 
 import azure.functions as func
 
