@@ -291,9 +291,12 @@ def _blob_captures(pattern: str, blob_path: Any) -> dict[str, str]:
     return {name: match.group(f"g{index}") for index, name in enumerate(names)}
 
 
-def resolve_expression(template: str, data: Mapping[str, Any], now: dt.datetime | None = None) -> str:
+def resolve_expression(
+    template: str, data: Mapping[str, Any], now: dt.datetime | None = None, escape: Callable[[str], str] | None = None
+) -> str:
     """Replace ``{name}`` parts (binding data, ``{rand-guid}``, ``{DateTime}``); ``{{``/``}}`` are braces.
 
+    ``escape`` applies to the values put in, never to the template (a table filter's quoting).
     Raises BindingError naming the parameter when the data has no primitive value for it, as the host does.
     """
     out = []
@@ -301,7 +304,8 @@ def resolve_expression(template: str, data: Mapping[str, Any], now: dt.datetime 
         if token in ("{{", "}}"):
             out.append(token[0])
         elif token.startswith("{") and token.endswith("}"):
-            out.append(_resolve_one(token[1:-1].strip(), data, now))
+            value = _resolve_one(token[1:-1].strip(), data, now)
+            out.append(escape(value) if escape is not None else value)
         else:
             out.append(token)
     return "".join(out)
@@ -568,6 +572,11 @@ def _setting(binding: StorageBinding, key: str, data: Mapping[str, Any]) -> str 
     return None if value in (None, "") else resolve_expression(str(value), data)
 
 
+def _odata_quote(value: str) -> str:
+    """A value inside an OData string literal: single quotes doubled."""
+    return value.replace("'", "''")
+
+
 def _entity_json(entity: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     metadata = getattr(entity, "metadata", None) or {}
@@ -612,7 +621,9 @@ def _query(binding: StorageBinding, client: Any, partition: str | None, data: Ma
     clauses = []
     if partition is not None:
         clauses.append("PartitionKey eq '" + partition.replace("'", "''") + "'")
-    user_filter = _setting(binding, "filter", data)
+    raw_filter = binding.settings.get("filter")
+    # As the host's OData filter policy: a value put into the filter is quoted text, it cannot end the string.
+    user_filter = resolve_expression(str(raw_filter), data, escape=_odata_quote) if raw_filter else None
     if user_filter:
         clauses.append(f"({user_filter})" if clauses else user_filter)
     take = binding.settings.get("take")

@@ -200,3 +200,12 @@ def test_table_entities_take_keys_from_the_binding_and_need_them() -> None:
         _entities(binding, "[1]", {})
     with pytest.raises(BindingError, match="not JSON"):
         _entities(binding, "{", {})
+
+
+def test_a_value_put_into_a_table_filter_stays_inside_its_quotes() -> None:
+    from devhost.bindings_storage import _odata_quote
+
+    attempt = {"who": "x' or PartitionKey ne '"}
+    made = resolve_expression("Name eq '{who}'", attempt, escape=_odata_quote)
+    assert made == "Name eq 'x'' or PartitionKey ne '''"
+    assert resolve_expression("Name eq 'it''s {who}'", {"who": "a"}, escape=_odata_quote) == "Name eq 'it''s a'"
