@@ -5,7 +5,7 @@
 
 import { api, h, errorBox } from './app.js';
 import { renderGraph } from './graph.js';
-import { createBuilder, NODE_KINDS } from './builder.js';
+import { createBuilder, NODE_KINDS, removeNode } from './builder.js';
 
 const KINDS = { agents: 'agent', workflows: 'workflow', teams: 'team' };
 const TITLES = { agents: 'Agents', workflows: 'Workflows', teams: 'Teams' };
@@ -479,8 +479,12 @@ function nodeCard(node, index) {
     [nodes[index], nodes[to]] = [nodes[to], nodes[index]];
     rerender();
   };
+  // The same removal as the graph's: edges of other nodes that name this one go with it (unless another
+  // node still has this id, while ids are being edited: then only this card goes).
   const remove = () => {
-    ui.draft.nodes = ui.draft.nodes.filter((_, i) => i !== index);
+    const twin = ui.draft.nodes.some((n, i) => i !== index && n && n.id === node.id);
+    if (twin) ui.draft.nodes = ui.draft.nodes.filter((_, i) => i !== index);
+    else removeNode(ui.draft, node.id);
     rerender();
   };
   const idField = field('Node id', `${base}.id`);

@@ -138,7 +138,13 @@ def test_an_agent_and_a_workflow_made_through_the_forms_with_a_graph_that_follow
     expect(graph_edge(page, "condition", "docs", "then")).to_have_count(1)
     expect(page.locator("#df-graph g.g-node")).to_have_count(3)
     page.screenshot(path=str(shots / "defs-graph-editing.png"), full_page=True)
+    # A node that runs after the condition loses that edge when the condition's card is removed.
+    add_node(page, "tool")
+    node_card(page, "tool").get_by_label("After", exact=True).fill("condition")
+    expect(graph_edge(page, "condition", "tool", "after")).to_have_count(1)
     cond.get_by_role("button", name="Remove condition", exact=True).click()
+    expect(node_card(page, "tool").get_by_label("After", exact=True)).to_have_value("")
+    node_card(page, "tool").get_by_role("button", name="Remove tool", exact=True).click()
     expect(page.locator("#df-graph g.g-node")).to_have_count(2)
     expect(page.locator("#df-graph path.g-edge")).to_have_count(1)
 
