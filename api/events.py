@@ -185,19 +185,31 @@ class Feeds:
     def __init__(self) -> None:
         self.by_job: dict[str, JobFeed] = {}
         self.open = 0
+        # Streams open per signed-in user (Easy Auth principal id): one user cannot take every stream.
+        self.by_user: dict[str, int] = {}
 
-    def join(self, job_id: str, client: df.DurableOrchestrationClient, poll_s: float) -> JobFeed:
-        """The job's feed (started when it is new), counting one more subscriber."""
+    def join(
+        self, job_id: str, client: df.DurableOrchestrationClient, poll_s: float, user: str | None = None
+    ) -> JobFeed:
+        """The job's feed (started when it is new), counting one more subscriber (and one more for its user)."""
         feed = self.by_job.get(job_id)
         if feed is None:
             feed = self.by_job[job_id] = JobFeed(job_id, client, poll_s)
             feed.start()
         feed.subscribers += 1
         self.open += 1
+        if user is not None:
+            self.by_user[user] = self.by_user.get(user, 0) + 1
         return feed
 
-    def leave(self, feed: JobFeed) -> None:
+    def leave(self, feed: JobFeed, user: str | None = None) -> None:
         """One subscriber less; the last one stops the poller."""
+        if user is not None:
+            left = self.by_user.get(user, 1) - 1
+            if left > 0:
+                self.by_user[user] = left
+            else:
+                self.by_user.pop(user, None)
         feed.subscribers -= 1
         self.open -= 1
         if feed.subscribers <= 0:
@@ -285,6 +297,7 @@ async def stream(
     poll_s: float,
     keepalive_s: float,
     max_s: float,
+    user: str | None = None,
 ) -> AsyncGenerator[str, None]:
     """The messages of one subscriber until the job's end, the maximum duration or the client leaving.
 
@@ -293,7 +306,7 @@ async def stream(
     """
     deadline = time.monotonic() + max_s
     sent = Sent()
-    feed = FEEDS.join(job_id, client, poll_s)
+    feed = FEEDS.join(job_id, client, poll_s, user)
     try:
         while True:
             snapshot = feed.snapshot
@@ -311,7 +324,7 @@ async def stream(
             if feed.snapshot is snapshot and time.monotonic() < deadline:
                 yield KEEP_ALIVE
     finally:
-        FEEDS.leave(feed)
+        FEEDS.leave(feed, user)
 
 
 # A client whose socket accepts nothing for this long (its buffers are full) is dropped; it reconnects with
@@ -373,6 +386,13 @@ async def events(req: Request, client: df.DurableOrchestrationClient, job_id: st
     await _status(client, job_id, caller)
     if FEEDS.open >= settings.events_max_subscribers:
         raise ApiError(503, "TOO_MANY_STREAMS", "this instance serves its maximum of event streams; retry later")
+    user = caller.principal.id if caller.principal is not None else None
+    if user is not None and FEEDS.by_user.get(user, 0) >= settings.events_max_streams_per_user:
+        raise ApiError(
+            429,
+            "TOO_MANY_STREAMS",
+            f"you have {settings.events_max_streams_per_user} event streams open on this instance; close one first",
+        )
     body = stream(
         job_id,
         client,
@@ -380,6 +400,7 @@ async def events(req: Request, client: df.DurableOrchestrationClient, job_id: st
         poll_s=settings.events_poll_ms / 1000,
         keepalive_s=settings.events_keepalive_s,
         max_s=settings.events_max_stream_s,
+        user=user,
     )
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     return DroppingStreamingResponse(body, media_type="text/event-stream", headers=headers)

@@ -308,6 +308,8 @@ class Settings(BaseSettings):
     events_keepalive_s: float = Field(default=15.0, gt=0, le=300)
     events_max_stream_s: float = Field(default=220.0, gt=0, le=3600)
     events_max_subscribers: int = Field(default=1000, ge=1, le=100_000)
+    # Per signed-in user (Easy Auth), on one process: one user's tabs cannot take every stream.
+    events_max_streams_per_user: int = Field(default=20, ge=1, le=100_000)
     # Finished jobs (completed, failed, cancelled) are purged from the Durable store this many days
     # after they were created (fractions allowed, e.g. for tests); api/maintenance.py runs the purge.
     job_history_retention_days: float = Field(default=30.0, gt=0, le=36_500)

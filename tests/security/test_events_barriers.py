@@ -85,3 +85,39 @@ def test_the_console_never_renders_data_as_html(script: str) -> None:
     source = (WEB / script).read_text(encoding="utf-8")
     code = re.sub(r"//[^\n]*|/\*.*?\*/", "", source, flags=re.S)  # comments may name what is avoided
     assert HTML_SINKS.search(code) is None
+
+
+def test_one_user_cannot_hold_more_than_their_share_of_streams(
+    easy_auth: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from api.events import FEEDS
+
+    monkeypatch.setenv("EVENTS_MAX_STREAMS_PER_USER", "2")
+    reset_settings()
+    monkeypatch.setattr(FEEDS, "by_user", {"alice": 2})
+    assert error_of(open_stream("job-a", "alice"))[:2] == (429, "TOO_MANY_STREAMS")
+    # Another user is not held back by alice's streams.
+    assert open_stream("job-b", "bob").status_code == 200
+
+
+def test_a_users_streams_are_counted_while_open_and_released_when_they_end() -> None:
+    from api.events import Feeds
+
+    class Quiet:
+        def __init__(self, *args: Any) -> None:
+            self.subscribers, self.job_id = 0, args[0]
+
+        def start(self) -> None: ...
+
+        def stop(self) -> None: ...
+
+    feeds = Feeds()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("api.events.JobFeed", Quiet)
+        first = feeds.join("job-a", None, 1.0, "alice")
+        second = feeds.join("job-b", None, 1.0, "alice")
+        feeds.join("job-a", None, 1.0)
+        assert feeds.by_user == {"alice": 2} and feeds.open == 3
+        feeds.leave(first, "alice")
+        feeds.leave(second, "alice")
+        assert feeds.by_user == {} and feeds.open == 1
