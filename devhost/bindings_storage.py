@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from devhost.model import FunctionInfo, LoadedApp
+from devhost.storage import DEFAULT_CONNECTION, connection_problem, queue_options
 
 log = logging.getLogger("devhost.bindings")
 _sdk_log = logging.getLogger("devhost.bindings.sdk")
@@ -136,11 +137,8 @@ def plan_bindings(fn: FunctionInfo, environ: Mapping[str, str]) -> FunctionBindi
 def _plan_storage(
     fn: FunctionInfo, binding: Mapping[str, Any], kind: str, out: bool, hint: Any, environ: Mapping[str, str]
 ) -> StorageBinding | str:
-    # Imported here: triggers_storage imports devhost.triggers, which runs bindings through this module.
-    from devhost.triggers_storage import DEFAULT_CONNECTION, _connection_problem  # noqa: PLC0415
-
     setting = str(binding.get("connection") or DEFAULT_CONNECTION)
-    problem = _connection_problem(setting, environ)
+    problem = connection_problem(setting, environ)
     if problem is not None:
         return problem
     settings: dict[str, Any] = {}
@@ -541,8 +539,6 @@ def _message_texts(binding: StorageBinding, value: Any) -> list[bytes]:
 def _send_messages(binding: StorageBinding, value: Any, data: Mapping[str, Any], host_json: dict[str, Any]) -> None:
     from azure.core.exceptions import ResourceNotFoundError  # noqa: PLC0415
     from azure.storage.queue import QueueClient  # noqa: PLC0415
-
-    from devhost.triggers_storage import queue_options  # noqa: PLC0415
 
     options = queue_options(host_json)
     bodies = _message_texts(binding, value)

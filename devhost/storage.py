@@ -6,17 +6,23 @@ starts Azurite (devhost/azurite.py) with its data under ``<--data>/azurite`` and
 runs, gives each such setting the development account's real connection string (the value the SDKs
 understand), so the app's own clients and the storage triggers reach the emulator. On stop the settings get
 their values back and Azurite stops.
+
+It also holds what the storage triggers and the storage bindings both read: a binding's connection setting
+and why it cannot be used, and host.json's queue options.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import typing
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from devhost.azurite import Azurite, AzuriteError
+from devhost.model import AppLoadError
 
 _DEVELOPMENT = re.compile(r"\s*UseDevelopmentStorage\s*=\s*true\s*;?\s*", re.IGNORECASE)
 
@@ -77,3 +83,76 @@ def start_development_storage(
     for name in names:
         env[name] = emulator.connection_string
     return storage
+
+
+# ----- what storage bindings and triggers share ----------------------------------------------------------
+
+DEFAULT_CONNECTION = "AzureWebJobsStorage"
+# The shortest wait between polls of a queue or container (the trigger loops, host.json maxPollingInterval).
+MIN_POLL_S = 0.1
+_TIMESPAN = re.compile(r"^(?:(\d+)\.)?(\d{1,2}):(\d{1,2}):(\d{1,2}(?:\.\d+)?)$")
+
+
+@dataclass(frozen=True)
+class QueueOptions:
+    """host.json ``extensions.queues`` as the devhost honours it."""
+
+    batch_size: int = 16
+    max_polling_s: float = 60.0
+    visibility_timeout_s: float = 0.0
+    max_dequeue_count: int = 5
+    base64: bool = True
+
+
+def _seconds(section: dict[str, Any], key: str, default: float) -> float:
+    """A TimeSpan (``hh:mm:ss``) or milliseconds value of host.json; AppLoadError when it is neither."""
+    value = section.get(key)
+    if value is None:
+        return default
+    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+        return float(value) / 1000
+    match = _TIMESPAN.fullmatch(value.strip()) if isinstance(value, str) else None
+    if not match:
+        raise AppLoadError(f"host.json extensions.queues.{key} must be a TimeSpan like '00:00:02', got {value!r}.")
+    days, hours, minutes, seconds = match.groups()
+    return int(days or 0) * 86400 + int(hours) * 3600 + int(minutes) * 60 + float(seconds)
+
+
+def _count(section: dict[str, Any], key: str, default: int, top: int) -> int:
+    value = section.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
+        raise AppLoadError(f"host.json extensions.queues.{key} must be an integer from 1 to {top}, got {value!r}.")
+    return value
+
+
+def queue_options(host_json: dict[str, Any]) -> QueueOptions:
+    """Read ``extensions.queues`` (defaults as the host's)."""
+    extensions = host_json.get("extensions")
+    section = extensions.get("queues") if isinstance(extensions, dict) else None
+    if not isinstance(section, dict):
+        section = {}
+    encoding = str(section.get("messageEncoding", "base64")).lower()
+    if encoding not in ("base64", "none"):
+        raise AppLoadError(f"host.json extensions.queues.messageEncoding must be 'base64' or 'none', got {encoding!r}.")
+    return QueueOptions(
+        batch_size=_count(section, "batchSize", 16, 32),
+        max_polling_s=max(MIN_POLL_S, _seconds(section, "maxPollingInterval", 60.0)),
+        visibility_timeout_s=_seconds(section, "visibilityTimeout", 0.0),
+        max_dequeue_count=_count(section, "maxDequeueCount", 5, 1_000_000),
+        base64=encoding == "base64",
+    )
+
+
+def connection_problem(setting: str, environ: typing.Mapping[str, str]) -> str | None:
+    """Why the connection setting cannot be used (None when it holds a connection string)."""
+    value = environ.get(setting, "")
+    if "AccountKey=" in value or "SharedAccessSignature=" in value:
+        return None
+    if asks_for_development_storage(value):
+        return f"{setting} asks for development storage but Azurite is off (--no-azurite)"
+    if any(key.startswith(f"{setting}__") for key in environ):
+        return f"the connection {setting} is identity-based; the devhost needs a connection string"
+    return (
+        f"the connection setting {setting} is not a connection string "
+        "(set it to UseDevelopmentStorage=true and the devhost starts Azurite)"
+    )

@@ -17,9 +17,9 @@ from typing import Any, Protocol
 from devhost.bindings_storage import run_bound
 from devhost.http.httpmap import InvocationContext
 from devhost.model import FunctionInfo, LoadedApp
+from devhost.storage import MIN_POLL_S
 
 # A poller that found nothing waits this long first, doubling up to its maximum (the host's polling).
-MIN_POLL_S = 0.1
 
 
 class Host(Protocol):

@@ -32,72 +32,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from devhost.loader import _resolve_env_refs
-from devhost.model import AppLoadError, FunctionInfo
-from devhost.storage import asks_for_development_storage
-from devhost.triggers import MIN_POLL_S, Host, TriggerLoops
+from devhost.model import FunctionInfo
+from devhost.storage import DEFAULT_CONNECTION, QueueOptions, connection_problem, queue_options
+from devhost.triggers import Host, TriggerLoops
 
 log = logging.getLogger("devhost.storage")
 # The SDK logs every request at INFO; the listeners' polling is not the app's traffic.
 _sdk_log = logging.getLogger("devhost.storage.sdk")
 _sdk_log.setLevel(logging.WARNING)
 
-DEFAULT_CONNECTION = "AzureWebJobsStorage"
-
 LEASE_S = 600  # how long a running message stays invisible (the host's default)
 BLOB_MAX_ATTEMPTS = 5
 BLOB_POISON_QUEUE = "webjobs-blobtrigger-poison"
 RECEIPTS_CONTAINER = "azure-webjobs-hosts"
-_TIMESPAN = re.compile(r"^(?:(\d+)\.)?(\d{1,2}):(\d{1,2}):(\d{1,2}(?:\.\d+)?)$")
-
-
-@dataclass(frozen=True)
-class QueueOptions:
-    """host.json ``extensions.queues`` as the devhost honours it."""
-
-    batch_size: int = 16
-    max_polling_s: float = 60.0
-    visibility_timeout_s: float = 0.0
-    max_dequeue_count: int = 5
-    base64: bool = True
-
-
-def _seconds(section: dict[str, Any], key: str, default: float) -> float:
-    """A TimeSpan (``hh:mm:ss``) or milliseconds value of host.json; AppLoadError when it is neither."""
-    value = section.get(key)
-    if value is None:
-        return default
-    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
-        return float(value) / 1000
-    match = _TIMESPAN.fullmatch(value.strip()) if isinstance(value, str) else None
-    if not match:
-        raise AppLoadError(f"host.json extensions.queues.{key} must be a TimeSpan like '00:00:02', got {value!r}.")
-    days, hours, minutes, seconds = match.groups()
-    return int(days or 0) * 86400 + int(hours) * 3600 + int(minutes) * 60 + float(seconds)
-
-
-def _count(section: dict[str, Any], key: str, default: int, top: int) -> int:
-    value = section.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
-        raise AppLoadError(f"host.json extensions.queues.{key} must be an integer from 1 to {top}, got {value!r}.")
-    return value
-
-
-def queue_options(host_json: dict[str, Any]) -> QueueOptions:
-    """Read ``extensions.queues`` (defaults as the host's)."""
-    extensions = host_json.get("extensions")
-    section = extensions.get("queues") if isinstance(extensions, dict) else None
-    if not isinstance(section, dict):
-        section = {}
-    encoding = str(section.get("messageEncoding", "base64")).lower()
-    if encoding not in ("base64", "none"):
-        raise AppLoadError(f"host.json extensions.queues.messageEncoding must be 'base64' or 'none', got {encoding!r}.")
-    return QueueOptions(
-        batch_size=_count(section, "batchSize", 16, 32),
-        max_polling_s=max(MIN_POLL_S, _seconds(section, "maxPollingInterval", 60.0)),
-        visibility_timeout_s=_seconds(section, "visibilityTimeout", 0.0),
-        max_dequeue_count=_count(section, "maxDequeueCount", 5, 1_000_000),
-        base64=encoding == "base64",
-    )
 
 
 # ----- what each function gets -----------------------------------------------------------------------------
@@ -144,7 +91,7 @@ def plan_function(fn: FunctionInfo, environ: typing.Mapping[str, str]) -> Storag
     resource_key = "queueName" if fn.kind == "queue" else "path"
     resource = _resolve_env_refs(fn.trigger.get(resource_key))
     param_type = trigger_parameter_type(fn)
-    problem = _trigger_problem(fn, resource_key, resource, param_type) or _connection_problem(setting, environ)
+    problem = _trigger_problem(fn, resource_key, resource, param_type) or connection_problem(setting, environ)
     if problem is not None or resource is None:
         return f"not run: {problem}"
     return StorageTarget(fn, setting, environ[setting], resource.strip("/"), param_type)
@@ -162,21 +109,6 @@ def _trigger_problem(fn: FunctionInfo, resource_key: str, resource: str | None, 
     if fn.kind == "blob" and "/" not in resource.strip("/"):
         return f"the path {resource!r} must be container/blob-pattern"
     return None
-
-
-def _connection_problem(setting: str, environ: typing.Mapping[str, str]) -> str | None:
-    """Why the connection setting cannot be used (None when it holds a connection string)."""
-    value = environ.get(setting, "")
-    if "AccountKey=" in value or "SharedAccessSignature=" in value:
-        return None
-    if asks_for_development_storage(value):
-        return f"{setting} asks for development storage but Azurite is off (--no-azurite)"
-    if any(key.startswith(f"{setting}__") for key in environ):
-        return f"the connection {setting} is identity-based; the devhost needs a connection string"
-    return (
-        f"the connection setting {setting} is not a connection string "
-        "(set it to UseDevelopmentStorage=true and the devhost starts Azurite)"
-    )
 
 
 def _decode_queue_body(content: str, options: QueueOptions) -> bytes:
