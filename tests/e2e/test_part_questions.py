@@ -6,6 +6,8 @@ it); the job view, list and log show it as the job's question; the job API raise
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -160,3 +162,27 @@ def test_cancelling_a_run_whose_branch_waits_ends_the_question(jobs: JobClient) 
     assert late.status_code == 409 and late.json()["error"]["code"] == "JOB_NOT_WAITING"
     # The branch that waited is stopped too, not left waiting for an answer nobody can give.
     assert jobs.host.wait_status(f"{run_id}:ask", {"Terminated"})["runtimeStatus"] == "Terminated"
+
+
+def test_the_cli_stops_at_a_branchs_question_and_answers_it_like_any_other(jobs: JobClient) -> None:
+    outputs = {"said": {"from": "ask.answer"}}
+    start(jobs, fan("cli-branch", ask("ask", "Go?"), calc("calc", 80), outputs=outputs))
+    waits = cli(jobs, "workflows", "run", "cli-branch", "--no-input")
+    assert waits.returncode == 4, waits.stdout + waits.stderr  # waits for a person: exit 4, with the job id
+    run_id = next(
+        j["id"]
+        for j in jobs.http.get("/api/jobs", params={"status": "waiting_for_user"}).json()["jobs"]
+        if j["question"] == "workflow cli-branch v1"
+    )
+    assert run_id in waits.stdout + waits.stderr and "Go?" in waits.stdout + waits.stderr
+    answered = cli(jobs, "jobs", "answer", run_id, "yes")
+    assert answered.returncode == 0, answered.stdout + answered.stderr
+    view = jobs.wait(run_id)
+    assert view["status"] == "completed" and view["run"]["outputs"] == {"said": "yes"}
+
+
+def cli(jobs: JobClient, *args: str) -> subprocess.CompletedProcess[str]:
+    host = jobs.host
+    assert host.keys is not None
+    command = [sys.executable, "-m", "devhost", *args, "--url", host.base_url, "--key", host.keys.function]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=REPO_ROOT, check=False)
