@@ -1088,8 +1088,10 @@ function renderWaiting(d, w) {
       body.push(h('p', { class: 'muted' }, 'The SQL that failed:'), h('pre', { class: 'code', id: 'failed-sql' }, formatSql(details.sql)));
     }
     const step = d.view ? d.view.steps.find((s) => s.id === w.step_id) : null;
-    if (w.options.includes('edit') && step && details.input && typeof details.input === 'object') {
-      editors = fieldEditors(step.kind, details.input);
+    // The asking step's own kind (a sub-workflow's step is not among the run's steps).
+    const kind = w.step_kind || (step ? step.kind : null);
+    if (w.options.includes('edit') && kind && details.input && typeof details.input === 'object') {
+      editors = fieldEditors(kind, details.input);
       if (editors.length) {
         body.push(h('fieldset', { class: 'edit-fields' }, h('legend', {}, 'Step input (change a field, then choose “Retry with edited input”)'), editors.map((e) => e.node)));
       }
@@ -1198,13 +1200,19 @@ function renderWaiting(d, w) {
     { class: `card waiting waiting-${w.kind}`, 'aria-labelledby': 'waiting-title', id: 'waiting' },
     h('h3', { id: 'waiting-title' }, w.kind === 'approval' ? 'Approval needed' : w.kind === 'error' ? 'A step failed' : 'A question for you'),
     h('p', { class: 'waiting-question' }, w.question),
-    h('p', { class: 'muted' }, `Question ${w.question_id}`, w.step_id ? ` · step ${w.step_id}` : '', expires ? ' · answer before ' : '', expires ? timeEl(w.expires_at) : null),
+    h('p', { class: 'muted' }, `Question ${w.question_id}`, w.step_id ? ` · step ${w.step_id}` : '', partOf(d.id, w.instance), expires ? ' · answer before ' : '', expires ? timeEl(w.expires_at) : null),
     body,
     alertEl,
     h('div', { class: 'actions' }, buttons),
     confirmRow,
     status,
   );
+}
+
+// A question asked inside a part of a workflow run (a parallel branch, a sub-workflow) names the part.
+function partOf(jobId, instance) {
+  if (typeof instance !== 'string' || !instance.startsWith(`${jobId}:`)) return '';
+  return ` · asked in ${instance.slice(jobId.length + 1).replace(/:/g, ' › ')}`;
 }
 
 function liveAnswer(v) {

@@ -414,6 +414,30 @@ def test_a_run_started_with_typed_inputs_is_followed_in_the_job_view(page: Page,
     expect(page.locator("#job-detail")).to_contain_text("workflow web-run v1")
 
 
+def test_a_question_asked_in_a_branch_is_answered_in_the_job_view(page: Page, host: DevHostProcess) -> None:
+    from tests.jobs.jobclient import JobClient
+    from tests.runs.shapes import change, human
+
+    jobs = JobClient(host)
+    nodes = [
+        {"id": "split", "kind": "parallel", "branches": ["review", "calc"]},
+        human("review", "Publish the figures?", ["yes", "no"]),
+        change("calc", {"value": 80}),
+        {"id": "merge", "kind": "join", "after": ["review", "calc"]},
+    ]
+    body = {"id": "web-branch", "name": "Web branch", "nodes": nodes, "outputs": {"said": {"from": "review.answer"}}}
+    assert jobs.http.post("/api/workflows", json=body).status_code == 201
+    run_id = jobs.http.post("/api/workflows/web-branch/runs", json={}).json()["id"]
+    jobs.wait(run_id, {"waiting_for_user"})
+    open_console(page, host, f"#job={run_id}")
+    waiting = page.locator("#waiting")
+    expect(waiting.locator(".waiting-question")).to_have_text("Publish the figures?")
+    expect(waiting).to_contain_text("Question review-q1@review · step review · asked in review")
+    waiting.get_by_role("button", name="yes", exact=True).click()
+    expect(status_badge(page)).to_have_text("Completed")
+    assert jobs.view(run_id)["run"]["outputs"] == {"said": "yes"}
+
+
 def test_a_team_made_through_its_form_runs_into_the_job_view(page: Page, host: DevHostProcess) -> None:
     from tests.jobs.jobclient import JobClient
 
