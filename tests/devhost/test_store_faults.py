@@ -318,7 +318,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 def _fill(path: Path) -> None:
     """Write until the file system is full."""
     chunk = b"\0" * 65536
-    with path.open("wb") as f:
+    with path.open("ab") as f:  # the file exists already: opening it needs no space on a full disk
         try:
             while True:
                 f.write(chunk)
@@ -330,6 +330,11 @@ def _fill(path: Path) -> None:
 
 
 def test_real_disk_full_host_reports_refuses_and_recovers(small_disk: Path, tmp_path: Path) -> None:
+    # Made before the host writes anything: under load its own writes may fill the disk before _fill runs,
+    # and freeing the reserve with the filler gives space back either way.
+    filler, reserve = small_disk / "filler", small_disk / "reserve"
+    filler.touch()
+    reserve.write_bytes(b"\0" * (4 << 20))
     host = DevHostProcess(APPS_DIR / "http_client", small_disk / "data", log_path=tmp_path / "host.log")
     host.start()
     try:
@@ -345,7 +350,6 @@ def test_real_disk_full_host_reports_refuses_and_recovers(small_disk: Path, tmp_
             resp = submit(k)
             assert resp.status_code == 202, resp.text
             ids[k] = resp.json()["id"]
-        filler = small_disk / "filler"
         _fill(filler)
         refused: list[int] = []
         states: set[str] = set()
@@ -367,6 +371,7 @@ def test_real_disk_full_host_reports_refuses_and_recovers(small_disk: Path, tmp_
                     trigger_codes.add((app.status_code, app.json()["error"]["code"]))
                 if len(refused) >= 5 and filler.exists():
                     filler.unlink()  # space is freed while clients keep retrying
+                    reserve.unlink()
                 time.sleep(0.02)
             else:
                 raise AssertionError("the host never accepted the submit again")
