@@ -20,6 +20,7 @@ install: $(STAMP) $(AZURITE_STAMP) $(SANDBOX_STAMP)
 	@$(BIN)/python -m shared.providers.sql.sqlite_limits >/dev/null  # the SQLite limits extension (no-op when built)
 
 # Debian packages, only the missing ones (apt runs in this target alone: no two apt-gets fight over its lock).
+# Every install stamp waits for it (order-only): the compilers, bwrap and npm must be there first under -j.
 system:
 	@scripts/install-system-deps.sh
 
@@ -46,7 +47,7 @@ $(AZURITE_STAMP): $(AZURITE_DIR)/package.json $(AZURITE_DIR)/package-lock.json |
 # checkov (Bicep checks in tests/infra) lives in its own venv: its pins clash with the app's.
 tools: $(TOOLS_STAMP)
 
-$(TOOLS_STAMP): requirements-tools.txt
+$(TOOLS_STAMP): requirements-tools.txt | system
 	@test -x $(TOOLS_VENV)/bin/python || $(PYTHON) -m venv $(TOOLS_VENV)
 	@$(TOOLS_VENV)/bin/python -m pip install -q --disable-pip-version-check -r requirements-tools.txt
 	@touch $(TOOLS_STAMP)
@@ -55,14 +56,14 @@ $(TOOLS_STAMP): requirements-tools.txt
 # The first run builds llama-cpp-python (~4 min on 2 cores) and keeps the wheel in $(REALMODEL_VENV)/wheels.
 realmodel: $(REALMODEL_STAMP)
 
-$(REALMODEL_STAMP): requirements-realmodel.txt scripts/install-realmodel.sh
+$(REALMODEL_STAMP): requirements-realmodel.txt scripts/install-realmodel.sh | system
 	@PYTHON=$(PYTHON) REALMODEL_VENV=$(REALMODEL_VENV) scripts/install-realmodel.sh
 
 # The code sandbox's libraries (shared/sandbox/local.py): numpy, pandas, matplotlib in their own venv, bound
 # read-only into each bubblewrap sandbox; matplotlib's font list is built here once, not on every run.
 sandbox: $(SANDBOX_STAMP)
 
-$(SANDBOX_STAMP): requirements-sandbox.txt
+$(SANDBOX_STAMP): requirements-sandbox.txt | system
 	@test -x $(SANDBOX_VENV)/bin/python || $(PYTHON) -m venv $(SANDBOX_VENV)
 	@$(SANDBOX_VENV)/bin/python -m pip install -q --disable-pip-version-check -r requirements-sandbox.txt
 	@MPLCONFIGDIR=$(SANDBOX_VENV)/mplconfig MPLBACKEND=Agg $(SANDBOX_VENV)/bin/python -c "import matplotlib.pyplot"
