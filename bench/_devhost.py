@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from devhost.timeutil import parse_history_time
-from tests.devhost.hostproc import APPS_DIR, DevHostProcess
+from tests.devhost.hostproc import APPS_DIR, REPO_ROOT, DevHostProcess
 
 APP_DIR = APPS_DIR / "bench_noop"
 TERMINAL = {"Completed", "Failed", "Terminated", "Canceled"}
@@ -293,3 +293,18 @@ def machine() -> str:
     """One line describing where the figures were measured."""
     load = os.getloadavg()[0]
     return f"{os.cpu_count()} CPUs, load average {load:.2f} at start"
+
+
+@contextmanager
+def app_host_with_definitions(prefix: str) -> Iterator[tuple[DevHostProcess, dict[str, str]]]:
+    """The real app on a devhost process, its definitions table in Azurite (started here), and its key header."""
+    from devhost.azurite import Azurite
+
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp, Azurite(Path(tmp) / "azurite") as azurite:
+        env = {"AzureWebJobsStorage": azurite.connection_string, "DEFINITIONS_TABLE": "bench" + uuid.uuid4().hex[:8]}
+        host = DevHostProcess(REPO_ROOT, Path(tmp) / "data", env=env)
+        host.start()
+        try:
+            yield host, ({"x-functions-key": host.keys.function} if host.keys else {})
+        finally:
+            host.stop()

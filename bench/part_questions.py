@@ -17,16 +17,12 @@ Method
 from __future__ import annotations
 
 import os
-import tempfile
 import time
-import uuid
-from pathlib import Path
 from typing import Any
 
-from bench._devhost import history, machine, percentile
-from devhost.azurite import Azurite
+from bench._devhost import app_host_with_definitions, history, machine, percentile
 from devhost.timeutil import parse_history_time
-from tests.devhost.hostproc import REPO_ROOT, DevHostProcess
+from tests.devhost.hostproc import DevHostProcess
 
 WARMUP = 2
 ASK = {"id": "ask", "kind": "human", "question": {"value": "Go on?"}, "options": ["yes", "no"]}
@@ -96,19 +92,12 @@ def main(argv: list[str]) -> int:
     runs = int(os.environ.get("BENCH_PART_QUESTION_RUNS", "10"))
     print(f"part questions: a question in a branch vs in the root run (one run in flight); {machine()}")
     results: dict[str, list[dict[str, float]]] = {}
-    with tempfile.TemporaryDirectory(prefix="part-question-bench-") as tmp, Azurite(Path(tmp) / "az") as azurite:
-        env = {"AzureWebJobsStorage": azurite.connection_string, "DEFINITIONS_TABLE": "bench" + uuid.uuid4().hex[:8]}
-        host = DevHostProcess(REPO_ROOT, Path(tmp) / "data", env=env)
-        host.start()
-        try:
-            key = {"x-functions-key": host.keys.function} if host.keys else {}
-            for name, body in shapes().items():
-                host.client.post("/api/workflows", json=body, headers=key).raise_for_status()
-                for _ in range(WARMUP):
-                    run_once(host, key, name)
-                results[name] = [run_once(host, key, name) for _ in range(runs)]
-        finally:
-            host.stop()
+    with app_host_with_definitions("part-question-bench-") as (host, key):
+        for name, body in shapes().items():
+            host.client.post("/api/workflows", json=body, headers=key).raise_for_status()
+            for _ in range(WARMUP):
+                run_once(host, key, name)
+            results[name] = [run_once(host, key, name) for _ in range(runs)]
     print(f"{'shape':<12} {'measure':<14} {'runs':>5} {'p50 ms':>9} {'p90 ms':>9}")
     for name, rows in results.items():
         for measure in rows[0]:

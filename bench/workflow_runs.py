@@ -20,16 +20,14 @@ from __future__ import annotations
 
 import os
 import tempfile
-import uuid
 from pathlib import Path
 from typing import Any
 
-from bench._devhost import history, machine, percentile
+from bench._devhost import app_host_with_definitions, history, machine, percentile
 from bench.agent_overhead import APP_DIR as JOB_APP_DIR
 from bench.agent_overhead import run_job
-from devhost.azurite import Azurite
 from devhost.timeutil import parse_history_time
-from tests.devhost.hostproc import REPO_ROOT, DevHostProcess
+from tests.devhost.hostproc import DevHostProcess
 
 TOOL = "function.percent_change"
 WARMUP = 2
@@ -79,19 +77,12 @@ def main(argv: list[str]) -> int:
     runs = int(os.environ.get("BENCH_WORKFLOW_RUNS", "10"))
     print(f"workflow runs: wall ms per tool node (cheap tool, one run in flight); {machine()}")
     results: dict[str, list[float]] = {}
-    with tempfile.TemporaryDirectory(prefix="workflow-bench-") as tmp, Azurite(Path(tmp) / "azurite") as azurite:
-        env = {"AzureWebJobsStorage": azurite.connection_string, "DEFINITIONS_TABLE": "bench" + uuid.uuid4().hex[:8]}
-        host = DevHostProcess(REPO_ROOT, Path(tmp) / "data", env=env)
-        host.start()
-        try:
-            key = {"x-functions-key": host.keys.function} if host.keys else {}
-            for name, (body, nodes) in shapes().items():
-                host.client.post("/api/workflows", json=body, headers=key).raise_for_status()
-                for _ in range(WARMUP):
-                    run_once(host, key, name)
-                results[name] = [run_once(host, key, name) * 1000 / nodes for _ in range(runs)]
-        finally:
-            host.stop()
+    with app_host_with_definitions("workflow-bench-") as (host, key):
+        for name, (body, nodes) in shapes().items():
+            host.client.post("/api/workflows", json=body, headers=key).raise_for_status()
+            for _ in range(WARMUP):
+                run_once(host, key, name)
+            results[name] = [run_once(host, key, name) * 1000 / nodes for _ in range(runs)]
     results.update(job_results(runs))
     print(f"{'shape':<12} {'nodes':>5} {'runs':>5} {'p50 ms/node':>12} {'p90 ms/node':>12}")
     for name, per_node in results.items():

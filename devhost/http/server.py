@@ -26,7 +26,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from devhost.bindings_storage import run_bound
+from devhost.bindings_storage import OutValue, run_bound
 from devhost.http.durable_api import RPC_PATH, WEBHOOK_PATH, DurableHttpApi, Engine, json_response
 from devhost.http.easyauth import EasyAuthSimulation, PrincipalSpecError
 from devhost.http.httpmap import (
@@ -128,21 +128,6 @@ async def read_body(request: Request, limit: int = MAX_REQUEST_BYTES) -> bytes:
             raise BodyTooLarge
         chunks.append(chunk)
     return b"".join(chunks)
-
-
-class _Out:
-    """Minimal ``azure.functions.Out``: holds the value an output binding writes after the invocation."""
-
-    def __init__(self) -> None:
-        self._value: Any = None
-
-    def set(self, val: Any) -> None:
-        """Store the value (written by devhost.bindings_storage, or discarded when the binding is not run)."""
-        self._value = val
-
-    def get(self) -> Any:
-        """The stored value."""
-        return self._value
 
 
 def _is_under(lower_path: str, root: str) -> bool:
@@ -396,7 +381,7 @@ class DevHost:
                 continue
             # Inputs are read just before the call (devhost.bindings_storage.run_bound); bindings the devhost
             # does not run keep None or a sink whose value is discarded, so the function still runs.
-            kwargs[name] = _Out() if enum_text(binding.get("direction")).lower() in ("1", "out") else None
+            kwargs[name] = OutValue() if enum_text(binding.get("direction")).lower() in ("1", "out") else None
         return kwargs
 
     def _uses_streams(self, fn: FunctionInfo) -> bool:

@@ -15,11 +15,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -282,3 +282,18 @@ def running_host(app_dir: Path, data_dir: Path, **kwargs: Any) -> Iterator[DevHo
         yield host
     finally:
         host.stop()
+
+
+T = TypeVar("T")
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float = 90.0) -> T:
+    """Poll ``probe`` until it returns something truthy (a wait, not a timing assertion)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.1)

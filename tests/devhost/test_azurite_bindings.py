@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import base64
 import json
-import time
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from azure.data.tables import TableClient
@@ -21,22 +20,9 @@ from azure.storage.blob import BlobServiceClient
 from azure.storage.queue import QueueClient
 
 from devhost.azurite import Azurite
-from tests.devhost.hostproc import APPS_DIR, DevHostProcess
+from tests.devhost.hostproc import APPS_DIR, DevHostProcess, wait_for
 
 APP = APPS_DIR / "storage_bindings"
-T = TypeVar("T")
-
-
-def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float = 60.0) -> T:
-    """Poll ``probe`` until it returns something truthy (a wait, not a timing assertion)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.1)
 
 
 @pytest.fixture(scope="module")

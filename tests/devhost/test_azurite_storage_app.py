@@ -9,10 +9,9 @@ import base64
 import binascii
 import json
 import re
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from azure.core.exceptions import ResourceNotFoundError
@@ -20,27 +19,14 @@ from azure.storage.blob import BlobServiceClient
 from azure.storage.queue import QueueClient, TextBase64EncodePolicy
 
 from devhost.azurite import AzuriteEndpoints
-from tests.devhost.hostproc import APPS_DIR, DevHostProcess
+from tests.devhost.hostproc import APPS_DIR, DevHostProcess, wait_for
 
 APP = APPS_DIR / "storage_blobs"
 QUEUE = "note-events"
-T = TypeVar("T")
 _ENDPOINTS = re.compile(
     r"Storage: Azurite \(development storage for AzureWebJobsStorage\) at blob http://127\.0\.0\.1:(\d+)/\S+, "
     r"queue http://127\.0\.0\.1:(\d+)/\S+, table http://127\.0\.0\.1:(\d+)/"
 )
-
-
-def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float = 90.0) -> T:
-    """Poll ``probe`` until it returns something truthy (a wait, not a timing assertion)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.1)
 
 
 def azurite_pids(location: Path) -> list[int]:
