@@ -301,12 +301,12 @@ def test_serve_refuses_a_damaged_store_with_one_line(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- a real full disk (tmpfs)
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 24 MiB tmpfs mounted for this test (skipped where this process may not mount)."""
+    """A 64 MiB tmpfs mounted for this test (skipped where this process may not mount)."""
     disk = tmp_path / "disk"
     disk.mkdir()
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(disk)], capture_output=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(disk)], capture_output=True)
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode(errors='replace').strip()}")
     try:
@@ -316,25 +316,24 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 def _fill(path: Path) -> None:
-    """Write until the file system is full."""
-    chunk = b"\0" * 65536
-    with path.open("ab") as f:  # the file exists already: opening it needs no space on a full disk
-        try:
-            while True:
-                f.write(chunk)
-                f.flush()
-        except OSError:
-            pass
-        with contextlib.suppress(OSError):
-            f.truncate(f.tell())
+    """Write until the file system is full (unbuffered: nothing is left to flush, and fail, at close)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        for size in (65536, 4096, 512):  # then smaller pieces, so the last free blocks are taken too
+            chunk = b"\0" * size
+            with contextlib.suppress(OSError):
+                while os.write(fd, chunk) > 0:
+                    pass
+    finally:
+        os.close(fd)
 
 
 def test_real_disk_full_host_reports_refuses_and_recovers(small_disk: Path, tmp_path: Path) -> None:
-    # Made before the host writes anything: under load its own writes may fill the disk before _fill runs,
-    # and freeing the reserve with the filler gives space back either way.
+    # A reserve taken before the host writes anything: under load the host's own writes (its WAL checkpoints
+    # lag) may fill the disk before _fill runs, and freeing the reserve with the filler gives space back anyway.
     filler, reserve = small_disk / "filler", small_disk / "reserve"
     filler.touch()
-    reserve.write_bytes(b"\0" * (4 << 20))
+    reserve.write_bytes(b"\0" * (24 << 20))
     host = DevHostProcess(APPS_DIR / "http_client", small_disk / "data", log_path=tmp_path / "host.log")
     host.start()
     try:
