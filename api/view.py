@@ -158,11 +158,8 @@ def _part_news_line(event: dict[str, Any]) -> str:
 
 def part_news(event: dict[str, Any]) -> PartNews | None:
     """The news an EventRaised ``part-news:<n>`` carries, or None."""
-    raw = decode(event.get("Input"))
-    if isinstance(raw, str):
-        raw = decode(raw)  # raised through the SDK client: JSON text
-    try:
-        return PartNews.model_validate(raw)
+    try:  # raised through the SDK client: JSON text inside the history's JSON, which decode undoes
+        return PartNews.model_validate(decode(event.get("Input")))
     except ValueError:
         return None
 

@@ -26,6 +26,8 @@ from __future__ import annotations
 import os
 import statistics
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,29 +121,36 @@ def run_job(host: DevHostProcess, times: Path, calls: int) -> AgentJob:
     )
 
 
+@contextmanager
+def agent_job_host(prefix: str) -> Iterator[tuple[DevHostProcess, Path]]:
+    """A devhost process on the agent bench app, and the file its activities append their body times to."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        times = Path(tmp) / "bodies.txt"
+        times.touch()
+        host = DevHostProcess(APP_DIR, Path(tmp) / "data", env={"BENCH_BODY_TIMES": str(times)})
+        host.start()
+        try:
+            yield host, times
+        finally:
+            host.stop()
+
+
 def main(argv: list[str]) -> int:
     """Run agent jobs of each size on a devhost process and print the overhead per tool call."""
     sizes = sizes_from_env()
     print(f"agent loop: orchestration overhead per tool call, cheap function tool, one job in flight; {machine()}")
     results: dict[int, list[AgentJob]] = {}
     cpu_ms: dict[int, float] = {}
-    with tempfile.TemporaryDirectory(prefix="agent-bench-") as tmp:
-        times = Path(tmp) / "bodies.txt"
-        times.touch()
-        host = DevHostProcess(APP_DIR, Path(tmp) / "data", env={"BENCH_BODY_TIMES": str(times)})
-        host.start()
-        try:
-            for _ in range(WARMUP_JOBS):
-                run_job(host, times, sizes[0][0])
-            pid = host_pid(host)
-            for calls, jobs in sizes:
-                cpu_before = cpu_seconds(pid)
-                results[calls] = [run_job(host, times, calls) for _ in range(jobs)]
-                # The activities run inside the host process: their bodies' time is taken off its CPU time.
-                spent = cpu_seconds(pid) - cpu_before - sum(r.body_sum_s for r in results[calls])
-                cpu_ms[calls] = spent * 1000 / (calls * jobs)
-        finally:
-            host.stop()
+    with agent_job_host("agent-bench-") as (host, times):
+        for _ in range(WARMUP_JOBS):
+            run_job(host, times, sizes[0][0])
+        pid = host_pid(host)
+        for calls, jobs in sizes:
+            cpu_before = cpu_seconds(pid)
+            results[calls] = [run_job(host, times, calls) for _ in range(jobs)]
+            # The activities run inside the host process: their bodies' time is taken off its CPU time.
+            spent = cpu_seconds(pid) - cpu_before - sum(r.body_sum_s for r in results[calls])
+            cpu_ms[calls] = spent * 1000 / (calls * jobs)
 
     rows = []
     for calls, runs in results.items():

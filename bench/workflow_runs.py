@@ -19,13 +19,10 @@ Method
 from __future__ import annotations
 
 import os
-import tempfile
-from pathlib import Path
 from typing import Any
 
 from bench._devhost import app_host_with_definitions, history, machine, percentile
-from bench.agent_overhead import APP_DIR as JOB_APP_DIR
-from bench.agent_overhead import run_job
+from bench.agent_overhead import agent_job_host, run_job
 from devhost.timeutil import parse_history_time
 from tests.devhost.hostproc import DevHostProcess
 
@@ -95,16 +92,9 @@ def main(argv: list[str]) -> int:
 def job_results(runs: int) -> dict[str, list[float]]:
     """Wall ms per call of agent jobs making 3 and 8 tool calls (the same work as chain3 and fan8)."""
     out: dict[str, list[float]] = {}
-    with tempfile.TemporaryDirectory(prefix="workflow-bench-job-") as tmp:
-        times = Path(tmp) / "bodies.txt"
-        times.touch()
-        host = DevHostProcess(JOB_APP_DIR, Path(tmp) / "data", env={"BENCH_BODY_TIMES": str(times)})
-        host.start()
-        try:
-            for calls in (3, 8):
-                for _ in range(WARMUP):
-                    run_job(host, times, calls)
-                out[f"job_{calls}"] = [run_job(host, times, calls).wall_s * 1000 / calls for _ in range(runs)]
-        finally:
-            host.stop()
+    with agent_job_host("workflow-bench-job-") as (host, times):
+        for calls in (3, 8):
+            for _ in range(WARMUP):
+                run_job(host, times, calls)
+            out[f"job_{calls}"] = [run_job(host, times, calls).wall_s * 1000 / calls for _ in range(runs)]
     return out

@@ -367,11 +367,15 @@ class OutValue:
         return self._value
 
 
-def add_binding_arguments(fn: FunctionInfo, kwargs: dict[str, Any]) -> None:
-    """Give each other binding's parameter its starting argument: an ``OutValue`` for outputs, else None."""
+def add_binding_arguments(fn: FunctionInfo, kwargs: dict[str, Any], params: set[str] | None = None) -> None:
+    """Give each other binding's parameter its starting argument: an ``OutValue`` for outputs, else None.
+
+    Inputs are read just before the call (run_bound); bindings the devhost does not run keep None or a sink
+    whose value is discarded, so the function still runs. With ``params``, only parameters the function has.
+    """
     for binding in fn.bindings:
         name = str(binding.get("name", ""))
-        if name and name != "$return" and name not in kwargs:
+        if name and name != "$return" and name not in kwargs and (params is None or name in params):
             kwargs[name] = OutValue() if is_out(binding) else None
 
 

@@ -18,7 +18,7 @@ import json
 import logging
 from collections.abc import Callable, Generator
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -810,7 +810,9 @@ class JobRun:
         """Whether a person can answer here: the job itself, or a part that reports to its root run."""
         return not self.part_of_run or (self.job.run is not None and self.job.run.report_to is not None)
 
-    def report_question(self, waiting: Waiting, step: StepState | None, ended: str | None = None) -> Gen:
+    def report_question(
+        self, waiting: Waiting, step: StepState | None, ended: Literal["answered", "expired"] | None = None
+    ) -> Gen:
         """A part tells its root run of its question (asked, or answered / expired): the root's view shows it."""
         report = self.job.run.report_to if self.part_of_run and self.job.run else None
         if report is None:
@@ -819,7 +821,7 @@ class JobRun:
             instance=self.job.job_id,
             question_id=waiting.question_id,
             asked=None if ended else waiting.model_copy(update={"instance": self.job.job_id}),
-            ended=ended,  # type: ignore[arg-type]
+            ended=ended,
             step=step.model_dump(mode="json") if step else None,
             anchor=report.anchor,
         )

@@ -26,7 +26,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from devhost.bindings_storage import OutValue, run_bound
+from devhost.bindings_storage import add_binding_arguments, run_bound
 from devhost.http.durable_api import RPC_PATH, WEBHOOK_PATH, DurableHttpApi, Engine, json_response
 from devhost.http.easyauth import EasyAuthSimulation, PrincipalSpecError
 from devhost.http.httpmap import (
@@ -375,13 +375,7 @@ class DevHost:
             kwargs[fn.client_binding] = self.durable.binding_json(origin)
         if fn.wants_context:
             kwargs["context"] = context
-        for binding in fn.bindings:
-            name = str(binding.get("name", ""))
-            if not name or name == "$return" or name in kwargs or name not in params:
-                continue
-            # Inputs are read just before the call (devhost.bindings_storage.run_bound); bindings the devhost
-            # does not run keep None or a sink whose value is discarded, so the function still runs.
-            kwargs[name] = OutValue() if enum_text(binding.get("direction")).lower() in ("1", "out") else None
+        add_binding_arguments(fn, kwargs, params)
         return kwargs
 
     def _uses_streams(self, fn: FunctionInfo) -> bool:
