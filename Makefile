@@ -14,7 +14,7 @@ AZURITE_STAMP := $(AZURITE_DIR)/node_modules/.installed
 SANDBOX_VENV := .venv-sandbox
 SANDBOX_STAMP := $(SANDBOX_VENV)/.installed
 
-.PHONY: install system azurite tools realmodel sandbox run serve test test-fast lint format bench clean
+.PHONY: install system azurite tools realmodel sandbox run serve test test-fast lint replay format bench clean
 
 install: $(STAMP) $(AZURITE_STAMP) $(SANDBOX_STAMP)
 	@$(BIN)/python -m shared.providers.sql.sqlite_limits >/dev/null  # the SQLite limits extension (no-op when built)
@@ -102,6 +102,10 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy .
 	$(BIN)/lint-imports
+
+# The replay gate over the recorded histories: exits 1 naming each job in flight a change would break.
+replay: $(STAMP)
+	$(BIN)/python -m devhost replay tests/replay/histories
 
 format: $(STAMP)
 	$(BIN)/ruff format .

@@ -98,6 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     from devhost.jobs.commands import add_parser as add_jobs_parser  # noqa: PLC0415
 
     add_jobs_parser(sub)
+    from devhost.replay import add_parser as add_replay_parser  # noqa: PLC0415
+
+    add_replay_parser(sub)
     return parser
 
 
@@ -112,6 +115,10 @@ def main(argv: list[str] | None = None, *, engine_factory: EngineFactory | None 
         from devhost.jobs.commands import main as jobs_main  # noqa: PLC0415
 
         return jobs_main(args)
+    if args.command == "replay":
+        from devhost.replay import main as replay_main  # noqa: PLC0415
+
+        return replay_main(args)
     if args.command != "serve":  # pragma: no cover - argparse enforces the choice
         return EXIT_USAGE
     app_dir = Path(args.app).resolve()

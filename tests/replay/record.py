@@ -145,8 +145,61 @@ def _python_approved(jobs: JobClient) -> str:
     return job_id
 
 
+def _agent(jobs: JobClient) -> str:
+    """Agent mode: the Executor's turns, and the lookups of one turn started together (their first attempts)."""
+    job_id = jobs.submit(MIXED_Q, mode="agent", tools=["function.growth_rate"])
+    view = jobs.wait(job_id, timeout_s=120)
+    assert view["status"] == "completed", view.get("error")
+    return job_id
+
+
+def _hybrid(jobs: JobClient) -> str:
+    """Hybrid mode: the Supervisor's decision after each lookup step."""
+    job_id = jobs.submit(MIXED_Q, mode="hybrid")
+    view = jobs.wait(job_id, timeout_s=120)
+    assert view["status"] == "completed", view.get("error")
+    return job_id
+
+
+TEAM_AGENTS: list[dict[str, Any]] = [
+    {
+        "id": "policy-reader",
+        "name": "Policy reader",
+        "instructions": "Answer questions about the company's policies from the passages consult_rag finds.",
+        "tools": ["consult_rag"],
+        "limits": {"max_turns": 3, "max_tool_calls": 4},
+    },
+    {
+        "id": "data-analyst",
+        "name": "Data analyst",
+        "instructions": "Answer questions about sales and returns from the database (execute_azure_sql).",
+        "tools": ["execute_azure_sql", "consult_rag"],
+        "limits": {"max_turns": 3, "max_tool_calls": 4},
+    },
+]
+TEAM = {
+    "id": "returns-desk",
+    "name": "Returns desk",
+    "agents": ["data-analyst", "policy-reader"],
+    "strategy": {"type": "sequential"},
+}
+
+
+def _team(jobs: JobClient) -> str:
+    """A sequential team run: each member an agent node, the second given the first one's answer."""
+    for agent in TEAM_AGENTS:
+        assert jobs.http.post("/api/agents", json=agent).status_code == 201
+    assert jobs.http.post("/api/teams", json=TEAM).status_code == 201
+    resp = jobs.http.post("/api/teams/returns-desk/runs", json={"inputs": {"task": MIXED_Q}})
+    assert resp.status_code == 202, resp.text
+    job_id = str(resp.json()["id"])
+    view = jobs.wait(job_id, timeout_s=180)
+    assert view["status"] == "completed", view.get("error")
+    return job_id
+
+
 # Scenarios whose host needs the definitions store (Azurite, started by the recorder).
-NEEDS_STORE = {"workflow_waiting_at_human", "workflow_branch_question", "workflow_part_waiting"}
+NEEDS_STORE = {"workflow_waiting_at_human", "workflow_branch_question", "workflow_part_waiting", "team_completed"}
 # scenario -> (host environment, how to drive the job)
 SCENARIOS: dict[str, tuple[dict[str, str], Callable[[JobClient], str]]] = {
     "completed": ({}, _completed),
@@ -160,6 +213,9 @@ SCENARIOS: dict[str, tuple[dict[str, str], Callable[[JobClient], str]]] = {
     "workflow_waiting_at_human": ({"DEFINITIONS_TABLE": "replay"}, _workflow_waiting),
     "workflow_branch_question": ({"DEFINITIONS_TABLE": "replay"}, _branch_question),
     "workflow_part_waiting": ({"DEFINITIONS_TABLE": "replay"}, _branch_part_waiting),
+    "agent_completed": ({}, _agent),
+    "hybrid_completed": ({}, _hybrid),
+    "team_completed": ({"DEFINITIONS_TABLE": "replay"}, _team),
 }
 
 

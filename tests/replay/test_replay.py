@@ -10,28 +10,19 @@ change must break replay, version the orchestrator instead (docs/orchestrator-ve
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.replay.harness import recorded_actions, replay
+from devhost.replay import Recorded, judge, load_fixture, recorded_actions, replay
 
 HISTORIES = sorted(Path(__file__).with_name("histories").glob("*.json"))
 
 
-def load(path: Path) -> dict[str, Any]:
-    return dict(json.loads(path.read_text(encoding="utf-8")))
-
-
-@pytest.fixture(scope="module")
-def orchestrators() -> dict[str, Callable[[str], str]]:
-    import function_app
-
-    functions = {fn.get_function_name(): fn for fn in function_app.app.get_functions()}
-    return {name: functions[name].get_user_function() for name in ("job_orchestrator", "workflow_part")}
+def load(path: Path) -> Recorded:
+    return load_fixture(path)
 
 
 @pytest.fixture(scope="module")
@@ -52,24 +43,28 @@ def test_every_scenario_is_recorded() -> None:
         "workflow_waiting_at_human",
         "workflow_branch_question",
         "workflow_part_waiting",
+        "agent_completed",
+        "hybrid_completed",
+        "team_completed",
     }
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
 def test_a_recorded_job_replays_unchanged(path: Path, orchestrators: dict[str, Callable[[str], str]]) -> None:
     fixture = load(path)
-    result = replay(fixture, orchestrators[fixture["orchestrator"]])
+    result = replay(fixture, orchestrators[fixture.orchestrator])
     assert result.mismatch is None, result.mismatch
     assert not result.state.get("error"), result.state.get("error")
     # A finished job finishes again with the same outcome; a waiting one still waits.
-    assert result.state.get("isDone") is (fixture["runtime_status"] != "Running")
-    assert len(recorded_actions(fixture["history"])) >= 3
+    assert result.state.get("isDone") is (fixture.runtime_status != "Running")
+    assert len(recorded_actions(fixture.history)) >= 3
+    assert judge(fixture, orchestrators[fixture.orchestrator]).ok
 
 
 def test_a_renamed_activity_in_flight_is_reported_as_non_determinism(handle: Callable[[str], str]) -> None:
     fixture = load(Path(__file__).with_name("histories") / "waiting_for_approval.json")
     changed = copy.deepcopy(fixture)
-    first = next(e for e in changed["history"] if e["EventType"] == 4)  # the first TaskScheduled: the plan
+    first = next(e for e in changed.history if e["EventType"] == 4)  # the first TaskScheduled: the plan
     first["Name"] = "plan_v0"
     mismatch = replay(changed, handle).mismatch
     assert mismatch is not None

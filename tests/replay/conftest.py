@@ -1,0 +1,16 @@
+"""The app's orchestrators, indexed once per session (the SDK refuses to index the same app twice)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def orchestrators() -> dict[str, Callable[[str], str]]:
+    """The SDK handles of the app's orchestrators, by function name."""
+    import function_app
+
+    functions = {fn.get_function_name(): fn for fn in function_app.app.get_functions()}
+    return {name: functions[name].get_user_function() for name in ("job_orchestrator", "workflow_part")}

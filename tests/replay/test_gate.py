@@ -1,0 +1,158 @@
+"""The replay gate (``python -m devhost replay``) names each instance a code change would break.
+
+In-process: for every kind of run recorded (agent mode with its parallel first attempts, hybrid supervision,
+a Python step's approval, a team run), a change that would break jobs in flight is caught and one that
+does not is let through. As a user runs it: the command over the project's fixtures, and over the
+in-flight instances of a real devhost store before and after a breaking edit of the app.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from devhost.replay import gate, judge, load_fixture
+from tests.devhost.hostproc import APPS_DIR, REPO_ROOT, DevHostProcess
+
+HISTORIES = Path(__file__).with_name("histories")
+Handle = Callable[[str], str]
+
+
+@pytest.fixture(scope="module")
+def handles(orchestrators: dict[str, Handle]) -> dict[str, Handle]:
+    return orchestrators
+
+
+def _reverse_tool_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Executor's calls of one turn now run in the reverse order."""
+    from orchestrators.agent import AgentLoop
+
+    original = AgentLoop.run_calls
+
+    def reversed_calls(self: AgentLoop, calls: list[Any], turn: int) -> Any:
+        return original(self, list(reversed(calls)), turn)
+
+    monkeypatch.setattr(AgentLoop, "run_calls", reversed_calls)
+
+
+def _no_supervisor(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hybrid mode no longer asks the Supervisor after a lookup step."""
+    from orchestrators.job import JobRun
+
+    def keep_going(self: JobRun, *args: Any) -> Any:
+        return None
+        yield
+
+    monkeypatch.setattr(JobRun, "supervise", keep_going)
+
+
+def _no_code_approval(monkeypatch: pytest.MonkeyPatch) -> None:
+    """run_python no longer asks a person before running a draft that writes files."""
+    from orchestrators.python_step import PythonStep
+
+    def approved(self: PythonStep, task: dict[str, Any], written: Any) -> Any:
+        return task
+        yield
+
+    monkeypatch.setattr(PythonStep, "approve", approved)
+
+
+BREAKING: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
+    "agent_completed": _reverse_tool_calls,
+    "team_completed": _reverse_tool_calls,
+    "hybrid_completed": _no_supervisor,
+    "python_waiting_for_approval": _no_code_approval,
+}
+
+
+@pytest.mark.parametrize("name", sorted(BREAKING))
+def test_each_kind_of_run_replays_and_a_breaking_change_is_named(
+    name: str, handles: dict[str, Handle], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recorded = load_fixture(HISTORIES / f"{name}.json")
+    (before,) = gate(handles, [recorded])
+    assert before.ok, before.problem
+    BREAKING[name](monkeypatch)
+    after = judge(recorded, handles[recorded.orchestrator])
+    assert not after.ok
+    assert after.problem is not None and after.problem.startswith("Non-deterministic workflow detected")
+
+
+def test_an_orchestrator_that_is_gone_is_named(handles: dict[str, Handle]) -> None:
+    recorded = load_fixture(HISTORIES / "waiting_for_approval.json")
+    (verdict,) = gate({k: v for k, v in handles.items() if k != "job_orchestrator"}, [recorded])
+    assert verdict.problem == "the app has no orchestrator named 'job_orchestrator' any more"
+
+
+def _replay(*args: str, app: Path = REPO_ROOT) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "devhost", "replay", "--app", str(app), *args]
+    return subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_the_command_passes_the_projects_fixtures() -> None:
+    done = _replay(str(HISTORIES))
+    count = len(list(HISTORIES.glob("*.json")))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{count} of {count} instances replay unchanged; 0 would break." in done.stdout
+    listed = json.loads(_replay(str(HISTORIES), "--json").stdout)
+    assert len(listed) == count and all(v["ok"] for v in listed)
+
+
+def test_a_missing_path_is_a_usage_error() -> None:
+    done = _replay("no/such/folder")
+    assert done.returncode == 2 and "no such file or folder" in done.stderr
+
+
+@pytest.fixture()
+def waiting_store(tmp_path: Path) -> Iterator[tuple[Path, Path, str]]:
+    """A copy of the human-interaction sample with one instance waiting for its reply, its host stopped."""
+    app = tmp_path / "app"
+    shutil.copytree(APPS_DIR / "sample_human_interaction", app)
+    data = tmp_path / "data"
+    host = DevHostProcess(app, data, no_auth=True).start()
+    try:
+        resp = host.client.post("/api/verify", json={"phone": "+1 555 0100", "timeout_s": 3600})
+        assert resp.status_code == 202, resp.text
+        instance_id = str(resp.json()["id"])
+        deadline = time.monotonic() + 60
+        status: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            status = host.client.get(f"/runtime/webhooks/durabletask/instances/{instance_id}").json()
+            if (status.get("customStatus") or {}).get("waiting"):
+                break
+            time.sleep(0.05)
+        assert (status.get("customStatus") or {}).get("waiting"), status
+    finally:
+        host.stop()
+    yield app, data, instance_id
+
+
+def test_the_command_names_the_in_flight_instance_an_edit_would_break(waiting_store: tuple[Path, Path, str]) -> None:
+    app, data, instance_id = waiting_store
+    done = _replay(str(data), app=app)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"ok      {instance_id} (verify_phone, Running" in done.stdout
+    # The edit a team might deploy: an audit call before the challenge, so the history no longer lines up.
+    script = app / "function_app.py"
+    text = script.read_text(encoding="utf-8")
+    edited = text.replace(
+        '    code = yield context.call_activity("send_challenge", request["phone"])',
+        '    yield context.call_activity("send_challenge", "audit")\n'
+        '    code = yield context.call_activity("send_challenge", request["phone"])',
+    )
+    assert edited != text
+    script.write_text(edited, encoding="utf-8")
+    done = _replay(str(data), app=app)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"BREAKS  {instance_id} (verify_phone, Running" in done.stdout
+    assert "0 of 1 instances replay unchanged; 1 would break." in done.stdout
+    assert "scheduled CreateTimer (sequence ID 1, action #1), but the current replay execution scheduled " in done.stdout
+    assert "CallActivity 'send_challenge' there instead" in done.stdout
