@@ -13,6 +13,8 @@ AZURITE_DIR := tools/azurite
 AZURITE_STAMP := $(AZURITE_DIR)/node_modules/.installed
 SANDBOX_VENV := .venv-sandbox
 SANDBOX_STAMP := $(SANDBOX_VENV)/.installed
+BENCH_VENV := .venv-bench
+BENCH_STAMP := $(BENCH_VENV)/.installed
 
 .PHONY: install system azurite tools realmodel sandbox run serve test test-fast lint replay format bench clean
 
@@ -111,8 +113,14 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-bench: $(STAMP) $(SANDBOX_STAMP)
+# Engines compared with devhost in bench/ (DBOS Transact) live in their own venv: their pins are not the app's.
+$(BENCH_STAMP): requirements-bench.txt | system
+	@test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	@$(BENCH_VENV)/bin/python -m pip install -q --disable-pip-version-check -r requirements-bench.txt
+	@touch $(BENCH_STAMP)
+
+bench: $(STAMP) $(SANDBOX_STAMP) $(BENCH_STAMP)
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) $(AZURITE_DIR)/node_modules $(TOOLS_VENV) $(REALMODEL_VENV) $(SANDBOX_VENV) .build .devhost .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(AZURITE_DIR)/node_modules $(TOOLS_VENV) $(REALMODEL_VENV) $(SANDBOX_VENV) $(BENCH_VENV) .build .devhost .pytest_cache .mypy_cache .ruff_cache
