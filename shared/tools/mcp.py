@@ -278,7 +278,7 @@ def _tool_problem(server: str, name: str, schema: Any) -> str | None:
     problems = schema_problems(schema)
     if problems:
         kind = "invalid" if problems[0].invalid else "unsafe"
-        return _cap(f"{kind} input schema: inputSchema.{problems[0]}", 300)
+        return _cap(f"{kind} input schema: {problems[0].at('inputSchema')}: {problems[0].message}", 300)
     return None
 
 
