@@ -87,8 +87,11 @@ def _install(ref_base: str) -> None:
         },
     }
     for name, schema in schemas.items():
-        server._tool_manager.get_tool(name).parameters = schema
+        tool = server._tool_manager.get_tool(name)
+        assert tool is not None
+        tool.parameters = schema
     out = server._tool_manager.get_tool("echo_out")
+    assert out is not None
     # ``output_schema`` is a cached property: the listing reads this one.
     out.__dict__["output_schema"] = {
         "type": "object",
