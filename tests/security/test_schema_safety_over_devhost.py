@@ -19,8 +19,8 @@ import httpx
 import pytest
 
 from devhost.azurite import Azurite
-from tests.devhost.hostproc import REPO_ROOT, DevHostProcess
-from tests.fakes.counting_server import CountingServer
+from tests.devhost.hostproc import REPO_ROOT, DevHostProcess, HostStartError
+from tests.fakes.counting_server import PLANTED, CountingServer
 from tests.jobs.jobclient import JobClient
 from tests.tools.test_mcp_schema_safety import LEFT_OUT, counting, hostile_url
 
@@ -171,4 +171,28 @@ def test_an_mcp_servers_unsafe_tools_are_left_out_and_listed_with_why(
     reasons = {entry["name"]: entry["reason"] for entry in body["left_out"]}
     assert set(reasons) == {f"mcp.h.{name}" for name in LEFT_OUT}
     assert "inputSchema.properties.q.$ref" in reasons["mcp.h.remote_ref"]
+    assert counting.hits == 0
+
+
+def test_an_http_tool_entry_with_a_remote_ref_stops_the_app_loading_and_is_never_fetched(
+    counting: CountingServer, tmp_path: Path
+) -> None:
+    notes = {
+        "name": "notes",
+        "description": "Save a note.",
+        "url": "http://127.0.0.1:9/notes/{text}",
+        "parameters": {
+            "type": "object",
+            "properties": {"text": {"type": "string", "$ref": f"{counting.url}/text.json"}},
+            "required": ["text"],
+        },
+        "private_hosts": ["127.0.0.1"],
+    }
+    # The app checks its settings at start: it refuses to load, naming the setting and the schema's path.
+    proc = DevHostProcess(REPO_ROOT, tmp_path, env={"TOOLS_HTTP": json.dumps([notes])})
+    with pytest.raises(HostStartError) as info:
+        proc.start()
+    said = str(info.value)
+    assert "invalid setting TOOLS_HTTP" in said and "parameters.properties.text.$ref" in said
+    assert "not a local reference" in said and PLANTED not in said
     assert counting.hits == 0
