@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
 import re2
 from jsonschema import Draft202012Validator, ValidationError
@@ -236,8 +237,6 @@ class _Walk:
 
 
 def _unescape(part: str) -> str:
-    from urllib.parse import unquote
-
     return unquote(part).replace("~1", "/").replace("~0", "~")
 
 

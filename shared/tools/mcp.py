@@ -237,13 +237,16 @@ def list_servers(servers: list[McpServer], client_id: str | None) -> dict[str, l
 
 async def _list_tools(server: McpServer, client: Client) -> list[ListedTool]:
     listed: dict[str, ListedTool] = {}
+    kept = {True: 0, False: 0}  # usable, left out: each bounded, so junk tools cannot crowd out good ones
     cursor: str | None = None
     for _ in range(MAX_LIST_PAGES):
         page = await client.list_tools(cursor=cursor)
         for tool in page.tools:
             checked = checked_tool(server.name, tool.name, tool.description, tool.input_schema)
-            if checked.name not in listed and len(listed) < MAX_TOOLS_PER_SERVER:
+            usable = checked.left_out is None
+            if checked.name not in listed and kept[usable] < MAX_TOOLS_PER_SERVER:
                 listed[checked.name] = checked
+                kept[usable] += 1
         cursor = page.next_cursor
         if not cursor:
             break
