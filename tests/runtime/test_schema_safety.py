@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -219,3 +220,16 @@ def test_older_drafts_get_the_same_barriers() -> None:
     del schema["definitions"]
     error = safe_validator(schema).first_error({"a": "y" * 50_000})
     assert error is not None and "does not match" in error.message
+
+
+def test_no_other_app_module_builds_a_jsonschema_validator() -> None:
+    """One place builds validators for untrusted schemas: a new caller cannot reach jsonschema around it."""
+    root = Path(__file__).resolve().parents[2]
+    module = root / "shared" / "runtime" / "schema_safety.py"
+    found = []
+    for package in ("api", "activities", "orchestrators", "shared"):
+        for path in (root / package).rglob("*.py"):
+            text = path.read_text(encoding="utf-8")
+            if path != module and re.search(r"^\s*(import|from) (jsonschema|referencing)\b", text, re.MULTILINE):
+                found.append(str(path.relative_to(root)))
+    assert found == []
