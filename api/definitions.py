@@ -311,13 +311,15 @@ def _register_kind(bp: df.Blueprint, plural: str, level: func.AuthLevel | None) 
 
 
 def register(bp: df.Blueprint) -> None:
-    """Register the definition routes and the LLM routes on the blueprint."""
+    """Register the definition routes, the LLM routes and the tools listing on the blueprint."""
     from api.llm import register as register_llm
+    from api.tools import register as register_tools
 
     level = _route_auth_level()
     for plural in PLURALS:
         _register_kind(bp, plural, level)
     register_llm(bp, level)
+    register_tools(bp, level)
 
 
 blueprint = df.Blueprint()

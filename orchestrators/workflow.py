@@ -738,7 +738,7 @@ def evaluate(cond: Condition, left: Any) -> bool:
 
 def structured(text: str, schema: dict[str, Any], node_id: str) -> dict[str, Any]:
     """The JSON object in an agent's answer, checked against its output schema; a failed node says why."""
-    from jsonschema import Draft202012Validator
+    from shared.runtime.schema_safety import SchemaLimitExceeded, UnsafeSchema, safe_validator
 
     start, end = text.find("{"), text.rfind("}")
     try:
@@ -747,7 +747,14 @@ def structured(text: str, schema: dict[str, Any], node_id: str) -> dict[str, Any
         data = None
     if not isinstance(data, dict):
         raise JobStop("OUTPUT_INVALID", "the agent's answer holds no JSON object for its output schema", node_id)
-    problems = sorted(Draft202012Validator(schema).iter_errors(data), key=lambda e: list(e.path))
+    try:
+        # No wall-clock bound here (a replay must reach the same verdict); the work bound holds.
+        found = safe_validator(schema).errors(data, time_s=None)
+    except (UnsafeSchema, SchemaLimitExceeded) as exc:
+        raise JobStop(
+            "OUTPUT_INVALID", f"the agent's output cannot be checked against its schema: {exc}"[:600], node_id
+        ) from None
+    problems = sorted(found, key=lambda e: list(e.path))
     if problems:
         where = ".".join(str(p) for p in problems[0].path) or "(root)"
         raise JobStop(

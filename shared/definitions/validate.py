@@ -13,8 +13,6 @@ import re
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from pydantic import ValidationError
 
 from shared.definitions import graph
@@ -53,6 +51,7 @@ from shared.definitions.models import (
     WorkflowNode,
 )
 from shared.definitions.types import ANY, JsonSchema, compatible, describe, field_schema, object_schema, types_of
+from shared.runtime.schema_safety import schema_problems
 
 # Sub-workflows nest at most this deep (a run is a tree of sub-orchestrations).
 MAX_NESTING = 8
@@ -186,18 +185,24 @@ class AgentCheck:
         schema = self.agent.output_schema
         if schema is None:
             return
-        try:
-            Draft202012Validator.check_schema(schema)
-        except SchemaError as exc:
-            where = ".".join(["output_schema", *(str(p) for p in exc.path)])
-            self.issues.append(
-                Issue(where, "INVALID_SCHEMA", f"output_schema is not a valid JSON Schema: {exc.message}")
-            )
+        problems = schema_issues("output_schema", schema)
+        if problems:
+            self.issues.extend(problems)
             return
         if types_of(schema) != {"object"}:
             self.issues.append(
                 Issue("output_schema", "INVALID_SCHEMA", 'output_schema must describe an object ("type": "object")')
             )
+
+
+def schema_issues(prefix: str, schema: Any) -> list[Issue]:
+    """Why a schema in a definition may not be saved: not a valid JSON Schema, or not safe to run (see
+    shared/runtime/schema_safety.py: local references only, RE2 patterns, bounded size), each with its path."""
+    issues = []
+    for problem in schema_problems(schema):
+        code = "INVALID_SCHEMA" if problem.invalid else "UNSAFE_SCHEMA"
+        issues.append(Issue(problem.at(prefix), code, f"{problem.at(prefix)}: {problem.message}"))
+    return issues
 
 
 def tool_problem(name: str, catalog: Catalog) -> str | None:

@@ -127,6 +127,13 @@ class HttpToolSetting(BaseModel):
             raise ValueError("each of parameters.properties must be a JSON Schema object")
         if not isinstance(required, list) or not set(required) <= set(props):
             raise ValueError("parameters.required must list names of parameters.properties")
+        # A schema is untrusted code even here: local $refs only, RE2 patterns, bounded size.
+        from shared.runtime.schema_safety import schema_problems
+
+        problems = schema_problems(value)
+        if problems:
+            raise ValueError(f"parameters cannot be used as a JSON Schema: {problems[0].at('parameters')}: "
+                             f"{problems[0].message}")  # fmt: skip
         return value
 
     @field_validator("allowed_hosts", "private_hosts")

@@ -128,7 +128,23 @@ def _check_against_schema(spec: ToolSpec, args: dict[str, Any]) -> dict[str, Any
         wrong_bool = isinstance(value, bool) and expected in ("integer", "number")
         if python_type is not None and (not isinstance(value, python_type) or wrong_bool):
             raise ToolFailure(ErrorCode.INVALID_INPUT, f"{spec.name}: argument {name!r} must be of type {expected}")
+    _check_full_schema(spec, args)
     return args
+
+
+def _check_full_schema(spec: ToolSpec, args: dict[str, Any]) -> None:
+    """The rest of the declared schema (patterns, bounds, enums), on the one validator for untrusted schemas."""
+    from shared.runtime.schema_safety import SchemaLimitExceeded, UnsafeSchema, safe_validator
+
+    try:
+        error = safe_validator(spec.input_schema).first_error(args)
+    except UnsafeSchema as exc:
+        raise ToolFailure(ErrorCode.CONFIG_ERROR, f"{spec.name}: its input schema cannot be run: {exc}"[:500]) from None
+    except SchemaLimitExceeded as exc:
+        raise ToolFailure(ErrorCode.INVALID_INPUT, f"{spec.name}: the arguments cannot be checked: {exc}") from None
+    if error is not None:
+        where = ".".join(str(p) for p in error.absolute_path) or "arguments"
+        raise ToolFailure(ErrorCode.INVALID_INPUT, f"{spec.name}: {where}: {error.message}"[:500])
 
 
 def _bounded(data: Any) -> tuple[Any, bool]:

@@ -33,6 +33,7 @@ import anyio
 from pydantic import ValidationError
 
 from shared.jobs.contracts import ErrorCode
+from shared.runtime.schema_safety import SchemaLimitExceeded, UnsafeSchema, safe_validator, schema_problems
 from shared.tools import register_family
 from shared.tools.base import TOOL_NAME_PATTERN, Tool, ToolContext, ToolFailure, ToolSpec
 
@@ -69,6 +70,8 @@ class ListedTool:
     name: str
     description: str
     input_schema: dict[str, Any] = field(compare=False)
+    # Why the tool is left out (an unsafe input schema, say): it is never exposed, only shown in the listing.
+    left_out: str | None = None
 
 
 class McpTool(Tool):
@@ -131,10 +134,22 @@ def load_mcp_tools(settings: Settings) -> list[Tool]:
 
 def exposed(server: McpServer, listed: list[ListedTool]) -> list[ListedTool]:
     """The listed tools the server's ``allowed_tools`` lets the Executor see."""
+    usable = [tool for tool in listed if tool.left_out is None]
     if server.allowed_tools == "*":
-        return listed
+        return usable
     allowed = set(server.allowed_tools)
-    return [tool for tool in listed if tool.name in allowed]
+    return [tool for tool in usable if tool.name in allowed]
+
+
+def left_out_tools(settings: Settings) -> list[dict[str, str]]:
+    """The tools the configured servers list that are left out, each with why (the cached listings; no call)."""
+    listings = _LISTINGS.get(settings.tools_mcp_servers, settings.tools_mcp_list_ttl_seconds, settings.azure_client_id)
+    return [
+        {"name": f"{FAMILY}.{server.name}.{tool.name}", "server": server.name, "reason": tool.left_out}
+        for server in settings.tools_mcp_servers
+        for tool in listings.get(server.name, [])
+        if tool.left_out is not None and (server.allowed_tools == "*" or tool.name in server.allowed_tools)
+    ]
 
 
 def clear_listings() -> None:
@@ -222,13 +237,16 @@ def list_servers(servers: list[McpServer], client_id: str | None) -> dict[str, l
 
 async def _list_tools(server: McpServer, client: Client) -> list[ListedTool]:
     listed: dict[str, ListedTool] = {}
+    kept = {True: 0, False: 0}  # usable, left out: each bounded, so junk tools cannot crowd out good ones
     cursor: str | None = None
     for _ in range(MAX_LIST_PAGES):
         page = await client.list_tools(cursor=cursor)
         for tool in page.tools:
-            checked = bounded_tool(server.name, tool.name, tool.description, tool.input_schema)
-            if checked is not None and checked.name not in listed and len(listed) < MAX_TOOLS_PER_SERVER:
+            checked = checked_tool(server.name, tool.name, tool.description, tool.input_schema)
+            usable = checked.left_out is None
+            if checked.name not in listed and kept[usable] < MAX_TOOLS_PER_SERVER:
                 listed[checked.name] = checked
+                kept[usable] += 1
         cursor = page.next_cursor
         if not cursor:
             break
@@ -237,28 +255,34 @@ async def _list_tools(server: McpServer, client: Client) -> list[ListedTool]:
 
 def bounded_tool(server: str, name: str, description: str | None, schema: Any) -> ListedTool | None:
     """A listed tool made safe to show a model, or None (logged) when it cannot be."""
-    full_name = f"{FAMILY}.{server}.{name}"
-    if not _MCP_TOOL_NAME.fullmatch(name) or not re.fullmatch(TOOL_NAME_PATTERN, full_name):
-        logger.warning("MCP server %s: tool %r skipped: its name does not fit a tool name", server, name[:80])
-        return None
-    if not isinstance(schema, dict) or schema.get("type") != "object":
-        logger.warning("MCP server %s: tool %s skipped: its input schema is not an object schema", server, name)
-        return None
-    if len(json.dumps(schema)) > MAX_SCHEMA_CHARS:
-        logger.warning(
-            "MCP server %s: tool %s skipped: its input schema is over %d chars", server, name, MAX_SCHEMA_CHARS
-        )
-        return None
-    from jsonschema import SchemaError
-    from jsonschema.validators import validator_for
+    checked = checked_tool(server, name, description, schema)
+    return checked if checked.left_out is None else None
 
-    try:
-        validator_for(schema).check_schema(schema)
-    except SchemaError as exc:
-        logger.warning("MCP server %s: tool %s skipped: invalid input schema: %s", server, name, exc.message[:200])
-        return None
+
+def checked_tool(server: str, name: str, description: str | None, schema: Any) -> ListedTool:
+    """A listed tool made safe to show a model, or one marked ``left_out`` with the reason (logged)."""
+    problem = _tool_problem(server, name, schema)
+    if problem is not None:
+        logger.warning("MCP server %s: tool %r skipped: %s", server, name[:80], problem)
+        return ListedTool(name=name[:80], description="", input_schema={}, left_out=problem)
     text = _plain(description or "") or f"Tool {name} of the MCP server {server}."
     return ListedTool(name=name, description=_cap(text, MAX_DESCRIPTION_CHARS), input_schema=schema)
+
+
+def _tool_problem(server: str, name: str, schema: Any) -> str | None:
+    full_name = f"{FAMILY}.{server}.{name}"
+    if not _MCP_TOOL_NAME.fullmatch(name) or not re.fullmatch(TOOL_NAME_PATTERN, full_name):
+        return "its name does not fit a tool name"
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        return "its input schema is not an object schema"
+    if len(json.dumps(schema)) > MAX_SCHEMA_CHARS:
+        return f"its input schema is over {MAX_SCHEMA_CHARS} chars"
+    # A remote or file $ref, a pattern RE2 cannot run, a schema past the bounds: untrusted code is not run.
+    problems = schema_problems(schema)
+    if problems:
+        kind = "invalid" if problems[0].invalid else "unsafe"
+        return _cap(f"{kind} input schema: {problems[0].at('inputSchema')}: {problems[0].message}", 300)
+    return None
 
 
 def _plain(text: str) -> str:
@@ -276,10 +300,16 @@ def _cap(text: str, limit: int) -> str:
 
 def _validate(spec: ToolSpec, args: dict[str, Any]) -> None:
     """The full JSON Schema check of the server's schema (run_tool checks only keys and basic types)."""
-    from jsonschema.exceptions import best_match
-    from jsonschema.validators import validator_for
-
-    error = best_match(validator_for(spec.input_schema)(spec.input_schema).iter_errors(args))
+    try:
+        error = safe_validator(spec.input_schema).first_error(args)
+    except UnsafeSchema as exc:
+        raise ToolFailure(
+            ErrorCode.CONFIG_ERROR, _cap(f"{spec.name}: its input schema cannot be run: {exc}", MAX_ERROR_CHARS)
+        ) from None
+    except SchemaLimitExceeded as exc:
+        raise ToolFailure(
+            ErrorCode.INVALID_INPUT, _cap(f"{spec.name}: the arguments cannot be checked: {exc}", MAX_ERROR_CHARS)
+        ) from None
     if error is not None:
         where = ".".join(str(p) for p in error.absolute_path) or "arguments"
         raise ToolFailure(ErrorCode.INVALID_INPUT, _cap(f"{spec.name}: {where}: {error.message}", MAX_ERROR_CHARS))
@@ -352,7 +382,6 @@ def _token(server: str, scope: str, client_id: str | None) -> str:
 def _import_sdk() -> None:
     """Import the MCP SDK (seconds on a loaded machine) before a server's deadline starts, not inside it."""
     import httpx2  # noqa: F401
-    import jsonschema.validators  # noqa: F401
     import mcp.client.streamable_http  # noqa: F401
     import mcp.types  # noqa: F401
     from mcp import Client  # noqa: F401
@@ -377,7 +406,15 @@ async def _session(server: McpServer, headers: dict[str, str], statuses: list[in
         transport = streamable_http_client(server.url, http_client=http)
         info = Implementation(name="durable-ai-jobs", version="1")
         async with Client(transport, cache=None, client_info=info, read_timeout_seconds=server.timeout_s) as client:
+            # The SDK would check a result against the server's outputSchema with jsonschema's defaults
+            # (Python's backtracking re): a server's schema is untrusted code. The result is data for the
+            # model, checked by nothing that relies on its shape, so that check is not run.
+            client.session.validate_tool_result = _no_output_check  # type: ignore[method-assign]
             yield client
+
+
+async def _no_output_check(name: str, result: Any) -> None:
+    """Stands in for the SDK's output-schema check of a tool result (see ``_session``)."""
 
 
 def classify(exc: BaseException, server: McpServer, statuses: list[int]) -> ToolFailure:

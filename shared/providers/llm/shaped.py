@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from shared.jobs.contracts import ErrorCode, ProviderError
+from shared.runtime.schema_safety import SchemaLimitExceeded, UnsafeSchema, safe_validator, schema_problems
 
 # What of an output schema may go into a prompt: its compact JSON, at most this many characters (about 4,000
 # tokens; OpenAI's strict mode also caps a schema's total property-name and enum text near 15,000).
@@ -63,6 +64,9 @@ def check_output_schema(schema: Any) -> dict[str, Any]:
             ErrorCode.OUTPUT_SCHEMA_REFUSED,
             f"the output schema nests {depth} levels deep; at most {MAX_SCHEMA_DEPTH} go to a model",
         )
+    problems = schema_problems(schema)
+    if problems:  # a remote $ref, a pattern RE2 cannot run, ...: refused before any model is asked
+        raise ProviderError(ErrorCode.OUTPUT_SCHEMA_REFUSED, f"the output schema cannot be used: {problems[0]}")
     return schema
 
 
@@ -127,10 +131,6 @@ def shape_reply(data: dict[str, Any], field: str, schema: dict[str, Any], model:
     Raises ``ProviderError(BAD_REQUEST)`` (carrying the output, so the model can be shown it) when the object
     is missing or does not fit, naming where.
     """
-    from jsonschema import Draft202012Validator
-    from jsonschema.exceptions import SchemaError
-    from referencing.exceptions import Unresolvable
-
     value = data.get(field)
     if isinstance(value, str):  # a model in plain JSON mode may write the object as a string
         try:
@@ -142,9 +142,13 @@ def shape_reply(data: dict[str, Any], field: str, schema: dict[str, Any], model:
             ErrorCode.BAD_REQUEST, f"{model!r} returned no JSON object in {field!r} for the output schema", output=text
         )
     try:
-        problem = next(iter(Draft202012Validator(schema).iter_errors(value)), None)
-    except (SchemaError, Unresolvable) as exc:  # an unresolvable $ref, say: the schema's fault, not the model's
+        problem = next(iter(safe_validator(schema).errors(value)), None)
+    except UnsafeSchema as exc:  # an unresolvable $ref, say: the schema's fault, not the model's
         raise ProviderError(ErrorCode.OUTPUT_SCHEMA_REFUSED, f"cannot check against the output schema: {exc}") from exc
+    except SchemaLimitExceeded as exc:  # the object is too big or too costly to check: the model's output
+        raise ProviderError(
+            ErrorCode.BAD_REQUEST, f"{model!r} returned an object that cannot be checked: {exc}"
+        ) from exc
     if problem is not None:
         where = ".".join(str(p) for p in problem.path) or "(root)"
         raise ProviderError(

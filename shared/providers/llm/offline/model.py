@@ -277,9 +277,8 @@ def _analysis(question: str, steps: list[PlanStep], kinds: set[str]) -> list[Pla
 
 def _shaped(answer: AnswerResult, schema: dict[str, Any], sql_results: list[SqlResult]) -> AnswerResult:
     """The answer as a JSON object for an agent's output schema, from what was found; a clear failure if it cannot."""
-    from jsonschema import Draft202012Validator
-
     from shared.providers.llm.offline.agent import SchemaUnfillable, fill_schema
+    from shared.runtime.schema_safety import SchemaLimitExceeded, UnsafeSchema, safe_validator
 
     columns: dict[str, Any] = {}
     for result in sql_results:  # the first row of each result, earlier results first
@@ -291,7 +290,10 @@ def _shaped(answer: AnswerResult, schema: dict[str, Any], sql_results: list[SqlR
         data = fill_schema(schema, answer.answer, sources, columns)
     except SchemaUnfillable as exc:
         raise ProviderError(ErrorCode.BAD_REQUEST, str(exc)) from None
-    problem = next(iter(Draft202012Validator(schema).iter_errors(data)), None)
+    try:
+        problem = next(iter(safe_validator(schema).errors(data)), None)
+    except (UnsafeSchema, SchemaLimitExceeded) as exc:
+        raise ProviderError(ErrorCode.BAD_REQUEST, f"cannot check against the output schema: {exc}") from None
     if problem is not None:
         where = ".".join(str(p) for p in problem.path) or "(root)"
         raise ProviderError(
