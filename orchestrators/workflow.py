@@ -57,8 +57,8 @@ from shared.definitions.models import (
     WorkflowNode,
 )
 from shared.executors import CALL_TOOL, input_for_text, kinds_where, lookup_kinds
-from shared.jobs.contracts import Constraints
-from shared.jobs.models import StepState
+from shared.jobs.contracts import Constraints, ErrorCode
+from shared.jobs.models import Budget, StepState
 from shared.jobs.plan import PlanStep
 from shared.jobs.runs import (
     LOAD_DEFINITION,
@@ -134,7 +134,7 @@ class WorkflowWalk:
         own = self.scope if self.scope is not None else set(self.nodes)
         steps = [s.model_dump(mode="json") for s in self.run.state.steps if s.id in own and s.id in self.ended]
         outputs = {k: v for k, v in self.run.outputs.items() if k in own}
-        used = {"node_runs": self.node_runs, "tool_calls": self.run.tool_calls}
+        used = {"node_runs": self.node_runs, "tool_calls": self.run.tool_calls, "sandbox_ms": self.run.sandbox_ms}
         return PartResult.model_validate(
             {"status": status, "outputs": outputs, "steps": steps, "ended": self.ended, "usage": self.run.state.usage}
             | used
@@ -374,11 +374,41 @@ class WorkflowWalk:
             max_tool_calls=tools_left // parts,
         )
 
+    def budget_share(self, node_id: str, parts: int) -> Budget | None:
+        """Each part's equal share of what is left of the job's token, cost and sandbox budget (runs with limits).
+
+        A part counts its own use from zero, so without a share parts started together could each spend the
+        whole budget. None: a run started before runs had limits (its parts keep the job's budget, as they began).
+        """
+        if self.limits is None:
+            return None
+        run, budget = self.run, self.run.job.request.constraints.budget
+        usage = run.state.usage
+        share: dict[str, Any] = {}
+        if budget.max_total_tokens is not None:
+            left = budget.max_total_tokens - usage.total_tokens
+            if left < parts:
+                raise JobStop(
+                    ErrorCode.BUDGET_EXCEEDED,
+                    f"stopped before {node_id}: the job used {usage.total_tokens} of its {budget.max_total_tokens} "
+                    f"tokens, too few left for {parts} part(s)",
+                    node_id,
+                )
+            share["max_total_tokens"] = left // parts
+        if budget.max_estimated_cost is not None:
+            share["max_estimated_cost"] = max(0.0, round((budget.max_estimated_cost - usage.estimated_cost) / parts, 8))
+        if budget.max_sandbox_seconds is not None:
+            run.sandbox_left(node_id)  # BUDGET_EXCEEDED when none is left
+            left_s = budget.max_sandbox_seconds - run.sandbox_ms / 1000
+            share["max_sandbox_seconds"] = max(0.001, round(left_s / parts, 3))
+        return Budget.model_validate(share)
+
     def used_by(self, node_id: str, results: list[PartResult]) -> None:
         """Add what finished parts used to this walk's counts; a part that reached a limit stops the whole run."""
         for part in results:
             self.node_runs += part.node_runs
             self.run.tool_calls += part.tool_calls
+            self.run.sandbox_ms += part.sandbox_ms
         for part in results:
             error = part.error or {}
             if error.get("code") == RUN_LIMIT_EXCEEDED:
@@ -443,12 +473,13 @@ class WorkflowWalk:
         seed = {k: v for k, v in self.run.outputs.items() if k in self.nodes}
         report = self.report_for(None)  # a branch's nodes are this workflow's: its questions show at them
         share = self.shares(node.id, len(node.branches))
+        budget = self.budget_share(node.id, len(node.branches))
         parts = []
         for branch in node.branches:
             update = {"part": RunPart(entry=branch, seed=seed), "report_to": report}
             spec = self.spec.model_copy(update=update | ({"limits": share} if share is not None else {}))
             instance = f"{job.job_id}:{branch}"
-            parts.append((instance, self.call_part(spec, instance)))
+            parts.append((instance, self.call_part(spec, instance, budget)))
         step.tool_output = f"{len(parts)} branches"
         self.run.publish()
         try:
@@ -480,9 +511,17 @@ class WorkflowWalk:
             return (yield self.run.ctx.task_all([task for _, task in parts]))
         return (yield from self.questions.wait(parts, report))
 
-    def call_part(self, spec: RunSpec, instance_id: str) -> Any:
-        """Start a sub-orchestration of this run (a branch or a sub-workflow) with a deterministic id."""
-        child = self.run.job.model_copy(update={"job_id": instance_id, "run": spec})
+    def call_part(self, spec: RunSpec, instance_id: str, budget: Budget | None = None) -> Any:
+        """Start a sub-orchestration of this run (a branch or a sub-workflow) with a deterministic id.
+
+        ``budget``: the part's share of what is left of the job's budget (runs with limits; else the job's own).
+        """
+        update: dict[str, Any] = {"job_id": instance_id, "run": spec}
+        if budget is not None:
+            request = self.run.job.request
+            constraints = request.constraints.model_copy(update={"budget": budget})
+            update["request"] = request.model_copy(update={"constraints": constraints})
+        child = self.run.job.model_copy(update=update)
         return self.run.ctx.call_sub_orchestrator(PART_ORCHESTRATOR, child.model_dump(mode="json"), instance_id)
 
     def merge(self, branch: str, part: PartResult) -> None:
@@ -522,7 +561,8 @@ class WorkflowWalk:
         share = self.shares(node.id, 1)
         spec = self.spec.model_copy(update=update | ({"limits": share} if share is not None else {}))
         instance = f"{self.run.job.job_id}:{node.id}:{self.subs}"
-        (raw,) = yield from self.await_parts([(instance, self.call_part(spec, instance))], report)
+        budget = self.budget_share(node.id, 1)
+        (raw,) = yield from self.await_parts([(instance, self.call_part(spec, instance, budget))], report)
         part = PartResult.model_validate(_as_dict(raw))
         self.run.state.usage = self.run.state.usage + part.usage
         self.used_by(node.id, [part])

@@ -122,3 +122,4 @@ class PartResult(BaseModel):
     # What the part (and the parts it started) used of its RunLimits share.
     node_runs: int = Field(default=0, ge=0)
     tool_calls: int = Field(default=0, ge=0)
+    sandbox_ms: int = Field(default=0, ge=0)

@@ -171,3 +171,27 @@ def test_a_run_started_before_limits_runs_as_it_began() -> None:
     result, _ = start(acts, "workflow", "w", tools=[TOOL])  # no limits in its input
     assert result["status"] == "completed", result
     assert len(acts.named("call_tool")) == 5
+
+
+def test_branches_share_what_is_left_of_the_cost_budget() -> None:
+    # Each branch loops three priced calls (a cent each); the budget has four cents: each branch may spend two.
+    priced = {"status": "success", "result": {"success": True, "data": 1}, "usage": {"estimated_cost": 0.01}}
+    branch_a = {"id": "a", "kind": "loop", "body": ["ca"], "max_iterations": 3}
+    branch_b = {"id": "b", "kind": "loop", "body": ["cb"], "max_iterations": 3}
+    wf = fan(branch_a, branch_b, on_failure="continue")
+    wf["nodes"][3:3] = [change("ca", {"value": 1}), change("cb", {"value": 2})]
+    acts = Activities(defs(wf), call_tool=[priced] * 6)
+    result, ctx = start(
+        acts,
+        "workflow",
+        "fan",
+        tools=[TOOL],
+        limits=limits(),
+        policy={"tool_price": {TOOL: 0.01}},
+        constraints={"budget": {"max_estimated_cost": 0.04}},
+    )
+    budgets = [child.get_input()["request"]["constraints"]["budget"] for child in ctx.children.values()]
+    assert [b["max_estimated_cost"] for b in budgets] == [0.02, 0.02]
+    assert len(acts.named("call_tool")) == 4  # without shares each branch would make its three calls: 0.06
+    assert result["usage"]["estimated_cost"] == 0.04
+    assert result["status"] == "completed" and result["outputs"]["result"]["failed"] == ["a", "b"], result
