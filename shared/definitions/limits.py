@@ -71,6 +71,9 @@ class _Walk:
     wf: Workflow
     resolver: Resolver
     stack: tuple[str, ...] = ()
+    # Sub-workflows already costed in this check, by reference: a design naming one many times, at many
+    # levels, is costed once per reference (never exponentially).
+    seen: dict[tuple[str, int | None], Cost] = field(default_factory=dict)
     nodes: dict[str, Any] = field(init=False)
     loop_of: dict[str, LoopNode] = field(init=False)
     regions: dict[str, dict[str, set[str]]] = field(init=False)  # parallel node → branch → its nodes
@@ -149,10 +152,13 @@ class _Walk:
     def cost(self, node: Any) -> Cost:
         """One run of one node, with what it starts."""
         if isinstance(node, WorkflowNode):
-            sub = self.resolver.find("workflow", node.workflow, node.version)
-            if not isinstance(sub, Workflow) or sub.id in self.stack or len(self.stack) >= _MAX_WALK:
-                return Cost(node_runs=1, depth=1, parts_alive=1)  # unknown or a ring: refused by validation
-            inner = _Walk(sub, self.resolver, (*self.stack, self.wf.id)).total()
+            key = (node.workflow, node.version)
+            inner = self.seen.get(key)
+            if inner is None:
+                sub = self.resolver.find("workflow", node.workflow, node.version)
+                if not isinstance(sub, Workflow) or sub.id in self.stack or len(self.stack) >= _MAX_WALK:
+                    return Cost(node_runs=1, depth=1, parts_alive=1)  # unknown or a ring: refused by validation
+                inner = self.seen[key] = _Walk(sub, self.resolver, (*self.stack, self.wf.id), self.seen).total()
             return Cost(
                 node_runs=1 + inner.node_runs,
                 tool_calls=inner.tool_calls,
