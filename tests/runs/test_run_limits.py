@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.jobs.test_policy_inline import ok
 from tests.runs.runkit import Activities, defs, start, steps
-from tests.runs.shapes import TOOL, change
+from tests.runs.shapes import AGENT, TOOL, change, thinking
 
 DEFAULTS = {
     "max_node_runs": 1000,
@@ -195,3 +196,13 @@ def test_branches_share_what_is_left_of_the_cost_budget() -> None:
     assert len(acts.named("call_tool")) == 4  # without shares each branch would make its three calls: 0.06
     assert result["usage"]["estimated_cost"] == 0.04
     assert result["status"] == "completed" and result["outputs"]["result"]["failed"] == ["a", "b"], result
+
+
+def test_an_agents_tool_calls_count_too_those_of_one_turn_before_they_start_together() -> None:
+    args = '{"old": 80, "new": 100}'
+    calls = [{"id": f"c{i}", "tool": TOOL, "arguments_json": args} for i in (1, 2)]
+    turn = ok({"reasoning": "two at once", "tool_calls": calls})
+    acts = Activities({**defs(thinking()), **defs(AGENT)}, agent_turn=[turn, turn])
+    result, _ = start(acts, "workflow", "ask", tools=[TOOL], limits=limits(max_tool_calls=1))
+    stopped(result, "max_tool_calls", "think-t1")
+    assert acts.named("call_tool") == []  # the turn's two calls would pass the limit: neither started
