@@ -210,15 +210,6 @@ def allowed_tools(pinned: Pinned) -> list[str]:
     return sorted(t for t in pinned.tools | {t for _, t in pinned.tool_nodes} if undeclared(settings, t) is None)
 
 
-def tool_prices(tools: list[str]) -> dict[str, float]:
-    """USD per call of the run's priced tools (TOOL_PRICES), for the orchestrator's budget check before a call."""
-    from shared.runtime.pricing import tool_price
-    from shared.runtime.settings import get_settings
-
-    prices = get_settings().tool_prices
-    return {tool: price for tool in tools if (price := tool_price(tool, prices))}
-
-
 def check_models(pinned: Pinned, request: JobRequest) -> None:
     """Each agent's model must be one the job allows (when it names any) and of the app's LLM provider."""
     from shared.runtime.settings import get_settings
@@ -293,8 +284,11 @@ async def _start(
     attributes = {"run.kind": kind, "run.id": def_id, "run.version": version or 0}
     with telemetry.job_span(job_id=job_id, attributes=attributes):
         policy = resolve_policy(request)
-        if spec is not None:
-            policy.tool_price = tool_prices(spec.tools)
+        if spec is not None:  # a run's family tools are its spec's (an ask job's are its request's)
+            from shared.runtime.pricing import tool_prices
+            from shared.runtime.settings import get_settings
+
+            policy.tool_price = tool_prices(spec.tools, get_settings().tool_prices)
         job = JobInput(
             job_id=job_id,
             request=request,

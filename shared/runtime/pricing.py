@@ -55,3 +55,8 @@ def tool_price(tool: str, prices: Mapping[str, float]) -> float | None:
         if prefix in prices:
             return prices[prefix]
     return None
+
+
+def tool_prices(tools: list[str], prices: Mapping[str, float]) -> dict[str, float]:
+    """USD per call of each priced tool among ``tools`` (what a job's policy carries for its budget check)."""
+    return {tool: price for tool in tools if (price := tool_price(tool, prices))}

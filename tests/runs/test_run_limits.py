@@ -6,6 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from api.jobs import resolve_policy
+from shared.jobs.models import JobRequest
+from shared.providers.clients import Clients, set_clients
+from shared.runtime.pricing import tool_price
+from shared.runtime.settings import Settings
 from tests.jobs.test_policy_inline import ok
 from tests.runs.runkit import Activities, defs, start, steps
 from tests.runs.shapes import AGENT, TOOL, change, thinking
@@ -206,3 +211,19 @@ def test_an_agents_tool_calls_count_too_those_of_one_turn_before_they_start_toge
     result, _ = start(acts, "workflow", "ask", tools=[TOOL], limits=limits(max_tool_calls=1))
     stopped(result, "max_tool_calls", "think-t1")
     assert acts.named("call_tool") == []  # the turn's two calls would pass the limit: neither started
+
+
+def test_tool_prices_by_name_or_prefix_reach_a_jobs_policy() -> None:
+    prices = {"http": 0.002, "mcp.docs": 0.01, "mcp.docs.search": 0.03}
+    assert [tool_price(t, prices) for t in ("http.weather", "mcp.docs.fetch", "mcp.docs.search", "mcp.x.y")] == [
+        0.002,
+        0.01,
+        0.03,
+        None,
+    ]
+    set_clients(Clients(Settings(tool_prices=prices)))
+    try:
+        request = JobRequest(question="q", mode="agent", tools=["http.weather", "function.percent_change"])
+        assert resolve_policy(request).tool_price == {"http.weather": 0.002}
+    finally:
+        set_clients(None)
