@@ -123,6 +123,7 @@ def _int_param(req: func.HttpRequest, name: str, default: int, low: int, high: i
 def resolve_policy(request: JobRequest) -> RetryPolicy:
     """Read the retry policy and prices from settings once, at submit time (the orchestrator can't)."""
     from shared.providers.clients import get_clients
+    from shared.runtime.pricing import tool_prices
 
     clients = get_clients()
     settings = clients.settings
@@ -133,6 +134,7 @@ def resolve_policy(request: JobRequest) -> RetryPolicy:
         first_retry_ms=settings.job_retry_first_interval_ms,
         user_wait_seconds=settings.job_user_wait_timeout_seconds,
         output_price={m: prices[m].output_per_million / 1_000_000 for m in models if m in prices},
+        tool_price=tool_prices(list(request.tools), settings.tool_prices),
     )
 
 

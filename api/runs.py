@@ -42,7 +42,7 @@ from shared.jobs.models import (
     JobRequest,
     WaitPolicy,
 )
-from shared.jobs.runs import TEAM_INPUTS, RunKind, RunSpec
+from shared.jobs.runs import TEAM_INPUTS, RunKind, RunLimits, RunSpec
 
 KINDS: dict[str, RunKind] = {"workflows": "workflow", "teams": "team"}
 # The built-in workflow: today's question → plan → steps job (a stored workflow cannot take its id's place).
@@ -60,6 +60,18 @@ TYPES: dict[str, tuple[type, ...]] = {
 MAX_DEPTH = 8
 
 
+class RunLimitsRequest(BaseModel):
+    """Per-run limits asked for in a run request: each at most the app's setting (its default when not given)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_node_runs: int | None = Field(default=None, ge=1)
+    max_parts_alive: int | None = Field(default=None, ge=0)
+    max_parallel_width: int | None = Field(default=None, ge=1)
+    max_depth: int | None = Field(default=None, ge=0)
+    max_tool_calls: int | None = Field(default=None, ge=0)
+
+
 class RunRequest(BaseModel):
     """Body of ``POST /api/{workflows|teams}/{id}/runs``."""
 
@@ -70,6 +82,26 @@ class RunRequest(BaseModel):
     constraints: JobConstraints = Field(default_factory=JobConstraints)
     approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
     wait: WaitPolicy = Field(default_factory=WaitPolicy)
+    # Lower the run's total-work budget below the app's (RUN_MAX_* settings); never above it.
+    limits: RunLimitsRequest = Field(default_factory=RunLimitsRequest)
+
+
+def run_limits(asked: RunLimitsRequest) -> RunLimits:
+    """The run's limits: the app's (settings), each lowered where the request asks; 400 for one above the app's."""
+    from shared.definitions.catalog import app_run_limits
+    from shared.runtime.settings import get_settings
+
+    values = app_run_limits(get_settings()).model_dump()
+    for name, value in asked.model_dump(exclude_none=True).items():
+        if value > values[name]:
+            raise ApiError(
+                400,
+                "INVALID_INPUT",
+                f"limits.{name} may be at most {values[name]} on this app (setting RUN_{name.upper()})",
+                field=f"limits.{name}",
+            )
+        values[name] = value
+    return RunLimits.model_validate(values)
 
 
 def check_inputs(specs: dict[str, InputSpec], given: dict[str, Any]) -> dict[str, Any]:
@@ -234,6 +266,7 @@ async def start_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
         pins=pinned.pins,
         uses=pinned.uses,
         tools=allowed_tools(pinned),
+        limits=run_limits(body.limits),
     )
     return await _start(req, client, caller, request, spec)
 
@@ -250,11 +283,17 @@ async def _start(
     kind, def_id, version = (spec.kind, spec.id, spec.version) if spec else ("workflow", BUILT_IN, None)
     attributes = {"run.kind": kind, "run.id": def_id, "run.version": version or 0}
     with telemetry.job_span(job_id=job_id, attributes=attributes):
+        policy = resolve_policy(request)
+        if spec is not None:  # a run's family tools are its spec's (an ask job's are its request's)
+            from shared.runtime.pricing import tool_prices
+            from shared.runtime.settings import get_settings
+
+            policy.tool_price = tool_prices(spec.tools, get_settings().tool_prices)
         job = JobInput(
             job_id=job_id,
             request=request,
             owner=owner,
-            policy=resolve_policy(request),
+            policy=policy,
             trace=telemetry.inject_trace_context(),
             run=spec,
         )

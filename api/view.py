@@ -445,7 +445,10 @@ def _run(job_input: Any, output: Any) -> dict[str, Any] | None:
     if not isinstance(run, dict):
         return None
     outputs = output.get("outputs") if isinstance(output, dict) else None
-    return {"kind": run.get("kind"), "id": run.get("id"), "version": run.get("version"), "outputs": outputs}
+    view = {"kind": run.get("kind"), "id": run.get("id"), "version": run.get("version"), "outputs": outputs}
+    if isinstance(run.get("limits"), dict):
+        view["limits"] = run["limits"]  # the run's total-work budget (docs/definitions.md, "Run limits")
+    return view
 
 
 def _steps(state: JobState | None, runtime: Any, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -524,7 +527,9 @@ def _step_entry(
 def _view_error(runtime: Any, state: JobState | None, output: Any, steps: list[dict[str, Any]]) -> Any:
     """The job's error: the one it recorded, or the orchestration's own failure."""
     if runtime != "Failed":
-        return state.error.model_dump(mode="json") if state and state.error else None
+        if state is None or state.error is None:
+            return None
+        return state.error.model_dump(mode="json")  # with ``limit`` when a run limit was reached
     return {
         "code": "ORCHESTRATION_FAILED",
         "message": str(output)[:600],

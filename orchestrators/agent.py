@@ -206,6 +206,8 @@ class AgentLoop:
         if len(firsts) < 2:
             self.run.publish()
             return
+        tool_calls = sum(1 for _step, (name, _payload) in firsts if name == CALL_TOOL)
+        self.run.count_tool_calls(CALL_TOOL, firsts[0][0].id, tool_calls)  # counted now, not when each is taken
         for step, (_name, payload) in firsts:
             # The first attempt starts now; the step's own call takes its result instead of scheduling it.
             step.attempts = 1

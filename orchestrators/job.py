@@ -28,6 +28,7 @@ from orchestrators.policy import Caller, Failure, Standing, decide, error_option
 from orchestrators.python_step import PythonStep, result_note, runs_code, sandbox_ms
 from shared.executors import (
     AGENT_TURN,
+    CALL_TOOL,
     PLAN,
     SUPERVISE,
     StepInputError,
@@ -74,7 +75,7 @@ from shared.jobs.plan import (
     PlanStep,
     SupervisorDecision,
 )
-from shared.jobs.runs import REPORT_PART
+from shared.jobs.runs import LIMIT_TEXT, REPORT_PART, RUN_LIMIT_EXCEEDED
 from shared.runtime import telemetry
 from shared.tools.python import PYTHON_TOOL
 
@@ -144,6 +145,8 @@ class JobRun:
         self.internal_calls: dict[str, int] = {}
         # Sandbox time the job's run_python calls used (their outputs say), for budget.max_sandbox_seconds.
         self.sandbox_ms = 0
+        # Tool calls this run made (tool nodes, family tools, run_python), for its RunLimits.max_tool_calls.
+        self.tool_calls = 0
         # A part of a workflow run (a branch, a sub-workflow): a step that fails for good fails the part (its
         # parent decides), and its questions reach people through the root run (``can_ask``).
         self.part_of_run = False
@@ -494,7 +497,12 @@ class JobRun:
     ) -> Gen:
         """One executor call: budget check, step state, the typed input, the activity, its usage."""
         step_id = step.id if step else None
-        self.check_budget(step_id, uses_llm, model)
+        tool = str(task.get("tool", "")) if executor_type == CALL_TOOL else ""
+        self.check_budget(step_id, uses_llm, model, self.job.policy.tool_price.get(tool, 0.0))
+        if runs_code(executor_type):
+            # Every run of code counts its sandbox time, failed and timed-out ones too: each attempt is checked
+            # against what is left now, and may use no more than that.
+            context = {**context, **self.sandbox_left(step_id)}
         if step is None:
             # Planning and supervision calls are numbered per executor, so each has its own task id.
             attempt = self.internal_calls[executor_type] = self.internal_calls.get(executor_type, 0) + 1
@@ -511,8 +519,9 @@ class JobRun:
             self.publish()
         task_id = f"{self.job.job_id}:{step_id or executor_type}:{attempt}"
         if task_id in self.prefetched:
-            raw = self.prefetched.pop(task_id)  # scheduled ahead with the other calls of its turn
+            raw = self.prefetched.pop(task_id)  # scheduled ahead with the other calls of its turn (counted then)
         else:
+            self.count_tool_calls(executor_type, step_id)
             inp = self.executor_input(step_id, executor_type, task, context, model, attempt)
             raw = yield self.ctx.call_activity(executor_type, inp.model_dump(mode="json"))
         out = ExecutorOutput.model_validate(_as_dict(raw))
@@ -621,6 +630,38 @@ class JobRun:
             return EditedTask(edited) if reapprove_edits else edited
         raise JobStop(error.code, f"{error.message} (aborted by the user)", step.id)
 
+    def count_tool_calls(self, executor_type: str, step_id: str | None, calls: int = 1) -> None:
+        """Count tool calls against the run's ``max_tool_calls``; stop the run before one that would exceed it."""
+        limits = self.job.run.limits if self.job.run is not None else None
+        if limits is None or not (executor_type == CALL_TOOL or runs_code(executor_type)):
+            return
+        if self.tool_calls + calls > limits.max_tool_calls:
+            raise self.limit_reached(
+                "max_tool_calls", step_id, f"{self.tool_calls} made, {limits.max_tool_calls} allowed"
+            )
+        self.tool_calls += calls
+
+    def limit_reached(self, limit: str, step_id: str | None, why: str) -> JobStop:
+        """The stop of a run that reached one of its limits (the view names it: error.limit)."""
+        share = " (this part's share of the run's limit)" if self.part_of_run else ""
+        message = f"run limit {limit} reached ({LIMIT_TEXT[limit]}): {why}{share}"
+        return JobStop(RUN_LIMIT_EXCEEDED, message, step_id, limit=limit)
+
+    def sandbox_left(self, step_id: str | None) -> dict[str, Any]:
+        """The sandbox seconds left of ``budget.max_sandbox_seconds`` for the next run; BUDGET_EXCEEDED when none."""
+        budget = self.job.request.constraints.budget.max_sandbox_seconds
+        if budget is None:
+            return {}
+        left = round(budget - self.sandbox_ms / 1000, 3)
+        if left <= 0:
+            raise JobStop(
+                ErrorCode.BUDGET_EXCEEDED,
+                f"stopped before {step_id or 'the next run'}: the job used {self.sandbox_ms / 1000:g} s of sandbox "
+                f"time (failed and timed-out runs included), its budget is {budget:g} s",
+                step_id,
+            )
+        return {"sandbox_seconds_left": left}
+
     def budgets(self) -> list[tuple[str, Budget, int, float]]:
         """Each budget in force with the tokens and cost used against it: the job's, and the agent node's."""
         usage = self.state.usage
@@ -642,8 +683,11 @@ class JobRun:
                 left["budget_cost_left"] = min(cost_left, left.get("budget_cost_left", cost_left))
         return left
 
-    def check_budget(self, step_id: str | None, uses_llm: bool, model: str | None) -> None:
-        """Stop before a call whose worst case would exceed the job budget or the running agent's own."""
+    def check_budget(self, step_id: str | None, uses_llm: bool, model: str | None, call_price: float = 0.0) -> None:
+        """Stop before a call whose worst case would exceed the job budget or the running agent's own.
+
+        ``call_price``: what the call itself costs (a priced tool), on top of its tokens.
+        """
         reserve = (self.step_constraints or self.job.request.constraints).max_tokens if uses_llm else 0
         price = self.job.policy.output_price.get(model or "", max(self.job.policy.output_price.values(), default=0))
         where = step_id or "planning"
@@ -655,10 +699,11 @@ class JobRun:
                     f"more, {who}'s budget is {budget.max_total_tokens}",
                     step_id,
                 )
-            if budget.max_estimated_cost is not None and cost + reserve * price > budget.max_estimated_cost:
+            next_cost = reserve * price + call_price
+            if budget.max_estimated_cost is not None and cost + next_cost > budget.max_estimated_cost:
                 raise JobStop(
                     "BUDGET_EXCEEDED",
-                    f"stopped before {where}: {who}'s estimated cost {cost:.6f} USD plus up to {reserve * price:.6f} "
+                    f"stopped before {where}: {who}'s estimated cost {cost:.6f} USD plus up to {next_cost:.6f} "
                     f"USD for the next call exceeds {who}'s budget {budget.max_estimated_cost} USD",
                     step_id,
                 )

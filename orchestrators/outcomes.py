@@ -25,6 +25,6 @@ class EditedTask:
 class JobStop(Exception):
     """Ends the job as failed with a code, at a step."""
 
-    def __init__(self, code: str, message: str, step_id: str | None = None) -> None:
+    def __init__(self, code: str, message: str, step_id: str | None = None, *, limit: str | None = None) -> None:
         super().__init__(message)
-        self.info = ErrorInfo(code=code, message=message[:600], step_id=step_id)
+        self.info = ErrorInfo(code=code, message=message[:600], step_id=step_id, limit=limit)

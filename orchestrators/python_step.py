@@ -123,17 +123,8 @@ class PythonStep:
                 return self.unresolved(name, ref)
             resolved[name] = value_of(out)
         context: dict[str, Any] = {"allowed_tools": list(run.job.request.tools), "python_inputs": resolved}
-        budget = run.job.request.constraints.budget.max_sandbox_seconds
-        if budget is not None:
-            left = round(budget - run.sandbox_ms / 1000, 3)
-            if left <= 0:
-                raise JobStop(
-                    ErrorCode.BUDGET_EXCEEDED,
-                    f"stopped before {self.step.id}: the job used {run.sandbox_ms / 1000:g} s of sandbox time, "
-                    f"its budget is {budget:g} s",
-                    self.step.id,
-                )
-            context["sandbox_seconds_left"] = left
+        # What is left of budget.max_sandbox_seconds (JobRun.call_once checks it again before every attempt).
+        context.update(run.sandbox_left(self.step.id))
         return context
         yield  # a generator like the others the orchestrator drives
 

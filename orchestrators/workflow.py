@@ -57,10 +57,19 @@ from shared.definitions.models import (
     WorkflowNode,
 )
 from shared.executors import CALL_TOOL, input_for_text, kinds_where, lookup_kinds
-from shared.jobs.contracts import Constraints
-from shared.jobs.models import StepState
+from shared.jobs.contracts import Constraints, ErrorCode
+from shared.jobs.models import Budget, StepState
 from shared.jobs.plan import PlanStep
-from shared.jobs.runs import LOAD_DEFINITION, PART_ORCHESTRATOR, PartResult, RunPart, RunReport, RunSpec
+from shared.jobs.runs import (
+    LOAD_DEFINITION,
+    PART_ORCHESTRATOR,
+    RUN_LIMIT_EXCEEDED,
+    PartResult,
+    RunLimits,
+    RunPart,
+    RunReport,
+    RunSpec,
+)
 from shared.jobs.runs import TEAM_INPUTS as TEAM_SPEC
 
 TEMPLATE_REF = re.compile(r"\{([^{}]*)\}")
@@ -89,6 +98,9 @@ class WorkflowWalk:
         self.failed_branches: set[str] = set()
         self.subs = 0
         self.questions = PartQuestions(run)  # the root's view of its parts' questions
+        # The run's total-work budget (a part: its share); None for a run started before runs had limits.
+        self.limits: RunLimits | None = self.spec.limits
+        self.node_runs = 0  # node executions here and in the parts this walk started
 
     # --- entry points ---------------------------------------------------------------------------
 
@@ -122,8 +134,10 @@ class WorkflowWalk:
         own = self.scope if self.scope is not None else set(self.nodes)
         steps = [s.model_dump(mode="json") for s in self.run.state.steps if s.id in own and s.id in self.ended]
         outputs = {k: v for k, v in self.run.outputs.items() if k in own}
+        used = {"node_runs": self.node_runs, "tool_calls": self.run.tool_calls, "sandbox_ms": self.run.sandbox_ms}
         return PartResult.model_validate(
             {"status": status, "outputs": outputs, "steps": steps, "ended": self.ended, "usage": self.run.state.usage}
+            | used
             | extra
         ).model_dump(mode="json")
 
@@ -280,6 +294,7 @@ class WorkflowWalk:
         run.skip_reason = None
         run.publish()
         try:
+            self.count_node(node.id)
             output = yield from self.dispatch(node, step)
         except JobStop as stop:
             stop.info.step_id = stop.info.step_id or node.id
@@ -316,6 +331,90 @@ class WorkflowWalk:
         if isinstance(node, WorkflowNode):
             return (yield from self.sub_workflow(node, step))
         return (yield from self.repeat(node, step))
+
+    # --- run limits (RunLimits: counted here, shares passed down to parts, their use added back) -------------
+
+    def count_node(self, node_id: str) -> None:
+        """Count one node execution; stop the run before one that would exceed ``max_node_runs``."""
+        if self.limits is None:
+            return
+        if self.node_runs >= self.limits.max_node_runs:
+            why = f"{self.node_runs} nodes ran, {self.limits.max_node_runs} allowed; {node_id!r} would be one more"
+            raise self.run.limit_reached("max_node_runs", node_id, why)
+        self.node_runs += 1
+
+    def shares(self, node_id: str, parts: int) -> RunLimits | None:
+        """What each of ``parts`` sub-orchestrations started together may use: an equal share of what is left.
+
+        Each part may use at most its share of the node executions and tool calls left, and of the parts that
+        may be alive below this one; it is one level deeper. A parallel node wider than the limit, or parts the
+        limits cannot hold at all, stop the run here.
+        """
+        limits = self.limits
+        if limits is None:
+            return None
+        if parts > limits.max_parallel_width:
+            why = f"{node_id!r} starts {parts} branches, {limits.max_parallel_width} allowed"
+            raise self.run.limit_reached("max_parallel_width", node_id, why)
+        if limits.max_depth < 1:
+            raise self.run.limit_reached("max_depth", node_id, f"{node_id!r} would start a part one level too deep")
+        if parts > limits.max_parts_alive:
+            why = f"{node_id!r} would start {parts} more, {limits.max_parts_alive} may be alive below here"
+            raise self.run.limit_reached("max_parts_alive", node_id, why)
+        nodes_left = limits.max_node_runs - self.node_runs
+        if nodes_left < parts:
+            why = f"{self.node_runs} nodes ran, {limits.max_node_runs} allowed; {node_id!r} starts {parts} parts"
+            raise self.run.limit_reached("max_node_runs", node_id, why)
+        tools_left = max(0, limits.max_tool_calls - self.run.tool_calls)
+        return RunLimits(
+            max_node_runs=nodes_left // parts,
+            max_parts_alive=(limits.max_parts_alive - parts) // parts,
+            max_parallel_width=limits.max_parallel_width,
+            max_depth=limits.max_depth - 1,
+            max_tool_calls=tools_left // parts,
+        )
+
+    def budget_share(self, node_id: str, parts: int) -> Budget | None:
+        """Each part's equal share of what is left of the job's token, cost and sandbox budget (runs with limits).
+
+        A part counts its own use from zero, so without a share parts started together could each spend the
+        whole budget. None: a run started before runs had limits (its parts keep the job's budget, as they began).
+        """
+        if self.limits is None:
+            return None
+        run, budget = self.run, self.run.job.request.constraints.budget
+        usage = run.state.usage
+        share: dict[str, Any] = {}
+        if budget.max_total_tokens is not None:
+            left = budget.max_total_tokens - usage.total_tokens
+            if left < parts:
+                raise JobStop(
+                    ErrorCode.BUDGET_EXCEEDED,
+                    f"stopped before {node_id}: the job used {usage.total_tokens} of its {budget.max_total_tokens} "
+                    f"tokens, too few left for {parts} part(s)",
+                    node_id,
+                )
+            share["max_total_tokens"] = left // parts
+        if budget.max_estimated_cost is not None:
+            share["max_estimated_cost"] = max(0.0, round((budget.max_estimated_cost - usage.estimated_cost) / parts, 8))
+        if budget.max_sandbox_seconds is not None:
+            run.sandbox_left(node_id)  # BUDGET_EXCEEDED when none is left
+            left_s = budget.max_sandbox_seconds - run.sandbox_ms / 1000
+            share["max_sandbox_seconds"] = max(0.001, round(left_s / parts, 3))
+        return Budget.model_validate(share)
+
+    def used_by(self, node_id: str, results: list[PartResult]) -> None:
+        """Add what finished parts used to this walk's counts; a part that reached a limit stops the whole run."""
+        for part in results:
+            self.node_runs += part.node_runs
+            self.run.tool_calls += part.tool_calls
+            self.run.sandbox_ms += part.sandbox_ms
+        for part in results:
+            error = part.error or {}
+            if error.get("code") == RUN_LIMIT_EXCEEDED:
+                at = error.get("step_id")
+                step_id = at if isinstance(at, str) and at in self.nodes else node_id
+                raise JobStop(RUN_LIMIT_EXCEEDED, str(error.get("message", "")), step_id, limit=error.get("limit"))
 
     # --- node kinds -----------------------------------------------------------------------------
 
@@ -373,19 +472,24 @@ class WorkflowWalk:
         job = self.run.job
         seed = {k: v for k, v in self.run.outputs.items() if k in self.nodes}
         report = self.report_for(None)  # a branch's nodes are this workflow's: its questions show at them
+        share = self.shares(node.id, len(node.branches))
+        budget = self.budget_share(node.id, len(node.branches))
         parts = []
         for branch in node.branches:
-            spec = self.spec.model_copy(update={"part": RunPart(entry=branch, seed=seed), "report_to": report})
+            update = {"part": RunPart(entry=branch, seed=seed), "report_to": report}
+            spec = self.spec.model_copy(update=update | ({"limits": share} if share is not None else {}))
             instance = f"{job.job_id}:{branch}"
-            parts.append((instance, self.call_part(spec, instance)))
+            parts.append((instance, self.call_part(spec, instance, budget)))
         step.tool_output = f"{len(parts)} branches"
         self.run.publish()
         try:
             results = yield from self.await_parts(parts, report)
         except Exception as exc:  # a part crashed (it reports its own failures): the run cannot go on
             raise JobStop("BRANCH_FAILED", f"a branch of {node.id!r} crashed: {exc}", node.id) from exc
-        for branch, raw in zip(node.branches, results, strict=True):
-            self.merge(branch, PartResult.model_validate(_as_dict(raw)))
+        finished = [PartResult.model_validate(_as_dict(raw)) for raw in results]
+        for branch, part in zip(node.branches, finished, strict=True):
+            self.merge(branch, part)
+        self.used_by(node.id, finished)
         return {}
 
     def report_for(self, anchor: str | None) -> RunReport | None:
@@ -407,9 +511,17 @@ class WorkflowWalk:
             return (yield self.run.ctx.task_all([task for _, task in parts]))
         return (yield from self.questions.wait(parts, report))
 
-    def call_part(self, spec: RunSpec, instance_id: str) -> Any:
-        """Start a sub-orchestration of this run (a branch or a sub-workflow) with a deterministic id."""
-        child = self.run.job.model_copy(update={"job_id": instance_id, "run": spec})
+    def call_part(self, spec: RunSpec, instance_id: str, budget: Budget | None = None) -> Any:
+        """Start a sub-orchestration of this run (a branch or a sub-workflow) with a deterministic id.
+
+        ``budget``: the part's share of what is left of the job's budget (runs with limits; else the job's own).
+        """
+        update: dict[str, Any] = {"job_id": instance_id, "run": spec}
+        if budget is not None:
+            request = self.run.job.request
+            constraints = request.constraints.model_copy(update={"budget": budget})
+            update["request"] = request.model_copy(update={"constraints": constraints})
+        child = self.run.job.model_copy(update=update)
         return self.run.ctx.call_sub_orchestrator(PART_ORCHESTRATOR, child.model_dump(mode="json"), instance_id)
 
     def merge(self, branch: str, part: PartResult) -> None:
@@ -443,13 +555,17 @@ class WorkflowWalk:
         inputs = {name: self.resolve(mapping) for name, mapping in node.input.items()}
         version = self.pinned("workflow", node.workflow, node.version)
         report = self.report_for(node.id)
-        spec = self.spec.model_copy(
-            update={"kind": "workflow", "id": node.workflow, "version": version, "inputs": inputs, "report_to": report}
-        )
+        # A whole workflow, never a branch: a sub-workflow started inside a branch must not inherit its ``part``.
+        update = {"kind": "workflow", "id": node.workflow, "version": version, "inputs": inputs, "report_to": report}
+        update["part"] = None
+        share = self.shares(node.id, 1)
+        spec = self.spec.model_copy(update=update | ({"limits": share} if share is not None else {}))
         instance = f"{self.run.job.job_id}:{node.id}:{self.subs}"
-        (raw,) = yield from self.await_parts([(instance, self.call_part(spec, instance))], report)
+        budget = self.budget_share(node.id, 1)
+        (raw,) = yield from self.await_parts([(instance, self.call_part(spec, instance, budget))], report)
         part = PartResult.model_validate(_as_dict(raw))
         self.run.state.usage = self.run.state.usage + part.usage
+        self.used_by(node.id, [part])
         step.tool_output = f"{node.workflow} v{version}: {len(part.steps)} nodes"
         if part.status == "failed":
             why = (part.error or {}).get("message", "it failed")
@@ -561,6 +677,7 @@ class WorkflowWalk:
     def team_step(self, step_id: str, role: str, agent_id: str, prompt: str) -> Gen:
         """One agent's turn in a supervisor team, as its own step; its text."""
         run = self.run
+        self.count_node(step_id)
         step = StepState(id=step_id, kind="agent", title=f"{role}: {agent_id}"[:200], state="running")
         step.started_at = run.now_iso()
         run.state.steps.append(step)

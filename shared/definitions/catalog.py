@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from shared.definitions.types import ANY, JsonSchema, object_schema
 from shared.jobs.contracts import AnswerResult, RagResult, SqlResult
+from shared.jobs.runs import RunLimits
 
 if TYPE_CHECKING:
     from shared.runtime.settings import Settings
@@ -41,6 +42,8 @@ class Catalog:
     # The input schema of a family tool when it is cheap to know (None: unchecked).
     tool_input: Callable[[str], JsonSchema | None] = _untyped
     llm_provider: str = "offline"
+    # The app's run limits: a design whose static worst case exceeds one is refused when saved.
+    run_limits: RunLimits = field(default_factory=RunLimits)
 
     def step_kinds(self) -> list[str]:
         """The step kinds a step node or an agent's tools may name."""
@@ -102,7 +105,13 @@ def app_catalog(settings: Settings) -> Catalog:
         tool_problem=lambda name: undeclared(settings, name),
         tool_input=_tool_input(settings),
         llm_provider=settings.llm_provider,
+        run_limits=app_run_limits(settings),
     )
+
+
+def app_run_limits(settings: Settings) -> RunLimits:
+    """The app's run limits (RUN_MAX_* settings): each run's default and the most a run may ask for."""
+    return RunLimits.model_validate({name: getattr(settings, f"run_{name}") for name in RunLimits.model_fields})
 
 
 # What the nodes that are not steps produce.

@@ -28,6 +28,7 @@ from shared.definitions.catalog import (
     Catalog,
 )
 from shared.definitions.issues import DefinitionInvalid, DefinitionTooLarge, Issue
+from shared.definitions.limits import team_limit_issues, workflow_limit_issues
 from shared.definitions.models import (
     INPUT,
     MAX_DEFINITION_BYTES,
@@ -129,8 +130,13 @@ def validate(definition: Definition, resolver: Resolver, catalog: Catalog) -> li
     if isinstance(definition, Agent):
         return AgentCheck(definition, catalog).run()
     if isinstance(definition, Team):
-        return _check_team(definition, resolver)
-    return WorkflowCheck(definition, resolver, catalog).run()
+        return _check_team(definition, resolver) + team_limit_issues(definition, catalog.run_limits)
+    return WorkflowCheck(definition, resolver, catalog).run() + _run_limit_issues(definition, resolver, catalog)
+
+
+def _run_limit_issues(workflow: Workflow, resolver: Resolver, catalog: Catalog) -> list[Issue]:
+    """The workflow's static worst case against the app's run limits (shared/definitions/limits.py)."""
+    return workflow_limit_issues(workflow, resolver, catalog.run_limits)
 
 
 def check(kind: str, data: Any, resolver: Resolver, catalog: Catalog) -> tuple[Definition, str]:

@@ -14,7 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shared.executors import CALL_TOOL, register
 from shared.jobs.agent import TOOL_NAME
-from shared.jobs.contracts import ErrorCode, ExecutorInput, ExecutorOutput
+from shared.jobs.contracts import ErrorCode, ExecutorInput, ExecutorOutput, Usage
+from shared.runtime.pricing import tool_price
 from shared.tools.base import ToolContext
 
 if TYPE_CHECKING:
@@ -62,6 +63,8 @@ def call_tool(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
     ctx = inp.execution_context
     result = run_tool(tool, task.arguments, ToolContext(job_id=ctx.job_id or "", step_id=ctx.step_id or ""))
     envelope = result.model_dump(mode="json")
+    # A priced tool's call counts into the job's estimated cost, failed or not (it was made).
+    usage = Usage(estimated_cost=tool_price(task.tool, clients.settings.tool_prices) or 0.0)
     if result.success or result.error is None:
-        return ExecutorOutput(status="success", result=envelope)
-    return ExecutorOutput.failure(_code(result.error.code), result.error.message, result=envelope)
+        return ExecutorOutput(status="success", result=envelope, usage=usage)
+    return ExecutorOutput.failure(_code(result.error.code), result.error.message, result=envelope, usage=usage)

@@ -99,6 +99,8 @@ class RetryPolicy(BaseModel):
     user_wait_seconds: int = Field(default=86_400, ge=1)
     # USD per output token of each allowed model (for the cost reserve of the budget check).
     output_price: dict[str, float] = Field(default_factory=dict)
+    # USD per call of each priced family tool the run may call (TOOL_PRICES), for the same check.
+    tool_price: dict[str, float] = Field(default_factory=dict)
 
 
 class JobOwner(BaseModel):
@@ -128,6 +130,9 @@ class ErrorInfo(BaseModel):
     code: str
     message: str = Field(max_length=600)
     step_id: str | None = None
+    # RUN_LIMIT_EXCEEDED: which of the run's limits was reached (a RunLimits field name); left out when None, so
+    # every other error keeps its shape.
+    limit: str | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 class StepState(BaseModel):

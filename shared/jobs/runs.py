@@ -25,6 +25,40 @@ REPORT_PART = "report_part"
 PART_NEWS_EVENT = "part-news"
 # A team's one input (as an InputSpec of the definitions): the task its members work on.
 TEAM_INPUTS: dict[str, dict[str, Any]] = {"task": {"type": "string", "description": "What the team works on"}}
+# The code a run ends with when it reaches one of its limits (``RunLimits``); ErrorInfo.limit names which.
+RUN_LIMIT_EXCEEDED = "RUN_LIMIT_EXCEEDED"
+
+
+class RunLimits(BaseModel):
+    """A run's total-work budget, set by the API at start (app settings, lowered per run) and never by a definition.
+
+    The root run holds the run's limits; a part (a parallel branch, a sub-workflow) gets its share from its
+    parent (``share``) and hands back what it used (``PartResult``), so the counts hold across the whole tree.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    # Node executions in all (a loop's body counts once per iteration, a sub-workflow's nodes count too).
+    max_node_runs: int = Field(default=1000, ge=1, le=100_000)
+    # Sub-orchestrations (parallel branches, sub-workflows) alive at once, below this one.
+    max_parts_alive: int = Field(default=64, ge=0, le=10_000)
+    # Branches one parallel node may start.
+    max_parallel_width: int = Field(default=16, ge=1, le=16)
+    # How deep sub-orchestrations nest below this one (a branch or a sub-workflow is one level).
+    max_depth: int = Field(default=8, ge=0, le=32)
+    # Tool calls in all: tool nodes and an agent's family tool calls (HTTP, MCP, functions) and run_python runs,
+    # every attempt. A priced tool (TOOL_PRICES) counts into the estimated cost too.
+    max_tool_calls: int = Field(default=500, ge=0, le=100_000)
+
+
+# What each limit counts, as the job view says it.
+LIMIT_TEXT: dict[str, str] = {
+    "max_node_runs": "node executions",
+    "max_parts_alive": "sub-orchestrations alive at once",
+    "max_parallel_width": "branches of one parallel node",
+    "max_depth": "levels of nested sub-orchestrations",
+    "max_tool_calls": "tool calls",
+}
 
 
 class RunPart(BaseModel):
@@ -69,6 +103,9 @@ class RunSpec(BaseModel):
     # A part (and the parts it starts) reports its questions here, so the root's job view shows them and the
     # job API answers them. A part started before parts could ask has none: its questions fail it.
     report_to: RunReport | None = None
+    # The run's limits (a part: its share of its parent's). None: a run started before runs had limits, which
+    # runs on as it began (jobs in flight keep their schedule).
+    limits: RunLimits | None = None
 
 
 class PartResult(BaseModel):
@@ -82,3 +119,7 @@ class PartResult(BaseModel):
     result: Any = None
     usage: Usage = Field(default_factory=Usage)
     error: dict[str, Any] | None = None
+    # What the part (and the parts it started) used of its RunLimits share.
+    node_runs: int = Field(default=0, ge=0)
+    tool_calls: int = Field(default=0, ge=0)
+    sandbox_ms: int = Field(default=0, ge=0)

@@ -43,3 +43,20 @@ def estimate_cost(model: str, tokens_in: int, tokens_out: int, prices: Mapping[s
         return 0.0
     cost = (tokens_in * price.input_per_million + tokens_out * price.output_per_million) / 1_000_000
     return round(cost, 8)
+
+
+def tool_price(tool: str, prices: Mapping[str, float]) -> float | None:
+    """USD per call of a family tool (TOOL_PRICES): its own name first, then its longest ``.``-prefix; else None."""
+    if tool in prices:
+        return prices[tool]
+    parts = tool.split(".")
+    for end in range(len(parts) - 1, 0, -1):
+        prefix = ".".join(parts[:end])
+        if prefix in prices:
+            return prices[prefix]
+    return None
+
+
+def tool_prices(tools: list[str], prices: Mapping[str, float]) -> dict[str, float]:
+    """USD per call of each priced tool among ``tools`` (what a job's policy carries for its budget check)."""
+    return {tool: price for tool in tools if (price := tool_price(tool, prices))}

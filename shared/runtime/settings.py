@@ -322,6 +322,14 @@ class Settings(BaseSettings):
     job_history_retention_days: float = Field(default=30.0, gt=0, le=36_500)
     # When the purge runs: an NCRONTAB expression with seconds ("sec min hour day month day-of-week", UTC).
     job_history_purge_schedule: str = Field(default="0 30 3 * * *", pattern=NCRONTAB_PATTERN)
+    # A workflow or team run's total-work budget (shared/jobs/runs.py RunLimits, docs/definitions.md "Run
+    # limits"): each is the default of a run and the most a run's ``limits`` may ask for; a design whose static
+    # worst case exceeds one is refused when saved.
+    run_max_node_runs: int = Field(default=1000, ge=1, le=100_000)
+    run_max_parts_alive: int = Field(default=64, ge=0, le=10_000)
+    run_max_parallel_width: int = Field(default=16, ge=1, le=16)
+    run_max_depth: int = Field(default=8, ge=0, le=32)
+    run_max_tool_calls: int = Field(default=500, ge=0, le=100_000)
 
     # --- Who sees which job (api/auth.py) -----------------------------------------------------
     # Set by App Service itself when App Service Authentication (Easy Auth) is on: only then are the
@@ -353,6 +361,10 @@ class Settings(BaseSettings):
     tools_mcp_servers: list[McpServer] = Field(default_factory=list, max_length=20)
     # How long one process keeps a server's tool list before listing again (0: list on every load).
     tools_mcp_list_ttl_seconds: float = Field(default=300.0, ge=0, le=86_400)
+    # JSON object: USD per call of a family tool, by tool name ("http.weather") or by prefix ("http", "mcp.docs"),
+    # counted into a run's estimated cost (budget.max_estimated_cost); every call counts against
+    # RUN_MAX_TOOL_CALLS, priced or not.
+    tool_prices: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=dict, max_length=200)
 
     # --- Code sandbox (shared/sandbox, the run_python step and the python.run tool) ----------------
     # Where model-written Python runs: "local" (bubblewrap on this machine), "azure_sessions" (Azure Container

@@ -198,8 +198,51 @@ def _team(jobs: JobClient) -> str:
     return job_id
 
 
+def _limits_waiting(jobs: JobClient) -> str:
+    """The same run as ``_workflow_waiting`` under run limits: its branches got their shares, it waits at a human."""
+    assert jobs.http.post("/api/workflows", json=WORKFLOW).status_code == 201
+    body = {"inputs": {"old": 80}, "limits": {"max_node_runs": 20, "max_tool_calls": 10}}
+    resp = jobs.http.post("/api/workflows/replayed/runs", json=body)
+    assert resp.status_code == 202, resp.text
+    job_id = str(resp.json()["id"])
+    jobs.wait(job_id, {"waiting_for_user"}, timeout_s=120)
+    return job_id
+
+
+LOOPED: dict[str, Any] = {
+    "id": "looped",
+    "name": "Looped",
+    "nodes": [
+        {"id": "again", "kind": "loop", "body": ["calc"], "max_iterations": 5},
+        {
+            "id": "calc",
+            "kind": "tool",
+            "tool": "function.percent_change",
+            "input": {"old": {"value": 80}, "new": {"value": 100}},
+        },
+    ],
+}
+
+
+def _run_limit_reached(jobs: JobClient) -> str:
+    """A loop stopped by its run's max_node_runs: failed with RUN_LIMIT_EXCEEDED."""
+    assert jobs.http.post("/api/workflows", json=LOOPED).status_code == 201
+    resp = jobs.http.post("/api/workflows/looped/runs", json={"limits": {"max_node_runs": 4}})
+    assert resp.status_code == 202, resp.text
+    job_id = str(resp.json()["id"])
+    assert jobs.wait(job_id, {"failed"}, timeout_s=120)["error"]["code"] == "RUN_LIMIT_EXCEEDED"
+    return job_id
+
+
 # Scenarios whose host needs the definitions store (Azurite, started by the recorder).
-NEEDS_STORE = {"workflow_waiting_at_human", "workflow_branch_question", "workflow_part_waiting", "team_completed"}
+NEEDS_STORE = {
+    "workflow_waiting_at_human",
+    "workflow_branch_question",
+    "workflow_part_waiting",
+    "workflow_limits_waiting",
+    "workflow_run_limit_reached",
+    "team_completed",
+}
 # scenario -> (host environment, how to drive the job)
 SCENARIOS: dict[str, tuple[dict[str, str], Callable[[JobClient], str]]] = {
     "completed": ({}, _completed),
@@ -216,6 +259,9 @@ SCENARIOS: dict[str, tuple[dict[str, str], Callable[[JobClient], str]]] = {
     "agent_completed": ({}, _agent),
     "hybrid_completed": ({}, _hybrid),
     "team_completed": ({"DEFINITIONS_TABLE": "replay"}, _team),
+    # Runs with limits (RunLimits in the run's input): in flight past a fan-out, and stopped by a limit.
+    "workflow_limits_waiting": ({"DEFINITIONS_TABLE": "replay"}, _limits_waiting),
+    "workflow_run_limit_reached": ({"DEFINITIONS_TABLE": "replay"}, _run_limit_reached),
 }
 
 

@@ -3,7 +3,8 @@
 The fixtures are real devhost histories (``python -m tests.replay.record``): a completed job, one waiting for an
 SQL approval, one approved and completed, one aborted at approval, one retried after a rate limit, a
 workflow run past a fan-out (its branches as sub-orchestrations, one failed) waiting at a human node, and a
-workflow run whose branch asks: the root showing the branch's question, and the branch waiting for its answer. If a
+workflow run whose branch asks: the root showing the branch's question, and the branch waiting for its answer; and
+runs under run limits: one in flight past a fan-out (its branches' shares), one stopped by RUN_LIMIT_EXCEEDED. If a
 change must break replay, version the orchestrator instead (docs/orchestrator-versioning.md).
 """
 
@@ -46,6 +47,8 @@ def test_every_scenario_is_recorded() -> None:
         "agent_completed",
         "hybrid_completed",
         "team_completed",
+        "workflow_limits_waiting",
+        "workflow_run_limit_reached",
     }
 
 

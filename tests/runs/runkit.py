@@ -86,13 +86,15 @@ def start(
     pins: dict[str, int] | None = None,
     tools: list[str] | None = None,
     reply: Callable[[str], Any] | None = None,
+    limits: dict[str, int] | None = None,
+    policy: dict[str, Any] | None = None,
     **request: Any,
 ) -> tuple[dict[str, Any], InlineContext]:
     """Run a workflow or team to its end inline; its result and context (custom status, children)."""
     payload = {
         "job_id": "r1",
         "request": {"question": f"{kind} {def_id}", **request},
-        "policy": {"max_attempts_per_model": 2, "first_retry_ms": 1, "max_retry_ms": 5},
+        "policy": {"max_attempts_per_model": 2, "first_retry_ms": 1, "max_retry_ms": 5, **(policy or {})},
         "run": {
             "kind": kind,
             "id": def_id,
@@ -100,6 +102,7 @@ def start(
             "inputs": inputs or {},
             "pins": pins or {},
             "tools": tools or [],
+            **({"limits": limits} if limits is not None else {}),
         },
     }
     ctx = InlineContext(payload, acts, reply, "r1", {"workflow_part": workflow_part_body})
