@@ -3,6 +3,7 @@
 import azure.durable_functions as df
 
 from api.artifacts import register as register_artifacts
+from api.catalog import register as register_catalog
 from api.events import register as register_events
 from api.health import register as register_health
 from api.jobs import register as register_jobs
@@ -15,6 +16,7 @@ from api.ui import register as register_ui
 blueprint = df.Blueprint()
 register_health(blueprint)
 register_jobs(blueprint)
+register_catalog(blueprint)
 register_events(blueprint)
 register_artifacts(blueprint)
 register_ui(blueprint)

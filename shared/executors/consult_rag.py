@@ -18,9 +18,9 @@ class RagTask(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    query: str = Field(min_length=1, max_length=2000)
-    top_k: int | None = Field(default=None, ge=1, le=50)
-    filter: str | None = Field(default=None, max_length=500)
+    query: str = Field(min_length=1, max_length=2000, title="Search query")
+    top_k: int | None = Field(default=None, ge=1, le=50, title="Passages to fetch")
+    filter: str | None = Field(default=None, max_length=500, title="Search filter")
 
 
 @register(

@@ -30,8 +30,15 @@ class SqlTask(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    question: str = Field(min_length=1, max_length=2000)
-    sql: str | None = Field(default=None, min_length=1, max_length=20_000)
+    question: str = Field(min_length=1, max_length=2000, title="Step question")
+    sql: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=20_000,
+        title="Step SQL",
+        description="Clear it to have the SQL written again from the question.",
+        json_schema_extra={"contentMediaType": "application/sql"},
+    )
 
 
 SENSITIVE_NEEDS_APPROVAL = (

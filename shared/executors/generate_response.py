@@ -52,7 +52,7 @@ class ResponseTask(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    question: str = Field(min_length=1, max_length=4000)
+    question: str = Field(min_length=1, max_length=4000, title="Step question")
 
 
 @register(

@@ -19,7 +19,7 @@ class AskUserInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    question: str = Field(min_length=1, max_length=1000)
+    question: str = Field(min_length=1, max_length=1000, title="Question to ask")
     options: list[str] = Field(default_factory=list, max_length=8)
 
 
@@ -28,7 +28,7 @@ class AgentStepInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    question: str = Field(min_length=1, max_length=2000)
+    question: str = Field(min_length=1, max_length=2000, title="Step question")
 
 
 # The kinds the orchestrator works itself, with their typed input and what the planner is told of them.

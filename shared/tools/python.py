@@ -46,7 +46,9 @@ class RunPythonInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     question: str = Field(min_length=1, max_length=500, description="What the code computes or draws, in a sentence.")
-    code: str = Field(min_length=1, max_length=20_000, description=CODE_HELP)
+    code: str = Field(
+        min_length=1, max_length=20_000, description=CODE_HELP, json_schema_extra={"contentMediaType": "text/x-python"}
+    )
     inputs: dict[
         Annotated[str, StringConstraints(pattern=INPUT_NAME)],
         Annotated[str, StringConstraints(pattern=STEP_REF)],

@@ -223,6 +223,16 @@ def test_http_ten_megabyte_feedback_is_413(host: DevHostProcess) -> None:
     assert resp.json()["error"]["code"] == "PAYLOAD_TOO_LARGE"
 
 
+def test_http_catalog_publishes_the_registries_to_a_caller_with_a_key(host: DevHostProcess) -> None:
+    resp = host.client.get("/api/catalog", headers=key(host))
+    assert resp.status_code == 200, resp.text
+    catalog = resp.json()
+    kinds = {k["kind"]: k for k in catalog["step_kinds"]}
+    assert [f["name"] for f in kinds["execute_azure_sql"]["editable_fields"]] == ["question", "sql"]
+    assert {"RATE_LIMITED", "TRANSIENT"} <= {c["code"] for c in catalog["error_codes"] if c["retryable"]}
+    assert host.client.get("/api/catalog").status_code == 401
+
+
 def test_http_deep_json_is_400_invalid_json(host: DevHostProcess) -> None:
     resp = host.client.post("/api/jobs", content="[" * 60_000, headers=key(host))
     assert resp.status_code == 400

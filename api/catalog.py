@@ -1,0 +1,148 @@
+"""``GET /api/catalog``: what a client must know to render jobs and definitions, from the server's own registries.
+
+Clients (the console, the CLI) render from this document and keep no copy of a server rule: the step kinds
+with their input schemas and the fields a person may edit, the workflow node kinds with theirs, the job
+statuses and step states, the kinds of question a job asks with their options, the error codes and which of
+them a plain retry can cure, and the tool-name pattern. Each part is read from the one place that defines it
+(the executor registry, the definition models, the job models, the contract), so a new step or node kind
+appears here, and so in the console, without a change anywhere else.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, get_args
+
+import azure.durable_functions as df
+import azure.functions as func
+from pydantic import BaseModel, TypeAdapter
+
+from api.errors import guarded, json_response
+from api.jobs import _route_auth_level, request_caller
+
+CATALOG_VERSION = 1
+# A string field longer than this is edited in a multi-line box; a shorter one on one line.
+MULTILINE_CHARS = 500
+
+
+@functools.cache
+def build_catalog() -> dict[str, Any]:
+    """The catalog document (built once per process: every part comes from code, nothing from settings)."""
+    from shared.definitions.models import NODE_KINDS, Node
+    from shared.executors import get_executor, input_model_for, step_kinds
+    from shared.jobs.agent import TOOL_NAME
+    from shared.jobs.contracts import RETRYABLE_CODES, ErrorCode
+    from shared.jobs.models import JobStatus, StepStateName, Waiting
+    from shared.jobs.plan import ORCHESTRATOR_KINDS
+
+    kinds = []
+    for kind, description in sorted({**step_kinds(), **{k: v[1] for k, v in ORCHESTRATOR_KINDS.items()}}.items()):
+        spec = get_executor(kind)
+        model = input_model_for(kind)
+        kinds.append(
+            {
+                "kind": kind,
+                "description": description,
+                "uses_llm": bool(spec and spec.uses_llm),
+                "streams": bool(spec and spec.streams),
+                "writes_answer": bool(spec and spec.writes_answer),
+                "runs_sql": bool(spec and spec.runs_sql),
+                "runs_code": bool(spec and spec.runs_code),
+                # Worked by the orchestrator itself (a question to a person, an agent loop), not an activity.
+                "orchestrated": spec is None,
+                "text_field": spec.text_field if spec else "question",
+                "input_schema": model.model_json_schema(),
+                "editable_fields": editable_fields(model),
+            }
+        )
+    node_schema = TypeAdapter(Node).json_schema()
+    question_kinds = get_args(Waiting.model_fields["kind"].annotation)
+    return {
+        "version": CATALOG_VERSION,
+        "step_kinds": kinds,
+        # Every node kind's schema is a "$ref" into node_schema's "$defs", which the kinds share.
+        "node_schema": node_schema,
+        "node_kinds": [{"kind": k, "schema": {"$ref": _node_refs(node_schema)[k]}} for k in NODE_KINDS],
+        "job_statuses": list(get_args(JobStatus)),
+        "terminal_statuses": ["completed", "failed", "cancelled"],
+        "step_states": list(get_args(StepStateName)),
+        "question_kinds": [{"kind": k, "options": QUESTION_OPTIONS.get(k, [])} for k in question_kinds],
+        "error_codes": [{"code": c.value, "retryable": c in RETRYABLE_CODES} for c in ErrorCode],
+        "tool_name_pattern": TOOL_NAME,
+    }
+
+
+# What each answer to a kind of question does (the orchestrator's options; a question lists the ones it offers).
+QUESTION_OPTIONS: dict[str, list[dict[str, str]]] = {
+    "approval": [
+        {"value": "approve", "meaning": "run it as shown"},
+        {"value": "edit", "meaning": "run an edited version instead (checked again)"},
+        {"value": "reject", "meaning": "do not run it; the job goes on without this step"},
+        {"value": "abort", "meaning": "stop the job"},
+    ],
+    "error": [
+        {"value": "retry", "meaning": "try the step again as it is"},
+        {"value": "skip", "meaning": "go on without this step"},
+        {"value": "edit", "meaning": "try again with an edited input"},
+        {"value": "abort", "meaning": "stop the job"},
+    ],
+    "clarify": [],
+}
+
+
+def editable_fields(model: type[BaseModel]) -> list[dict[str, Any]]:
+    """The fields of a step kind's input model a person may edit, each with how to edit it."""
+    schema = model.model_json_schema()
+    required = set(schema.get("required", []))
+    fields = []
+    for name, prop in schema.get("properties", {}).items():
+        field = _editable(name, prop, name in required)
+        if field is not None:
+            fields.append(field)
+    return fields
+
+
+def _editable(name: str, prop: dict[str, Any], required: bool) -> dict[str, Any] | None:
+    """One field as an edit form shows it, or None for one a form cannot edit (a map, a list)."""
+    types = {prop.get("type")} | {p.get("type") for p in prop.get("anyOf", [])}
+    types.discard(None)
+    types.discard("null")
+    string = next((p for p in [prop, *prop.get("anyOf", [])] if p.get("type") == "string"), None)
+    integer = next((p for p in [prop, *prop.get("anyOf", [])] if p.get("type") == "integer"), None)
+    field: dict[str, Any] = {"name": name, "label": prop.get("title") or name, "required": required}
+    if prop.get("description"):
+        field["hint"] = prop["description"]
+    if string is not None and types == {"string"}:
+        media = prop.get("contentMediaType") or string.get("contentMediaType")
+        long_text = (string.get("maxLength") or 0) > MULTILINE_CHARS
+        field["input"] = {"application/sql": "sql", "text/x-python": "code"}.get(media or "", "")
+        field["input"] = field["input"] or ("text" if long_text else "line")
+        if "maxLength" in string:
+            field["max_length"] = string["maxLength"]
+        return field
+    if integer is not None and types == {"integer"}:
+        field["input"] = "int"
+        field.update({k: integer[k] for k in ("minimum", "maximum") if k in integer})
+        return field
+    return None
+
+
+def _node_refs(schema: dict[str, Any]) -> dict[str, str]:
+    """Each workflow node kind's "$ref" into the node union's "$defs" (its discriminator mapping)."""
+    mapping = schema.get("discriminator", {}).get("mapping", {})
+    return {str(kind): str(ref) for kind, ref in mapping.items()}
+
+
+async def catalog_handler(req: func.HttpRequest) -> func.HttpResponse:
+    """GET /api/catalog."""
+    request_caller(req)
+    return json_response(build_catalog(), headers={"Cache-Control": "private, max-age=300"})
+
+
+def register(bp: df.Blueprint) -> None:
+    """Register the catalog route."""
+    level = _route_auth_level()
+
+    @bp.route(route="catalog", methods=["GET"], auth_level=level)
+    async def catalog(req: func.HttpRequest) -> func.HttpResponse:
+        return await guarded("catalog", lambda: catalog_handler(req))

@@ -1,0 +1,102 @@
+"""The catalog publishes the server's rules from their one source: a new kind shows up with no other change."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, ConfigDict, Field
+
+import shared.executors as registry
+from api.catalog import build_catalog
+from shared.definitions.models import NODE_KINDS
+from shared.executors import executor_types, register, step_kinds
+from shared.jobs.agent import TOOL_NAME
+from shared.jobs.contracts import RETRYABLE_CODES, ErrorCode, ExecutorInput, ExecutorOutput
+from shared.jobs.plan import ORCHESTRATOR_KINDS
+
+
+class TicketTask(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    ticket: str = Field(min_length=1, max_length=80, title="Ticket number")
+    notes: str | None = Field(default=None, max_length=4000, title="Notes for the desk", description="Optional.")
+    priority: int = Field(default=3, ge=1, le=5, title="Priority")
+    tags: list[str] = Field(default_factory=list)
+
+
+@pytest.fixture
+def throwaway_kind() -> Iterator[str]:
+    executor_types()  # load the shipped executors first
+    saved = dict(registry._REGISTRY)
+
+    @register(
+        "open_ticket", description="Open a support ticket.", uses_llm=False, input_model=TicketTask, text_field="ticket"
+    )
+    def run(inp: ExecutorInput, clients: object) -> ExecutorOutput:
+        return ExecutorOutput(status="success", result={})
+
+    build_catalog.cache_clear()
+    yield "open_ticket"
+    registry._REGISTRY.clear()
+    registry._REGISTRY.update(saved)
+    build_catalog.cache_clear()
+
+
+def _kinds() -> dict[str, dict[str, Any]]:
+    return {k["kind"]: k for k in build_catalog()["step_kinds"]}
+
+
+def test_a_new_step_kind_is_published_with_its_editable_fields(throwaway_kind: str) -> None:
+    entry = _kinds()[throwaway_kind]
+    assert entry["description"] == "Open a support ticket."
+    assert entry["input_schema"] == TicketTask.model_json_schema()
+    # Lists and maps are not form fields; strings by length, integers with their bounds.
+    assert entry["editable_fields"] == [
+        {"name": "ticket", "label": "Ticket number", "required": True, "input": "line", "max_length": 80},
+        {
+            "name": "notes",
+            "label": "Notes for the desk",
+            "required": False,
+            "hint": "Optional.",
+            "input": "text",
+            "max_length": 4000,
+        },
+        {"name": "priority", "label": "Priority", "required": False, "input": "int", "minimum": 1, "maximum": 5},
+    ]
+
+
+def test_every_plan_step_kind_is_listed_and_the_internal_ones_are_not() -> None:
+    build_catalog.cache_clear()
+    assert set(_kinds()) == set(step_kinds()) | set(ORCHESTRATOR_KINDS)
+    assert "plan" not in _kinds() and "supervise" not in _kinds()
+    assert _kinds()["ask_user"]["orchestrated"] is True
+    assert _kinds()["execute_azure_sql"]["runs_sql"] is True
+
+
+def test_the_shipped_kinds_say_how_each_field_is_edited() -> None:
+    sql = _kinds()["execute_azure_sql"]["editable_fields"]
+    assert [(f["name"], f["input"], f["label"]) for f in sql] == [
+        ("question", "text", "Step question"),
+        ("sql", "sql", "Step SQL"),
+    ]
+    code = {f["name"]: f["input"] for f in _kinds()["run_python"]["editable_fields"]}
+    assert code == {"question": "line", "code": "code"}  # inputs (a map) is not a form field
+
+
+def test_codes_statuses_nodes_and_the_tool_pattern_come_from_their_sources() -> None:
+    catalog = build_catalog()
+    assert {c["code"] for c in catalog["error_codes"] if c["retryable"]} == {c.value for c in RETRYABLE_CODES}
+    assert {c["code"] for c in catalog["error_codes"]} == {c.value for c in ErrorCode}
+    assert [n["kind"] for n in catalog["node_kinds"]] == list(NODE_KINDS)
+    defs = catalog["node_schema"]["$defs"]
+    for node in catalog["node_kinds"]:
+        name = node["schema"]["$ref"].rsplit("/", 1)[-1]
+        assert defs[name]["properties"]["kind"]["const"] == node["kind"]
+    assert catalog["tool_name_pattern"] == TOOL_NAME and re.fullmatch(TOOL_NAME, "function.growth_rate")
+    assert "waiting_for_user" in catalog["job_statuses"] and set(catalog["terminal_statuses"]) <= set(
+        catalog["job_statuses"]
+    )
+    assert [q["kind"] for q in catalog["question_kinds"]] == ["approval", "error", "clarify"]
