@@ -247,6 +247,9 @@ class Settings(BaseSettings):
     # Fault injection for demos and tests of the retry policy: "task:CODE:count,...", e.g.
     # "write_answer:RATE_LIMITED:2" makes the first two answer calls fail as rate limited.
     offline_llm_faults: str = ""
+    # Test hook for crash tests: the feedback endpoint sleeps this long between claiming an answer and
+    # delivering it, so a test can kill the host in that window. 0 (the default) in every real deployment.
+    answer_claim_pause_s: float = Field(default=0.0, ge=0.0, le=120.0)
 
     # --- Documents (RAG) -------------------------------------------------------------------
     search_provider: Literal["local", "azure"] = "local"
