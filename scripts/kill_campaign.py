@@ -52,6 +52,7 @@ class Question:
     job_id: str
     question_id: str
     answer: str
+    due: float = 0.0  # when the client posts it (monotonic)
     posts: int = 0
     accepted: bool = False  # a 202 came back
     in_flight: bool = False
@@ -160,12 +161,14 @@ class Campaign:
             if q is None:
                 options = list(waiting.get("options") or [])
                 said = self.rng.choice(["approve", "approve", "reject"]) if "approve" in options else options[0]
-                q = Question(job_id, waiting["question_id"], said)
+                # A person takes a while: the answer comes a seeded moment later, so kills land before it too.
+                q = Question(job_id, waiting["question_id"], said, due=time.monotonic() + self.rng.uniform(0, 2.0))
                 self.questions[key] = q
+            if q.posts == 0 and time.monotonic() >= q.due:
                 self.post(q)
                 if self.rng.random() < 0.5 and self.result.kills < self.kills_wanted:
                     self.next_kill = time.monotonic() + self.rng.uniform(0.0, 0.6)  # aim at the claim window
-            elif not q.accepted and not q.in_flight and q.posts < 6 and self.rng.random() < 0.5:
+            elif q.posts and not q.accepted and not q.in_flight and q.posts < 6 and self.rng.random() < 0.5:
                 self.result.reposts += 1
                 self.post(q)
 
@@ -192,12 +195,12 @@ class Campaign:
                     job_ids.append(str(resp.json()["id"]))
             self.result.jobs = len(job_ids)
             ended: dict[str, dict[str, Any]] = {}
-            self.next_kill = time.monotonic() + self.rng.uniform(0.2, 2.5)
+            self.next_kill = time.monotonic() + self.rng.uniform(0.2, 1.5)
             deadline = time.monotonic() + self.finish_s
             while len(ended) < len(job_ids) and time.monotonic() < deadline:
                 if self.result.kills < self.kills_wanted and time.monotonic() >= self.next_kill:
                     self.kill_and_restart()
-                    self.next_kill = time.monotonic() + self.rng.uniform(0.3, 3.0)
+                    self.next_kill = time.monotonic() + self.rng.uniform(0.3, 2.0)
                     deadline = max(deadline, time.monotonic() + 60)
                 self.tick(job_ids, ended)
                 time.sleep(0.05)
