@@ -139,3 +139,23 @@ def test_the_job_view_delivers_a_claim_old_enough(claims: AnswerClaims, monkeypa
     durable.wait_on("s2-q2")
     assert asyncio.run(repair(durable, durable.job_id, durable.status)) is False
     assert len(durable.raised) == 1
+
+
+def test_the_view_shows_each_answer_as_the_job_received_it() -> None:
+    from api.view import answers_received
+
+    def raised(name: str, answer: Any, at: str) -> dict[str, Any]:
+        payload = json.dumps({"answer": answer, "question_id": name.removeprefix("answer:")})
+        return {"EventType": "EventRaised", "Name": name, "Input": payload, "Timestamp": at}
+
+    history = [
+        {"EventType": "ExecutionStarted", "Timestamp": "t0"},
+        raised("answer:s1-q1", "approve", "t1"),
+        raised("answer:s1-q1", "approve", "t2"),  # delivered again by a repair: the job took the first
+        raised("part-news:1", {"x": 1}, "t3"),
+        raised("answer:s2-q2", {"action": "edit", "sql": "SELECT 1"}, "t4"),
+    ]
+    assert answers_received(history) == [
+        {"question_id": "s1-q1", "answer": "approve", "received_at": "t1", "deliveries": 2},
+        {"question_id": "s2-q2", "answer": {"action": "edit", "sql": "SELECT 1"}, "received_at": "t4", "deliveries": 1},
+    ]
