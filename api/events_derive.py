@@ -217,6 +217,7 @@ class _Marks:
 def _marks(history: list[dict[str, Any]]) -> _Marks:
     """Each step's attempt ends, scheduled times and answers, and the timers fired, with their positions."""
     marks = _Marks()
+    taken: set[str] = set()  # answer events already seen: a repeated delivery is ignored by the job, so here too
     for position, event in enumerate(history):
         kind = event.get("EventType")
         if kind in ("TaskCompleted", "TaskFailed"):
@@ -232,7 +233,9 @@ def _marks(history: list[dict[str, Any]]) -> _Marks:
             name = str(event.get("Name") or "")
             step_id, asked, number = name.removeprefix("answer:").rpartition("-q")
             if name.startswith("answer:") and asked and number.isdigit():
-                marks.of(step_id).answered.append(_at(event))
+                if name not in taken:
+                    taken.add(name)
+                    marks.of(step_id).answered.append(_at(event))
             elif name.startswith(f"{PART_NEWS_EVENT}:") and (news := part_news(event)) is not None and news.ended:
                 # A part's question answered (or expired): its step in the job runs on from then.
                 shown = news.anchor or (news.step or {}).get("id")

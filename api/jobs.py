@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import json
+import logging
 import secrets
 import threading
 import time
@@ -33,6 +35,7 @@ from shared.jobs.models import (
     UserAnswer,
 )
 
+logger = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
 STATUS_FILTERS = {"pending", "planning", "running", "waiting_for_user", "completed", "failed", "cancelled"}
 RUNTIME_FOR = {
@@ -228,19 +231,29 @@ async def view(req: func.HttpRequest, client: df.DurableOrchestrationClient, job
     status = await _status(client, job_id, caller, history=True)
     from shared.runtime.settings import get_settings
 
+    await repair_delivery(client, job_id, status)
     retention = get_settings().job_history_retention_days
     view_body = build_view(status, job_links(req, job_id), log_cursor=cursor, log_limit=limit, retention_days=retention)
     return json_response(view_body)
 
 
 async def feedback(req: func.HttpRequest, client: df.DurableOrchestrationClient, job_id: str) -> func.HttpResponse:
-    """Answer the question a waiting job asks; resumes it exactly once."""
+    """Answer the question a waiting job asks; resumes it exactly once.
+
+    The same answer posted again (a client that got no response) is accepted again (202) and, while the
+    question still waits, delivered again: that repairs a claim whose delivery an app crash cut short.
+    """
     caller = request_caller(req)
     answer = _parse_body(req, UserAnswer, "an 'answer'")
     status = await _status(client, job_id, caller)
     custom = status.get("customStatus")
     state = JobState.model_validate(custom) if isinstance(custom, dict) else None
     waiting = state.waiting if state else None
+    waits_here = status.get("runtimeStatus") not in TERMINAL_RUNTIME and waiting is not None
+    if answer.question_id is not None and not (waits_here and waiting and answer.question_id == waiting.question_id):
+        # A question the job no longer waits on may be one it took this very answer to: accepted again.
+        if _answered_before(job_id, answer.question_id, answer):
+            return _accepted(job_id, answer.question_id, repeated=True)
     if status.get("runtimeStatus") in TERMINAL_RUNTIME or waiting is None:
         current = job_status(status.get("runtimeStatus"), state, decode(status.get("output")))
         raise ApiError(409, "JOB_NOT_WAITING", f"job {job_id} is {current}, not waiting for an answer")
@@ -266,16 +279,98 @@ async def feedback(req: func.HttpRequest, client: df.DurableOrchestrationClient,
         _check_edit(answer, waiting.step_kind or _kind_of(waiting.step_id, state))
     target = _waiting_instance(job_id, waiting.instance)
     # Only a valid answer claims the question: an invalid one leaves it open for a corrected answer.
+    from shared.runtime.answer_claims import AnswerRecord, get_claims
+    from shared.runtime.settings import get_settings
+
+    settings = get_settings()
+    claims = get_claims(settings)
+    record = AnswerRecord.of(waiting.question_id, target, answer.answer)
+    repeated = False
+    if not claims.claim(job_id, waiting.question_id, record):
+        prior = claims.recorded(job_id, waiting.question_id)
+        if prior is None or not prior.same_answer(record):
+            raise ApiError(
+                409, "ALREADY_ANSWERED", f"question {waiting.question_id} was already answered", field="question_id"
+            )
+        # The same answer again while the question still waits: its first delivery may have been cut short.
+        # A second event is harmless (the orchestrator takes answer:<question id> once), a lost one is not.
+        record, repeated = prior, True
+    elif settings.answer_claim_pause_s:
+        await asyncio.sleep(settings.answer_claim_pause_s)  # test hook: the window between claim and delivery
+    await client.raise_event(target, f"answer:{waiting.question_id}", record.payload())
+    return _accepted(job_id, waiting.question_id, repeated=repeated)
+
+
+def _accepted(job_id: str, question_id: str, *, repeated: bool) -> func.HttpResponse:
+    """202 for an answer taken; ``repeated`` when it is one the job had taken already (posted again)."""
+    body: dict[str, Any] = {"id": job_id, "question_id": question_id, "accepted": True}
+    if repeated:
+        body["repeated"] = True
+    return json_response(body, 202)
+
+
+def _answered_before(job_id: str, question_id: str, answer: UserAnswer) -> bool:
+    """For a question the job does not wait on: True when this answer was the one it took, 409
+    ALREADY_ANSWERED when another one was, False when the question was never answered here."""
+    from shared.runtime.answer_claims import AnswerRecord, get_claims
+    from shared.runtime.settings import get_settings
+
+    claims = get_claims(get_settings())
+    prior = claims.recorded(job_id, question_id)
+    if prior is not None and prior.same_answer(AnswerRecord.of(question_id, prior.instance, answer.answer)):
+        return True
+    if prior is not None or claims.claimed(job_id, question_id):
+        raise ApiError(409, "ALREADY_ANSWERED", f"question {question_id} was already answered", field="question_id")
+    return False
+
+
+# A claim this old whose question still waits lost its delivery (an app died between the two writes); a
+# younger one may be on its way. Each process looks at one question at most once per REPAIR_EVERY_S.
+REPAIR_AFTER_S = 5.0
+REPAIR_EVERY_S = 10.0
+_repair_checked: dict[tuple[str, str], float] = {}
+_repair_lock = threading.Lock()
+
+
+async def repair_delivery(client: df.DurableOrchestrationClient, job_id: str, status: dict[str, Any]) -> bool:
+    """Deliver again a claimed answer whose question the job still waits on (read with the job view).
+
+    Cheap: one claims read per waiting question and process every REPAIR_EVERY_S. Safe: a second event
+    for a question is ignored by the orchestrator, which waits for ``answer:<question id>`` once.
+    """
+    custom = status.get("customStatus")
+    if status.get("runtimeStatus") in TERMINAL_RUNTIME or not isinstance(custom, dict):
+        return False
+    waiting = JobState.model_validate(custom).waiting
+    if waiting is None:
+        return False
+    key, now = (job_id, waiting.question_id), time.monotonic()
+    with _repair_lock:
+        if now - _repair_checked.get(key, -REPAIR_EVERY_S) < REPAIR_EVERY_S:
+            return False
+        _repair_checked[key] = now
+        if len(_repair_checked) > 10_000:  # bounded: the oldest entries go first
+            for old in sorted(_repair_checked, key=_repair_checked.__getitem__)[:5_000]:
+                del _repair_checked[old]
     from shared.runtime.answer_claims import get_claims
     from shared.runtime.settings import get_settings
 
-    if not get_claims(get_settings()).claim(job_id, waiting.question_id):
-        raise ApiError(
-            409, "ALREADY_ANSWERED", f"question {waiting.question_id} was already answered", field="question_id"
-        )
-    payload = {"answer": answer.answer, "question_id": waiting.question_id}
-    await client.raise_event(target, f"answer:{waiting.question_id}", payload)
-    return json_response({"id": job_id, "question_id": waiting.question_id, "accepted": True}, 202)
+    try:
+        record = get_claims(get_settings()).recorded(job_id, waiting.question_id)
+    except Exception:  # the view must answer even when the claims store does not; the next read tries again
+        logger.warning("could not read the answer claim of job %s", job_id, exc_info=True)
+        return False
+    if record is None or time.time() - record.claimed_s < REPAIR_AFTER_S:
+        if record is not None:
+            with _repair_lock:  # look again soon: it is repaired once it is old enough
+                _repair_checked.pop(key, None)
+        return False
+    if waiting.instance is not None and not waiting.instance.startswith(f"{job_id}:"):
+        return False  # never happens (the orchestrator names its parts so); the view must answer anyway
+    target = waiting.instance or job_id
+    logger.warning("answer to %s of job %s was claimed but not delivered; delivering it again", key[1], job_id)
+    await client.raise_event(target, f"answer:{waiting.question_id}", record.payload())
+    return True
 
 
 def _waiting_instance(job_id: str, instance: str | None) -> str:

@@ -237,6 +237,29 @@ def plan_status(runtime: str | None, state: JobState | None) -> str:
     return current
 
 
+def answers_received(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The people's answers the job took, as it received them: the first ``answer:<question id>`` event of
+    each question (a later one, an answer delivered again after a crash, is ignored by the job and here)."""
+    seen: dict[str, dict[str, Any]] = {}
+    for event in history:
+        name = str(event.get("Name", ""))
+        if event.get("EventType") != "EventRaised" or not name.startswith("answer:"):
+            continue
+        question_id = name.removeprefix("answer:")
+        if question_id in seen:
+            seen[question_id]["deliveries"] += 1
+            continue
+        payload = decode(event.get("Input"))
+        given = payload.get("answer") if isinstance(payload, dict) else None
+        seen[question_id] = {
+            "question_id": question_id,
+            "answer": given,
+            "received_at": event.get("Timestamp"),
+            "deliveries": 1,
+        }
+    return list(seen.values())
+
+
 def build_log(history: list[dict[str, Any]], cursor: int, limit: int) -> dict[str, Any]:
     """The log page after ``cursor`` (a history position)."""
     entries: list[dict[str, Any]] = []
@@ -432,6 +455,7 @@ def build_view(
         "agent": _agent(request, state),
         "run": _run(job_input, output),
         "answer": answer,
+        "answers": answers_received(history),
         "error": _view_error(runtime, state, output, steps),
         "log": build_log(history, log_cursor, log_limit) | {"live": live},
         "links": links,

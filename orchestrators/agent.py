@@ -239,7 +239,8 @@ class AgentLoop:
             return None
         models = run.job.request.constraints.allowed_models
         model = models[0] if models else None
-        payload = run.executor_input(step_id, name, task, context, model, attempt=1)
+        # The call's id, as the step's own execute() will name its later attempts (idempotency keys).
+        payload = run.executor_input(step_id, name, task, {**context, "call_id": f"{step_id}:1"}, model, attempt=1)
         return name, payload.model_dump(mode="json")
 
     def open_step(self, call: AgentToolCall, turn: int) -> StepState:

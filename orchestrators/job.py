@@ -444,6 +444,11 @@ class JobRun:
         step_id = step.id if step else None
         uses_llm = executor_uses_llm(executor_type)
         context = dict(extra or {})
+        if step is not None:
+            # One id for every attempt of this call (retries, a person's "retry"); tools send it as their
+            # idempotency key. A step that runs again (a workflow loop) starts a new call with a new id.
+            prefetched = step.attempts and f"{self.job.job_id}:{step.id}:{step.attempts}" in self.prefetched
+            context.setdefault("call_id", f"{step.id}:{step.attempts if prefetched else step.attempts + 1}")
         first_problem: str | None = None  # the reason of a plan that was repaired, for the final message
         while True:
             out = yield from self.call_once(step, executor_type, task, context, models[model_index], uses_llm)

@@ -61,10 +61,17 @@ def call_tool(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
     if tool is None:
         return ExecutorOutput.failure(ErrorCode.CONFIG_ERROR, f"tool {task.tool!r} is not configured")
     ctx = inp.execution_context
-    result = run_tool(tool, task.arguments, ToolContext(job_id=ctx.job_id or "", step_id=ctx.step_id or ""))
+    # Durable ids only (never a clock or randomness): every attempt of this call, a re-run after a crash
+    # included, sends the same key; an input from before call ids falls back to the step id.
+    key = f"{ctx.job_id or ''}:{ctx.call_id or ctx.step_id or ''}"
+    tool_ctx = ToolContext(job_id=ctx.job_id or "", step_id=ctx.step_id or "", idempotency_key=key)
+    result = run_tool(tool, task.arguments, tool_ctx)
     envelope = result.model_dump(mode="json")
     # A priced tool's call counts into the job's estimated cost, failed or not (it was made).
     usage = Usage(estimated_cost=tool_price(task.tool, clients.settings.tool_prices) or 0.0)
     if result.success or result.error is None:
         return ExecutorOutput(status="success", result=envelope, usage=usage)
-    return ExecutorOutput.failure(_code(result.error.code), result.error.message, result=envelope, usage=usage)
+    code = _code(result.error.code)
+    # A tool declared non-retryable fails for good: the policy does not call it again.
+    final = not tool.spec.retryable
+    return ExecutorOutput.failure(code, result.error.message, result=envelope, usage=usage, final=final)

@@ -98,6 +98,9 @@ class ExecutionContext(BaseModel):
     job_id: str | None = Field(default=None, max_length=200)
     step_id: str | None = Field(default=None, max_length=64)
     attempt: int = Field(default=1, ge=1)
+    # One call of a step, the same for all its attempts: "<step id>:<attempt it started on>". With the job id
+    # it is the idempotency key tools send (a retry or a re-run after a crash repeats it; a new call does not).
+    call_id: str | None = Field(default=None, max_length=100)
     model: str | None = Field(default=None, max_length=200)
     trace: dict[str, str] = Field(default_factory=dict)
     budget_tokens_left: int | None = None
@@ -179,11 +182,13 @@ class ExecutorError(BaseModel):
     code: ErrorCode
     message: str = Field(max_length=2000)
     retry_after_ms: int | None = Field(default=None, ge=0)
+    # Set for a call that must not be repeated (a tool declared non-retryable): no retry whatever the code.
+    final: bool = False
 
     @property
     def retryable(self) -> bool:
         """Whether the orchestrator may retry this failure."""
-        return self.code in RETRYABLE_CODES
+        return self.code in RETRYABLE_CODES and not self.final
 
 
 class ExecutorOutput(BaseModel):
@@ -211,11 +216,12 @@ class ExecutorOutput(BaseModel):
         model_used: str | None = None,
         usage: Usage | None = None,
         result: dict[str, Any] | None = None,
+        final: bool = False,
     ) -> ExecutorOutput:
         """Build a failed output (usage spent before the failure still counts)."""
         return cls(
             status="failed",
-            error=ExecutorError(code=code, message=message[:2000], retry_after_ms=retry_after_ms),
+            error=ExecutorError(code=code, message=message[:2000], retry_after_ms=retry_after_ms, final=final),
             model_used=model_used,
             usage=usage or Usage(),
             result=result,

@@ -103,6 +103,8 @@ class HttpToolSetting(BaseModel):
     scope: str | None = Field(default=None, min_length=1, max_length=500)
     timeout_s: float = Field(default=10.0, gt=0, le=120)
     max_response_bytes: int = Field(default=1_000_000, ge=1024, le=20_000_000)
+    # False for an API whose call must not be repeated by the retry policy (a 500 or a timeout is final).
+    retryable: bool = True
 
     @field_validator("url")
     @classmethod
@@ -189,6 +191,8 @@ class McpServer(BaseModel):
     # The token scope for auth=managed_identity, e.g. "api://<app id>/.default".
     scope: str | None = Field(default=None, min_length=1, max_length=500)
     timeout_s: float = Field(default=30.0, gt=0, le=300)
+    # False for a server whose tool calls must not be repeated by the retry policy.
+    retryable: bool = True
 
     @field_validator("url")
     @classmethod
@@ -254,6 +258,9 @@ class Settings(BaseSettings):
     # Fault injection for demos and tests of the retry policy: "task:CODE:count,...", e.g.
     # "write_answer:RATE_LIMITED:2" makes the first two answer calls fail as rate limited.
     offline_llm_faults: str = ""
+    # Test hook for crash tests: the feedback endpoint sleeps this long between claiming an answer and
+    # delivering it, so a test can kill the host in that window. 0 (the default) in every real deployment.
+    answer_claim_pause_s: float = Field(default=0.0, ge=0.0, le=120.0)
 
     # --- Documents (RAG) -------------------------------------------------------------------
     search_provider: Literal["local", "azure"] = "local"

@@ -71,6 +71,9 @@ class ToolSpec:
     input_schema: dict[str, Any]
     timeout_s: float = 30.0
     input_model: type[BaseModel] | None = field(default=None, compare=False)
+    # False for a tool whose call must not be repeated by the retry policy (its entry says "retryable": false):
+    # a failure is shown as final whatever its code. A call in flight when the host dies still runs again.
+    retryable: bool = True
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,12 @@ class ToolContext:
 
     job_id: str = ""
     step_id: str = ""
+    # The same for every attempt of one call, new for a new call ("<job id>:<call id>"): HTTP and MCP tools
+    # send it as the Idempotency-Key header, so a server can tell a repeated call from a new one.
+    idempotency_key: str = ""
+
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
 
 
 class Tool(ABC):
@@ -155,12 +164,13 @@ def _bounded(data: Any) -> tuple[Any, bool]:
     return text[:MAX_RESULT_CHARS], True
 
 
-def failure(code: ErrorCode | str, message: str, started: float | None = None) -> ToolResult:
-    """A failed envelope; retryable when the code is one the policy retries."""
+def failure(code: ErrorCode | str, message: str, started: float | None = None, *, may_retry: bool = True) -> ToolResult:
+    """A failed envelope; retryable when the code is one the policy retries and the tool may be called again."""
     elapsed = 0 if started is None else int((time.monotonic() - started) * 1000)
+    retryable = may_retry and code in RETRYABLE_CODES
     return ToolResult(
         success=False,
-        error=ToolError(code=str(code)[:64], message=message[:2000], retryable=code in RETRYABLE_CODES),
+        error=ToolError(code=str(code)[:64], message=message[:2000], retryable=retryable),
         duration_ms=elapsed,
     )
 
@@ -178,9 +188,10 @@ def run_tool(tool: Tool, args: Any, ctx: ToolContext) -> ToolResult:
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
     except concurrent.futures.TimeoutError:
-        return failure(ErrorCode.TRANSIENT, f"{spec.name} did not answer within {spec.timeout_s:g} s", started)
+        late = f"{spec.name} did not answer within {spec.timeout_s:g} s"
+        return failure(ErrorCode.TRANSIENT, late, started, may_retry=spec.retryable)
     except ToolFailure as exc:
-        return failure(exc.code, exc.message, started)
+        return failure(exc.code, exc.message, started, may_retry=spec.retryable)
     except Exception:
         logger.exception("tool %s failed unexpectedly (job %s, step %s)", spec.name, ctx.job_id, ctx.step_id)
         return failure(ErrorCode.INTERNAL_ERROR, f"{spec.name} failed unexpectedly; see the logs", started)

@@ -33,7 +33,7 @@ import httpx
 from shared.jobs.contracts import ErrorCode
 from shared.runtime.settings import ConfigError, HttpToolSetting, SettingRef
 from shared.tools import register_family
-from shared.tools.base import MAX_RESULT_CHARS, Tool, ToolContext, ToolFailure, ToolSpec
+from shared.tools.base import IDEMPOTENCY_HEADER, MAX_RESULT_CHARS, Tool, ToolContext, ToolFailure, ToolSpec
 
 if TYPE_CHECKING:
     from azure.core.credentials import AccessToken
@@ -192,6 +192,7 @@ class HttpTool(Tool):
             input_schema=schema,
             # The request checks its own deadline; run_tool's bound is the backstop (DNS, a stuck thread).
             timeout_s=config.timeout_s + 2.0,
+            retryable=config.retryable,
         )
 
     def invoke(self, args: dict[str, Any], ctx: ToolContext) -> Any:
@@ -200,6 +201,9 @@ class HttpTool(Tool):
         url = self.template.render(args)
         body = {k: v for k, v in args.items() if k in self.body_params} or None
         secrets = self._secret_headers()
+        if ctx.idempotency_key:
+            # The same key on every attempt of this call; like the credentials, only to the declared origin.
+            secrets[IDEMPOTENCY_HEADER] = ctx.idempotency_key
         try:
             with self._client() as client, self._follow(client, url, body, secrets, deadline) as response:
                 return self._read(response, deadline)

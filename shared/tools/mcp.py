@@ -35,7 +35,7 @@ from pydantic import ValidationError
 from shared.jobs.contracts import ErrorCode
 from shared.runtime.schema_safety import SchemaLimitExceeded, UnsafeSchema, safe_validator, schema_problems
 from shared.tools import register_family
-from shared.tools.base import TOOL_NAME_PATTERN, Tool, ToolContext, ToolFailure, ToolSpec
+from shared.tools.base import IDEMPOTENCY_HEADER, TOOL_NAME_PATTERN, Tool, ToolContext, ToolFailure, ToolSpec
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -87,12 +87,16 @@ class McpTool(Tool):
             description=listed.description,
             input_schema=listed.input_schema,
             timeout_s=server.timeout_s + CALL_GRACE_S,
+            retryable=server.retryable,
         )
 
     def invoke(self, args: dict[str, Any], ctx: ToolContext) -> Any:
         """Validate the arguments against the server's schema, call the tool, return its data."""
         _validate(self.spec, args)
         headers = request_headers(self.server, self._client_id)
+        if ctx.idempotency_key:
+            # On every HTTP request of this call's session: the same key for every attempt of the call.
+            headers[IDEMPOTENCY_HEADER] = ctx.idempotency_key
         statuses: list[int] = []
 
         async def call() -> CallToolResult:

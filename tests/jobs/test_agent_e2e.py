@@ -155,8 +155,11 @@ def test_a_question_nothing_matches_asks_the_user_and_the_answer_resumes_it_once
     assert json.loads(step["tool_input"])["question"] == question["question"]
     assert waiting["plan"] == {"status": "agent"} and waiting["agent"]["tool_calls"] == 1
     assert jobs.answer(job_id, "returns").status_code == 202
+    # The same answer again is accepted again (a client that got no response); another one is refused.
     again = jobs.answer(job_id, "returns", question_id=question["question_id"])
-    assert again.status_code == 409
+    assert again.status_code == 202 and again.json()["repeated"] is True
+    other = jobs.answer(job_id, "orders", question_id=question["question_id"])
+    assert other.status_code == 409 and other.json()["error"]["code"] == "ALREADY_ANSWERED"
     view = jobs.wait(job_id)
     assert view["status"] == "completed", view.get("error")
     assert kinds(view) == ["request_user_feedback", "consult_rag", "generate_response"]

@@ -169,12 +169,16 @@ def test_feedback_errors_and_exactly_once(jobs: JobClient) -> None:
     assert bad.status_code == 400 and bad.json()["error"]["code"] == "INVALID_ANSWER"
     first = jobs.answer(job_id, "approve", question_id=waiting["question_id"])
     assert first.status_code == 202
+    # The same answer again (a client that got no response) is accepted again; a different one is refused.
     second = jobs.answer(job_id, "approve", question_id=waiting["question_id"])
-    assert second.status_code == 409 and second.json()["error"]["code"] in ("ALREADY_ANSWERED", "JOB_NOT_WAITING")
+    assert second.status_code == 202 and second.json()["repeated"] is True
+    other = jobs.answer(job_id, "reject", question_id=waiting["question_id"])
+    assert other.status_code == 409 and other.json()["error"]["code"] == "ALREADY_ANSWERED"
     view = jobs.wait(job_id)
     assert view["status"] == "completed"
     runs = [e for e in view["log"]["entries"] if "execute_azure_sql" in e["message"] and "rows" in e["message"]]
     assert len(runs) == 1, runs
+    assert [(a["question_id"], a["answer"]) for a in view["answers"]] == [(waiting["question_id"], "approve")]
     late = jobs.answer(job_id, "approve")
     assert late.status_code == 409 and late.json()["error"]["code"] == "JOB_NOT_WAITING"
 

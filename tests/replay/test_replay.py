@@ -88,3 +88,29 @@ def test_a_changed_orchestrator_is_caught(monkeypatch: pytest.MonkeyPatch, handl
     fixture = load(Path(__file__).with_name("histories") / "retried_after_rate_limit.json")
     mismatch = replay(fixture, handle).mismatch
     assert mismatch is not None and "CreateTimer" in mismatch and "Non-deterministic workflow detected" in mismatch
+
+
+@pytest.mark.parametrize("where", ["same_episode", "later_episode"])
+@pytest.mark.parametrize("answer", ["approve", "reject"])
+def test_an_answer_delivered_twice_is_taken_once(handle: Callable[[str], str], where: str, answer: str) -> None:
+    """A claimed answer raised again (the delivery repair after a crash) is ignored: the question takes one answer.
+
+    Whatever the second event carries (the same answer, or, were the API ever to let one through, another),
+    the job replays exactly as it ran with one: same actions, same custom status, same output.
+    """
+    fixture = load(Path(__file__).with_name("histories") / "approved_then_completed.json")
+    history = fixture["history"]
+    first = next(i for i, e in enumerate(history) if e["EventType"] == 15 and e["Name"] == "answer:s1-q1")
+    again = {**history[first], "Input": json.dumps({"answer": answer, "question_id": "s1-q1"})}
+    # Right after the first (one batch of new events), or in the next episode (after its OrchestratorStarted).
+    next_episode = next(i for i in range(first + 1, len(history)) if history[i]["EventType"] == 12)
+    at = first + 1 if where == "same_episode" else next_episode + 1
+    doubled = copy.deepcopy(fixture)
+    doubled["history"] = [*history[:at], again, *history[at:]]
+    once, twice = replay(fixture, handle), replay(doubled, handle)
+    assert twice.mismatch is None, twice.mismatch
+    assert twice.state.get("isDone") is True and not twice.state.get("error")
+    assert twice.state.get("output") == once.state.get("output")
+    assert twice.state.get("customStatus") == once.state.get("customStatus")
+    output = twice.state["output"]
+    assert (json.loads(output) if isinstance(output, str) else output)["status"] == "completed"

@@ -61,6 +61,14 @@ def whoami(ctx: Context) -> str:
 
 
 @server.tool()
+def request_key(ctx: Context) -> str:
+    """The Idempotency-Key header of the HTTP request that carried this call."""
+    request = ctx.request_context.request
+    headers = getattr(request, "headers", None)
+    return str(headers.get("idempotency-key", "")) if headers is not None else ""
+
+
+@server.tool()
 def paint(color: Literal["red", "green"], coats: int = 1) -> str:
     """Paint with one of two colors (an enum the client checks before calling)."""
     return f"{coats} coat(s) of {color}"

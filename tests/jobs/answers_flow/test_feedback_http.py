@@ -78,17 +78,24 @@ def test_of_many_concurrent_answers_exactly_one_is_accepted(jobs: JobClient) -> 
 
     with ThreadPoolExecutor(len(answers)) as pool:
         results = list(pool.map(post, answers))
-    accepted = [answer for answer, resp in results if resp.status_code == 202]
-    assert len(accepted) == 1, [(a, r.status_code, r.text) for a, r in results]
-    for _, resp in results:
-        if resp.status_code != 202:
-            assert resp.status_code == 409 and error(resp)["code"] in ("ALREADY_ANSWERED", "JOB_NOT_WAITING"), resp.text
+    # One answer wins the claim; the same answer posted again is accepted again (idempotent), the other refused.
+    first = [answer for answer, resp in results if resp.status_code == 202 and not resp.json().get("repeated")]
+    assert len(first) == 1, [(a, r.status_code, r.text) for a, r in results]
+    for answer, resp in results:
+        if answer == first[0]:
+            assert resp.status_code == 202, resp.text
+        else:
+            assert resp.status_code == 409 and error(resp)["code"] == "ALREADY_ANSWERED", resp.text
     view = jobs.wait(job_id)
     assert view["status"] == "completed"
-    # The one accepted answer is the one the job acted on.
-    assert view["steps"][0]["state"] == ("succeeded" if accepted[0] == "approve" else "skipped")
-    again = jobs.post_feedback(job_id, {"answer": "approve", "question_id": qid})
-    assert again.status_code == 409
+    # The one accepted answer is the one the job acted on, received once.
+    assert view["steps"][0]["state"] == ("succeeded" if first[0] == "approve" else "skipped")
+    assert [(a["question_id"], a["answer"]) for a in view["answers"]] == [(qid, first[0])]
+    other = "reject" if first[0] == "approve" else "approve"
+    again = jobs.post_feedback(job_id, {"answer": first[0], "question_id": qid})
+    assert again.status_code == 202 and again.json()["repeated"] is True
+    refused = jobs.post_feedback(job_id, {"answer": other, "question_id": qid})
+    assert refused.status_code == 409 and error(refused)["code"] == "ALREADY_ANSWERED"
 
 
 def test_a_sql_edit_the_guard_rejects_is_400_and_the_job_keeps_waiting(jobs: JobClient) -> None:
