@@ -11,6 +11,7 @@ change must break replay, version the orchestrator instead (docs/orchestrator-ve
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -99,14 +100,13 @@ def test_an_answer_delivered_twice_is_taken_once(handle: Callable[[str], str], w
     the job replays exactly as it ran with one: same actions, same custom status, same output.
     """
     fixture = load(Path(__file__).with_name("histories") / "approved_then_completed.json")
-    history = fixture["history"]
+    history = fixture.history
     first = next(i for i, e in enumerate(history) if e["EventType"] == 15 and e["Name"] == "answer:s1-q1")
     again = {**history[first], "Input": json.dumps({"answer": answer, "question_id": "s1-q1"})}
     # Right after the first (one batch of new events), or in the next episode (after its OrchestratorStarted).
     next_episode = next(i for i in range(first + 1, len(history)) if history[i]["EventType"] == 12)
     at = first + 1 if where == "same_episode" else next_episode + 1
-    doubled = copy.deepcopy(fixture)
-    doubled["history"] = [*history[:at], again, *history[at:]]
+    doubled = dataclasses.replace(fixture, history=[*history[:at], again, *history[at:]])
     once, twice = replay(fixture, handle), replay(doubled, handle)
     assert twice.mismatch is None, twice.mismatch
     assert twice.state.get("isDone") is True and not twice.state.get("error")
