@@ -958,12 +958,19 @@ function renderHeader(d, v) {
   );
 }
 
-/** From the job's start to its end (or to now while it runs). */
+/**
+ * From the job's start to its end (or to now while it runs). The status times may be whole seconds: the end is
+ * the latest time the view knows (its update, a step's end, the last log line read).
+ */
 function tookText(v) {
   const start = parseTime(v.created_at);
   if (!start) return '—';
-  const end = TERMINAL.has(v.status) ? parseTime(v.updated_at) : new Date();
-  return end ? `${fmtSpan(end - start)}${TERMINAL.has(v.status) ? '' : ' so far'}` : '—';
+  if (!TERMINAL.has(v.status)) return `${fmtSpan(Date.now() - start)} so far`;
+  const times = [v.updated_at, ...v.steps.map((s) => s.ended_at), ...((v.log && v.log.entries) || []).map((e) => e.time)];
+  const d = state.detail;
+  if (d && d.lastLogTime) times.push(d.lastLogTime);
+  const ends = times.map(parseTime).filter(Boolean).map((t) => t.getTime());
+  return ends.length ? fmtSpan(Math.max(...ends) - start) : '—';
 }
 
 function tokensText(v) {
@@ -1834,6 +1841,7 @@ function appendLog(d, log) {
   for (const entry of log.entries || []) {
     if (entry.seq < d.logCursor) continue;
     d.logList.append(h('li', { dataset: { seq: String(entry.seq) } }, timeEl(entry.time, { short: true }), ' ', h('span', { class: 'log-message' }, entry.message)));
+    if (entry.time) d.lastLogTime = entry.time;
   }
   if (typeof log.next_cursor === 'number' && log.next_cursor > d.logCursor) d.logCursor = log.next_cursor;
   const live = log.live || [];

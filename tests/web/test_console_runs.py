@@ -187,6 +187,9 @@ def test_the_job_list_has_room_and_a_search(page: Page, host: DevHostProcess, jo
         jobs.wait(job_id)
     open_console(page, host, f"#job={ids['juliet']}")
     expect(status_badge(page)).to_have_text("Completed")
+    # Its duration is read from the times the view knows to the millisecond (the status times may be whole seconds).
+    expect(page.locator("#job-took")).to_have_text(re.compile(r"^\d+(\.\d)? m?s$"))
+    expect(page.locator("#job-took")).not_to_have_text("0 ms")
     # With a job open, the list comes first in the sidebar: at least ten jobs above the fold.
     items = page.locator("#job-list .job-item")
     expect(items.nth(9)).to_be_visible()
