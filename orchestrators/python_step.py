@@ -53,40 +53,11 @@ def value_of(out: dict[str, Any]) -> Any:
     return out
 
 
-# How much of a run's result the answer is told (characters); what does not fit is named, never cut mid-value.
-NOTE_CHARS = 600
-
-
 def result_note(title: str, out: dict[str, Any]) -> str:
-    """What the answer is told of a run_python step: its result and the files it made.
-
-    The result is told as whole values only: plain values as ``name = value``, lists and objects by their size
-    (the step results show them in full). A JSON text cut at a length would reach the answer as nonsense.
-    """
+    """What the answer is told of a run_python step: its result and the files it made."""
+    value = json.dumps(out.get("result"), default=str)[:600]
     files = ", ".join(str(f.get("name")) for f in out.get("files") or [] if isinstance(f, dict))
-    head = f"The step '{title}' computed (run_python): "
-    tail = f" Files: {files}." if files else ""
-    return head + _told(out.get("result")) + "." + tail
-
-
-def _told(value: Any) -> str:
-    """A result in words, whole values only, within NOTE_CHARS."""
-    if not isinstance(value, dict):
-        text = json.dumps(value, default=str)
-        return f"result = {text}" if len(text) <= NOTE_CHARS else f"a result of {len(text)} characters"
-    parts: list[str] = []
-    for key, item in value.items():
-        if isinstance(item, list):
-            part = f"{key}: a list of {len(item)}"
-        elif isinstance(item, dict):
-            part = f"{key}: an object of {len(item)} fields"
-        else:
-            part = f"{key} = {json.dumps(item, default=str)}"
-        if sum(len(p) + 2 for p in parts) + len(part) > NOTE_CHARS:
-            parts.append(f"and {len(value) - len(parts)} more fields")
-            break
-        parts.append(part)
-    return "; ".join(parts) if parts else "an empty result"
+    return f"The step '{title}' computed (run_python): result = {value}" + (f"; files: {files}." if files else ".")
 
 
 class PythonStep:
