@@ -1361,13 +1361,31 @@ function deadline(w) {
   };
   const timer = setInterval(tick, 30000);
   tick();
-  return h('p', { class: 'deadline', id: 'waiting-deadline' }, 'Answer by ', timeEl(w.expires_at), left);
+  // What happens then, when the view says (waiting.expiry_default: the answer taken, or null: the job fails).
+  let then = null;
+  if (Object.prototype.hasOwnProperty.call(w, 'expiry_default')) {
+    then = typeof w.expiry_default === 'string'
+      ? h('span', { class: 'deadline-then muted', id: 'waiting-expiry' }, ` If no one answers by then, the job goes on with “${w.expiry_default}”.`)
+      : h('span', { class: 'deadline-then muted', id: 'waiting-expiry' }, ' If no one answers by then, the job fails (WAIT_EXPIRED).');
+  }
+  return h('p', { class: 'deadline', id: 'waiting-deadline' }, 'Answer by ', timeEl(w.expires_at), left, then);
 }
 
 // A question asked inside a part of a workflow run (a parallel branch, a sub-workflow) names the part.
 function partOf(jobId, instance) {
   if (typeof instance !== 'string' || !instance.startsWith(`${jobId}:`)) return '';
   return ` · asked in ${instance.slice(jobId.length + 1).replace(/:/g, ' › ')}`;
+}
+
+/**
+ * The answer's citations. A run's answer is one of its nodes' outputs (an agent's text), and its citations are that
+ * node's: they are taken from the step whose answer is the run's answer, word for word, when the run has none.
+ */
+function answerCitations(v) {
+  const own = v.answer.citations || [];
+  if (own.length || !v.run) return own;
+  const source = v.steps.find((s) => s.output && s.output.answer === v.answer.text && Array.isArray(s.output.citations));
+  return source ? source.output.citations : [];
 }
 
 function liveAnswer(v) {
@@ -1870,8 +1888,9 @@ function render(d, v) {
   const writer = v.steps.find((s) => s.kind === 'generate_response' && s.state === 'succeeded');
   const files = jobArtifacts(v.steps);
   const fileKey = (list) => list.map(({ step, ...a }) => ({ ...a, step: { id: step.id, kind: step.kind } }));
-  renderSlot(d, 'answer', v.answer ? { answer: v.answer, model: writer ? writer.model || null : null, files: fileKey(files) } : live ? { live } : null, (data) => renderAnswer(data.files ? { ...data, files } : data));
-  renderSlot(d, 'citations', v.answer ? { citations: v.answer.citations || [], files: fileKey(files) } : null, (data) => renderCitations({ ...data, files }));
+  const answer = v.answer ? { ...v.answer, citations: answerCitations(v) } : null;
+  renderSlot(d, 'answer', answer ? { answer, model: writer ? writer.model || null : null, files: fileKey(files) } : live ? { live } : null, (data) => renderAnswer(data.files ? { ...data, files } : data));
+  renderSlot(d, 'citations', answer ? { citations: answer.citations, files: fileKey(files) } : null, (data) => renderCitations({ ...data, files }));
   const graph = v.run && v.run.graph && Array.isArray(v.run.graph.nodes) ? v.run.graph : null;
   renderSlot(d, 'graph', graph ? { graph, states: v.steps.map((s) => [s.id, s.state]) } : null, renderRunGraph);
   const agent = v.mode === 'agent' || (v.plan && v.plan.status === 'agent');

@@ -116,6 +116,12 @@ def test_a_workflow_run_is_shown_as_what_it_is(page: Page, host: DevHostProcess,
     expect(status_badge(page)).to_have_text("Completed")
     expect(page.locator("#detail g.g-node[data-node='brief']")).to_have_attribute("data-state", "succeeded")
     expect(page.locator("#detail g.g-node[data-node='go']")).to_have_attribute("data-state", "succeeded")
+    # The run's answer is the agent node's text: its citations are that node's, its markers lead to the passages.
+    expect(page.locator("#citations .citation-document").first).to_be_visible()
+    mark = page.locator("#final-answer button.cite-mark").first
+    expect(mark).to_be_visible()
+    mark.click()
+    expect(page.locator("#detail .slot-results details.chunk[open]")).to_have_count(1)
     # The agent node's result is its answer as text, the JSON behind a disclosure.
     brief = page.locator("#detail .slot-results article[data-step-id='brief']")
     expect(brief.locator(".result-answer")).to_contain_text("30 days")
@@ -130,6 +136,9 @@ def test_a_workflow_run_is_shown_as_what_it_is(page: Page, host: DevHostProcess,
     last = page.locator("#steps-table thead th").last
     box, frame = last.bounding_box(), wrap.bounding_box()
     assert box is not None and frame is not None and box["x"] + box["width"] <= frame["x"] + frame["width"] + 1
+    # The timeline's whole axis fits a phone: the last bar is in the card, not scrolled out of sight.
+    chart = page.locator("#timeline .tl-chart")
+    assert chart.evaluate("c => c.scrollWidth <= c.clientWidth + 1")
     page.screenshot(path=str(shots / "run-done-390.png"), full_page=True)
 
 
