@@ -136,6 +136,9 @@ def test_a_workflow_run_is_shown_as_what_it_is(page: Page, host: DevHostProcess,
     last = page.locator("#steps-table thead th").last
     box, frame = last.bounding_box(), wrap.bounding_box()
     assert box is not None and frame is not None and box["x"] + box["width"] <= frame["x"] + frame["width"] + 1
+    # The whole graph fits a phone, scaled down.
+    graph_box = page.locator("#detail .run-graph-wrap")
+    assert graph_box.evaluate("g => g.scrollWidth <= g.clientWidth + 1")
     # The timeline's whole axis fits a phone: the last bar is in the card, not scrolled out of sight.
     chart = page.locator("#timeline .tl-chart")
     assert chart.evaluate("c => c.scrollWidth <= c.clientWidth + 1")
