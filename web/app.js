@@ -577,7 +577,7 @@ function typedTools() {
 /** The first problem with the typed tools, or null (the same rules as the server's, said in words). */
 function toolsProblem(names) {
   const bad = names.find((n) => !TOOL_NAME.test(n));
-  if (bad) return `“${bad}” is not a tool name: use family.tool, e.g. http.weather (letters, digits, _ . -).`;
+  if (bad) return `“${bad}” is not a tool name: use family.tool, e.g. function.growth_rate (letters, digits, _ . -).`;
   if (names.length > MAX_TOOLS) return `At most ${MAX_TOOLS} tools may be allowed (${names.length} given).`;
   return null;
 }

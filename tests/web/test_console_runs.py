@@ -217,3 +217,15 @@ def test_the_job_list_has_room_and_a_search(page: Page, host: DevHostProcess, jo
     expect(items.first).to_contain_text("golf")
     search.fill("")
     expect(items.nth(9)).to_be_visible()
+
+
+def test_the_tools_the_form_suggests_exist_in_the_default_app(
+    page: Page, host: DevHostProcess, jobs: JobClient
+) -> None:
+    open_console(page, host)
+    page.get_by_label("Mode", exact=True).select_option("agent")
+    hint = page.get_by_label("Allowed family tools", exact=True).get_attribute("placeholder") or ""
+    suggested = re.findall(r"\b[a-z_]{2,}\.[a-z_]+\b", hint)
+    assert suggested, hint
+    resp = jobs.http.post("/api/jobs", json={"question": "Growth of revenue?", "mode": "agent", "tools": suggested})
+    assert resp.status_code == 202, resp.text
