@@ -847,7 +847,7 @@ function dataTable(columns, rows, { caption, label } = {}) {
 
 // ----- the job detail ---------------------------------------------------------------------------
 
-const SLOTS = ['header', 'actions', 'failure', 'waiting', 'answer', 'citations', 'graph', 'steps', 'timeline', 'results', 'usage', 'log'];
+const SLOTS = ['header', 'failure', 'actions', 'waiting', 'answer', 'citations', 'graph', 'steps', 'timeline', 'results', 'usage', 'log'];
 
 function section(title, id, ...children) {
   return h('section', { class: 'card', 'aria-labelledby': id }, h('h3', { id }, title), children);
@@ -1041,8 +1041,11 @@ function renderRunAgain(d) {
   const constraints = request.constraints || {};
   const budget = constraints.budget || {};
   const used = v.usage && v.usage.total ? v.usage.total.total_tokens : 0;
-  // The suggestion: twice what the job had (or used), so a budget stop does not repeat at once.
-  const suggested = budget.max_total_tokens ? budget.max_total_tokens * 2 : used ? used * 2 : '';
+  // The suggestion: room for a few more model calls of the job's own size (max tokens per step) on top of what it
+  // had, and never less than twice that, so a budget stop does not repeat at once. No limit stays no limit.
+  const perCall = constraints.max_tokens || 0;
+  const had = budget.max_total_tokens || null;
+  const suggested = had ? Math.max(had * 2, used * 2, had + 8 * perCall) : '';
   const budgetInput = h('input', { id: 'again-budget', type: 'number', min: '1', step: '1', inputmode: 'numeric', value: String(suggested), placeholder: 'No limit' });
   const stepInput = h('input', { id: 'again-max-tokens', type: 'number', min: '1', max: '128000', step: '1', inputmode: 'numeric', value: constraints.max_tokens ? String(constraints.max_tokens) : '' });
   const modelList = h('datalist', { id: 'again-models' });
@@ -1054,7 +1057,7 @@ function renderRunAgain(d) {
     'form',
     { class: 'run-again', id: 'run-again-form', novalidate: true },
     h('div', { class: 'field-row' },
-      h('div', { class: 'field' }, h('label', { for: 'again-budget' }, 'Token budget'), budgetInput),
+      h('div', { class: 'field' }, h('label', { for: 'again-budget' }, 'Token budget'), budgetInput, h('span', { class: 'muted small', id: 'again-budget-was' }, `had ${had ? fmtNumber(had) : 'no limit'}, used ${fmtNumber(used || 0)}`)),
       h('div', { class: 'field' }, h('label', { for: 'again-max-tokens' }, 'Max tokens per step'), stepInput),
       h('div', { class: 'field' }, h('label', { for: 'again-model' }, 'Models (comma-separated)'), modelInput, modelList)),
     alertEl,

@@ -145,7 +145,9 @@ def test_a_workflow_run_is_shown_as_what_it_is(page: Page, host: DevHostProcess,
     page.screenshot(path=str(shots / "run-done-390.png"), full_page=True)
 
 
-def test_a_failed_job_runs_again_with_a_larger_budget(page: Page, host: DevHostProcess, jobs: JobClient) -> None:
+def test_a_failed_job_runs_again_with_a_larger_budget(
+    page: Page, host: DevHostProcess, jobs: JobClient, shots: Path
+) -> None:
     question = "Which region had the most returns in Q3?"
     failed = jobs.submit(question, constraints={"budget": {"max_total_tokens": 50}, "max_tokens": 512})
     assert jobs.wait(failed)["status"] == "failed"
@@ -154,8 +156,14 @@ def test_a_failed_job_runs_again_with_a_larger_budget(page: Page, host: DevHostP
     card = page.locator("#run-again-card")
     card.locator("summary").click()
     budget = card.get_by_label("Token budget", exact=True)
-    expect(budget).to_have_value("100")  # twice the budget it had
+    expect(budget).to_have_value(str(50 + 8 * 512))  # room for 8 more calls of the job's size
+    expect(card.locator("#again-budget-was")).to_have_text("had 50, used 0")
     expect(card.get_by_label("Max tokens per step", exact=True)).to_have_value("512")
+    page.screenshot(path=str(shots / "run-again-1280.png"))
+    page.set_viewport_size({"width": 390, "height": 844})
+    fits_the_width(page)
+    page.screenshot(path=str(shots / "run-again-390.png"))
+    page.set_viewport_size({"width": 1280, "height": 900})
     budget.fill("50000")
     card.get_by_role("button", name="Run again").click()
     expect(page).to_have_url(re.compile(r"#job=(?!" + failed + r")[0-9a-f]+$"))
@@ -175,7 +183,10 @@ def test_a_failed_job_runs_again_with_a_larger_budget(page: Page, host: DevHostP
     expect(page).to_have_url(re.compile(failed + "$"))
 
 
-def test_a_failed_run_runs_again_with_its_inputs(page: Page, host: DevHostProcess, jobs: JobClient) -> None:
+def test_a_failed_run_runs_again_with_its_inputs(
+    page: Page, host: DevHostProcess, jobs: JobClient, example_run: str
+) -> None:
+    assert example_run  # the example workflow is applied
     body = {"inputs": {"region": "South"}, "constraints": {"budget": {"max_total_tokens": 50}}}
     resp = jobs.http.post("/api/workflows/returns-brief/runs", json=body)
     assert resp.status_code == 202, resp.text
