@@ -36,7 +36,9 @@ export function fmtSpan(value) {
     return sec < 3600 ? `${Math.floor(sec / 60)} min ${sec % 60} s` : '1 h 0 min';
   }
   const min = Math.round(v / 60000);
-  return `${Math.floor(min / 60)} h ${min % 60} min`;
+  if (min < 2 * 24 * 60) return `${Math.floor(min / 60)} h ${min % 60} min`;
+  const hours = Math.round(min / 60);
+  return `${Math.floor(hours / 24)} d ${hours % 24} h`;
 }
 
 function el(tag, props, ...children) {

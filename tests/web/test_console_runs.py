@@ -57,7 +57,9 @@ def fits_the_width(page: Page) -> None:
     assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
 
 
-def test_a_workflow_run_is_shown_as_what_it_is(page: Page, host: DevHostProcess, example_run: str, shots: Path) -> None:
+def test_a_workflow_run_is_shown_as_what_it_is(
+    page: Page, host: DevHostProcess, jobs: JobClient, example_run: str, shots: Path
+) -> None:
     open_console(page, host, f"#job={example_run}")
     waiting = page.locator("#waiting")
     # The human node's question is a choice between its own options: no SQL box, no "skip the query".
@@ -70,8 +72,15 @@ def test_a_workflow_run_is_shown_as_what_it_is(page: Page, host: DevHostProcess,
     # Its deadline, with the zone, and how long is left.
     deadline = page.locator("#waiting-deadline")
     expect(deadline).to_contain_text("Answer by")
-    expect(deadline).to_contain_text(re.compile(r"\(in \d+ h \d+ min\)"))
+    expect(deadline).to_contain_text(re.compile(r"\(in \d+ (h \d+ min|d \d+ h)\)"))
     assert ZONE.search(deadline.inner_text())
+    # What happens then is said when the view says it (waiting.expiry_default: the answer taken, or None: it fails).
+    asked = jobs.view(example_run)["waiting"]
+    if "expiry_default" in asked:
+        then = "the job fails" if asked["expiry_default"] is None else f"goes on with “{asked['expiry_default']}”"
+        expect(page.locator("#waiting-expiry")).to_contain_text(then)
+    else:
+        expect(page.locator("#waiting-expiry")).to_have_count(0)
     # The title names the run and its inputs (the default too).
     expect(page.locator("#detail-heading")).to_have_text("workflow returns-brief v1 · old=80, region=North")
     # The graph: each node in its state.
