@@ -455,7 +455,7 @@ def build_view(
         "waiting": waiting_view(waiting) if waiting else None,
         "usage": _usage(state),
         "agent": _agent(request, state),
-        "run": _run(job_input, output, history),
+        "run": _with_run_facts(_run(job_input, output), job_input, history),
         # What the job was asked with besides its question: enough to start it again with other limits.
         "request": {k: request.get(k) for k in ("constraints", "approval", "wait", "tools", "agent") if k in request},
         "answer": answer,
@@ -489,24 +489,28 @@ def waiting_view(waiting: Waiting) -> dict[str, Any]:
     return entry
 
 
-def _run(job_input: Any, output: Any, history: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """A workflow or team run: what it runs (kind, id, pinned version, inputs, its graph) and, once done, its outputs.
-
-    ``graph`` is the workflow's nodes as the run loaded them (the root's ``load_definition`` result), so the run
-    can be drawn as it ran even when the definition changed since; None for a team or before it is loaded.
-    """
+def _run(job_input: Any, output: Any) -> dict[str, Any] | None:
+    """A workflow or team run: what it runs (kind, id, pinned version) and, once done, its named outputs."""
     run = job_input.get("run") if isinstance(job_input, dict) else None
     if not isinstance(run, dict):
         return None
     outputs = output.get("outputs") if isinstance(output, dict) else None
-    return {
-        "kind": run.get("kind"),
-        "id": run.get("id"),
-        "version": run.get("version"),
-        "inputs": run.get("inputs") if isinstance(run.get("inputs"), dict) else {},
-        "outputs": outputs,
-        "graph": _run_graph(run, history),
-    }
+    return {"kind": run.get("kind"), "id": run.get("id"), "version": run.get("version"), "outputs": outputs}
+
+
+def _with_run_facts(
+    view: dict[str, Any] | None, job_input: Any, history: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """A run's view with its inputs and its ``graph``: the workflow's nodes as the run loaded them.
+
+    The graph is the root's ``load_definition`` result, so the run is drawn as it ran even when the definition
+    changed since; None for a team or before it is loaded.
+    """
+    run = job_input.get("run") if isinstance(job_input, dict) else None
+    if view is None or not isinstance(run, dict):
+        return view
+    inputs = run.get("inputs")
+    return view | {"inputs": inputs if isinstance(inputs, dict) else {}, "graph": _run_graph(run, history)}
 
 
 def _run_graph(run: dict[str, Any], history: list[dict[str, Any]]) -> dict[str, Any] | None:
