@@ -21,9 +21,9 @@ from typing import Any
 from shared.executors import AGENT_TURN, CALL_TOOL, PLAN, SUPERVISE, kinds_where
 from shared.jobs.agent import AgentLimits
 from shared.jobs.contracts import Usage
-from shared.jobs.models import TERMINAL_RUNTIME, JobState, PartNews, StepState
+from shared.jobs.models import TERMINAL_RUNTIME, JobState, PartNews, StepState, Waiting
 from shared.jobs.plan import AGENT_STEP
-from shared.jobs.runs import PART_NEWS_EVENT
+from shared.jobs.runs import LOAD_DEFINITION, PART_NEWS_EVENT
 from shared.runtime.streaming.local import PartialOutput
 
 logger = logging.getLogger(__name__)
@@ -98,6 +98,10 @@ def _task_line(event: dict[str, Any]) -> str:
     if event.get("EventType") == "TaskFailed":
         return f"{where}: activity error: {str(event.get('Reason', ''))[:300]}"
     result = decode(event.get("Result"))
+    if name == LOAD_DEFINITION:
+        # The result is the definition itself (no status, no usage): the line says which one was loaded.
+        what = " ".join(str(inp.get(k))[:64] for k in ("kind", "id") if inp.get(k))
+        return f"{where}: loaded {what} v{inp.get('version')}" if what else f"{where}: loaded"
     if not isinstance(result, dict):
         return f"{where}: done"
     if result.get("status") == "failed":
@@ -281,6 +285,9 @@ def step_outputs(history: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any
     outputs: dict[str, dict[str, Any]] = {}
     drafts: dict[str, dict[str, Any]] = {}
     for event in history:
+        if event.get("EventType") == "SubOrchestrationInstanceCompleted":
+            outputs.update(branch_outputs(event))
+            continue
         if event.get("EventType") != "TaskCompleted":
             continue
         step_id, _, inp = _task_ref(event)
@@ -293,6 +300,24 @@ def step_outputs(history: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any
         elif inp.get("executor_type") != SUPERVISE:
             outputs[str(step_id)] = body
     return outputs, drafts
+
+
+def branch_outputs(event: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The node outputs a parallel branch handed back (its nodes are the run's own steps), from its completion.
+
+    A sub-workflow's part is left out: its node ids belong to another workflow and may collide with the run's.
+    A branch's part is started with ``run.part`` set (its input) and hands back no ``result``.
+    """
+    result = decode(event.get("Result"))
+    if not isinstance(result, dict) or not isinstance(result.get("outputs"), dict):
+        return {}
+    given = decode(event.get("Input"))
+    run = given.get("run") if isinstance(given, dict) else None
+    branch = isinstance(run.get("part"), dict) if isinstance(run, dict) else result.get("result") is None
+    if not branch:
+        return {}
+    ran = {s.get("id") for s in result.get("steps") or [] if isinstance(s, dict)}
+    return {str(k): v for k, v in result["outputs"].items() if k in ran and isinstance(v, dict)}
 
 
 def agent_step_calls(history: list[dict[str, Any]], step_ids: set[str]) -> dict[str, list[dict[str, Any]]]:
@@ -450,10 +475,12 @@ def build_view(
         "current_step_index": state.step_index if state else -1,
         "plan": {"status": plan_status(runtime, state)},
         "steps": steps,
-        "waiting": waiting.model_dump(mode="json") if waiting else None,
+        "waiting": waiting_view(waiting) if waiting else None,
         "usage": _usage(state),
         "agent": _agent(request, state),
-        "run": _run(job_input, output),
+        "run": _with_run_facts(_run(job_input, output), job_input, history),
+        # What the job was asked with besides its question: enough to start it again with other limits.
+        "request": {k: request.get(k) for k in ("constraints", "approval", "wait", "tools", "agent") if k in request},
         "answer": answer,
         "answers": answers_received(history),
         "error": _view_error(runtime, state, output, steps),
@@ -461,6 +488,29 @@ def build_view(
         "links": links,
         "history_purged_after": history_purged_after(status.get("createdTime"), runtime, retention_days),
     }
+
+
+def waiting_view(waiting: Waiting) -> dict[str, Any]:
+    """The question as the view shows it, with ``form``: what kind of question it is, so a UI draws it as such.
+
+    ``sql``: approve an SQL statement (``details.sql``); ``code``: approve Python code (``details.code``);
+    ``step_error``: a step failed, retry/skip/edit; ``text``: a question answered in words (options are
+    suggestions); ``choice``: pick one of ``options`` (a workflow's human node, approve/reject included).
+    """
+    entry = waiting.model_dump(mode="json")
+    details = waiting.details
+    if waiting.kind == "error":
+        form = "step_error"
+    elif waiting.kind == "approval" and isinstance(details.get("code"), str):
+        form = "code"
+    elif waiting.kind == "approval" and "sql" in details:
+        form = "sql"
+    elif waiting.free_text:
+        form = "text"
+    else:
+        form = "choice"
+    entry["form"] = form
+    return entry
 
 
 def _run(job_input: Any, output: Any) -> dict[str, Any] | None:
@@ -473,6 +523,37 @@ def _run(job_input: Any, output: Any) -> dict[str, Any] | None:
     if isinstance(run.get("limits"), dict):
         view["limits"] = run["limits"]  # the run's total-work budget (docs/definitions.md, "Run limits")
     return view
+
+
+def _with_run_facts(
+    view: dict[str, Any] | None, job_input: Any, history: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """A run's view with its inputs and its ``graph``: the workflow's nodes as the run loaded them.
+
+    The graph is the root's ``load_definition`` result, so the run is drawn as it ran even when the definition
+    changed since; None for a team or before it is loaded.
+    """
+    run = job_input.get("run") if isinstance(job_input, dict) else None
+    if view is None or not isinstance(run, dict):
+        return view
+    inputs = run.get("inputs")
+    return view | {"inputs": inputs if isinstance(inputs, dict) else {}, "graph": _run_graph(run, history)}
+
+
+def _run_graph(run: dict[str, Any], history: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The nodes (and start) of the workflow a run loaded for itself, from the history; None when there are none."""
+    if run.get("kind") != "workflow":
+        return None
+    for event in history:
+        if event.get("EventType") != "TaskCompleted" or event.get("FunctionName") != LOAD_DEFINITION:
+            continue
+        inp = decode(event.get("Input"))
+        if not isinstance(inp, dict) or (inp.get("kind"), inp.get("id")) != ("workflow", run.get("id")):
+            continue
+        definition = decode(event.get("Result"))
+        if isinstance(definition, dict) and isinstance(definition.get("nodes"), list):
+            return {"nodes": definition["nodes"], "start": definition.get("start")}
+    return None
 
 
 def _steps(state: JobState | None, runtime: Any, history: list[dict[str, Any]]) -> list[dict[str, Any]]:

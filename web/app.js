@@ -3,7 +3,8 @@
 // element properties (never innerHTML), and every request goes to this origin's /api.
 
 import { followStream } from './stream.js';
-import { createDraft, createTimeline } from './timeline.js';
+import { createDraft, createTimeline, fmtSpan } from './timeline.js';
+import { renderGraph } from './graph.js';
 
 const API = '/api/jobs';
 const KEY_STORAGE = 'durable-ai-jobs.function-key';
@@ -43,11 +44,13 @@ const KIND_LABELS = {
   request_user_feedback: 'Question',
   get_job_state: 'Job state',
 };
+// Button labels per kind of question (the view's waiting.form); a choice or a text question shows its options as they are.
 const OPTION_LABELS = {
-  approval: { approve: 'Approve', edit: 'Run edited SQL', reject: 'Reject (skip the query)', abort: 'Abort job' },
-  error: { retry: 'Retry', skip: 'Skip step', edit: 'Retry with edited input', abort: 'Abort job' },
+  sql: { approve: 'Approve', edit: 'Run edited SQL', reject: 'Reject (skip the query)', abort: 'Abort job' },
+  step_error: { retry: 'Retry', skip: 'Skip step', edit: 'Retry with edited input', abort: 'Abort job' },
   code: { approve: 'Approve', edit: 'Run edited code', reject: 'Reject (skip the step)', abort: 'Abort job' },
 };
+const WAITING_TITLES = { sql: 'Approval needed', code: 'Approval needed', step_error: 'A step failed', text: 'A question for you', choice: 'Your decision' };
 // Only these failures can go away on a plain retry (shared/jobs/contracts.py RETRYABLE_CODES); for any other code
 // a retry repeats the same failure, so the primary action is to edit the input.
 const RETRYABLE_CODES = new Set(['RATE_LIMITED', 'MODEL_TIMEOUT', 'TRANSIENT', 'UPSTREAM_ERROR']);
@@ -228,8 +231,9 @@ function parseTime(value) {
   return Number.isNaN(t.getTime()) ? null : t;
 }
 
-const dateTimeFormat = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'medium' });
-const timeFormat = new Intl.DateTimeFormat(undefined, { timeStyle: 'medium' });
+// Every time shown carries its zone (the browser's): "10:58:43 AM UTC", "Nov 28, 2026, 10:58:43 AM GMT+1".
+const dateTimeFormat = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'long' });
+const timeFormat = new Intl.DateTimeFormat(undefined, { hour: 'numeric', minute: '2-digit', second: '2-digit', timeZoneName: 'short' });
 
 function timeEl(value, { short = false } = {}) {
   const t = parseTime(value);
@@ -573,7 +577,7 @@ function typedTools() {
 /** The first problem with the typed tools, or null (the same rules as the server's, said in words). */
 function toolsProblem(names) {
   const bad = names.find((n) => !TOOL_NAME.test(n));
-  if (bad) return `“${bad}” is not a tool name: use family.tool, e.g. http.weather (letters, digits, _ . -).`;
+  if (bad) return `“${bad}” is not a tool name: use family.tool, e.g. function.growth_rate (letters, digits, _ . -).`;
   if (names.length > MAX_TOOLS) return `At most ${MAX_TOOLS} tools may be allowed (${names.length} given).`;
   return null;
 }
@@ -654,7 +658,7 @@ function initForm() {
 // ----- the job list -----------------------------------------------------------------------------
 
 const state = {
-  jobs: { filter: '', items: [], cursor: null, request: 0 },
+  jobs: { filter: '', search: '', items: [], cursor: null, request: 0 },
   detail: null,
   // signIn: App Service Authentication is on (the console signs in instead of asking for a key).
   auth: { signIn: false, user: null },
@@ -676,11 +680,23 @@ function jobItem(job) {
   );
 }
 
+/** Whether a listed job matches the search words (all of them, in its question, id or status, any case). */
+function matchesSearch(job, words) {
+  const text = `${job.question || ''} ${job.id} ${job.status} ${STATUS_LABELS[job.status] || ''}`.toLowerCase();
+  return words.every((w) => text.includes(w));
+}
+
 function renderJobs() {
   const list = $('#job-list');
-  list.replaceChildren(...state.jobs.items.map(jobItem));
+  const words = state.jobs.search.toLowerCase().split(/\s+/).filter(Boolean);
+  const shown = words.length ? state.jobs.items.filter((j) => matchesSearch(j, words)) : state.jobs.items;
+  list.replaceChildren(...shown.map(jobItem));
   $('#jobs-empty').hidden = state.jobs.items.length > 0;
   $('#more-jobs').hidden = !state.jobs.cursor;
+  // The search reads the jobs loaded so far: it says so, and "More jobs" loads further pages to search.
+  $('#job-search-count').textContent = words.length
+    ? `${shown.length} of ${state.jobs.items.length} loaded job${state.jobs.items.length === 1 ? '' : 's'} match${state.jobs.cursor ? '; more jobs can be loaded below' : ''}.`
+    : '';
 }
 
 async function loadJobs({ reset = false } = {}) {
@@ -738,6 +754,10 @@ function initJobs() {
     loadJobs({ reset: true });
   });
   $('#refresh-jobs').addEventListener('click', () => loadJobs({ reset: true }));
+  $('#job-search').addEventListener('input', (event) => {
+    state.jobs.search = event.target.value;
+    renderJobs();
+  });
   $('#more-jobs').addEventListener('click', () => loadJobs());
 }
 
@@ -827,7 +847,7 @@ function dataTable(columns, rows, { caption, label } = {}) {
 
 // ----- the job detail ---------------------------------------------------------------------------
 
-const SLOTS = ['header', 'actions', 'failure', 'waiting', 'answer', 'citations', 'steps', 'timeline', 'results', 'usage', 'log'];
+const SLOTS = ['header', 'failure', 'actions', 'waiting', 'answer', 'citations', 'graph', 'steps', 'timeline', 'results', 'usage', 'log'];
 
 function section(title, id, ...children) {
   return h('section', { class: 'card', 'aria-labelledby': id }, h('h3', { id }, title), children);
@@ -910,21 +930,59 @@ function offlineLabel(model) {
   return h('span', { class: 'offline-note', title: OFFLINE_NOTE }, 'keyword-matching stand-in, not an LLM');
 }
 
+/** A run's title: what it runs and with which inputs ("workflow returns-brief v1 · region=North, old=80"). */
+function runTitle(v) {
+  const run = v.run;
+  if (!run) return v.question || 'Job';
+  const inputs = Object.entries(run.inputs || {}).map(([k, val]) => `${k}=${typeof val === 'string' ? val : JSON.stringify(val)}`);
+  return `${run.kind} ${run.id}${run.version ? ` v${run.version}` : ''}${inputs.length ? ` · ${inputs.join(', ')}` : ''}`;
+}
+
 function renderHeader(d, v) {
   return h(
     'div',
     { class: 'card job-head' },
-    h('div', { class: 'job-title-row' }, clampedQuestion(d, v.question || 'Job'), h('span', { id: 'job-status' }, badge(v.status))),
+    h('div', { class: 'job-title-row' }, clampedQuestion(d, runTitle(v)), h('span', { id: 'job-status' }, badge(v.status))),
     h(
       'dl',
       { class: 'meta' },
       h('div', {}, h('dt', {}, 'Job'), h('dd', {}, h('code', {}, v.id))),
       h('div', {}, h('dt', {}, 'Created'), h('dd', {}, timeEl(v.created_at))),
       h('div', {}, h('dt', {}, 'Updated'), h('dd', { id: 'job-updated' }, timeEl(v.updated_at))),
+      h('div', {}, h('dt', {}, 'Took'), h('dd', { id: 'job-took' }, tookText(v))),
+      h('div', {}, h('dt', {}, 'Tokens'), h('dd', { id: 'job-tokens' }, tokensText(v))),
+      h('div', {}, h('dt', {}, 'Cost'), h('dd', { id: 'job-cost' }, costText(v))),
       v.mode && v.mode !== 'deterministic' ? h('div', {}, h('dt', {}, 'Mode'), h('dd', {}, v.mode)) : null,
       h('div', {}, h('dt', {}, 'Updates'), h('dd', { id: 'job-updates' }, updatesText(d, v))),
     ),
   );
+}
+
+/**
+ * From the job's start to its end (or to now while it runs). The status times may be whole seconds: the end is
+ * the latest time the view knows (its update, a step's end, the last log line read).
+ */
+function tookText(v) {
+  const start = parseTime(v.created_at);
+  if (!start) return '—';
+  if (!TERMINAL.has(v.status)) return `${fmtSpan(Date.now() - start)} so far`;
+  const times = [v.updated_at, ...v.steps.map((s) => s.ended_at), ...((v.log && v.log.entries) || []).map((e) => e.time)];
+  const d = state.detail;
+  if (d && d.lastLogTime) times.push(d.lastLogTime);
+  const ends = times.map(parseTime).filter(Boolean).map((t) => t.getTime());
+  return ends.length ? fmtSpan(Math.max(...ends) - start) : '—';
+}
+
+function tokensText(v) {
+  const total = v.usage && v.usage.total;
+  if (!total) return '—';
+  return `${fmtNumber(total.total_tokens)} (${fmtNumber(total.tokens_input)} in, ${fmtNumber(total.tokens_output)} out)`;
+}
+
+function costText(v) {
+  const total = v.usage && v.usage.total;
+  if (!total) return '—';
+  return `${fmtCost(total.estimated_cost)}${total.estimated ? ' (estimated)' : ''}`;
 }
 
 function updatesText(d, v) {
@@ -941,9 +999,14 @@ function updateHeader(d, v) {
   }
   const updates = document.getElementById('job-updates');
   if (updates) updates.textContent = updatesText(d, v);
+  for (const [id, text] of [['job-took', tookText(v)], ['job-tokens', tokensText(v)], ['job-cost', costText(v)]]) {
+    const el = document.getElementById(id);
+    if (el && el.textContent !== text) el.textContent = text;
+  }
 }
 
-function renderActions(d, terminal) {
+function renderActions(d, terminal, failed) {
+  if (failed) return renderRunAgain(d);
   if (terminal) return null;
   const confirmRow = h(
     'div',
@@ -969,6 +1032,76 @@ function renderActions(d, terminal) {
     'Cancel job',
   );
   return h('div', { class: 'job-actions' }, start, confirmRow);
+}
+
+/** A failed job starts again as a new job: the same question (or run and inputs), other limits or another model. */
+function renderRunAgain(d) {
+  const v = d.view;
+  const request = v.request || {};
+  const constraints = request.constraints || {};
+  const budget = constraints.budget || {};
+  const used = v.usage && v.usage.total ? v.usage.total.total_tokens : 0;
+  // The suggestion: room for a few more model calls of the job's own size (max tokens per step) on top of what it
+  // had, and never less than twice that, so a budget stop does not repeat at once. No limit stays no limit.
+  const perCall = constraints.max_tokens || 0;
+  const had = budget.max_total_tokens || null;
+  const suggested = had ? Math.max(had * 2, used * 2, had + 8 * perCall) : '';
+  const budgetInput = h('input', { id: 'again-budget', type: 'number', min: '1', step: '1', inputmode: 'numeric', value: String(suggested), placeholder: 'No limit' });
+  const stepInput = h('input', { id: 'again-max-tokens', type: 'number', min: '1', max: '128000', step: '1', inputmode: 'numeric', value: constraints.max_tokens ? String(constraints.max_tokens) : '' });
+  const modelList = h('datalist', { id: 'again-models' });
+  const modelInput = h('input', { id: 'again-model', type: 'text', autocomplete: 'off', list: 'again-models', value: (constraints.allowed_models || []).join(', '), placeholder: 'As before' });
+  const alertEl = h('div', { class: 'alert', role: 'alert', hidden: true });
+  const status = h('p', { class: 'muted', role: 'status' });
+  const button = h('button', { type: 'submit', class: 'primary', id: 'run-again' }, 'Run again');
+  const form = h(
+    'form',
+    { class: 'run-again', id: 'run-again-form', novalidate: true },
+    h('div', { class: 'field-row' },
+      h('div', { class: 'field' }, h('label', { for: 'again-budget' }, 'Token budget'), budgetInput, h('span', { class: 'muted small', id: 'again-budget-was' }, `had ${had ? fmtNumber(had) : 'no limit'}, used ${fmtNumber(used || 0)}`)),
+      h('div', { class: 'field' }, h('label', { for: 'again-max-tokens' }, 'Max tokens per step'), stepInput),
+      h('div', { class: 'field' }, h('label', { for: 'again-model' }, 'Models (comma-separated)'), modelInput, modelList)),
+    alertEl,
+    h('div', { class: 'actions' }, button),
+    status,
+  );
+  api('/api/llm/models').then((listed) => {
+    const ids = (listed.providers || []).flatMap((p) => (p.models || []).map((m) => m.id));
+    modelList.replaceChildren(...ids.map((id) => h('option', { value: id })));
+  }, () => {});
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    clearAlert(alertEl);
+    const number = (input) => (input.value.trim() === '' ? null : Number(input.value));
+    const models = modelInput.value.split(/[\s,]+/).filter(Boolean);
+    const next = { ...constraints, budget: { ...budget, max_total_tokens: number(budgetInput) } };
+    if (number(stepInput) !== null) next.max_tokens = number(stepInput);
+    else delete next.max_tokens;
+    next.allowed_models = models;
+    const common = { constraints: next, approval: request.approval, wait: request.wait };
+    const run = v.run;
+    const [path, body] = run
+      ? [`/api/${run.kind}s/${encodeURIComponent(run.id)}/runs`, { ...common, inputs: run.inputs || {}, version: run.version }]
+      : [API, { ...common, question: v.question, mode: v.mode, tools: request.tools, agent: request.agent }];
+    button.disabled = true;
+    status.textContent = 'Starting…';
+    try {
+      const started = await api(path, { method: 'POST', body });
+      status.textContent = `Started job ${started.id}.`;
+      loadJobs({ reset: true });
+      location.hash = `job=${encodeURIComponent(started.id)}`;
+    } catch (err) {
+      status.textContent = '';
+      handleAuth(err);
+      showAlert(alertEl, err, { title: 'The job was not started again:' });
+      button.disabled = false;
+    }
+  });
+  return h(
+    'details',
+    { class: 'card run-again-card', id: 'run-again-card' },
+    h('summary', {}, h('h3', {}, 'Run again'), h('span', { class: 'muted small' }, ' the same question as a new job, with a larger budget or another model')),
+    form,
+  );
 }
 
 async function cancelJob(d, confirmRow) {
@@ -1055,9 +1188,9 @@ function renderWaiting(d, w) {
   const status = h('div', { class: 'answer-status', role: 'status' });
   const alertEl = h('div', { class: 'alert', role: 'alert', hidden: true });
   const details = w.details || {};
-  // A run_python approval shows the code (and the files a draft run wrote) instead of SQL.
-  const codeApproval = w.kind === 'approval' && typeof details.code === 'string';
-  const labels = OPTION_LABELS[codeApproval ? 'code' : w.kind] || {};
+  // The view says what kind of question this is (api/view.py waiting_view): it is drawn as that, never guessed.
+  const form = w.form;
+  const labels = OPTION_LABELS[form] || {};
   const body = [];
   let editor = null;
   let editors = [];
@@ -1065,11 +1198,11 @@ function renderWaiting(d, w) {
     // The job asks again because the last edit could not be applied: say why, in words.
     body.push(h('div', { class: 'alert inline', id: 'refused-edit' }, errorBox({ code: 'EDIT_REFUSED', message: details.refused_edit }, { title: 'Your last edit was not applied:' })));
   }
-  if (codeApproval) {
+  if (form === 'code') {
     editor = h('textarea', { id: 'waiting-code', class: 'code', rows: editorRows(details.code, 6), spellcheck: 'false', value: details.code });
     const files = Array.isArray(details.files) ? details.files.map((f) => `${f.name} (${fmtNumber(f.size)} bytes)`) : [];
     body.push(h('label', { for: 'waiting-code' }, 'Python to run (edit it, then choose “Run edited code”)'), editor, files.length ? h('p', { class: 'muted' }, 'Files it writes: ', files.join(', ')) : null);
-  } else if (w.kind === 'approval') {
+  } else if (form === 'sql') {
     const sensitive = details.sensitive_tables || [];
     if (sensitive.length) {
       body.push(h('p', { class: 'warning' }, 'This query reads tables marked sensitive: ', sensitive.join(', ')));
@@ -1081,7 +1214,7 @@ function renderWaiting(d, w) {
       editor,
       details.tables && details.tables.length ? h('p', { class: 'muted' }, 'Tables: ', details.tables.join(', ')) : null,
     );
-  } else if (w.kind === 'error') {
+  } else if (form === 'step_error') {
     if (details.error) body.push(h('div', { class: 'alert inline' }, errorBox(details.error, { title: 'Step error:' })));
     if (typeof details.sql === 'string' && details.sql) {
       // The statement that was rejected or failed: without it "retry" and "edit" are blind.
@@ -1100,6 +1233,15 @@ function renderWaiting(d, w) {
     // Other details as labelled text; structured values (internal data) are not shown.
     const shown = Object.entries(details).filter(([k, v]) => k !== 'refused_edit' && ['string', 'number'].includes(typeof v));
     if (shown.length) body.push(h('dl', { class: 'meta waiting-details' }, shown.map(([k, v]) => h('div', {}, h('dt', {}, k.replace(/_/g, ' ')), h('dd', {}, String(v))))));
+    // What the person decides on: the results of the steps before (shown in full under "Step results").
+    if (d.view && d.view.steps.some((s) => s.output && s.id !== w.step_id)) {
+      // A button, not a #fragment link: the address names the job (#job=<id>).
+      const toResults = () => {
+        const results = document.getElementById('results-title');
+        if (results) results.scrollIntoView({ block: 'start' });
+      };
+      body.push(h('p', { class: 'muted' }, h('button', { type: 'button', class: 'link-button to-results', on: { click: toResults } }, 'See the step results'), ' (rows, passages, figures) before you answer.'));
+    }
   }
   let textBox = null;
   if (w.free_text) {
@@ -1139,14 +1281,14 @@ function renderWaiting(d, w) {
       return undefined;
     }
     if (option !== 'edit') return send(option, button);
-    if (w.kind === 'approval') {
+    if (form === 'sql' || form === 'code') {
       const sql = editor.value.trim();
       if (!sql) {
-        showAlert(alertEl, { code: 'INVALID_ANSWER', message: codeApproval ? 'Enter the code to run.' : 'Enter the SQL to run.' });
+        showAlert(alertEl, { code: 'INVALID_ANSWER', message: form === 'code' ? 'Enter the code to run.' : 'Enter the SQL to run.' });
         editor.focus();
         return undefined;
       }
-      return send(codeApproval ? { action: 'edit', code: sql } : { action: 'edit', sql }, button);
+      return send(form === 'code' ? { action: 'edit', code: sql } : { action: 'edit', sql }, button);
     }
     if (editors.length) {
       const changed = editedFields(editors);
@@ -1194,13 +1336,13 @@ function renderWaiting(d, w) {
     });
     buttons.unshift(button);
   }
-  const expires = parseTime(w.expires_at);
   return h(
     'section',
-    { class: `card waiting waiting-${w.kind}`, 'aria-labelledby': 'waiting-title', id: 'waiting' },
-    h('h3', { id: 'waiting-title' }, w.kind === 'approval' ? 'Approval needed' : w.kind === 'error' ? 'A step failed' : 'A question for you'),
+    { class: `card waiting waiting-${form}`, 'aria-labelledby': 'waiting-title', id: 'waiting', dataset: { form } },
+    h('h3', { id: 'waiting-title' }, WAITING_TITLES[form] || 'A question for you'),
     h('p', { class: 'waiting-question' }, w.question),
-    h('p', { class: 'muted' }, `Question ${w.question_id}`, w.step_id ? ` · step ${w.step_id}` : '', partOf(d.id, w.instance), expires ? ' · answer before ' : '', expires ? timeEl(w.expires_at) : null),
+    deadline(w),
+    h('p', { class: 'muted' }, `Question ${w.question_id}`, w.step_id ? ` · step ${w.step_id}` : '', partOf(d.id, w.instance)),
     body,
     alertEl,
     h('div', { class: 'actions' }, buttons),
@@ -1209,10 +1351,44 @@ function renderWaiting(d, w) {
   );
 }
 
+/** When the question expires: the time with its zone and how long is left (kept current while it shows). */
+function deadline(w) {
+  const expires = parseTime(w.expires_at);
+  if (!expires) return null;
+  const left = h('span', { class: 'deadline-left' });
+  const tick = () => {
+    const ms = expires.getTime() - Date.now();
+    left.textContent = ms > 0 ? ` (in ${fmtSpan(ms)})` : ' (expired)';
+    if (!left.isConnected && left.dataset.shown) clearInterval(timer);
+    left.dataset.shown = '1';
+  };
+  const timer = setInterval(tick, 30000);
+  tick();
+  // What happens then, when the view says (waiting.expiry_default: the answer taken, or null: the job fails).
+  let then = null;
+  if (Object.prototype.hasOwnProperty.call(w, 'expiry_default')) {
+    then = typeof w.expiry_default === 'string'
+      ? h('span', { class: 'deadline-then muted', id: 'waiting-expiry' }, ` If no one answers by then, the job goes on with “${w.expiry_default}”.`)
+      : h('span', { class: 'deadline-then muted', id: 'waiting-expiry' }, ' If no one answers by then, the job fails (WAIT_EXPIRED).');
+  }
+  return h('p', { class: 'deadline', id: 'waiting-deadline' }, 'Answer by ', timeEl(w.expires_at), left, then);
+}
+
 // A question asked inside a part of a workflow run (a parallel branch, a sub-workflow) names the part.
 function partOf(jobId, instance) {
   if (typeof instance !== 'string' || !instance.startsWith(`${jobId}:`)) return '';
   return ` · asked in ${instance.slice(jobId.length + 1).replace(/:/g, ' › ')}`;
+}
+
+/**
+ * The answer's citations. A run's answer is one of its nodes' outputs (an agent's text), and its citations are that
+ * node's: they are taken from the step whose answer is the run's answer, word for word, when the run has none.
+ */
+function answerCitations(v) {
+  const own = v.answer.citations || [];
+  if (own.length || !v.run) return own;
+  const source = v.steps.find((s) => s.output && s.output.answer === v.answer.text && Array.isArray(s.output.citations));
+  return source ? source.output.citations : [];
 }
 
 function liveAnswer(v) {
@@ -1240,6 +1416,22 @@ function renderAnswer(data) {
         ? h('p', { class: 'answer-model muted', id: 'answer-model' }, 'Written by ', h('code', {}, model), '.')
         : null,
     h('div', { id: 'final-answer' }, renderAnswerText(data.answer.text, data.answer.citations)),
+    answerFiles(data.files || []),
+  );
+}
+
+/** The charts and files the job's code wrote, under the answer they belong to, each leading to its step. */
+function answerFiles(files) {
+  if (!files.length) return null;
+  return h(
+    'div',
+    { class: 'answer-files', id: 'answer-files' },
+    h('h4', {}, `Charts and files (${files.length})`),
+    h('ul', { class: 'artifacts' }, files.map((a) => {
+      const item = artifactItem(a);
+      item.append(' ', h('button', { type: 'button', class: 'quiet small', on: { click: () => openArtifact(a.ref) } }, `from step ${a.step.id}`));
+      return item;
+    })),
   );
 }
 
@@ -1283,9 +1475,20 @@ function citationItem(c) {
   return item;
 }
 
-function renderCitations(citations) {
-  if (!citations.length) return null;
-  return section(`Citations (${citations.length})`, 'citations-title', h('ol', { class: 'citations', id: 'citations' }, citations.map(citationItem)));
+/** A file the job's code wrote, among the sources: what it is, which step wrote it, and a way to it. */
+function fileCitation(a) {
+  return h(
+    'li',
+    { class: 'citation citation-file' },
+    h('div', { class: 'citation-head' }, h('span', { class: 'badge kind-file' }, a.media_type && a.media_type.startsWith('image/') ? 'Chart' : 'File'), ' ', h('code', { class: 'source-id' }, a.name), h('span', { class: 'citation-title' }, ` — written by step ${a.step.id} (${a.step.kind})`)),
+    h('div', { class: 'citation-actions' }, h('button', { type: 'button', class: 'quiet small cite-open', on: { click: () => openArtifact(a.ref) } }, 'Show the file with its step')),
+  );
+}
+
+function renderCitations({ citations, files }) {
+  const count = citations.length + files.length;
+  if (!count) return null;
+  return section(`Citations (${count})`, 'citations-title', h('ol', { class: 'citations', id: 'citations' }, citations.map(citationItem), files.map(fileCitation)));
 }
 
 const NO_PLAN = {
@@ -1341,6 +1544,34 @@ function renderSteps(steps, status) {
       ),
     ),
   );
+}
+
+// ----- a workflow run as its graph -------------------------------------------------------------
+
+const GRAPH_STATES = ['pending', 'running', 'waiting', 'retrying', 'succeeded', 'failed', 'skipped', 'cancelled'];
+
+/** The workflow the run loaded, drawn as the builder draws it (graph.js), each node coloured by its step's state. */
+function renderRunGraph({ graph, states }) {
+  const byId = new Map(states);
+  const host = h('div', { class: 'run-graph-wrap', role: 'region', 'aria-label': 'Run graph', tabindex: '0' });
+  renderGraph(host, graph, {
+    onSelect: (id) => {
+      const row = document.querySelector(`#steps-table tr[data-step-id="${CSS.escape(id)}"]`);
+      if (row) row.scrollIntoView({ block: 'center' });
+    },
+  });
+  for (const node of host.querySelectorAll('g.g-node')) {
+    const stepState = byId.get(node.dataset.node) || 'pending';
+    node.classList.add(`g-state-${stepState}`);
+    node.dataset.state = stepState;
+    const title = node.querySelector('title');
+    if (title) title.textContent += ` — ${STEP_LABELS[stepState] || stepState}`;
+  }
+  const svgEl = host.querySelector('svg');
+  if (svgEl) svgEl.setAttribute('aria-label', `Run graph: ${states.map(([id, st]) => `${id} ${STEP_LABELS[st] || st}`).join(', ')}`);
+  const seen = new Set(states.map(([, st]) => st));
+  const legend = h('ul', { class: 'graph-legend', 'aria-hidden': 'true' }, GRAPH_STATES.filter((st) => seen.has(st)).map((st) => h('li', {}, h('span', { class: `graph-swatch g-state-${st}` }), STEP_LABELS[st])));
+  return section('Run graph', 'graph-title', legend, host);
 }
 
 // ----- agent mode: the Executor's turns --------------------------------------------------------
@@ -1490,32 +1721,91 @@ function docResult(step, out) {
   );
 }
 
+const artifactUrls = new Map();
+
+/** An artifact's bytes as a blob URL, fetched once per job and ref (with the key, as every API call). */
+function artifactUrl(a) {
+  const base = `${API}/${encodeURIComponent(state.detail.id)}/artifacts/`;
+  const key = `${state.detail.id}/${a.ref}`;
+  if (!artifactUrls.has(key)) {
+    const headers = {};
+    const fnKey = state.auth.signIn ? '' : getKey();
+    if (fnKey) headers['x-functions-key'] = fnKey;
+    const loading = fetch(base + encodeURIComponent(a.ref), { headers, credentials: 'same-origin' }).then(async (resp) => {
+      if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
+      return URL.createObjectURL(await resp.blob());
+    });
+    loading.catch(() => artifactUrls.delete(key));
+    artifactUrls.set(key, loading);
+  }
+  return artifactUrls.get(key);
+}
+
+/** One file a step wrote: a PNG inline, anything else a download link. */
+function artifactItem(a, { id } = {}) {
+  const label = `${a.name} (${fmtNumber(a.size)} bytes)`;
+  if (a.media_type === 'image/png') {
+    const img = h('img', { class: 'artifact-image', alt: label });
+    artifactUrl(a).then((url) => { img.src = url; }, () => { img.alt = `${label}: could not be loaded`; });
+    return h('li', { id, tabindex: id ? '-1' : null, dataset: { artifact: a.ref } }, img, h('span', { class: 'muted', text: label }));
+  }
+  const link = h('a', { href: '#', text: label });
+  link.addEventListener('click', (ev) => {
+    ev.preventDefault();
+    artifactUrl(a).then((url) => { const save = h('a', { href: url, download: a.name }); save.click(); }, () => { link.textContent = `${label}: could not be loaded`; });
+  });
+  return h('li', { id, tabindex: id ? '-1' : null, dataset: { artifact: a.ref } }, link);
+}
+
 /** Files a step wrote (run_python): PNGs shown inline, the others as download links; fetched with the key, as blobs. */
 function artifactList(step) {
   if (!Array.isArray(step.artifacts) || !step.artifacts.length || !state.detail) return null;
-  const base = `${API}/${encodeURIComponent(state.detail.id)}/artifacts/`;
-  const load = async (a) => {
-    const headers = {};
-    const key = state.auth.signIn ? '' : getKey();
-    if (key) headers['x-functions-key'] = key;
-    const resp = await fetch(base + encodeURIComponent(a.ref), { headers, credentials: 'same-origin' });
-    if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
-    return URL.createObjectURL(await resp.blob());
-  };
-  return h('ul', { class: 'artifacts' }, ...step.artifacts.map((a) => {
-    const label = `${a.name} (${fmtNumber(a.size)} bytes)`;
-    if (a.media_type === 'image/png') {
-      const img = h('img', { class: 'artifact-image', alt: label });
-      load(a).then((url) => { img.src = url; }, () => { img.alt = `${label}: could not be loaded`; });
-      return h('li', {}, img, h('span', { class: 'muted', text: label }));
-    }
-    const link = h('a', { href: '#', text: label });
-    link.addEventListener('click', (ev) => {
-      ev.preventDefault();
-      load(a).then((url) => { const save = h('a', { href: url, download: a.name }); save.click(); }, () => { link.textContent = `${label}: could not be loaded`; });
-    });
-    return h('li', {}, link);
-  }));
+  return h('ul', { class: 'artifacts' }, ...step.artifacts.map((a) => artifactItem(a, { id: `artifact-${a.ref}` })));
+}
+
+/** Every file the job's steps wrote, with the step that wrote it. */
+function jobArtifacts(steps) {
+  return steps.flatMap((s) => (Array.isArray(s.artifacts) ? s.artifacts.map((a) => ({ ...a, step: s })) : []));
+}
+
+function openArtifact(ref) {
+  const target = document.getElementById(`artifact-${ref}`);
+  if (!target) return;
+  target.scrollIntoView({ block: 'center' });
+  target.focus({ preventScroll: true });
+  target.classList.remove('flash');
+  void target.offsetWidth;
+  target.classList.add('flash');
+}
+
+const SCALAR = new Set(['string', 'number', 'boolean']);
+
+/** The plain values of a step's output as labelled text: a tool's data, a run's result, or the output itself. */
+function outputSummary(out) {
+  const inner = out && typeof out.data === 'object' && out.data !== null ? out.data : out && typeof out.result === 'object' && out.result !== null ? out.result : out;
+  if (!inner || typeof inner !== 'object' || Array.isArray(inner)) return null;
+  const shown = Object.entries(inner).filter(([, val]) => SCALAR.has(typeof val) && String(val).length <= 300).slice(0, 16);
+  if (!shown.length) return null;
+  return h('dl', { class: 'meta result-values' }, shown.map(([k, val]) => h('div', {}, h('dt', {}, k.replace(/_/g, ' ')), h('dd', {}, typeof val === 'number' ? fmtNumber(val) : String(val)))));
+}
+
+/** A step's raw output, whole, behind a disclosure (never cut: a cut JSON object reads as nonsense). */
+function rawOutput(out) {
+  const text = JSON.stringify(out, null, 2);
+  const lines = text.split('\n').length;
+  return h('details', { class: 'raw-output' }, h('summary', {}, `Raw output (JSON, ${fmtNumber(lines)} line${lines === 1 ? '' : 's'})`), h('pre', { class: 'code' }, text));
+}
+
+function otherResult(step, out) {
+  const answer = typeof out.answer === 'string' ? h('div', { class: 'result-answer' }, renderAnswerText(out.answer, out.citations || [])) : null;
+  return h(
+    'article',
+    { class: 'result result-other', dataset: { stepId: step.id } },
+    h('h4', {}, `${step.id} · ${step.title}`),
+    artifactList(step),
+    answer || outputSummary(out),
+    rawOutput(out),
+  );
 }
 
 function renderResults(steps) {
@@ -1523,9 +1813,7 @@ function renderResults(steps) {
   for (const step of steps) {
     if (step.output && step.kind === 'execute_azure_sql') items.push(sqlResult(step, step.output));
     else if (step.output && step.kind === 'consult_rag') items.push(docResult(step, step.output));
-    else if (step.output && step.kind !== 'generate_response') {
-      items.push(h('article', { class: 'result' }, h('h4', {}, `${step.id} · ${step.title}`), h('pre', { class: 'code' }, JSON.stringify(step.output, null, 2)), artifactList(step)));
-    }
+    else if (step.output && step.kind !== 'generate_response') items.push(otherResult(step, step.output));
     if (step.draft && !step.output && step.state !== 'waiting') {
       items.push(h('article', { class: 'result result-draft' }, h('h4', {}, `${step.id} · drafted SQL (not run)`), h('pre', { class: 'code sql' }, formatSql(step.draft.sql || ''))));
     }
@@ -1574,6 +1862,7 @@ function appendLog(d, log) {
   for (const entry of log.entries || []) {
     if (entry.seq < d.logCursor) continue;
     d.logList.append(h('li', { dataset: { seq: String(entry.seq) } }, timeEl(entry.time, { short: true }), ' ', h('span', { class: 'log-message' }, entry.message)));
+    if (entry.time) d.lastLogTime = entry.time;
   }
   if (typeof log.next_cursor === 'number' && log.next_cursor > d.logCursor) d.logCursor = log.next_cursor;
   const live = log.live || [];
@@ -1593,15 +1882,20 @@ function render(d, v) {
   }
   renderSlot(d, 'header', { q: v.question, s: v.status, id: v.id, c: v.created_at, m: v.mode }, () => renderHeader(d, v));
   updateHeader(d, v);
-  renderSlot(d, 'actions', { terminal }, ({ terminal: t }) => renderActions(d, t));
+  renderSlot(d, 'actions', { terminal, failed: v.status === 'failed' }, ({ terminal: t, failed }) => renderActions(d, t, failed));
   renderSlot(d, 'failure', v.status === 'failed' && v.error ? { e: v.error, steps: v.steps.map((s) => [s.id, s.title]) } : null, () => renderFailure(v));
   // Keyed by the question only: polling must not wipe what the user is typing.
   renderSlot(d, 'waiting', v.waiting && !terminal ? { q: v.waiting.question_id } : null, () => renderWaiting(d, v.waiting));
   // While the event stream is open the answer being written comes from its deltas, else from the view.
   const live = !v.answer ? (d.streaming ? d.draft.current() : liveAnswer(v)) : null;
   const writer = v.steps.find((s) => s.kind === 'generate_response' && s.state === 'succeeded');
-  renderSlot(d, 'answer', v.answer ? { answer: v.answer, model: writer ? writer.model || null : null } : live ? { live } : null, renderAnswer);
-  renderSlot(d, 'citations', v.answer ? v.answer.citations || [] : null, renderCitations);
+  const files = jobArtifacts(v.steps);
+  const fileKey = (list) => list.map(({ step, ...a }) => ({ ...a, step: { id: step.id, kind: step.kind } }));
+  const answer = v.answer ? { ...v.answer, citations: answerCitations(v) } : null;
+  renderSlot(d, 'answer', answer ? { answer, model: writer ? writer.model || null : null, files: fileKey(files) } : live ? { live } : null, (data) => renderAnswer(data.files ? { ...data, files } : data));
+  renderSlot(d, 'citations', answer ? { citations: answer.citations, files: fileKey(files) } : null, (data) => renderCitations({ ...data, files }));
+  const graph = v.run && v.run.graph && Array.isArray(v.run.graph.nodes) ? v.run.graph : null;
+  renderSlot(d, 'graph', graph ? { graph, states: v.steps.map((s) => [s.id, s.state]) } : null, renderRunGraph);
   const agent = v.mode === 'agent' || (v.plan && v.plan.status === 'agent');
   collectTurnLines(d, v.log);
   const stepsKey = { s: v.steps.map(({ output, draft, partial_output: p, ...rest }) => rest), t: v.steps.length ? null : v.status };

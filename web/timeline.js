@@ -30,8 +30,15 @@ export function fmtSpan(value) {
   const v = Math.max(0, Math.round(value));
   if (v < 1000) return `${v} ms`;
   if (v < 60000) return `${(v / 1000).toFixed(1)} s`;
-  if (v < 3600000) return `${Math.floor(v / 60000)} min ${Math.round((v % 60000) / 1000)} s`;
-  return `${Math.floor(v / 3600000)} h ${Math.round((v % 3600000) / 60000)} min`;
+  // Rounded once, then split: never "23 h 60 min" nor "4 min 60 s".
+  if (v < 3600000) {
+    const sec = Math.round(v / 1000);
+    return sec < 3600 ? `${Math.floor(sec / 60)} min ${sec % 60} s` : '1 h 0 min';
+  }
+  const min = Math.round(v / 60000);
+  if (min < 2 * 24 * 60) return `${Math.floor(min / 60)} h ${min % 60} min`;
+  const hours = Math.round(min / 60);
+  return `${Math.floor(hours / 24)} d ${hours % 24} h`;
 }
 
 function el(tag, props, ...children) {
@@ -104,6 +111,11 @@ function lastEnd(row) {
  */
 function applyStep(model, data, when) {
   const row = rowOf(model, String(data.step_id), data.kind);
+  if (row.fromView) {
+    // The stream tells this step's own story now: the bar drawn from the view gives way.
+    row.segments = [];
+    row.fromView = false;
+  }
   const attempt = Number.isInteger(data.attempt) ? data.attempt : null;
   row.state = data.state;
   if (data.error) row.error = data.error;
@@ -229,6 +241,12 @@ export function applyView(model, view) {
     const row = rowOf(model, String(s.id), s.kind);
     row.title = s.title || row.title;
     if (model.source !== 'events') coarseRow(row, s);
+    else if (row.fromView || (!row.segments.length && ms(s.started_at) !== null)) {
+      // A step the stream has no events of (a parallel branch, a join: they run in parts of the run or in the
+      // orchestrator itself) is drawn from the view, as in the fallback, instead of saying "not started".
+      coarseRow(row, s);
+      row.fromView = true;
+    }
   }
   const known = steps.map((s) => String(s.id));
   // Rows the plan does not list (the planning itself) come first: they ran first.
@@ -328,7 +346,8 @@ function axis(t0, span) {
   const step = tickStep(span);
   const ticks = [];
   for (let t = 0; t <= span; t += step) {
-    const tick = el('span', { class: 'tl-tick', text: fmtSpan(t) });
+    // A tick near the right end writes its label to the left of its line: it never widens the chart.
+    const tick = el('span', { class: t / span > 0.85 ? 'tl-tick tl-tick-end' : 'tl-tick', text: fmtSpan(t) });
     tick.style.left = `${((t / span) * 100).toFixed(3)}%`;
     ticks.push(tick);
   }
