@@ -51,22 +51,36 @@ const OPTION_LABELS = {
   code: { approve: 'Approve', edit: 'Run edited code', reject: 'Reject (skip the step)', abort: 'Abort job' },
 };
 const WAITING_TITLES = { sql: 'Approval needed', code: 'Approval needed', step_error: 'A step failed', text: 'A question for you', choice: 'Your decision' };
-// Only these failures can go away on a plain retry (shared/jobs/contracts.py RETRYABLE_CODES); for any other code
-// a retry repeats the same failure, so the primary action is to edit the input.
-const RETRYABLE_CODES = new Set(['RATE_LIMITED', 'MODEL_TIMEOUT', 'TRANSIENT', 'UPSTREAM_ERROR']);
-// The fields a user may edit per step kind (the executors' input models); nothing else of a step input is shown.
-const EDIT_FIELDS = {
-  execute_azure_sql: [
-    { name: 'question', label: 'Step question', kind: 'text', required: true },
-    { name: 'sql', label: 'Step SQL', kind: 'sql', hint: 'Clear it to have the SQL written again from the question.' },
-  ],
-  consult_rag: [
-    { name: 'query', label: 'Search query', kind: 'text', required: true },
-    { name: 'top_k', label: 'Passages to fetch', kind: 'int' },
-    { name: 'filter', label: 'Search filter', kind: 'line' },
-  ],
-  generate_response: [{ name: 'question', label: 'Step question', kind: 'text', required: true }],
-};
+// What the server publishes for clients (GET /api/catalog, read from its registries): each step kind's editable
+// fields, which error codes a plain retry can cure, the tool-name pattern. The console keeps no copy of these
+// rules; until the catalog has loaded, an edit form shows the step input's own text fields.
+let catalog = null;
+let catalogLoading = null;
+
+/** Load the catalog once (after a failure, e.g. no key yet, the next call tries again); resolves to it or null. */
+function loadCatalog() {
+  if (catalog) return Promise.resolve(catalog);
+  if (!catalogLoading) {
+    catalogLoading = api('/api/catalog')
+      .then((c) => (catalog = c))
+      .catch(() => null)
+      .finally(() => (catalogLoading = null));
+  }
+  return catalogLoading;
+}
+
+/** A step kind's editable fields as the catalog publishes them, or null when it is not loaded or lists none. */
+function editFieldsOf(kind) {
+  const entry = catalog && catalog.step_kinds.find((k) => k.kind === kind);
+  if (!entry) return null;
+  return entry.editable_fields.map((f) => ({ name: f.name, label: f.label, kind: f.input, hint: f.hint, required: f.required }));
+}
+
+/** Whether a plain retry can cure a failure with this code (the catalog's word; unknown: no). */
+function isRetryable(code) {
+  return Boolean(catalog && catalog.error_codes.some((c) => c.code === code && c.retryable));
+}
+
 const OFFLINE_MODEL = 'offline';
 const OFFLINE_NOTE = 'A deterministic, keyword-matching stand-in, not an LLM.';
 const QUESTION_MAX = 2000;
@@ -82,8 +96,6 @@ const FIELD_INPUTS = {
   'agent.max_tool_calls': 'max-tool-calls',
   tools: 'agent-tools',
 };
-// A tool name as the server takes it (shared/jobs/agent.py TOOL_NAME); the server checks again, for real.
-const TOOL_NAME = /^[a-z][a-z0-9_]{0,31}(\.[A-Za-z0-9_.-]{1,64})?$/;
 const MAX_TOOLS = 32;
 // The Executor's turn as the view's log shows it: the agent_turn activity's line (api/view.py _task_line).
 const TURN_LINE = /^agent_turn\b/;
@@ -576,7 +588,9 @@ function typedTools() {
 
 /** The first problem with the typed tools, or null (the same rules as the server's, said in words). */
 function toolsProblem(names) {
-  const bad = names.find((n) => !TOOL_NAME.test(n));
+  // The server's pattern from the catalog (the server checks again, for real).
+  const pattern = catalog ? new RegExp(catalog.tool_name_pattern) : null;
+  const bad = pattern && names.find((n) => !pattern.test(n));
   if (bad) return `“${bad}” is not a tool name: use family.tool, e.g. function.growth_rate (letters, digits, _ . -).`;
   if (names.length > MAX_TOOLS) return `At most ${MAX_TOOLS} tools may be allowed (${names.length} given).`;
   return null;
@@ -616,6 +630,7 @@ function initForm() {
     if (mode !== 'deterministic') body.mode = mode;
     if (mode === 'agent') {
       const tools = typedTools();
+      await loadCatalog(); // its tool-name pattern (loaded once; null: the server alone checks)
       const problem = toolsProblem(tools);
       if (problem) {
         showAlert(errorEl, { code: 'INVALID_REQUEST', message: problem, field: 'tools' });
@@ -717,6 +732,7 @@ async function loadJobs({ reset = false } = {}) {
       setKey(currentKey());
       setKeyState('accepted');
     }
+    loadCatalog(); // a no-op once loaded; the first time, now that the API answers this caller
     jobs.items = reset ? page.jobs : jobs.items.concat(page.jobs.filter((j) => !jobs.items.some((k) => k.id === j.id)));
     jobs.cursor = page.next_cursor || null;
     renderJobs();
@@ -1142,7 +1158,7 @@ function editorRows(text, min = 3, max = 16) {
 
 /** The editable fields of a step input as labelled inputs (only the kind's own fields; no internal flags). */
 function fieldEditors(kind, input) {
-  const fields = EDIT_FIELDS[kind] || Object.keys(input).filter((k) => typeof input[k] === 'string').map((name) => ({ name, label: `Step ${name}`, kind: 'text' }));
+  const fields = editFieldsOf(kind) || Object.keys(input).filter((k) => typeof input[k] === 'string').map((name) => ({ name, label: `Step ${name}`, kind: 'text' }));
   return fields.map((f) => {
     const id = `edit-${f.name}`;
     const value = input[f.name] === null || input[f.name] === undefined ? '' : f.kind === 'sql' ? formatSql(input[f.name]) : String(input[f.name]);
@@ -1179,7 +1195,7 @@ function editedFields(editors) {
 function primaryOption(w) {
   if (w.kind !== 'error') return w.options.find((o) => o !== 'abort') || null;
   const code = w.details && w.details.error ? w.details.error.code : null;
-  if (RETRYABLE_CODES.has(code) && w.options.includes('retry')) return 'retry';
+  if (isRetryable(code) && w.options.includes('retry')) return 'retry';
   if (w.options.includes('edit')) return 'edit';
   return w.options.find((o) => o !== 'retry' && o !== 'abort') || null;
 }
@@ -1885,7 +1901,8 @@ function render(d, v) {
   renderSlot(d, 'actions', { terminal, failed: v.status === 'failed' }, ({ terminal: t, failed }) => renderActions(d, t, failed));
   renderSlot(d, 'failure', v.status === 'failed' && v.error ? { e: v.error, steps: v.steps.map((s) => [s.id, s.title]) } : null, () => renderFailure(v));
   // Keyed by the question only: polling must not wipe what the user is typing.
-  renderSlot(d, 'waiting', v.waiting && !terminal ? { q: v.waiting.question_id } : null, () => renderWaiting(d, v.waiting));
+  if (!catalog) loadCatalog().then((c) => c && state.detail === d && d.view && render(d, d.view));
+  renderSlot(d, 'waiting', v.waiting && !terminal ? { q: v.waiting.question_id, cat: Boolean(catalog) } : null, () => renderWaiting(d, v.waiting));
   // While the event stream is open the answer being written comes from its deltas, else from the view.
   const live = !v.answer ? (d.streaming ? d.draft.current() : liveAnswer(v)) : null;
   const writer = v.steps.find((s) => s.kind === 'generate_response' && s.state === 'succeeded');
@@ -2110,6 +2127,7 @@ async function main() {
       pollNow(d);
     }
   });
+  await loadCatalog();
   route();
   loadJobs({ reset: true });
   document.documentElement.dataset.ready = 'true';
@@ -2118,4 +2136,4 @@ async function main() {
 main();
 
 // The definitions pages (definitions.js) reuse the API call (key or sign-in) and the DOM helper.
-export { api, h, ApiError, errorBox };
+export { api, h, ApiError, errorBox, loadCatalog };

@@ -6,7 +6,6 @@
 
 import { graphEdges } from './graph.js';
 
-export const NODE_KINDS = ['agent', 'step', 'tool', 'human', 'condition', 'parallel', 'join', 'workflow', 'loop'];
 const EDGE_CHOICES = [
   ['auto', 'auto'],
   ['after', 'after'],
@@ -132,7 +131,7 @@ const selectionKey = (sel) => (!sel ? '' : sel.node ? `node:${sel.node}` : `edge
  * appends a new node of that kind (a fresh unique id) and returns its id; `openNode(id)` focuses its form.
  * Returns the controls to show above the graph, `attach(host)` for the graph's box and `afterRender()`.
  */
-export function createBuilder({ getDraft, commit, replaceDraft, addNode, openNode }) {
+export function createBuilder({ nodeKinds, getDraft, commit, replaceDraft, addNode, openNode }) {
   const state = { selected: null, host: null, drag: null, undo: [] };
   const message = el('p', { class: 'builder-msg muted small', id: 'df-builder-msg', role: 'status' });
   const refusal = el('p', { class: 'builder-error field-error', id: 'df-builder-error', role: 'alert', hidden: true });
@@ -184,7 +183,8 @@ export function createBuilder({ getDraft, commit, replaceDraft, addNode, openNod
 
   // The palette: each kind a button (press: add) that can also be dragged onto the graph.
   const palette = el('div', { class: 'builder-palette', role: 'group', 'aria-label': 'Add a node: press a kind, or drag it onto the graph' });
-  for (const kind of NODE_KINDS) {
+  // The kinds are the server's (its catalog); the palette offers each.
+  for (const kind of nodeKinds) {
     const button = el('button', { type: 'button', class: `palette-item g-kind-${kind}`, draggable: 'true', 'data-palette-kind': kind, 'aria-label': `Add a ${kind} node`, title: `Drag onto the graph, or press to add a ${kind} node` }, kind);
     button.addEventListener('click', () => add(kind));
     button.addEventListener('dragstart', (ev) => {
@@ -406,7 +406,7 @@ export function createBuilder({ getDraft, commit, replaceDraft, addNode, openNod
   function onDrop(ev) {
     const kind = ev.dataTransfer && ev.dataTransfer.getData(DRAG_MIME);
     onDragLeave({});
-    if (!kind || !NODE_KINDS.includes(kind)) return;
+    if (!kind || !nodeKinds.includes(kind)) return;
     ev.preventDefault();
     const g = ev.target.closest && ev.target.closest('g.g-node');
     add(kind, g ? g.dataset.node : null);

@@ -3,14 +3,26 @@
 // The form edits one draft object (the definition's JSON); the server validates on save and every problem
 // it reports ({path, code, message, node}) is shown at the field its path names.
 
-import { api, h, errorBox } from './app.js';
+import { api, h, errorBox, loadCatalog } from './app.js';
 import { renderGraph } from './graph.js';
-import { createBuilder, NODE_KINDS, removeNode } from './builder.js';
+import { createBuilder, removeNode } from './builder.js';
 
 const KINDS = { agents: 'agent', workflows: 'workflow', teams: 'team' };
 const TITLES = { agents: 'Agents', workflows: 'Workflows', teams: 'Teams' };
-const STEP_KINDS = ['consult_rag', 'execute_azure_sql', 'generate_response'];
-const STEP_FIELDS = { consult_rag: ['query', 'top_k', 'filter'], execute_azure_sql: ['question', 'sql'], generate_response: ['question'] };
+// The node kinds and the step kinds with their input fields come from the server's catalog (GET /api/catalog):
+// a kind the server adds shows up here without a change to this file.
+const known = { nodeKinds: [], stepKinds: [], stepFields: {} };
+
+/** Read the node and step kinds from the catalog (once it loads; the forms are drawn after). */
+async function loadKinds() {
+  const catalog = await loadCatalog();
+  if (!catalog) return;
+  known.nodeKinds = catalog.node_kinds.map((n) => n.kind);
+  // A step node runs an executor: the kinds the orchestrator works itself (a question, an agent) are nodes of their own.
+  const steps = catalog.step_kinds.filter((k) => !k.orchestrated);
+  known.stepKinds = steps.map((k) => k.kind);
+  known.stepFields = Object.fromEntries(steps.map((k) => [k.kind, Object.keys(k.input_schema.properties || {})]));
+}
 const OPS = ['eq', 'ne', 'gt', 'ge', 'lt', 'le', 'contains', 'exists', 'truthy'];
 const INPUT_TYPES = ['string', 'number', 'integer', 'boolean', 'object', 'array'];
 const STRATEGIES = ['sequential', 'parallel', 'supervisor'];
@@ -328,7 +340,7 @@ function workflowForm() {
     }, 'Add workflow input'),
   );
   const nodes = h('div', { class: 'node-list' }, (ui.draft.nodes || []).map((node, i) => nodeCard(node, i)));
-  const addKind = h('select', { 'aria-label': 'Kind of the new node' }, NODE_KINDS.map((k) => h('option', { value: k }, k)));
+  const addKind = h('select', { 'aria-label': 'Kind of the new node' }, known.nodeKinds.map((k) => h('option', { value: k }, k)));
   const addNode = () => {
     ui.draft.nodes = [...(ui.draft.nodes || []), newNode(addKind.value, freeNodeId(addKind.value))];
     rerender();
@@ -426,7 +438,7 @@ function kindFields(node, base) {
     case 'agent':
       return [row(field('Agent', `${base}.agent`, { list: 'df-agents' }), field('Agent version', `${base}.version`, { type: 'int', placeholder: 'latest' })), inputs(['prompt'])];
     case 'step':
-      return [field('Step kind', `${base}.step`, { type: 'select', options: STEP_KINDS.map((s) => [s, s]), onChange: rerender }), inputs(STEP_FIELDS[node.step] || [])];
+      return [field('Step kind', `${base}.step`, { type: 'select', options: known.stepKinds.map((s) => [s, s]), onChange: rerender }), inputs(known.stepFields[node.step] || [])];
     case 'tool':
       return [field('Tool', `${base}.tool`, { placeholder: 'function.growth_rate' }), inputs([])];
     case 'human':
@@ -500,7 +512,7 @@ function nodeCard(node, index) {
   });
   const kindField = field('Kind', `${base}.kind`, {
     type: 'select',
-    options: NODE_KINDS.map((k) => [k, k]),
+    options: known.nodeKinds.map((k) => [k, k]),
     onChange: (el) => {
       ui.draft.nodes[index] = newNode(el.value, node.id, node);
       rerender();
@@ -560,6 +572,7 @@ function changed() {
 /** The drag-and-drop builder on the graph box: its edits go to the same draft, then the forms are redrawn. */
 function workflowBuilder(graphBox) {
   const builder = createBuilder({
+    nodeKinds: known.nodeKinds,
     getDraft: () => ui.draft,
     commit: (mutate) => {
       mutate(ui.draft);
@@ -980,6 +993,8 @@ async function showEditor(view, plural, id) {
     save();
   });
   const formCard = h('section', { class: 'card defs-main' }, els.problems, els.form, h('div', { class: 'actions save-bar' }, els.save, els.archive));
+  await loadKinds(); // the builder's palette and the kind selects list the catalog's kinds
+  if (load !== ui.load) return;
   ui.builder = els.graph ? workflowBuilder(els.graph) : null;
   const graphCard = els.graph ? h('section', { class: 'card defs-graph', 'aria-label': 'Workflow graph' }, h('h3', {}, 'Graph'), ui.builder.controls, els.graph) : null;
   view.replaceChildren(

@@ -137,7 +137,7 @@ def test_an_answer_the_api_refuses_is_shown(page: Page, host: DevHostProcess, jo
     open_console(page, host)
     job_id = submit(page, SQL_Q, approval="always")
     wait_for_question(page)
-    # Another user answers first. This page's reads of the job are held (a slow network), so it still shows the
+    # Another user answers first, differently (the same answer again would be taken as a repeat: 202). This page's reads of the job are held (a slow network), so it still shows the
     # question (the event stream says the job moved on; the view it then reads is held).
     held: list[Route] = []
     holding = True
@@ -150,13 +150,13 @@ def test_an_answer_the_api_refuses_is_shown(page: Page, host: DevHostProcess, jo
 
     polls = re.compile(rf"/api/jobs/{job_id}\?")
     page.route(polls, hold)
-    assert jobs.answer(job_id, "approve").status_code == 202
+    assert jobs.answer(job_id, "reject").status_code == 202
     jobs.wait(job_id)
 
     page.get_by_role("button", name="Approve", exact=True).click()
     notice = page.locator("#action-error")
-    expect(notice).to_contain_text("JOB_NOT_WAITING")
-    expect(notice).to_contain_text("not waiting for an answer")
+    expect(notice).to_contain_text("ALREADY_ANSWERED")
+    expect(notice).to_contain_text("was already answered")
     expect(page.get_by_role("button", name="Approve", exact=True)).to_be_enabled()
     page.screenshot(path=str(shots / "answer-refused.png"), full_page=True)
 

@@ -658,3 +658,36 @@ def test_the_builder_by_keyboard_adds_connects_refuses_and_removes(page: Page, h
     expect(error).to_contain_text("Not undone: the form changed the workflow since the last graph edit")
     expect(node_card(page, "tool").get_by_label("Title", exact=True)).to_have_value("First")
     expect(page.get_by_role("button", name="Undo graph edit", exact=True)).to_be_disabled()
+
+
+def test_a_kind_the_server_adds_shows_in_the_editor_with_no_console_change(page: Page, host: DevHostProcess) -> None:
+    """The kinds come from GET /api/catalog: a throwaway step and node kind added there appear in every list."""
+
+    def with_new_kinds(route: Any) -> None:
+        resp = route.fetch()
+        if resp.status != 200:  # before the key is entered
+            route.fulfill(response=resp)
+            return
+        catalog = resp.json()
+        catalog["step_kinds"].append(
+            {
+                "kind": "open_ticket",
+                "description": "Open a support ticket.",
+                "orchestrated": False,
+                "input_schema": {"type": "object", "properties": {"ticket": {"type": "string"}, "notes": {}}},
+                "editable_fields": [],
+            }
+        )
+        catalog["node_kinds"].append({"kind": "notify", "schema": {}})
+        route.fulfill(json=catalog)
+
+    page.route("**/api/catalog", with_new_kinds)
+    open_page(page, host, "workflows:new", "workflows:new")
+    assert "notify" in page.get_by_label("Kind of the new node", exact=True).locator("option").all_inner_texts()
+    expect(page.locator(".builder-palette [data-palette-kind='notify']")).to_have_count(1)
+    add_node(page, "step")
+    card = page.locator("[data-node-card]").last
+    kinds = card.get_by_label("Step kind", exact=True)
+    assert {"consult_rag", "execute_azure_sql", "open_ticket"} <= set(kinds.locator("option").all_inner_texts())
+    kinds.select_option("open_ticket")
+    expect(page.locator("[data-node-card]").last).to_contain_text("ticket")
