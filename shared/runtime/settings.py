@@ -305,6 +305,9 @@ class Settings(BaseSettings):
     # The job event stream (api/events.py, docs/events.md): how often one process reads a watched job, the
     # keep-alive interval, how long one stream lasts before "reconnect", and how many streams one process serves.
     events_poll_ms: int = Field(default=50, ge=10, le=10_000)
+    # A job that is not changing is read less and less often, down to once per this (a change, or a new
+    # subscriber, brings it back to EVENTS_POLL_MS).
+    events_idle_poll_ms: int = Field(default=1000, ge=10, le=60_000)
     events_keepalive_s: float = Field(default=15.0, gt=0, le=300)
     events_max_stream_s: float = Field(default=220.0, gt=0, le=3600)
     events_max_subscribers: int = Field(default=1000, ge=1, le=100_000)

@@ -281,10 +281,15 @@ def test_many_subscribers_share_one_poller_and_a_stalled_one_blocks_nobody() -> 
     assert "job-x" not in FEEDS.by_job and FEEDS.open == 0
 
 
-def test_an_id_beyond_the_story_resumes_from_its_end() -> None:
+@pytest.mark.parametrize("past", [0, 1, 999])
+def test_a_resume_point_at_or_past_a_finished_jobs_end_is_sent_the_end_again(past: int) -> None:
+    # An empty answer would make a browser's EventSource reconnect for ever: the end tells it to stop.
     committed = committed_events(HISTORY, "Completed", {"status": "completed", "answer": "A."}, None, STREAMING)
-    out, cursor = _after(Snapshot(committed=committed, ended=True), Cursor(999), Sent())
-    assert out == [] and cursor.seq == len(committed)
+    out, cursor = _after(Snapshot(committed=committed, ended=True), Cursor(len(committed) + past), Sent())
+    assert _ids(out) == [f"c{len(committed)}"] and "event: end" in out[0] and cursor.seq == len(committed)
+    # While the job runs, a cursor past what this instance has read waits for the history (nothing sent).
+    running = Snapshot(committed=committed[:-2], ended=False)
+    assert _after(running, Cursor(len(committed)), Sent())[0] == []
 
 
 def test_a_client_that_stops_reading_is_dropped_and_leaves_the_feed() -> None:
