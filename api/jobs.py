@@ -273,7 +273,15 @@ async def feedback(req: func.HttpRequest, client: df.DurableOrchestrationClient,
         )
     payload = {"answer": answer.answer, "question_id": waiting.question_id}
     await client.raise_event(target, f"answer:{waiting.question_id}", payload)
+    _nudge_streams(job_id)
     return json_response({"id": job_id, "question_id": waiting.question_id, "accepted": True}, 202)
+
+
+def _nudge_streams(job_id: str) -> None:
+    """The job changes now: its event stream on this instance, if any, stops waiting out an idle interval."""
+    from api.events import FEEDS
+
+    FEEDS.nudge(job_id)
 
 
 def _waiting_instance(job_id: str, instance: str | None) -> str:
@@ -341,6 +349,7 @@ async def cancel(req: func.HttpRequest, client: df.DurableOrchestrationClient, j
     if status.get("runtimeStatus") not in RUNNING_RUNTIME:
         raise ApiError(409, "JOB_FINISHED", f"job {job_id} has already finished")
     await client.terminate(job_id, "cancelled by the user")
+    _nudge_streams(job_id)
     job_input = decode(status.get("input"))
     if isinstance(job_input, dict) and job_input.get("run"):
         await terminate_parts(client, job_id)

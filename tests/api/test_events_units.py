@@ -453,6 +453,11 @@ def test_the_wait_between_reads_grows_with_the_quiet_time_up_to_the_idle_maximum
         assert first.interval(loop.time()) == 1.0
         second = feeds.join("job-j", job, 0.05, 1.0)
         waited = second.interval(loop.time())
+        # This process answered the job's question (or cancelled it): the same, without a new subscriber.
+        first._quiet_since = loop.time() - 60
+        feeds.nudge("job-j")
+        feeds.nudge("job-not-watched")
+        assert first.interval(loop.time()) == 0.05
         feeds.leave(first)
         feeds.leave(second)
         return waited
