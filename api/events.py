@@ -1,7 +1,8 @@
 """``GET /api/jobs/{id}/events``: the job's events as Server-Sent Events (docs/events.md).
 
 One poller per watched job and process reads the job (status, history, custom status, and the new text of a
-streaming answer) every ``EVENTS_POLL_MS`` and publishes one shared snapshot; every subscriber of that job
+streaming answer) every ``EVENTS_POLL_MS`` while it changes, less often while it is quiet (without its
+history when nothing was checkpointed), and publishes one shared snapshot; every subscriber of that job
 holds only a cursor into it and is woken when it changes. A slow client only slows its own generator (the
 response pulls from it), a vanished one is dropped by the server, and neither holds a queue: memory per
 subscriber is its cursor and its socket's buffers.
@@ -206,9 +207,7 @@ class JobFeed:
                 committed = committed_events(history, runtime, output, custom, self._streaming)
                 state = current_state(runtime, custom, output, _now(), history)
                 ended = runtime in TERMINAL_RUNTIME and bool(committed) and isinstance(committed[-1], EndEvent)
-            updated = getattr(status, "last_updated_time", None)
-            settled = isinstance(updated, datetime) and (datetime.now(UTC) - updated).total_seconds() > SETTLE_S
-            self._settled = _glance(status) if settled else None
+            self._settled = _glance(status) if _settled(getattr(status, "last_updated_time", None)) else None
         answer = await self._read_answer(custom, runtime, previous.answer)
         if key == self._seen and answer == previous.answer:
             return False
@@ -237,6 +236,14 @@ class JobFeed:
         if not found.text:
             return have
         return Answer(step_id, attempt, have.text[: found.offset] + found.text)
+
+
+def _settled(updated: Any) -> bool:
+    """Whether a last-updated time is old enough that a later checkpoint would show another one."""
+    if not isinstance(updated, datetime):
+        return False
+    aware = updated if updated.tzinfo is not None else updated.replace(tzinfo=UTC)
+    return (datetime.now(UTC) - aware).total_seconds() > SETTLE_S
 
 
 def _glance(status: Any) -> tuple[Any, ...]:
