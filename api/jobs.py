@@ -298,6 +298,7 @@ async def feedback(req: func.HttpRequest, client: df.DurableOrchestrationClient,
     elif settings.answer_claim_pause_s:
         await asyncio.sleep(settings.answer_claim_pause_s)  # test hook: the window between claim and delivery
     await client.raise_event(target, f"answer:{waiting.question_id}", record.payload())
+    _nudge_streams(job_id)
     return _accepted(job_id, waiting.question_id, repeated=repeated)
 
 
@@ -373,6 +374,13 @@ async def repair_delivery(client: df.DurableOrchestrationClient, job_id: str, st
     return True
 
 
+def _nudge_streams(job_id: str) -> None:
+    """The job changes now: its event stream on this instance, if any, stops waiting out an idle interval."""
+    from api.events import FEEDS
+
+    FEEDS.nudge(job_id)
+
+
 def _waiting_instance(job_id: str, instance: str | None) -> str:
     """The instance that waits for the answer: the job, or a part of its run (a branch, a sub-workflow).
 
@@ -438,6 +446,7 @@ async def cancel(req: func.HttpRequest, client: df.DurableOrchestrationClient, j
     if status.get("runtimeStatus") not in RUNNING_RUNTIME:
         raise ApiError(409, "JOB_FINISHED", f"job {job_id} has already finished")
     await client.terminate(job_id, "cancelled by the user")
+    _nudge_streams(job_id)
     job_input = decode(status.get("input"))
     if isinstance(job_input, dict) and job_input.get("run"):
         await terminate_parts(client, job_id)

@@ -9,8 +9,13 @@ Method
 - Memory: one job waits for an approval; its RSS (``VmRSS``) is read, ``BENCH_EVENTS_SUBSCRIBERS`` (default
   200) clients open its stream and never read, and once the host has opened every stream RSS is read again.
   Per subscriber = the difference / subscribers.
+- Idle cost: ``BENCH_EVENTS_IDLE`` (default 20) jobs wait for an approval, one stream open on each (a client
+  that sends its request and reads nothing: the streams carry only keep-alives); once the host has opened
+  them all and 2 s have passed, the host process's CPU time (user + system, ``/proc``) over 10 s is read,
+  and the same with no stream open.
 
-Targets (issue 15): p50 < 50 ms on devhost; < 50 KB per idle subscriber.
+Targets (issue 15): p50 < 50 ms on devhost; < 50 KB per idle subscriber. Issue 24: 20 idle streams cost the
+host under 5 % of a core (0.5 s of CPU per 10 s).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from pathlib import Path
 
 import httpx
 
-from bench._devhost import Figure, machine, percentile, print_table, rss_bytes
+from bench._devhost import Figure, cpu_seconds, machine, percentile, print_table, rss_bytes
 from tests.devhost.hostproc import REPO_ROOT, DevHostProcess
 from tests.e2e.sse import messages
 from tests.jobs.jobclient import JobClient
@@ -33,6 +38,8 @@ DOCS_Q = "What does the returns policy say about refunds after 30 days?"
 SQL_Q = "Which region had the most returns in Q3?"
 TARGET_P50_MS = 50.0
 TARGET_KB = 50.0
+TARGET_IDLE_CPU_S = 0.5  # per 10 s: 5 % of a core
+IDLE_WINDOW_S = 10.0
 # Committed events stamped with the time their history event was recorded.
 _TIMED = {"usage", "log", "end", "status"}
 
@@ -84,10 +91,43 @@ def memory_per_subscriber(host: DevHostProcess, jobs: JobClient, count: int) -> 
     return (after - before) / 1024 / count
 
 
+def _opened(host: DevHostProcess) -> int:
+    return host.output().count("Executing 'Functions.job_events'")
+
+
+def idle_cpu(host: DevHostProcess, jobs: JobClient, count: int) -> tuple[float, float]:
+    """Host CPU seconds per 10 s with ``count`` streams open on as many waiting jobs, and with none."""
+    assert host.proc is not None and host.port is not None and host.keys is not None
+    waiting = [jobs.submit(SQL_Q, approval={"sql": "always"}) for _ in range(count)]
+    for job_id in waiting:
+        jobs.wait(job_id, {"waiting_for_user"})
+    time.sleep(2)
+    quiet_before = cpu_seconds(host.proc.pid)
+    time.sleep(IDLE_WINDOW_S)
+    quiet = cpu_seconds(host.proc.pid) - quiet_before
+    opened = _opened(host)
+    socks = [_idle(host.port, f"/api/jobs/{job_id}/events", host.keys.function) for job_id in waiting]
+    try:
+        deadline = time.monotonic() + 120
+        while _opened(host) < opened + count and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(2)  # the streams' first reads; then the steady state is measured
+        before = cpu_seconds(host.proc.pid)
+        time.sleep(IDLE_WINDOW_S)
+        busy = cpu_seconds(host.proc.pid) - before
+    finally:
+        for sock in socks:
+            sock.close()
+    for job_id in waiting:
+        jobs.cancel(job_id)
+    return busy, quiet
+
+
 def main(argv: list[str]) -> int:
     """Run the event stream benchmark and print its figures."""
     count = int(os.environ.get("BENCH_EVENTS_JOBS", "20"))
     subscribers = int(os.environ.get("BENCH_EVENTS_SUBSCRIBERS", "200"))
+    idle = int(os.environ.get("BENCH_EVENTS_IDLE", "20"))
     print(f"event stream: {count} jobs followed live, {subscribers} idle subscribers; {machine()}")
     with tempfile.TemporaryDirectory(prefix="events-bench-") as tmp:
         env = {"PARTIAL_OUTPUT_STORE": "local", "PARTIAL_OUTPUT_PATH": str(Path(tmp) / "p.sqlite3")}
@@ -98,6 +138,7 @@ def main(argv: list[str]) -> int:
             latencies(jobs, 2)  # warm-up
             found = latencies(jobs, count)
             per_kb = memory_per_subscriber(host, jobs, subscribers)
+            idle_s, quiet_s = idle_cpu(host, jobs, idle)
         except httpx.HTTPError as exc:
             print(f"event stream benchmark failed: {exc}")
             return 1
@@ -112,6 +153,13 @@ def main(argv: list[str]) -> int:
             Figure(latency, f"{p50:.1f} ms", f"< {TARGET_P50_MS:g} ms", p50 < TARGET_P50_MS),
             Figure("commit to client p99", f"{p99:.1f} ms", "", None),
             Figure(memory, f"{per_kb:.1f} KB", f"< {TARGET_KB:g} KB", per_kb < TARGET_KB),
+            Figure(
+                f"host CPU per 10 s, {idle} idle streams on waiting jobs",
+                f"{idle_s:.2f} s",
+                f"< {TARGET_IDLE_CPU_S:g} s (5 % of a core)",
+                idle_s < TARGET_IDLE_CPU_S,
+            ),
+            Figure("host CPU per 10 s, no stream open", f"{quiet_s:.2f} s", "", None),
         ],
     )
     return 0

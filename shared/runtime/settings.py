@@ -18,7 +18,16 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import ErrorDetails
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from pydantic_settings import SettingsError as _SourceError
@@ -79,6 +88,34 @@ class SettingRef(BaseModel):
     setting: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _origin_entry(entry: str) -> str:
+    """An allowed_hosts origin, ``scheme://host[:port]``, as written (lower case); ValueError when it is not one."""
+    parts = urlsplit(entry)
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or port == -1
+        or "@" in parts.netloc
+        or parts.path not in ("", "/")
+        or parts.query
+        or parts.fragment
+    ):
+        raise ValueError(f"allowed_hosts entry {entry!r} must be a host name or an origin, scheme://host[:port]")
+    return f"{parts.scheme}://{parts.netloc}"
+
+
 class HttpToolSetting(BaseModel):
     """One HTTP API the Executor may call (an entry of TOOLS_HTTP); shared/tools/http.py builds the tool."""
 
@@ -92,7 +129,9 @@ class HttpToolSetting(BaseModel):
     url: str = Field(min_length=1, max_length=2000)
     # JSON Schema (an object) of the arguments; every {param} of the url is one of its properties.
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
-    # Further hosts a redirect may lead to (the url's own host is always allowed).
+    # Further places a redirect may lead to (the url's own scheme, host and port are always allowed): a host
+    # name allows that host on the standard ports (http 80, https 443); another port needs the origin,
+    # "scheme://host:port". Every hop compares scheme, host and port.
     allowed_hosts: list[str] = Field(default_factory=list, max_length=20)
     # Hosts that may resolve to private, loopback or link-local addresses (an API in a VNet, a local test
     # server); every other host must resolve to public addresses only.
@@ -140,8 +179,20 @@ class HttpToolSetting(BaseModel):
 
     @field_validator("allowed_hosts", "private_hosts")
     @classmethod
-    def _lower_hosts(cls, value: list[str]) -> list[str]:
-        return [host.strip().lower().strip("[]") for host in value]
+    def _lower_hosts(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        checked: list[str] = []
+        for given in value:
+            entry = given.strip().lower()
+            if "://" in entry and info.field_name == "allowed_hosts":
+                checked.append(_origin_entry(entry))
+                continue
+            host = entry.strip("[]")
+            if ":" in host and not _is_ip(host):
+                origins = info.field_name == "allowed_hosts"
+                hint = " (for a port, give the origin: scheme://host:port)" if origins else ""
+                raise ValueError(f"{info.field_name} entry {given!r} must be a host name, without a port{hint}")
+            checked.append(host)
+        return checked
 
     @field_validator("headers")
     @classmethod
@@ -319,6 +370,9 @@ class Settings(BaseSettings):
     # The job event stream (api/events.py, docs/events.md): how often one process reads a watched job, the
     # keep-alive interval, how long one stream lasts before "reconnect", and how many streams one process serves.
     events_poll_ms: int = Field(default=50, ge=10, le=10_000)
+    # A job that is not changing is read less and less often, down to once per this (a change, or a new
+    # subscriber, brings it back to EVENTS_POLL_MS).
+    events_idle_poll_ms: int = Field(default=1000, ge=10, le=60_000)
     events_keepalive_s: float = Field(default=15.0, gt=0, le=300)
     events_max_stream_s: float = Field(default=220.0, gt=0, le=3600)
     events_max_subscribers: int = Field(default=1000, ge=1, le=100_000)

@@ -5,11 +5,12 @@ hosts a redirect may lead to, the headers and the credential. A model's argument
 ``{param}`` placeholders (percent-encoded, in the path and query) and, for POST/PUT/PATCH, the JSON body.
 
 Against server-side request forgery, every hop (the first request and each redirect) checks that its
-host is allowed, resolves it once, refuses non-public addresses (private, loopback, link-local, multicast,
-reserved; IPv6 too, IPv4-mapped included) unless the host is listed in ``private_hosts``, and connects to
-exactly the address it checked: the URL carries the IP, while the Host header and TLS (SNI and certificate
-check) keep the host name, so a second DNS answer cannot redirect the connection. Bodies are read as a
-stream and cut at ``max_response_bytes``.
+origin is allowed (scheme, host and port: another port of an allowed host is another service), resolves its
+host once, refuses non-public addresses (private, loopback, link-local, multicast, reserved; IPv6 too,
+IPv4-mapped included) unless the host is listed in ``private_hosts``, and connects to exactly the address it
+checked: the URL carries the IP, while the Host header and TLS (SNI and certificate check) keep the host
+name, so a second DNS answer cannot redirect the connection. A Location that is not a URL fails the call
+(final, TOOL_ERROR). Bodies are read as a stream and cut at ``max_response_bytes``.
 """
 
 from __future__ import annotations
@@ -57,6 +58,12 @@ _ALWAYS_REFUSED = (ipaddress.ip_network("168.63.129.16/32"),)
 
 # (host, port) -> the addresses it resolves to, in the resolver's order.
 Resolver = Callable[[str, int], list[str]]
+# (scheme, host, port): what a hop is allowed by.
+Origin = tuple[str, str, int]
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_REDIRECTS = (301, 302, 303, 307, 308)
+# Where the response hook puts a redirect's Location (taken off the headers: see _take_location).
+_LOCATION = "durable_ai_jobs.location"
 
 
 class TokenCredential(Protocol):
@@ -173,8 +180,8 @@ class HttpTool(Tool):
         self.config = config
         self.template = _Template.parse(config)
         self.home = httpx.URL(self.template.origin)
-        self.allowed = {_host_of(self.home), *config.allowed_hosts}
-        if not set(config.private_hosts) <= self.allowed:
+        self.allowed = _allowed_origins(self.home, config.allowed_hosts)
+        if not set(config.private_hosts) <= {host for _, host, _ in self.allowed}:
             raise _config_error(config.name, "every host in private_hosts must be the url's host or in allowed_hosts")
         self._credential = credential
         self._resolver = resolver
@@ -260,6 +267,7 @@ class HttpTool(Tool):
             verify=self._verify,
             # No connection reuse: a pooled connection to a shared IP must not carry another host's request.
             limits=httpx.Limits(max_keepalive_connections=0),
+            event_hooks={"response": [_take_location]},
         )
 
     @contextmanager
@@ -275,8 +283,8 @@ class HttpTool(Tool):
         method = self.config.method
         for hop in range(MAX_REDIRECTS + 1):
             response = self._send(client, method, url, body, secrets, first=hop == 0)
-            location = response.headers.get("location")
-            if response.status_code not in (301, 302, 303, 307, 308) or not location:
+            location = response.extensions.get(_LOCATION)
+            if response.status_code not in _REDIRECTS or not location:
                 try:
                     yield response
                 finally:
@@ -285,13 +293,24 @@ class HttpTool(Tool):
             response.close()
             if time.monotonic() > deadline:
                 raise httpx.ReadTimeout("redirects took too long")
-            try:
-                url = url.join(location)
-            except httpx.InvalidURL as exc:
-                raise ToolFailure(ErrorCode.UPSTREAM_ERROR, f"{self.spec.name}: bad redirect location") from exc
+            url = self._redirect_target(url, location, response.status_code)
             if response.status_code in (301, 302, 303):
                 method, body = "GET", None  # as browsers do; 307/308 keep the method and body
         raise ToolFailure(ErrorCode.BAD_REQUEST, f"{self.spec.name}: more than {MAX_REDIRECTS} redirects")
+
+    def _redirect_target(self, url: httpx.URL, location: str, status: int) -> httpx.URL:
+        """Where a redirect leads; a Location that is not a URL fails the call for good (a retry gets the same)."""
+        try:
+            target = url.join(location)
+            _host_of(target)
+            target.netloc.decode("ascii")
+        except (httpx.InvalidURL, UnicodeError, ValueError) as exc:
+            shown = json.dumps(location[:200])
+            raise ToolFailure(
+                ErrorCode.TOOL_ERROR,
+                f"{self.spec.name}: the server answered HTTP {status} with a malformed Location {shown}: not followed",
+            ) from exc
+        return target
 
     def _send(
         self,
@@ -304,10 +323,11 @@ class HttpTool(Tool):
         first: bool,
     ) -> httpx.Response:
         host = _host_of(url)
-        if url.scheme not in ("http", "https") or host not in self.allowed:
+        origin = _origin_of(url)
+        if origin not in self.allowed:
             raise ToolFailure(
                 ErrorCode.CONFIG_ERROR if first else ErrorCode.BAD_REQUEST,
-                f"{self.spec.name}: host {host!r} is not allowed" + ("" if first else " (redirect)"),
+                f"{self.spec.name}: {_shown(origin)} is not allowed" + ("" if first else " (redirect)"),
             )
         addresses = self._checked_addresses(host, url.port or (443 if url.scheme == "https" else 80), first)
         headers = {"Host": url.netloc.decode("ascii"), "User-Agent": USER_AGENT, "Accept-Encoding": "identity"}
@@ -348,6 +368,11 @@ class HttpTool(Tool):
             addresses = [literal] if literal else self._resolver(host, port)
         except OSError as exc:
             raise ToolFailure(ErrorCode.TRANSIENT, f"{self.spec.name}: cannot resolve {host}") from exc
+        except UnicodeError as exc:  # a name no resolver takes (an empty or over-long label): asking again won't help
+            raise ToolFailure(
+                ErrorCode.CONFIG_ERROR if first else ErrorCode.TOOL_ERROR,
+                f"{self.spec.name}: {host!r} is not a valid host name" + ("" if first else " (redirect)"),
+            ) from exc
         if not addresses:
             raise ToolFailure(ErrorCode.TRANSIENT, f"{self.spec.name}: {host} has no address")
         if host not in self.config.private_hosts:
@@ -413,6 +438,43 @@ def _read_capped(response: httpx.Response, limit: int, deadline: float) -> tuple
 
 def _host_of(url: httpx.URL) -> str:
     return url.raw_host.decode("ascii").lower()
+
+
+def _origin_of(url: httpx.URL) -> Origin:
+    """Scheme, host and port (the scheme's default when the URL names none)."""
+    return url.scheme, _host_of(url), url.port or _DEFAULT_PORTS.get(url.scheme, 0)
+
+
+def _shown(origin: Origin) -> str:
+    """An origin as people write it (``https://host:port``; another scheme only by name)."""
+    scheme, host, port = origin
+    if scheme not in _DEFAULT_PORTS:
+        return f"a {scheme or 'relative'}: URL" if scheme else "a URL without a scheme"
+    return f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}"
+
+
+def _allowed_origins(home: httpx.URL, entries: list[str]) -> frozenset[Origin]:
+    """The url's own origin, and each allowed_hosts entry: an origin as written, a host name on its standard ports."""
+    allowed = {_origin_of(home)}
+    for entry in entries:
+        if "://" in entry:
+            allowed.add(_origin_of(httpx.URL(entry)))
+        else:
+            allowed.update((scheme, entry, port) for scheme, port in _DEFAULT_PORTS.items())
+    return frozenset(allowed)
+
+
+def _take_location(response: httpx.Response) -> None:
+    """Take a redirect's Location off the response before httpx reads it (a response hook).
+
+    httpx parses it to offer the next request even when it follows none, and a malformed one then surfaces
+    as a connection-level RemoteProtocolError (retried as transient) or an InvalidURL nobody expects. Here
+    every hop's Location is parsed and checked by the tool itself (_redirect_target, then _send).
+    """
+    location = response.headers.get("location")
+    if location is not None and response.status_code in _REDIRECTS:
+        del response.headers["location"]
+        response.extensions[_LOCATION] = location
 
 
 def _literal_ip(host: str) -> str | None:

@@ -281,10 +281,15 @@ def test_many_subscribers_share_one_poller_and_a_stalled_one_blocks_nobody() -> 
     assert "job-x" not in FEEDS.by_job and FEEDS.open == 0
 
 
-def test_an_id_beyond_the_story_resumes_from_its_end() -> None:
+@pytest.mark.parametrize("past", [0, 1, 999])
+def test_a_resume_point_at_or_past_a_finished_jobs_end_is_sent_the_end_again(past: int) -> None:
+    # An empty answer would make a browser's EventSource reconnect for ever: the end tells it to stop.
     committed = committed_events(HISTORY, "Completed", {"status": "completed", "answer": "A."}, None, STREAMING)
-    out, cursor = _after(Snapshot(committed=committed, ended=True), Cursor(999), Sent())
-    assert out == [] and cursor.seq == len(committed)
+    out, cursor = _after(Snapshot(committed=committed, ended=True), Cursor(len(committed) + past), Sent())
+    assert _ids(out) == [f"c{len(committed)}"] and "event: end" in out[0] and cursor.seq == len(committed)
+    # While the job runs, a cursor past what this instance has read waits for the history (nothing sent).
+    running = Snapshot(committed=committed[:-2], ended=False)
+    assert _after(running, Cursor(len(committed)), Sent())[0] == []
 
 
 def test_a_client_that_stops_reading_is_dropped_and_leaves_the_feed() -> None:
@@ -351,3 +356,110 @@ def test_current_state_a_client_already_has_is_not_repeated() -> None:
     waiting = {**running, "status": "waiting_for_user"}
     changed, _ = _after(Snapshot(committed=more, state=current_state("Running", waiting, None, "t3")), cursor, sent)
     assert len(changed) == 1 and '"status":"waiting_for_user"' in changed[0]
+
+
+class _QuietJob:
+    """A job that does not change until the test says so; counts reads with and without the history."""
+
+    def __init__(self, updated: str) -> None:
+        self.updated = updated
+        self.custom: dict[str, Any] = {"status": "running", "steps": []}
+        self.full = 0
+        self.glances = 0
+
+    async def get_status(self, job_id: str, *, show_history: bool = False, **_: Any) -> Any:
+        from azure.durable_functions.models.DurableOrchestrationStatus import DurableOrchestrationStatus
+
+        if show_history:
+            self.full += 1
+        else:
+            self.glances += 1
+        return DurableOrchestrationStatus(
+            name="job_orchestrator",
+            instanceId=job_id,
+            createdTime="2026-01-01T00:00:00Z",
+            lastUpdatedTime=self.updated,
+            runtimeStatus="Running",
+            customStatus=self.custom,
+            historyEvents=HISTORY[:2] if show_history else None,
+        )
+
+
+def test_a_job_that_does_not_change_is_read_less_and_less_often_and_without_its_history() -> None:
+    import asyncio
+
+    from api.events import JobFeed
+
+    async def scenario() -> tuple[int, int, int, int, str]:
+        job = _QuietJob("2026-01-01T00:00:00Z")  # last checkpoint long ago: a glance can tell a change
+        feed = JobFeed("job-quiet", job, poll_s=0.01, idle_s=0.2)
+        feed.start()
+        await asyncio.sleep(1.5)  # at a fixed 10 ms, 150 reads
+        quiet_full, quiet_glances = job.full, job.glances
+        # A checkpoint: the glance sees it, one read of the history follows, and the subscribers are told.
+        job.updated, job.custom = "2026-01-01T00:01:00Z", {"status": "waiting_for_user", "steps": []}
+        seen = feed.snapshot
+
+        async def told() -> None:
+            while feed.snapshot is seen:
+                await feed.changed(seen, 1.0)
+
+        await asyncio.wait_for(told(), 60)  # a bound against a hang, not a timing: the change comes in ms
+        status = str(feed.snapshot.state[0].model_dump().get("status"))
+        feed.stop()
+        return quiet_full, quiet_glances, job.full, feed.reads, status
+
+    quiet_full, quiet_glances, full, reads, status = asyncio.run(scenario())
+    assert quiet_full == 1 and quiet_glances < 40
+    assert full == 2 and reads == 2 and status == "waiting_for_user"
+
+
+def test_a_recent_checkpoint_is_read_with_its_history_until_it_has_settled() -> None:
+    import asyncio
+    from datetime import UTC, datetime
+
+    from api.events import JobFeed
+
+    async def scenario() -> tuple[int, int]:
+        # Last-updated times have a precision of one second: a change in the same second would look the same.
+        job = _QuietJob(datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        feed = JobFeed("job-recent", job, poll_s=0.01, idle_s=0.05)
+        feed.start()
+        await asyncio.sleep(0.5)
+        feed.stop()
+        return job.full, job.glances
+
+    full, glances = asyncio.run(scenario())
+    assert full > 1 and glances == 0
+
+
+def test_the_wait_between_reads_grows_with_the_quiet_time_up_to_the_idle_maximum() -> None:
+    import asyncio
+
+    from api.events import Feeds, JobFeed
+
+    feed = JobFeed("job-i", None, poll_s=0.05, idle_s=1.0)
+    assert feed.interval(0.0) == 0.05  # just changed
+    assert feed.interval(2.0) == 0.5  # a quarter of the quiet time
+    assert feed.interval(60.0) == 1.0  # never longer than the idle maximum
+    assert feed.interval(0.0, failures=2) == pytest.approx(0.15)  # failed reads wait longer
+
+    async def joined_later() -> float:
+        feeds = Feeds()
+        job = _QuietJob("2026-01-01T00:00:00Z")
+        first = feeds.join("job-j", job, 0.05, 1.0)
+        loop = asyncio.get_running_loop()
+        first._quiet_since = loop.time() - 60  # quiet for a minute
+        assert first.interval(loop.time()) == 1.0
+        second = feeds.join("job-j", job, 0.05, 1.0)
+        waited = second.interval(loop.time())
+        # This process answered the job's question (or cancelled it): the same, without a new subscriber.
+        first._quiet_since = loop.time() - 60
+        feeds.nudge("job-j")
+        feeds.nudge("job-not-watched")
+        assert first.interval(loop.time()) == 0.05
+        feeds.leave(first)
+        feeds.leave(second)
+        return waited
+
+    assert asyncio.run(joined_later()) == 0.05  # a new subscriber brings the full rate back

@@ -4,6 +4,7 @@ limits, a host killed under a connected client, and many subscribers.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import time
@@ -241,5 +242,67 @@ def test_the_stream_belongs_to_the_jobs_owner_like_the_view(tmp_path_factory: py
         assert anonymous.status_code == 401 and anonymous.json()["error"]["code"] == "UNAUTHENTICATED"
         mine = read(alice, job_id, stop=_is_question)
         assert mine[-1].event == "question"
+    finally:
+        proc.stop()
+
+
+def test_a_resume_point_at_or_past_a_finished_jobs_end_is_sent_the_end(jobs: JobClient) -> None:
+    job_id = jobs.submit(DOCS_Q)
+    whole = read(jobs.http, job_id)
+    end = whole[-1]
+    assert end.event == "end" and end.id is not None
+    last = int(end.id[1:])
+    # The id of the end itself, and ids past it: one message, the end again (an EventSource then stops
+    # instead of reconnecting for ever on an empty answer).
+    for resume in (end.id, f"c{last + 1}", f"c{last + 500}"):
+        again = read(jobs.http, job_id, last_id=resume)
+        assert [(m.id, m.event, m.data) for m in again] == [(end.id, "end", end.data)]
+    tail = read(jobs.http, job_id, after=f"c{last + 2}")
+    assert [m.event for m in tail] == ["end"]
+
+
+def test_one_user_opening_sixty_streams_at_once_gets_exactly_their_share(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    data = tmp_path_factory.mktemp("events-burst")
+    proc = DevHostProcess(REPO_ROOT, data / "data", env=_env(data), extra_args=["--principal-header"])
+    proc.start()
+    try:
+        alice = httpx.Client(base_url=proc.base_url, headers={"X-Devhost-Principal": "alice"}, timeout=60)
+        resp = alice.post("/api/jobs", json={"question": SQL_Q, "approval": {"sql": "always"}})
+        assert resp.status_code == 202, resp.text
+        job_id = resp.json()["id"]
+        deadline = time.monotonic() + 60
+        while alice.get(f"/api/jobs/{job_id}").json()["status"] != "waiting_for_user":
+            assert time.monotonic() < deadline, "the job never asked for its approval"
+            time.sleep(0.1)  # then it waits: every admitted stream stays open
+
+        async def burst() -> tuple[list[int], list[str]]:
+            limits = httpx.Limits(max_connections=100)
+            headers = {"X-Devhost-Principal": "alice"}
+            async with httpx.AsyncClient(base_url=proc.base_url, headers=headers, timeout=60, limits=limits) as http:
+                opened = [http.stream("GET", f"/api/jobs/{job_id}/events") for _ in range(60)]
+                try:
+                    answers = await asyncio.gather(*(stream.__aenter__() for stream in opened))
+                    codes = [a.status_code for a in answers]
+                    refused = [(await a.aread()).decode() for a in answers if a.status_code != 200]
+                    # Held open until every one of the 60 has its answer.
+                    return codes, refused
+                finally:
+                    await asyncio.gather(*(s.__aexit__(None, None, None) for s in opened), return_exceptions=True)
+
+        codes, refused = asyncio.run(burst())
+        assert codes.count(200) == 20 and codes.count(429) == 40, codes
+        assert all('"TOO_MANY_STREAMS"' in body for body in refused)
+
+        # Once they are closed, the user has their share back.
+        def one_more() -> int:
+            with alice.stream("GET", f"/api/jobs/{job_id}/events") as resp:
+                return resp.status_code
+
+        deadline = time.monotonic() + 30
+        while one_more() == 429:
+            assert time.monotonic() < deadline, "the closed streams were never released"
+            time.sleep(0.2)
     finally:
         proc.stop()

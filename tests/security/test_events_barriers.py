@@ -101,23 +101,58 @@ def test_one_user_cannot_hold_more_than_their_share_of_streams(
 
 
 def test_a_users_streams_are_counted_while_open_and_released_when_they_end() -> None:
+    from api.errors import ApiError
     from api.events import Feeds
 
-    class Quiet:
-        def __init__(self, *args: Any) -> None:
-            self.subscribers, self.job_id = 0, args[0]
-
-        def start(self) -> None: ...
-
-        def stop(self) -> None: ...
-
     feeds = Feeds()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("api.events.JobFeed", Quiet)
-        first = feeds.join("job-a", None, 1.0, "alice")
-        second = feeds.join("job-b", None, 1.0, "alice")
-        feeds.join("job-a", None, 1.0)
-        assert feeds.by_user == {"alice": 2} and feeds.open == 3
-        feeds.leave(first, "alice")
-        feeds.leave(second, "alice")
-        assert feeds.by_user == {} and feeds.open == 1
+    first = feeds.admit("alice", max_open=10, max_per_user=2)
+    second = feeds.admit("alice", max_open=10, max_per_user=2)
+    anonymous = feeds.admit(None, max_open=10, max_per_user=2)
+    assert feeds.by_user == {"alice": 2} and feeds.open == 3
+    with pytest.raises(ApiError) as refused:
+        feeds.admit("alice", max_open=10, max_per_user=2)
+    assert (refused.value.status, refused.value.code) == (429, "TOO_MANY_STREAMS") and feeds.open == 3
+    first.release()
+    first.release()  # the stream's end and the response's end both release: counted once
+    second.release()
+    assert feeds.by_user == {} and feeds.open == 1
+    with pytest.raises(ApiError) as full:
+        feeds.admit("bob", max_open=1, max_per_user=2)
+    assert (full.value.status, full.value.code) == (503, "TOO_MANY_STREAMS")
+    anonymous.release()
+    assert feeds.open == 0
+
+
+def test_streams_opened_at_the_same_moment_cannot_all_pass_the_check(
+    easy_auth: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """60 opens of one user at once, each pausing in the ownership read (an await) before it is admitted."""
+    from api.events import FEEDS
+
+    monkeypatch.setenv("EVENTS_MAX_STREAMS_PER_USER", "20")
+    reset_settings()
+
+    async def scenario() -> tuple[list[int], int, int]:
+        client: Any = Jobs({"job-a": "alice"})
+        real = client.get_status
+
+        async def slow_status(*args: Any, **kwargs: Any) -> Any:
+            await asyncio.sleep(0.01)  # every request is inside this await when the others arrive
+            return await real(*args, **kwargs)
+
+        client.get_status = slow_status
+        headers = [(k.lower().encode(), v.encode("latin-1")) for k, v in principal("alice").items()]
+        scope = {"type": "http", "method": "GET", "path": "/api/jobs/job-a/events", "query_string": b""}
+        answers = await asyncio.gather(
+            *(guarded_events(Request({**scope, "headers": headers}), client, "job-a") for _ in range(60))
+        )
+        held = FEEDS.by_user.get("alice", 0)
+        for answer in answers:  # responses never sent: releasing them gives every slot back
+            slot = getattr(answer, "slot", None)
+            if slot is not None:
+                slot.release()
+        return [a.status_code for a in answers], held, FEEDS.by_user.get("alice", 0)
+
+    codes, held, left = asyncio.run(scenario())
+    assert sorted(codes).count(200) == 20 and sorted(codes).count(429) == 40
+    assert held == 20 and left == 0

@@ -86,6 +86,11 @@ async def redirect(request: Request) -> Response:
     return RedirectResponse(request.query_params["to"], status_code=int(request.query_params.get("code", "302")))
 
 
+async def location(request: Request) -> Response:
+    """A redirect whose Location is exactly ``to`` (RedirectResponse would percent-encode it)."""
+    return Response(b"", status_code=302, headers={"location": request.query_params["to"]})
+
+
 APP = Starlette(
     routes=[
         Route("/v1/echo/{rest:path}", echo, methods=["GET", "POST", "DELETE"]),
@@ -95,6 +100,7 @@ APP = Starlette(
         Route("/text", text),
         Route("/binary", binary),
         Route("/redirect", redirect),
+        Route("/location", location),
         Route("/loop", lambda request: RedirectResponse("/loop")),
     ]
 )
@@ -285,15 +291,91 @@ def test_a_redirect_is_followed_only_to_an_allowed_public_host(server: LoopbackS
     schema = {"type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]}
     same = tool(server, "/redirect?to={to}", parameters=schema)
     assert call(same, {"to": "/v1/echo/landed"}).data["raw_path"] == "/v1/echo/landed"
-    for target in ("http://169.254.169.254/metadata", "http://10.0.0.1/", "http://evil.example/"):
+    for target in ("http://169.254.169.254/metadata", "http://10.0.0.1/", "http://evil.example/", "javascript:x(1)"):
         code, message = failed(call(same, {"to": target}))
         assert code == ErrorCode.BAD_REQUEST and "not allowed (redirect)" in message
     # localhost is allowed as a redirect target, but not as a private one: it resolves to loopback.
-    listed = tool(server, "/redirect?to={to}", parameters=schema, allowed_hosts=["localhost"])
+    listed = tool(server, "/redirect?to={to}", parameters=schema, allowed_hosts=[f"http://localhost:{server.port}"])
     code, message = failed(call(listed, {"to": f"http://localhost:{server.port}/v1/echo/x"}))
     assert code == ErrorCode.BAD_REQUEST and "non-public address (127.0.0.1)" in message
     code, message = failed(call(tool(server, "/redirect?to=/redirect%3Fto%3D/loop")))  # /loop redirects to itself
     assert code == ErrorCode.BAD_REQUEST and "more than 3 redirects" in message
+
+
+@pytest.fixture(scope="module")
+def other_port() -> Iterator[LoopbackServer]:
+    """A second loopback server: the same host as ``server``, another port (another service)."""
+    hits: list[str] = []
+
+    async def secret(request: Request) -> Response:
+        hits.append(request.url.path)
+        return JSONResponse({"service": "the other port", "path": request.url.path})
+
+    srv = LoopbackServer(Starlette(routes=[Route("/{rest:path}", secret)]), name="http-tools-other")
+    srv.hits = hits  # type: ignore[attr-defined]
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def test_a_redirect_to_another_port_of_an_allowed_host_is_refused(
+    server: LoopbackServer, other_port: LoopbackServer
+) -> None:
+    schema = {"type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]}
+    elsewhere = f"http://127.0.0.1:{other_port.port}/admin"
+    hits: list[str] = other_port.hits  # type: ignore[attr-defined]
+    hits.clear()
+    # The url's host is a private host, and the redirect stays on that host: another port is another origin.
+    for allowed in ([], ["127.0.0.1"]):  # a bare host name allows only its standard ports
+        code, message = failed(
+            call(tool(server, "/redirect?to={to}", parameters=schema, allowed_hosts=allowed), {"to": elsewhere})
+        )
+        assert code == ErrorCode.BAD_REQUEST
+        assert message == f"http.echo: http://127.0.0.1:{other_port.port} is not allowed (redirect)"
+    # Another scheme on the same host and port is another origin too.
+    https = f"https://127.0.0.1:{server.port}/v1/echo/x"
+    code, message = failed(call(tool(server, "/redirect?to={to}", parameters=schema), {"to": https}))
+    assert code == ErrorCode.BAD_REQUEST and f"https://127.0.0.1:{server.port} is not allowed (redirect)" in message
+    assert hits == []  # the other service never saw a request
+    # Listed as an origin, it is followed.
+    listed = tool(server, "/redirect?to={to}", parameters=schema, allowed_hosts=[f"http://127.0.0.1:{other_port.port}"])
+    assert call(listed, {"to": elsewhere}).data == {"service": "the other port", "path": "/admin"}
+    assert hits == ["/admin"]
+
+
+def test_allowed_hosts_are_host_names_or_origins() -> None:
+    def declared(**extra: Any) -> HttpToolSetting:
+        return HttpToolSetting.model_validate({"name": "x", "description": "d", "url": "https://a.example/", **extra})
+
+    assert declared(allowed_hosts=["B.example", "HTTPS://C.example:8443/", "[::1]"]).allowed_hosts == [
+        "b.example",
+        "https://c.example:8443",
+        "::1",
+    ]
+    for bad in ["b.example:8443", "ftp://b.example", "https://b.example/path", "https://u@b.example", "http://b:x/"]:
+        with pytest.raises(ValueError, match="allowed_hosts entry"):
+            declared(allowed_hosts=[bad])
+    with pytest.raises(ValueError, match="private_hosts entry"):
+        declared(private_hosts=["https://a.example"])
+
+
+@pytest.mark.parametrize(
+    "location",
+    ["http://[::1", "http://x:abc/", "http://[zz]/", "http://127.0.0.1:1:80/", "http://127.0.0.1/\x7f"],
+)
+def test_a_malformed_location_fails_the_call_for_good_with_a_clear_message(
+    server: LoopbackServer, location: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    schema = {"type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]}
+    result = call(tool(server, "/location?to={to}", parameters=schema), {"to": location})
+    code, message = failed(result)
+    assert result.error is not None and not result.error.retryable
+    assert code == ErrorCode.TOOL_ERROR
+    assert (
+        message.startswith("http.echo: the server answered HTTP 302 with a malformed Location")
+        and "not followed" in message
+    )
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]  # no traceback: an expected failure
 
 
 def test_a_host_not_listed_is_refused(server: LoopbackServer) -> None:
@@ -375,7 +457,7 @@ def test_credentials_never_follow_a_redirect_to_another_origin(server: LoopbackS
         "/redirect?to={to}",
         parameters=schema,
         headers={"X-Api-Key": {"setting": "WEATHER_API_KEY"}},
-        allowed_hosts=["localhost"],
+        allowed_hosts=[f"http://localhost:{server.port}"],
         private_hosts=["127.0.0.1", "localhost"],
     )
     same = call(t, {"to": "/v1/echo/same"}).data
