@@ -15,6 +15,7 @@ from typing import Any
 from devhost import history as h
 from devhost.engine.state import EntityInstance, Instance, Message, ParentRef, Work
 from devhost.engine.threads import DaemonThreadPool
+from devhost.engine.workers import ExternalWorkers
 from devhost.logs import host_logger
 from devhost.model import (
     EngineError,
@@ -111,6 +112,8 @@ class EngineCore:
         self._entities: dict[str, EntityInstance] = {}
         self._ready_event: asyncio.Event | None = None
         self._work_queue: asyncio.Queue[Work | None] | None = None
+        # Episodes and activities of remote instances, for workers of the gRPC sidecar protocol (devhost.grpc).
+        self.workers = ExternalWorkers()
         self._after: list[Callable[[], None]] = []
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -152,7 +155,13 @@ class EngineCore:
         return inst
 
     def _schedule(self, inst: Instance) -> None:
-        if inst.queued or inst.status in TERMINAL_STATES or inst.status == "Suspended" or self._stopping:
+        if (
+            inst.queued
+            or inst.flight is not None  # a worker runs its episode: the next one waits for that completion
+            or inst.status in TERMINAL_STATES
+            or inst.status == "Suspended"
+            or self._stopping
+        ):
             return
         if inst.last_cost > COALESCE_MIN_COST_S and len(inst.open) > len(inst.inbox):
             # A long replay while more results are still expected (fan-in): wait up to the last
@@ -296,6 +305,9 @@ class EngineCore:
     def _enqueue_work(self, work: Work) -> None:
         inst = self._instances.get(work.instance_id)
         if inst is None or inst.execution_id != work.execution_id or self._work_queue is None:
+            return
+        if inst.remote:
+            self.workers.offer_activity(work)
             return
         self._work_queue.put_nowait(work)
 

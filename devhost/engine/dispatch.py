@@ -7,13 +7,13 @@ import json
 import time
 
 from devhost.engine.core import HEAL_FIRST_S, HEAL_MAX_S, SLICE_BUDGET_S, STORE_ERRORS, log
-from devhost.engine.episodes import Episodes
+from devhost.engine.remote import RemoteEpisodes
 from devhost.engine.state import EntityInstance, Message, Work, cancel_handles
 from devhost.logs import held_output
 from devhost.statuses import RUNNING_STATES
 
 
-class Dispatcher(Episodes):
+class Dispatcher(RemoteEpisodes):
     """The dispatcher: runs ready instances in committed slices, heals after store faults, recovers at start."""
 
     def _recover(self) -> None:
@@ -32,7 +32,7 @@ class Dispatcher(Episodes):
             if owner is None or owner.execution_id != execution_id or owner.open.get(seq) != "a":
                 stale_work.append(work_id)
                 continue
-            self._work_queue.put_nowait(Work(work_id, instance_id, execution_id, seq, name, input_text))
+            self._enqueue_work(Work(work_id, instance_id, execution_id, seq, name, input_text))
         stale_timers: list[int] = []
         for timer_id, instance_id, execution_id, seq, fire_at, fire_text in store.timers():
             owner = self._instances.get(instance_id)
@@ -89,6 +89,7 @@ class Dispatcher(Episodes):
         queue = self._work_queue
         while queue is not None and not queue.empty():
             queue.get_nowait()  # recovery queues every pending activity again from the store
+        self.workers.clear()  # and offers remote work again
         try:
             self._recover()
         except STORE_ERRORS as exc:
@@ -123,7 +124,10 @@ class Dispatcher(Episodes):
                         break
                     continue
                 try:
-                    self._episode(inst)
+                    if inst.remote:
+                        self._remote_episode(inst)  # handed to a gRPC worker; completed later
+                    else:
+                        self._episode(inst)
                 except STORE_ERRORS:
                     raise  # the whole slice is rolled back; the dispatcher heals
                 except Exception as exc:  # an engine bug must not take other instances down

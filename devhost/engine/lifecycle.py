@@ -58,6 +58,7 @@ class Engine(Management):
                 if not fut.done():
                     fut.cancel()
         self._waiters.clear()
+        self.workers.clear()  # what remote workers held stays in the store and is offered after the next start
         self._store.close()
         if self._pool is not None:
             self._pool.shutdown()

@@ -119,6 +119,8 @@ class Instance:
         "last_cost",
         "last_end",
         "wake_handle",
+        "remote",
+        "flight",
     )
 
     def __init__(self, instance_id: str, name: str, version: str | None, input_text: str | None, now: float) -> None:
@@ -156,6 +158,10 @@ class Instance:
         self.last_cost = 0.0
         self.last_end = 0.0
         self.wake_handle: asyncio.TimerHandle | None = None
+        # Run by an external worker over the gRPC sidecar protocol (devhost.grpc), not by the app's functions;
+        # its episode in flight at such a worker, while there is one (devhost.engine.remote.Flight).
+        self.remote = False
+        self.flight: Any = None
 
     def reset_execution(self, input_text: str | None, now: float) -> None:
         """Start a fresh execution (continue-as-new): new id, empty history, seq ids from 0."""
@@ -178,10 +184,11 @@ class Instance:
         "g": generation, "s": started_at})``, but the mapped-actions list (which grows with the
         history) is only serialised for entries added since the last call.
         """
+        remote = ',"x":true' if self.remote else ""
         return (
             f'{{"n":{h.dumps(self.next_seq)},"m":[{self._mapped_json()}],"o":{h.dumps(self.open)},'
             f'"r":{h.dumps(self.roots)},"rm":{h.dumps(self.rmap)},"g":{h.dumps(self.generation)},'
-            f'"s":{h.dumps(self.started_at)}}}'
+            f'"s":{h.dumps(self.started_at)}{remote}}}'
         )
 
     def _mapped_json(self) -> str:
@@ -207,6 +214,7 @@ class Instance:
         self.rmap = {int(k): v for k, v in data["rm"].items()}
         self.generation = data.get("g", 0)
         self.started_at = data.get("s", self.created)
+        self.remote = bool(data.get("x", False))
 
     def row(self) -> InstanceRow:
         """The store row for this instance."""

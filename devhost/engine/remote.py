@@ -1,0 +1,189 @@
+"""Remote episodes: orchestrations and activities run by external workers (the gRPC sidecar protocol).
+
+A remote instance's episode is not replayed here: the dispatcher hands its history and new events to a
+worker (``ExternalWorkers``) and the instance waits (``Instance.flight``) until the worker answers with
+its new actions. The answer is then applied as a JSON-protocol episode is: the same handlers schedule
+activities, timers and sub-orchestrations, the same endings finish the execution, in one transaction
+that also consumes the delivered messages. Until then the messages stay in the store, so a lost worker
+or a crash loses nothing: the episode is offered again.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from devhost import history as h
+from devhost.engine.core import StoreUnavailable, log
+from devhost.engine.episodes import Episodes
+from devhost.engine.state import Decisions, Instance, Message, Work, parse_json_text
+from devhost.engine.workers import Flight, Item
+from devhost.statuses import TERMINAL_STATES
+from devhost.timeutil import epoch_to_history
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A failure as a worker reports it."""
+
+    error_type: str
+    message: str
+    stack: str | None = None
+
+    def details(self) -> dict[str, Any]:
+        """The history's ``FailureDetails`` object."""
+        return {"ErrorType": self.error_type, "ErrorMessage": self.message, "StackTrace": self.stack}
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How a worker says the execution ended: Completed, Failed, ContinuedAsNew or Terminated."""
+
+    status: str
+    result: str | None = None  # JSON text: the output, or the new input of continue-as-new
+    failure: Failure | None = None
+
+
+class RemoteEpisodes(Episodes):
+    """Remote episodes: orchestrations and activities run by external workers (the gRPC sidecar protocol)."""
+
+    def _remote_episode(self, inst: Instance) -> None:
+        """Hand the instance's next episode to a worker (after the slice commits); it waits for the answer."""
+        if inst.flight is not None or inst.status in TERMINAL_STATES or inst.status == "Suspended":
+            return
+        batch, _retry = self._take_batch(inst)  # no host-side retries here: a worker retries itself
+        first = not inst.texts
+        if not batch and not first:
+            return
+        ts_epoch = max([time.time()] + [m.fire_at for m in batch])
+        ts = epoch_to_history(ts_epoch)
+        new_events = [h.event(h.ORCHESTRATOR_STARTED, ts)]
+        if first:
+            new_events.append(self._execution_started(inst))
+        new_events.extend(m.event for m in batch)
+        token = self.workers.new_token(inst.id)
+        flight = Flight(token, inst.id, inst.execution_id, batch, list(inst.texts), new_events, ts, ts_epoch)
+        inst.flight = flight
+        self.episodes_run += 1
+        self._after.append(lambda: self.workers.offer_orchestration(flight))
+
+    def complete_remote_orchestration(
+        self, token: str, actions: list[dict[str, Any]], outcome: Outcome | None, custom_status: str | None
+    ) -> None:
+        """Apply a worker's answer to an episode (new actions, how the execution ended); drop stale answers."""
+        self._require_started()
+        flight = self.workers.claim(token)
+        if not isinstance(flight, Flight):
+            return
+        inst = self._instances.get(flight.instance_id)
+        if inst is None or inst.flight is not flight:
+            return  # terminated, or reloaded after a store fault, meanwhile
+        inst.flight = None
+        try:
+            with self._transaction():
+                self._consume(flight.batch)
+                self._apply_remote(inst, flight, actions, outcome, custom_status)
+        except StoreUnavailable:
+            raise  # rolled back; the dispatcher reloads memory from the store and offers the episode again
+        except Exception as exc:  # an engine bug must not leave the instance waiting forever
+            log.exception("Internal error while applying an episode of instance %s", inst.id)
+            with self._transaction():
+                self._fail_now(inst, f"devhost internal error: {type(exc).__name__}: {exc}")
+            return
+        if inst.inbox and self._instances.get(inst.id) is inst:
+            self._schedule(inst)
+
+    def _apply_remote(
+        self,
+        inst: Instance,
+        flight: Flight,
+        actions: list[dict[str, Any]],
+        outcome: Outcome | None,
+        custom_status: str | None,
+    ) -> None:
+        ts, new_events = flight.ts, flight.new_events
+        self._close_delivered(inst, flight.batch)
+        d = Decisions()
+        failure = self._map_actions(inst, actions, d, ts, check_missing=False, new_only=True)
+        if failure is None and custom_status is not None:
+            failure = self._set_custom_status(inst, custom_status)
+        inst.updated = time.time()
+        if inst.status in ("Pending", "ContinuedAsNew"):
+            inst.status = "Running"
+            log.info("%s: orchestration '%s' started.", inst.id, inst.name)
+        if failure is not None:
+            self._finish(inst, new_events, d.events, "Failed", failure, ts)
+            return
+        if outcome is not None:
+            # Entity messages of the last episode are sent even though the execution ends.
+            for entity_id, request in d.entity_ops:
+                self._send_entity_op(entity_id, request)
+            d.entity_ops.clear()
+            if outcome.status == "ContinuedAsNew":
+                self._continue_as_new(inst, parse_json_text(outcome.result), new_events, d, ts)
+                return
+            if outcome.status == "Failed":
+                fail = outcome.failure or Failure("OrchestrationFailure", "The orchestration failed.")
+                terminal = [
+                    h.event(
+                        h.EXECUTION_COMPLETED,
+                        ts,
+                        inst.next_seq,
+                        OrchestrationStatus=h.ORCHESTRATION_STATUS["Failed"],
+                        Result=h.dumps(fail.message),
+                        FailureDetails=fail.details(),
+                    )
+                ]
+                self._finish(inst, new_events, d.events, "Failed", fail.message, ts, terminal_events=terminal)
+                return
+            # The sidecar protocol ends an execution when the worker says so, open timers or not.
+            status = "Terminated" if outcome.status == "Terminated" else "Completed"
+            self._finish(inst, new_events, d.events, status, parse_json_text(outcome.result), ts)
+            return
+        self._append(inst, new_events, d.events, ts)
+        self._persist_decisions(inst, d)
+        self._save(inst)
+
+    def complete_remote_activity(self, token: str, result: str | None, failure: Failure | None) -> None:
+        """Deliver a worker's activity result; it is consumed (and the work row deleted) by the next episode."""
+        self._require_started()
+        work = self.workers.claim(token)
+        if not isinstance(work, Work):
+            return
+        self.activities_run += 1
+        ts = epoch_to_history(time.time())
+        if failure is None:
+            ev = h.event(h.TASK_COMPLETED, ts, TaskScheduledId=work.seq, Result=result)
+        else:
+            ev = h.event(
+                h.TASK_FAILED,
+                ts,
+                TaskScheduledId=work.seq,
+                Reason=failure.message,
+                Details=failure.stack or "",
+                FailureDetails=failure.details(),
+            )
+        self._deliver(work.instance_id, Message(ev, work.execution_id, work_id=work.work_id))
+
+    def abandon_remote(self, token: str) -> None:
+        """A worker gave an item back (or its stream closed): offer it again."""
+        item = self.workers.claim(token)
+        if item is not None:
+            self._offer_again(item)
+
+    def release_worker(self, stream: int) -> None:
+        """A worker stream closed: what it held is offered again."""
+        for item in self.workers.release(stream):
+            self._offer_again(item)
+
+    def _offer_again(self, item: Item) -> None:
+        if isinstance(item, Work):
+            self._enqueue_work(item)
+            return
+        inst = self._instances.get(item.instance_id)
+        if inst is None or inst.flight is not item:
+            return
+        inst.flight = None
+        inst.inbox.extendleft(reversed(item.batch))
+        self._schedule(inst)

@@ -1,0 +1,110 @@
+"""Work for external workers (the Durable Task gRPC sidecar protocol): what waits, and what a worker holds.
+
+The engine offers orchestration episodes (``Flight``) and activities (``Work``) of remote instances here
+once the transaction that made them is committed; a worker stream takes them one at a time and completes
+them by token. Nothing here is durable: what a worker holds is also in the store (inbox, activity and
+timer rows), so after a crash or a lost worker the engine offers it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from devhost.engine.state import Message, Work
+
+
+@dataclass(slots=True)
+class Flight:
+    """One episode of a remote orchestration, handed to a worker: the history so far and the new events."""
+
+    token: str
+    instance_id: str
+    execution_id: str
+    batch: list[Message]
+    past: list[str]  # stored history texts (JSON) before this episode
+    new_events: list[dict[str, Any]]  # OrchestratorStarted, ExecutionStarted on the first episode, the batch
+    ts: str
+    ts_epoch: float
+
+
+Item = Flight | Work
+
+
+def token_of(item: Item) -> str:
+    """The completion token a worker gets with an item."""
+    return item.token if isinstance(item, Flight) else f"a:{item.work_id}"
+
+
+class ExternalWorkers:
+    """Queues of remote work and the items connected workers hold, by completion token."""
+
+    def __init__(self) -> None:
+        self._orchestrations: deque[Flight] = deque()
+        self._activities: deque[Work] = deque()
+        self._held: dict[str, tuple[int, Item]] = {}
+        self._available = asyncio.Event()
+        self._tokens = itertools.count(1)
+        self._streams = itertools.count(1)
+        self.connected = 0
+
+    def new_token(self, instance_id: str) -> str:
+        """A fresh token for an orchestration episode."""
+        return f"o:{next(self._tokens)}:{instance_id}"
+
+    def new_stream(self) -> int:
+        """An id for a worker stream that takes items (``take``) and gives back what it held (``release``)."""
+        self.connected += 1
+        return next(self._streams)
+
+    def offer_orchestration(self, flight: Flight) -> None:
+        """Queue an episode for the next worker."""
+        self._orchestrations.append(flight)
+        self._available.set()
+
+    def offer_activity(self, work: Work) -> None:
+        """Queue an activity for the next worker."""
+        self._activities.append(work)
+        self._available.set()
+
+    def take(self, stream: int) -> Item | None:
+        """The next item for a stream (episodes before activities), now held by it; None when nothing waits."""
+        item: Item | None = None
+        if self._orchestrations:
+            item = self._orchestrations.popleft()
+        elif self._activities:
+            item = self._activities.popleft()
+        if not self._orchestrations and not self._activities:
+            self._available.clear()
+        if item is not None:
+            self._held[token_of(item)] = (stream, item)
+        return item
+
+    async def wait(self) -> None:
+        """Until an item may be waiting."""
+        await self._available.wait()
+
+    def claim(self, token: str) -> Item | None:
+        """The held item a completion names, no longer held; None for an unknown or already used token."""
+        entry = self._held.pop(token, None)
+        return entry[1] if entry is not None else None
+
+    def release(self, stream: int) -> list[Item]:
+        """What a closed stream still held (so the engine can offer it again)."""
+        self.connected -= 1
+        tokens = [token for token, (owner, _item) in self._held.items() if owner == stream]
+        return [self._held.pop(token)[1] for token in tokens]
+
+    def clear(self) -> None:
+        """Forget everything (the engine reloads from the store and offers again)."""
+        self._orchestrations.clear()
+        self._activities.clear()
+        self._held.clear()
+        self._available.clear()
+
+    def waiting(self) -> int:
+        """Items queued and not yet taken."""
+        return len(self._orchestrations) + len(self._activities)
