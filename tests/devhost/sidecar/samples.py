@@ -8,6 +8,7 @@ sleeps and counts made fixed so a test can check the result. The tests register 
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -188,7 +189,28 @@ def waiting_orchestrator(ctx: task.OrchestrationContext, _: Any) -> Any:
     return value
 
 
+# --- for the crash tests: slow steps in a sequence and in a fan-out, and a timer between them ----------
+
+
+def slow_step(ctx: task.ActivityContext, item: str) -> str:
+    """Notes its run, then takes a while (so a kill -9 lands while some run)."""
+    _note_run("slow_step", item)
+    time.sleep(0.3)
+    return item.upper()
+
+
+def crash_orchestrator(ctx: task.OrchestrationContext, n: int) -> Any:
+    """n steps in a sequence, a 1 s timer, then n steps fanned out."""
+    first = []
+    for i in range(n):
+        first.append((yield ctx.call_activity(slow_step, input=f"s{i}")))
+    yield ctx.create_timer(timedelta(seconds=1))
+    second = yield task.when_all([ctx.call_activity(slow_step, input=f"f{i}") for i in range(n)])
+    return first + second
+
+
 ORCHESTRATORS: list[Any] = [
+    crash_orchestrator,
     sequence,
     fanout_orchestrator,
     purchase_order_workflow,
@@ -202,6 +224,7 @@ ORCHESTRATORS: list[Any] = [
     waiting_orchestrator,
 ]
 ACTIVITIES: list[Any] = [
+    slow_step,
     hello,
     get_work_items,
     process_work_item,
