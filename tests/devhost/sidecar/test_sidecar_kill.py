@@ -42,7 +42,7 @@ def _wait_completion(c: client.TaskHubGrpcClient, instance_id: str) -> client.Or
         try:
             return c.wait_for_orchestration_completion(instance_id, timeout=180)
         except grpc.RpcError as exc:
-            if exc.code() != grpc.StatusCode.UNAVAILABLE:  # type: ignore[attr-defined]
+            if exc.code() != grpc.StatusCode.UNAVAILABLE:
                 raise
             time.sleep(0.5)
     raise AssertionError("the gRPC endpoint stayed unavailable after the restart")
