@@ -119,7 +119,10 @@ class Dispatcher(RemoteEpisodes):
                 inst = ready.popleft()
                 inst.queued = False
                 if isinstance(inst, EntityInstance):
-                    self._entity_episode(inst)  # never raises but for store errors: operation errors are results
+                    if self._is_remote_entity(inst.name):
+                        self._remote_entity_episode(inst)  # handed to a gRPC worker; completed later
+                    else:
+                        self._entity_episode(inst)  # never raises but for store errors: operation errors are results
                     if time.perf_counter() >= deadline:
                         break
                     continue

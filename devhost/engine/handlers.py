@@ -154,19 +154,24 @@ class ActionHandlers(Entities):
             name, _key = split_entity_id(entity_id)
         except InvalidRequest as exc:
             return str(exc)
-        if name not in self._entity_fns:
+        if not inst.remote and name not in self._entity_fns:
             return self._unknown_function_message(name, "entity")
         seq = inst.next_seq
         inst.next_seq += 1
         # The SDK's input is JSON text; the extension sends it on as a JSON string (the entity decodes twice).
+        # A gRPC worker's input goes on as it is, under the worker's request id.
         input_text = action.get("input")
+        if input_text is not None and not inst.remote:
+            input_text = h.dumps(input_text)
         request = entity_request(
             str(action.get("operation") or ""),
-            h.dumps(input_text) if input_text is not None else None,
+            input_text,
             signal=t == ActionType.SIGNAL_ENTITY,
             ts=ts,
             parent=inst.id,
         )
+        if action.get("requestId"):
+            request["id"] = str(action["requestId"])
         request["parentExecution"] = inst.execution_id
         d.events.append(h.event(h.EVENT_SENT, ts, seq, InstanceId=entity_id, Name="op", Input=h.dumps(request)))
         d.entity_ops.append((entity_id, request))

@@ -16,9 +16,10 @@ from typing import Any
 
 from devhost import history as h
 from devhost.engine.core import StoreUnavailable, log
+from devhost.engine.entities import ENTITY_BATCH, BatchResult, EntitySignal, OperationResult
 from devhost.engine.episodes import Episodes
-from devhost.engine.state import Decisions, Instance, Message, Work, parse_json_text
-from devhost.engine.workers import Flight, Item
+from devhost.engine.state import Decisions, EntityInstance, Instance, Message, Work, parse_json_text, split_entity_id
+from devhost.engine.workers import EntityFlight, Flight, Item
 from devhost.statuses import TERMINAL_STATES
 from devhost.timeutil import epoch_to_history
 
@@ -166,6 +167,68 @@ class RemoteEpisodes(Episodes):
             )
         self._deliver(work.instance_id, Message(ev, work.execution_id, work_id=work.work_id))
 
+    def _remote_entity_episode(self, ent: EntityInstance) -> None:
+        """Hand the entity's next batch of operations, with its state, to a worker (after the slice commits)."""
+        if ent.flight is not None:
+            return
+        batch = [ent.queue.popleft() for _ in range(min(len(ent.queue), ENTITY_BATCH))]
+        if not batch:
+            if self._entities.get(ent.id) is ent:
+                del self._entities[ent.id]
+            return
+        found = self._store.get_entity(ent.id)
+        token = self.workers.new_token(ent.id)
+        flight = EntityFlight(token, ent.id, batch, found[0] if found else None, found is not None)
+        ent.flight = flight
+        self.entity_batches_run += 1
+        self._after.append(lambda: self.workers.offer_entity(flight))
+
+    def complete_remote_entity(
+        self,
+        token: str,
+        results: list[tuple[str | None, Failure | None]],
+        state: str | None,
+        signals: list[tuple[str, str, str | None]],
+        batch_failure: Failure | None = None,
+    ) -> None:
+        """Apply a worker's batch result: new state (None: deleted), one result per operation, signals it sent.
+
+        As for the app's entities, the state, the replies and the deletion of the operations commit together.
+        ``batch_failure``: the whole batch failed; every operation fails with it and the state stays.
+        """
+        self._require_started()
+        flight = self.workers.claim(token)
+        if not isinstance(flight, EntityFlight):
+            return
+        ent = self._entities.get(flight.entity_id)
+        if ent is None or ent.flight is not flight:
+            return
+        ent.flight = None
+        batch = flight.batch
+        if batch_failure is None and len(results) != len(batch):
+            message = f"the worker returned {len(results)} results for {len(batch)} operations"
+            batch_failure = Failure("InvalidBatchResult", message)
+        if batch_failure is not None:
+            results, state, signals = [(None, batch_failure)] * len(batch), flight.state, []
+        outcomes = [
+            OperationResult(result=result)
+            if failure is None
+            else OperationResult(isError=True, result=h.dumps(failure.message), failure=failure.details())
+            for result, failure in results
+        ]
+        sent = []
+        for target, operation, input_text in signals:
+            name, key = split_entity_id(target)
+            sent.append(EntitySignal(target={"name": name, "key": key}, name=operation, input=input_text))
+        result = BatchResult(entityExists=state is not None, entityState=state, results=outcomes, signals=sent)
+        with self._transaction():
+            self._apply_batch(ent, batch, result, existed=flight.existed)
+            self._store.delete_entity_ops([op.op_id for op in batch])
+        if ent.queue:
+            self._schedule_entity(ent)
+        elif self._entities.get(ent.id) is ent:
+            del self._entities[ent.id]
+
     def abandon_remote(self, token: str) -> None:
         """A worker gave an item back (or its stream closed): offer it again."""
         item = self.workers.claim(token)
@@ -180,6 +243,13 @@ class RemoteEpisodes(Episodes):
     def _offer_again(self, item: Item) -> None:
         if isinstance(item, Work):
             self._enqueue_work(item)
+            return
+        if isinstance(item, EntityFlight):
+            ent = self._entities.get(item.entity_id)
+            if ent is not None and ent.flight is item:
+                ent.flight = None
+                ent.queue.extendleft(reversed(item.batch))
+                self._schedule_entity(ent)
             return
         inst = self._instances.get(item.instance_id)
         if inst is None or inst.flight is not item:

@@ -77,13 +77,15 @@ class EntityOp:
 class EntityInstance:
     """An entity with operations waiting: they run one batch at a time, in the order they were sent."""
 
-    __slots__ = ("id", "name", "key", "queue", "queued")
+    __slots__ = ("id", "name", "key", "queue", "queued", "flight")
 
     def __init__(self, entity_id: str) -> None:
         self.id = entity_id
         self.name, self.key = split_entity_id(entity_id)
         self.queue: deque[EntityOp] = deque()
         self.queued = False
+        # Its batch in flight at a gRPC worker, while there is one (devhost.engine.workers.EntityFlight).
+        self.flight: Any = None
 
 
 class Instance:

@@ -14,7 +14,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from devhost.engine.state import Message, Work
+from devhost.engine.state import EntityOp, Message, Work
 
 
 @dataclass(slots=True)
@@ -31,12 +31,23 @@ class Flight:
     ts_epoch: float
 
 
-Item = Flight | Work
+@dataclass(slots=True)
+class EntityFlight:
+    """One batch of a remote entity's operations, handed to a worker with the entity's state."""
+
+    token: str
+    entity_id: str
+    batch: list[EntityOp]
+    state: str | None
+    existed: bool
+
+
+Item = Flight | Work | EntityFlight
 
 
 def token_of(item: Item) -> str:
     """The completion token a worker gets with an item."""
-    return item.token if isinstance(item, Flight) else f"a:{item.work_id}"
+    return f"a:{item.work_id}" if isinstance(item, Work) else item.token
 
 
 class ExternalWorkers:
@@ -45,11 +56,14 @@ class ExternalWorkers:
     def __init__(self) -> None:
         self._orchestrations: deque[Flight] = deque()
         self._activities: deque[Work] = deque()
+        self._entity_batches: deque[EntityFlight] = deque()
         self._held: dict[str, tuple[int, Item]] = {}
         self._available = asyncio.Event()
         self._tokens = itertools.count(1)
         self._streams = itertools.count(1)
         self.connected = 0
+        # Set while a gRPC endpoint serves this engine: entities without a function in the app are then remote.
+        self.enabled = False
 
     def new_token(self, instance_id: str) -> str:
         """A fresh token for an orchestration episode."""
@@ -70,14 +84,21 @@ class ExternalWorkers:
         self._activities.append(work)
         self._available.set()
 
+    def offer_entity(self, flight: EntityFlight) -> None:
+        """Queue an entity batch for the next worker."""
+        self._entity_batches.append(flight)
+        self._available.set()
+
     def take(self, stream: int) -> Item | None:
-        """The next item for a stream (episodes before activities), now held by it; None when nothing waits."""
+        """The next item for a stream (episodes, entity batches, activities), now held by it; None when none waits."""
         item: Item | None = None
         if self._orchestrations:
             item = self._orchestrations.popleft()
+        elif self._entity_batches:
+            item = self._entity_batches.popleft()
         elif self._activities:
             item = self._activities.popleft()
-        if not self._orchestrations and not self._activities:
+        if not self.waiting():
             self._available.clear()
         if item is not None:
             self._held[token_of(item)] = (stream, item)
@@ -102,9 +123,10 @@ class ExternalWorkers:
         """Forget everything (the engine reloads from the store and offers again)."""
         self._orchestrations.clear()
         self._activities.clear()
+        self._entity_batches.clear()
         self._held.clear()
         self._available.clear()
 
     def waiting(self) -> int:
         """Items queued and not yet taken."""
-        return len(self._orchestrations) + len(self._activities)
+        return len(self._orchestrations) + len(self._activities) + len(self._entity_batches)

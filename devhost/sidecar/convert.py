@@ -7,6 +7,7 @@ protocol's action objects (devhost.actions), plus the worker's ``id`` as the seq
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -16,8 +17,7 @@ from google.protobuf import timestamp_pb2, wrappers_pb2
 from devhost import history as h
 from devhost.actions import ActionType
 from devhost.engine.remote import Failure, Outcome
-from devhost.engine.state import Work
-from devhost.engine.workers import Flight, token_of
+from devhost.engine.workers import EntityFlight, Flight, Item, token_of
 from devhost.store import InstanceRow
 from devhost.timeutil import epoch_to_history, parse_history_time
 
@@ -104,7 +104,22 @@ def history_event(ev: dict[str, Any]) -> pb.HistoryEvent | None:
         )
     elif et == h.EXECUTION_TERMINATED:
         out.executionTerminated.CopyFrom(pb.ExecutionTerminatedEvent(input=_text(ev.get("Input"))))
-    elif et == h.TASK_SCHEDULED:
+    elif et == h.ORCHESTRATOR_STARTED:
+        out.orchestratorStarted.CopyFrom(pb.OrchestratorStartedEvent())
+    elif et == h.ORCHESTRATOR_COMPLETED:
+        out.orchestratorCompleted.CopyFrom(pb.OrchestratorCompletedEvent())
+    elif et == h.EXECUTION_SUSPENDED:
+        out.executionSuspended.CopyFrom(pb.ExecutionSuspendedEvent(input=_text(ev.get("Reason"))))
+    elif et == h.EXECUTION_RESUMED:
+        out.executionResumed.CopyFrom(pb.ExecutionResumedEvent(input=_text(ev.get("Reason"))))
+    elif not _task_event(out, ev, et):
+        return None
+    return out
+
+
+def _task_event(out: pb.HistoryEvent, ev: dict[str, Any], et: Any) -> bool:
+    """Fill ``out`` for tasks, timers, sub-orchestrations and messages; False for an event a worker never needs."""
+    if et == h.TASK_SCHEDULED:
         out.taskScheduled.CopyFrom(pb.TaskScheduledEvent(name=ev.get("Name") or "", input=_text(ev.get("Input"))))
     elif et == h.TASK_COMPLETED:
         out.taskCompleted.CopyFrom(
@@ -142,10 +157,19 @@ def history_event(ev: dict[str, Any]) -> pb.HistoryEvent | None:
         out.timerCreated.CopyFrom(pb.TimerCreatedEvent(fireAt=_history_ts(ev.get("FireAt"))))
     elif et == h.TIMER_FIRED:
         out.timerFired.CopyFrom(pb.TimerFiredEvent(timerId=int(ev["TimerId"]), fireAt=_history_ts(ev.get("FireAt"))))
-    elif et == h.ORCHESTRATOR_STARTED:
-        out.orchestratorStarted.CopyFrom(pb.OrchestratorStartedEvent())
-    elif et == h.ORCHESTRATOR_COMPLETED:
-        out.orchestratorCompleted.CopyFrom(pb.OrchestratorCompletedEvent())
+    elif et == h.EVENT_SENT and str(ev.get("InstanceId") or "").startswith("@"):
+        _entity_message(out, ev)
+    elif et == h.EVENT_RAISED and ev.get("EntityResponse"):
+        if "FailureDetails" in ev:
+            out.entityOperationFailed.CopyFrom(
+                pb.EntityOperationFailedEvent(
+                    requestId=ev.get("Name") or "", failureDetails=_failure_pb(ev, "EntityOperationFailed")
+                )
+            )
+        else:
+            out.entityOperationCompleted.CopyFrom(
+                pb.EntityOperationCompletedEvent(requestId=ev.get("Name") or "", output=_text(ev.get("Input")))
+            )
     elif et == h.EVENT_SENT:
         out.eventSent.CopyFrom(
             pb.EventSentEvent(
@@ -154,13 +178,35 @@ def history_event(ev: dict[str, Any]) -> pb.HistoryEvent | None:
         )
     elif et == h.EVENT_RAISED:
         out.eventRaised.CopyFrom(pb.EventRaisedEvent(name=ev.get("Name") or "", input=_text(ev.get("Input"))))
-    elif et == h.EXECUTION_SUSPENDED:
-        out.executionSuspended.CopyFrom(pb.ExecutionSuspendedEvent(input=_text(ev.get("Reason"))))
-    elif et == h.EXECUTION_RESUMED:
-        out.executionResumed.CopyFrom(pb.ExecutionResumedEvent(input=_text(ev.get("Reason"))))
     else:
-        return None
-    return out
+        return False
+    return True
+
+
+def _entity_message(out: pb.HistoryEvent, ev: dict[str, Any]) -> None:
+    """An operation an orchestration sent to an entity (stored as EventSent with the request) as the worker saw it."""
+    request = json.loads(ev.get("Input") or "{}")
+    target = _text(str(ev.get("InstanceId")))
+    if request.get("signal"):
+        out.entityOperationSignaled.CopyFrom(
+            pb.EntityOperationSignaledEvent(
+                requestId=str(request.get("id") or ""),
+                operation=str(request.get("op") or ""),
+                input=_text(request.get("input")),
+                targetInstanceId=target,
+            )
+        )
+        return
+    out.entityOperationCalled.CopyFrom(
+        pb.EntityOperationCalledEvent(
+            requestId=str(request.get("id") or ""),
+            operation=str(request.get("op") or ""),
+            input=_text(request.get("input")),
+            parentInstanceId=_text(request.get("parent")),
+            parentExecutionId=_text(request.get("parentExecution")),
+            targetInstanceId=target,
+        )
+    )
 
 
 def history(events: Iterable[dict[str, Any]]) -> list[pb.HistoryEvent]:
@@ -168,11 +214,25 @@ def history(events: Iterable[dict[str, Any]]) -> list[pb.HistoryEvent]:
     return [e for e in (history_event(ev) for ev in events) if e is not None]
 
 
-def work_item(item: Flight | Work) -> pb.WorkItem:
+def work_item(item: Item) -> pb.WorkItem:
     """What a worker stream sends for an item the engine offered."""
-    import json  # noqa: PLC0415 - only here: stored history texts
-
     token = token_of(item)
+    if isinstance(item, EntityFlight):
+        return pb.WorkItem(
+            completionToken=token,
+            entityRequest=pb.EntityBatchRequest(
+                instanceId=item.entity_id,
+                entityState=_text(item.state),
+                operations=[
+                    pb.OperationRequest(
+                        operation=str(op.request.get("op") or ""),
+                        requestId=str(op.request.get("id") or ""),
+                        input=_text(op.request.get("input")),
+                    )
+                    for op in item.batch
+                ],
+            ),
+        )
     if isinstance(item, Flight):
         return pb.WorkItem(
             completionToken=token,
@@ -227,6 +287,19 @@ def actions(response: pb.OrchestratorResponse) -> tuple[list[dict[str, Any]], Ou
         elif kind == "createTimer":
             fire_at = action.createTimer.fireAt.ToNanoseconds() / 1e9
             out.append({"actionType": ActionType.CREATE_TIMER, "fireAt": epoch_to_history(fire_at), "id": action.id})
+        elif kind == "sendEntityMessage" and action.sendEntityMessage.HasField("entityOperationCalled"):
+            called = action.sendEntityMessage.entityOperationCalled
+            out.append(_entity_action(ActionType.CALL_ENTITY, called, action.id))
+        elif kind == "sendEntityMessage" and action.sendEntityMessage.HasField("entityOperationSignaled"):
+            signaled = action.sendEntityMessage.entityOperationSignaled
+            if signaled.HasField("scheduledTime"):
+                raise UnsupportedAction("Scheduled entity signals are not supported by devhost's gRPC endpoint yet.")
+            out.append(_entity_action(ActionType.SIGNAL_ENTITY, signaled, action.id))
+        elif kind == "sendEntityMessage":
+            raise UnsupportedAction(
+                "Entity critical sections (lock_entities) are not supported by devhost's gRPC endpoint yet "
+                "(see devhost/README.md, 'Durable Task gRPC')."
+            )
         elif kind == "completeOrchestration":
             c = action.completeOrchestration
             status = PB_TO_STATUS.get(c.orchestrationStatus, "Completed")
@@ -241,6 +314,51 @@ def actions(response: pb.OrchestratorResponse) -> tuple[list[dict[str, Any]], Ou
                 "(see devhost/README.md, 'Durable Task gRPC')."
             )
     return out, outcome
+
+
+def _entity_action(action_type: ActionType, message: Any, action_id: int) -> dict[str, Any]:
+    return {
+        "actionType": action_type,
+        "instanceId": message.targetInstanceId.value,
+        "operation": message.operation,
+        "input": _opt(message, "input"),
+        "requestId": message.requestId,
+        "id": action_id,
+    }
+
+
+def entity_batch_result(
+    result: pb.EntityBatchResult,
+) -> tuple[
+    list[tuple[str | None, Failure | None]],
+    str | None,
+    list[tuple[str, str, str | None]],
+    list[pb.StartNewOrchestrationAction],
+]:
+    """A worker's entity batch result: per-operation (result, failure), new state, signals sent, orchestrations
+    to start."""
+    starts: list[pb.StartNewOrchestrationAction] = []
+    outcomes: list[tuple[str | None, Failure | None]] = []
+    for r in result.results:
+        if r.HasField("failure"):
+            outcomes.append((None, failure(r.failure.failureDetails)))
+        else:
+            outcomes.append((_opt(r.success, "result"), None))
+    signals: list[tuple[str, str, str | None]] = []
+    for action in result.actions:
+        if action.HasField("sendSignal"):
+            signals.append((action.sendSignal.instanceId, action.sendSignal.name, _opt(action.sendSignal, "input")))
+        elif action.HasField("startNewOrchestration"):
+            starts.append(action.startNewOrchestration)
+    return outcomes, _opt(result, "entityState"), signals, starts
+
+
+def entity_metadata(entity_id: str, state: str | None, last_op: float, *, with_state: bool) -> pb.EntityMetadata:
+    """An existing entity as the protocol describes it."""
+    meta = pb.EntityMetadata(instanceId=entity_id, lastModifiedTime=timestamp(last_op), backlogQueueSize=0)
+    if with_state and state is not None:
+        meta.serializedState.value = state
+    return meta
 
 
 def orchestration_state(

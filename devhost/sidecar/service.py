@@ -21,6 +21,7 @@ from google.protobuf import empty_pb2
 from devhost import history as h
 from devhost.engine import Engine, StoreUnavailable
 from devhost.engine.remote import Failure, Outcome
+from devhost.engine.state import split_entity_id
 from devhost.model import EngineError, InstanceAlreadyExists, InstanceGone, InstanceNotFound, InvalidRequest
 from devhost.sidecar import convert
 from devhost.statuses import TERMINAL_STATES
@@ -203,6 +204,36 @@ class Sidecar(stubs.TaskHubSidecarServiceServicer):
             response.continuationToken.value = token
         return response
 
+    async def StreamInstanceHistory(  # noqa: N802
+        self, request: pb.StreamInstanceHistoryRequest, context: Any
+    ) -> AsyncIterator[pb.HistoryChunk]:
+        """An instance's history (its current execution), in one chunk."""
+        if self._engine.instance_row(request.instanceId) is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"No instance with ID '{request.instanceId}' was found.")
+        yield pb.HistoryChunk(events=convert.history(self._engine.history_events(request.instanceId)))
+
+    async def ListInstanceIds(self, request: pb.ListInstanceIdsRequest, context: Any) -> pb.ListInstanceIdsResponse:  # noqa: N802
+        """Ids of finished instances (by status and completed time), a page at a time."""
+        statuses = _statuses(request.runtimeStatus) or sorted(TERMINAL_STATES)
+        rows, token = await _guard(
+            context,
+            self._engine.query_rows(
+                statuses=[s for s in statuses if s in TERMINAL_STATES] or sorted(TERMINAL_STATES),
+                top=request.pageSize or None,
+                continuation=request.lastInstanceKey.value if request.HasField("lastInstanceKey") else None,
+            ),
+        )
+        low, high = _time(request, "completedTimeFrom"), _time(request, "completedTimeTo")
+        ids = [
+            row.instance_id
+            for row in rows
+            if (low is None or row.updated >= low.timestamp()) and (high is None or row.updated <= high.timestamp())
+        ]
+        response = pb.ListInstanceIdsResponse(instanceIds=ids)
+        if token is not None:
+            response.lastInstanceKey.value = token
+        return response
+
     # --- worker calls ---------------------------------------------------------------------------
 
     async def GetWorkItems(self, request: pb.GetWorkItemsRequest, context: Any) -> AsyncIterator[pb.WorkItem]:  # noqa: N802
@@ -238,6 +269,87 @@ class Sidecar(stubs.TaskHubSidecarServiceServicer):
         result = request.result.value if request.HasField("result") else None
         self._engine.complete_remote_activity(request.completionToken, result, failure)
         return pb.CompleteTaskResponse()
+
+    async def CompleteEntityTask(self, request: pb.EntityBatchResult, context: Any) -> pb.CompleteTaskResponse:  # noqa: N802
+        """A worker's result for an entity batch."""
+        results, state, signals, starts = convert.entity_batch_result(request)
+        batch_failure = convert.failure(request.failureDetails) if request.HasField("failureDetails") else None
+        complete = self._engine.complete_remote_entity
+        await _guard(context, _now(complete, request.completionToken, results, state, signals, batch_failure))
+        # Orchestrations the batch starts: after its commit, each in a transaction of its own (not atomic with it).
+        for start in starts if batch_failure is None else []:
+            try:
+                await self._engine.start_instance(
+                    start.name,
+                    start.instanceId or None,
+                    start.input.value if start.HasField("input") else None,
+                    start.version.value if start.HasField("version") else None,
+                    remote=True,
+                )
+            except EngineError as exc:
+                log.warning("An entity's orchestration '%s' was not started: %s", start.name, exc)
+        return pb.CompleteTaskResponse()
+
+    async def AbandonTaskEntityWorkItem(  # noqa: N802
+        self, request: pb.AbandonEntityTaskRequest, context: Any
+    ) -> pb.AbandonEntityTaskResponse:
+        """A worker gives an entity work item back."""
+        self._engine.abandon_remote(request.completionToken)
+        return pb.AbandonEntityTaskResponse()
+
+    # --- entities -------------------------------------------------------------------------------
+
+    async def SignalEntity(self, request: pb.SignalEntityRequest, context: Any) -> pb.SignalEntityResponse:  # noqa: N802
+        """Send a one-way operation to an entity."""
+        if request.HasField("scheduledTime"):
+            await context.abort(
+                grpc.StatusCode.UNIMPLEMENTED, "Scheduled entity signals are not supported by devhost yet."
+            )
+        try:
+            name, key = split_entity_id(request.instanceId)
+        except EngineError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            raise
+        payload = request.input.value if request.HasField("input") else None
+        await _guard(context, self._engine.signal_entity(name, key, request.name, payload))
+        return pb.SignalEntityResponse()
+
+    async def GetEntity(self, request: pb.GetEntityRequest, context: Any) -> pb.GetEntityResponse:  # noqa: N802
+        """An entity's metadata and state."""
+        found = self._engine.entity_record(request.instanceId)
+        if found is None:
+            return pb.GetEntityResponse(exists=False)
+        meta = convert.entity_metadata(request.instanceId, found[0], found[1], with_state=request.includeState)
+        return pb.GetEntityResponse(exists=True, entity=meta)
+
+    async def QueryEntities(self, request: pb.QueryEntitiesRequest, context: Any) -> pb.QueryEntitiesResponse:  # noqa: N802
+        """Existing entities by id prefix and last operation time, a page at a time."""
+        q = request.query
+        page = q.pageSize.value if q.HasField("pageSize") and q.pageSize.value > 0 else 100
+        start = q.instanceIdStartsWith.value if q.HasField("instanceIdStartsWith") else "@"
+        prefix = start if start.startswith("@") else f"@{start}"
+        low, high = _time(q, "lastModifiedFrom"), _time(q, "lastModifiedTo")
+        rows = self._engine.entity_records(
+            prefix=prefix,
+            op_from=low.timestamp() if low else None,
+            op_to=high.timestamp() if high else None,
+            after=q.continuationToken.value if q.HasField("continuationToken") else None,
+            limit=page + 1,
+        )
+        response = pb.QueryEntitiesResponse(
+            entities=[
+                convert.entity_metadata(eid, state, last, with_state=q.includeState) for eid, state, last in rows[:page]
+            ]
+        )
+        if len(rows) > page:
+            response.continuationToken.value = rows[page - 1][0]
+        return response
+
+    async def CleanEntityStorage(  # noqa: N802
+        self, request: pb.CleanEntityStorageRequest, context: Any
+    ) -> pb.CleanEntityStorageResponse:
+        """Nothing to clean: devhost deletes an entity when its state is deleted and takes no locks."""
+        return pb.CleanEntityStorageResponse(emptyEntitiesRemoved=0, orphanedLocksReleased=0)
 
     async def AbandonTaskOrchestratorWorkItem(  # noqa: N802
         self, request: pb.AbandonOrchestrationTaskRequest, context: Any
@@ -280,6 +392,7 @@ class SidecarServer:
             raise OSError(f"cannot listen on {self._address}")
         await server.start()
         self._server, self.port = server, port
+        self._engine.workers.enabled = True
         return port
 
     async def stop(self, grace_s: float = 1.0) -> None:
@@ -287,3 +400,4 @@ class SidecarServer:
         if self._server is not None:
             await self._server.stop(grace_s)
             self._server = None
+            self._engine.workers.enabled = False

@@ -209,7 +209,25 @@ def crash_orchestrator(ctx: task.OrchestrationContext, n: int) -> Any:
     return first + second
 
 
+# --- rewind: an activity that fails until a marker file exists ------------------------------------
+
+
+def flaky(ctx: task.ActivityContext, marker: str) -> str:
+    """Fails while ``marker`` does not exist."""
+    if not Path(marker).exists():
+        raise RuntimeError("not yet")
+    return "fixed"
+
+
+def flaky_orchestrator(ctx: task.OrchestrationContext, marker: str) -> Any:
+    """One step that succeeds, then the flaky one."""
+    first = yield ctx.call_activity(hello, input="before")
+    second = yield ctx.call_activity(flaky, input=marker)
+    return [first, second]
+
+
 ORCHESTRATORS: list[Any] = [
+    flaky_orchestrator,
     crash_orchestrator,
     sequence,
     fanout_orchestrator,
@@ -224,6 +242,7 @@ ORCHESTRATORS: list[Any] = [
     waiting_orchestrator,
 ]
 ACTIVITIES: list[Any] = [
+    flaky,
     slow_step,
     hello,
     get_work_items,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -174,3 +175,27 @@ def test_unknown_instance(dt_client: client.TaskHubGrpcClient) -> None:
     assert dt_client.get_orchestration_state("no-such-instance") is None
     with pytest.raises(Exception, match="No instance"):
         dt_client.raise_orchestration_event("no-such-instance", "go")
+
+
+def test_rewind_restart_history_and_ids(dt_client: client.TaskHubGrpcClient, tmp_path: Path) -> None:
+    marker = tmp_path / "fixed"
+    instance_id = dt_client.schedule_new_orchestration(samples.flaky_orchestrator, input=str(marker))
+    failed = _done(dt_client, instance_id)
+    assert failed.runtime_status == client.OrchestrationStatus.FAILED
+    marker.touch()
+    dt_client.rewind_orchestration(instance_id, reason="fixed it")
+    state = None
+    for _ in range(600):  # the rewind re-runs the failed step only
+        state = dt_client.get_orchestration_state(instance_id)
+        if state is not None and state.runtime_status == client.OrchestrationStatus.COMPLETED:
+            break
+        time.sleep(0.05)
+    assert state is not None and state.runtime_status == client.OrchestrationStatus.COMPLETED, state
+    assert json.loads(state.serialized_output or "") == ["Hello before!", "fixed"]
+    kinds = [type(e).__name__ for e in dt_client.get_orchestration_history(instance_id)]
+    assert kinds.count("TaskScheduledEvent") == 2 and "TaskFailedEvent" not in kinds, kinds
+    again = dt_client.restart_orchestration(instance_id, restart_with_new_instance_id=True)
+    assert again != instance_id
+    assert json.loads(_done(dt_client, again).serialized_output or "") == ["Hello before!", "fixed"]
+    page = dt_client.list_instance_ids(runtime_status=[client.OrchestrationStatus.COMPLETED])
+    assert {instance_id, again} <= set(page.items)
