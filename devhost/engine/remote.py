@@ -64,7 +64,18 @@ class RemoteEpisodes(Episodes):
             new_events.append(self._execution_started(inst))
         new_events.extend(m.event for m in batch)
         token = self.workers.new_token(inst.id)
-        flight = Flight(token, inst.id, inst.execution_id, batch, list(inst.texts), new_events, ts, ts_epoch)
+        flight = Flight(
+            token,
+            inst.id,
+            inst.name,
+            inst.version,
+            inst.execution_id,
+            batch,
+            list(inst.texts),
+            new_events,
+            ts,
+            ts_epoch,
+        )
         inst.flight = flight
         self.episodes_run += 1
         self._after.append(lambda: self.workers.offer_orchestration(flight))

@@ -17,7 +17,8 @@ from google.protobuf import timestamp_pb2, wrappers_pb2
 from devhost import history as h
 from devhost.actions import ActionType
 from devhost.engine.remote import Failure, Outcome
-from devhost.engine.workers import EntityFlight, Flight, Item, token_of
+from devhost.engine.state import Work, split_entity_id
+from devhost.engine.workers import Accepts, EntityFlight, Flight, Item, token_of
 from devhost.store import InstanceRow
 from devhost.timeutil import epoch_to_history, parse_history_time
 
@@ -212,6 +213,29 @@ def _entity_message(out: pb.HistoryEvent, ev: dict[str, Any]) -> None:
 def history(events: Iterable[dict[str, Any]]) -> list[pb.HistoryEvent]:
     """Protocol events of JSON events, skipping the ones a worker never needs."""
     return [e for e in (history_event(ev) for ev in events) if e is not None]
+
+
+def work_item_filter(request: pb.GetWorkItemsRequest) -> Accepts:
+    """Which items a worker takes, from its work item filters (names, and versions when it lists some)."""
+    if not request.HasField("workItemFilters"):
+        return None
+    wf = request.workItemFilters
+    orchestrations = {f.name: frozenset(f.versions) for f in wf.orchestrations}
+    activities = {f.name: frozenset(f.versions) for f in wf.activities}
+    entity_names = {f.name.lower() for f in wf.entities}
+
+    def matches(accepted: dict[str, frozenset[str]], name: str, version: str | None) -> bool:
+        versions = accepted.get(name)
+        return versions is not None and (not versions or (version or "") in versions)
+
+    def accepts(item: Item) -> bool:
+        if isinstance(item, Flight):
+            return matches(orchestrations, item.name, item.version)
+        if isinstance(item, Work):
+            return matches(activities, item.name, None)
+        return split_entity_id(item.entity_id)[0] in entity_names
+
+    return accepts
 
 
 def work_item(item: Item) -> pb.WorkItem:

@@ -239,13 +239,13 @@ class Sidecar(stubs.TaskHubSidecarServiceServicer):
     async def GetWorkItems(self, request: pb.GetWorkItemsRequest, context: Any) -> AsyncIterator[pb.WorkItem]:  # noqa: N802
         """Stream work items to a worker until it disconnects; what it still holds is then offered again."""
         workers = self._engine.workers
-        stream = workers.new_stream()
+        stream = workers.new_stream(convert.work_item_filter(request))
         log.info("A Durable Task worker connected (%d connected).", workers.connected)
         try:
             while True:
                 item = workers.take(stream)
                 if item is None:
-                    await workers.wait()
+                    await workers.wait(stream)
                     continue
                 yield convert.work_item(item)
         finally:

@@ -131,6 +131,13 @@ def parent_orchestrator(ctx: task.OrchestrationContext, groups: list[list[str]])
     return {"total": sum(results), "parts": results}
 
 
+def two_worker_orchestrator(ctx: task.OrchestrationContext, word: str) -> Any:
+    """Calls an activity of its own worker and one only another worker registers."""
+    greeting = yield ctx.call_activity(hello, input=word)
+    length = yield ctx.call_activity(count_word, input=word)
+    return [greeting, length]
+
+
 # --- timers, failures, continue-as-new, custom status, waits --------------------------------------
 
 
