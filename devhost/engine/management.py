@@ -46,11 +46,14 @@ class Management(Rewinding):
     ) -> str:
         """Create and schedule a new orchestration instance; returns its id.
 
-        ``remote``: the orchestration runs at a worker of the gRPC sidecar protocol, not in this app.
+        ``remote``: the orchestration runs at a worker of the gRPC sidecar protocol, not in this app; so does
+        one no function of the app implements while a gRPC endpoint serves this engine (e.g. started over HTTP).
         """
         self._require_started()
         if not remote and self._orchestrators.get(name.lower()) is None:
-            raise InvalidRequest(self._unknown_function_message(name, "orchestrator"))
+            if not self.workers.enabled:
+                raise InvalidRequest(self._unknown_function_message(name, "orchestrator"))
+            remote = True
         if instance_id is None:
             instance_id = uuid.uuid4().hex
         else:

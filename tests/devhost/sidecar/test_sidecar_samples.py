@@ -199,3 +199,18 @@ def test_rewind_restart_history_and_ids(dt_client: client.TaskHubGrpcClient, tmp
     assert json.loads(_done(dt_client, again).serialized_output or "") == ["Hello before!", "fixed"]
     page = dt_client.list_instance_ids(runtime_status=[client.OrchestrationStatus.COMPLETED])
     assert {instance_id, again} <= set(page.items)
+
+
+def test_http_api_starts_a_grpc_workers_orchestration(
+    dt_client: client.TaskHubGrpcClient, sidecar_host: DevHostProcess
+) -> None:
+    url = f"{sidecar_host.base_url}/runtime/webhooks/durabletask/orchestrators/sequence/http-started"
+    resp = httpx.post(url, timeout=10)
+    assert resp.status_code == 202, resp.text
+    state = _done(dt_client, "http-started")
+    assert json.loads(state.serialized_output or "") == ["Hello Tokyo!", "Hello Seattle!", "Hello London!"]
+    unknown = httpx.post(f"{sidecar_host.base_url}/runtime/webhooks/durabletask/orchestrators/nobody", timeout=10)
+    assert unknown.status_code == 202  # no worker knows it: the worker that takes it fails it, as the sidecar does
+    failed = _done(dt_client, unknown.json()["id"])
+    assert failed.runtime_status == client.OrchestrationStatus.FAILED
+    assert failed.failure_details is not None and "nobody" in failed.failure_details.message
