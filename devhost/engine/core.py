@@ -112,8 +112,10 @@ class EngineCore:
         self._entities: dict[str, EntityInstance] = {}
         self._ready_event: asyncio.Event | None = None
         self._work_queue: asyncio.Queue[Work | None] | None = None
-        # Episodes and activities of remote instances, for workers of the gRPC sidecar protocol (devhost.grpc).
+        # Episodes and activities of remote instances, for workers of the gRPC sidecar protocol (devhost.sidecar),
+        # and the workers' answers to episodes, applied by the dispatcher in its next slice (group commit).
         self.workers = ExternalWorkers()
+        self._remote_done: deque[Any] = deque()
         self._after: list[Callable[[], None]] = []
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
         self._tasks: list[asyncio.Task[None]] = []

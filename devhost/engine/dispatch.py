@@ -59,7 +59,7 @@ class Dispatcher(RemoteEpisodes):
                 await asyncio.sleep(backoff)
                 backoff = HEAL_FIRST_S if self._heal() else min(backoff * 2, HEAL_MAX_S)
                 continue
-            if not self._ready:
+            if not self._ready and not self._remote_done:
                 event.clear()
                 await event.wait()
                 continue
@@ -85,6 +85,7 @@ class Dispatcher(RemoteEpisodes):
         self._instances.clear()
         self._entities.clear()
         self._ready.clear()
+        self._remote_done.clear()  # answers to episodes of the dropped instances: offered again after the reload
         self._delayed = 0
         queue = self._work_queue
         while queue is not None and not queue.empty():
@@ -115,6 +116,7 @@ class Dispatcher(RemoteEpisodes):
         store.begin()
         deadline = time.perf_counter() + SLICE_BUDGET_S
         try:
+            self._apply_remote_answers()  # gRPC workers' answers to episodes, in this slice's commit
             while ready:
                 inst = ready.popleft()
                 inst.queued = False

@@ -100,9 +100,9 @@ class Engine(Management):
                     if inst.inbox and not inst.queued and inst.status not in TERMINAL_STATES | {"Suspended"}:
                         inst.queued = True
                         self._ready.append(inst)
-                if not self._ready:
+                if not self._ready and not self._remote_done:
                     break
-                while self._ready:
+                while self._ready or self._remote_done:
                     self._run_slice(dispatch=False)
         except Exception:
             log.exception("Persisting the last results on shutdown failed; affected activities will re-run.")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from devhost import history as h
-from devhost.engine.core import StoreUnavailable, log
+from devhost.engine.core import STORE_ERRORS, log
 from devhost.engine.entities import ENTITY_BATCH, BatchResult, EntitySignal, OperationResult
 from devhost.engine.episodes import Episodes
 from devhost.engine.state import Decisions, EntityInstance, Instance, Message, Work, parse_json_text, split_entity_id
@@ -83,7 +83,11 @@ class RemoteEpisodes(Episodes):
     def complete_remote_orchestration(
         self, token: str, actions: list[dict[str, Any]], outcome: Outcome | None, custom_status: str | None
     ) -> None:
-        """Apply a worker's answer to an episode (new actions, how the execution ended); drop stale answers."""
+        """Take a worker's answer to an episode (new actions, how the execution ended); drop stale answers.
+
+        It is applied in the dispatcher's next slice, so answers that arrive together share one commit; until
+        then the instance waits as it did, and a crash before that commit offers the episode again.
+        """
         self._require_started()
         flight = self.workers.claim(token)
         if not isinstance(flight, Flight):
@@ -91,20 +95,29 @@ class RemoteEpisodes(Episodes):
         inst = self._instances.get(flight.instance_id)
         if inst is None or inst.flight is not flight:
             return  # terminated, or reloaded after a store fault, meanwhile
-        inst.flight = None
-        try:
-            with self._transaction():
+        self._remote_done.append((inst, flight, actions, outcome, custom_status))
+        if self._ready_event is not None:
+            self._ready_event.set()
+
+    def _apply_remote_answers(self) -> None:
+        """Apply the answers that arrived since the last slice, inside the slice's transaction."""
+        done = self._remote_done
+        while done:
+            answer: tuple[Instance, Flight, list[dict[str, Any]], Outcome | None, str | None] = done.popleft()
+            inst, flight, actions, outcome, custom_status = answer
+            if self._instances.get(inst.id) is not inst or inst.flight is not flight:
+                continue
+            inst.flight = None
+            try:
                 self._consume(flight.batch)
                 self._apply_remote(inst, flight, actions, outcome, custom_status)
-        except StoreUnavailable:
-            raise  # rolled back; the dispatcher reloads memory from the store and offers the episode again
-        except Exception as exc:  # an engine bug must not leave the instance waiting forever
-            log.exception("Internal error while applying an episode of instance %s", inst.id)
-            with self._transaction():
+            except STORE_ERRORS:
+                raise  # the whole slice is rolled back; the dispatcher heals and offers the episode again
+            except Exception as exc:  # an engine bug must not leave the instance waiting forever
+                log.exception("Internal error while applying an episode of instance %s", inst.id)
                 self._fail_now(inst, f"devhost internal error: {type(exc).__name__}: {exc}")
-            return
-        if inst.inbox and self._instances.get(inst.id) is inst:
-            self._schedule(inst)
+            if inst.inbox and self._instances.get(inst.id) is inst:
+                self._schedule(inst)
 
     def _apply_remote(
         self,
