@@ -130,7 +130,12 @@ class RemoteEpisodes(Episodes):
         ts, new_events = flight.ts, flight.new_events
         self._close_delivered(inst, flight.batch)
         d = Decisions()
-        failure = self._map_actions(inst, actions, d, ts, check_missing=False, new_only=True)
+        sends = [a for a in actions if a.get("sendEvent")]
+        failure = self._map_actions(
+            inst, [a for a in actions if not a.get("sendEvent")], d, ts, check_missing=False, new_only=True
+        )
+        for send in sends if failure is None else []:
+            self._send_event(inst, send, d, ts)
         if failure is None and custom_status is not None:
             failure = self._set_custom_status(inst, custom_status)
         inst.updated = time.time()
@@ -169,6 +174,20 @@ class RemoteEpisodes(Episodes):
         self._append(inst, new_events, d.events, ts)
         self._persist_decisions(inst, d)
         self._save(inst)
+
+    def _send_event(self, inst: Instance, send: dict[str, Any], d: Decisions, ts: str) -> None:
+        """An orchestration's send_event: EventSent in its history, EventRaised in the target's inbox (same commit)."""
+        target_id = str(send.get("instanceId") or "")
+        name, input_text = str(send.get("name") or ""), send.get("input")
+        d.events.append(h.event(h.EVENT_SENT, ts, int(send["id"]), InstanceId=target_id, Name=name, Input=input_text))
+        target = self._instances.get(target_id)
+        if target is None:
+            log.warning("%s: event '%s' for instance '%s' dropped: it is not running.", inst.id, name, target_id)
+            return
+        ev = h.event(h.EVENT_RAISED, ts, Name=name, Input=input_text)
+        inbox_id = self._store.insert_inbox(target_id, None, h.render(ev))
+        target.inbox.append(Message(ev, None, inbox_id=inbox_id))
+        self._schedule(target)
 
     def complete_remote_activity(self, token: str, result: str | None, failure: Failure | None) -> None:
         """Deliver a worker's activity result; it is consumed (and the work row deleted) by the next episode."""

@@ -319,6 +319,17 @@ def actions(response: pb.OrchestratorResponse) -> tuple[list[dict[str, Any]], Ou
             if signaled.HasField("scheduledTime"):
                 raise UnsupportedAction("Scheduled entity signals are not supported by devhost's gRPC endpoint yet.")
             out.append(_entity_action(ActionType.SIGNAL_ENTITY, signaled, action.id))
+        elif kind == "sendEvent":
+            e = action.sendEvent
+            out.append(
+                {
+                    "sendEvent": True,
+                    "instanceId": e.instance.instanceId,
+                    "name": e.name,
+                    "input": _opt(e, "data"),
+                    "id": action.id,
+                }
+            )
         elif kind == "sendEntityMessage":
             raise UnsupportedAction(
                 "Entity critical sections (lock_entities) are not supported by devhost's gRPC endpoint yet "

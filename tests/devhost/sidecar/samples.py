@@ -233,7 +233,15 @@ def flaky_orchestrator(ctx: task.OrchestrationContext, marker: str) -> Any:
     return [first, second]
 
 
+def sender_orchestrator(ctx: task.OrchestrationContext, target: str) -> Any:
+    """Sends the 'go' event to another instance."""
+    ctx.send_event(target, "go", data={"from": ctx.instance_id})
+    yield ctx.create_timer(timedelta(milliseconds=1))
+    return "sent"
+
+
 ORCHESTRATORS: list[Any] = [
+    sender_orchestrator,
     flaky_orchestrator,
     crash_orchestrator,
     sequence,

@@ -214,3 +214,11 @@ def test_http_api_starts_a_grpc_workers_orchestration(
     failed = _done(dt_client, unknown.json()["id"])
     assert failed.runtime_status == client.OrchestrationStatus.FAILED
     assert failed.failure_details is not None and "nobody" in failed.failure_details.message
+
+
+def test_send_event_between_orchestrations(dt_client: client.TaskHubGrpcClient) -> None:
+    waiting = dt_client.schedule_new_orchestration(samples.waiting_orchestrator, instance_id="receiver-1")
+    dt_client.wait_for_orchestration_start(waiting, timeout=WAIT_S)
+    sender = dt_client.schedule_new_orchestration(samples.sender_orchestrator, input=waiting, instance_id="sender-1")
+    assert json.loads(_done(dt_client, sender).serialized_output or "") == "sent"
+    assert json.loads(_done(dt_client, waiting).serialized_output or "") == {"from": "sender-1"}
