@@ -183,8 +183,8 @@ class Instance:
         """Serialised engine bookkeeping for the current execution.
 
         The same text as ``h.dumps({"n": next_seq, "m": mapped, "o": open, "r": roots, "rm": rmap,
-        "g": generation, "s": started_at})``, but the mapped-actions list (which grows with the
-        history) is only serialised for entries added since the last call.
+        "g": generation, "s": started_at})`` (plus ``"x": true`` for a remote instance), but the mapped-actions
+        list (which grows with the history) is only serialised for entries added since the last call.
         """
         remote = ',"x":true' if self.remote else ""
         return (
