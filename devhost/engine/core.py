@@ -165,6 +165,8 @@ class EngineCore:
             or self._stopping
         ):
             return
+        if inst.not_before and not inst.texts and self._not_yet(inst):
+            return
         if inst.last_cost > COALESCE_MIN_COST_S and len(inst.open) > len(inst.inbox):
             # A long replay while more results are still expected (fan-in): wait up to the last
             # replay's cost so the next episode takes a bigger batch. Keeps fan-in replays from
@@ -181,6 +183,20 @@ class EngineCore:
         event = self._ready_event
         if event is not None and not event.is_set():
             event.set()
+
+    def _not_yet(self, inst: Instance) -> bool:
+        """A scheduled start still in the future: wake the instance then (once), not now."""
+        delay = inst.not_before - time.time()
+        if delay <= 0:
+            return False
+        if inst.wake_handle is None and self._loop is not None:
+            inst.wake_handle = self._loop.call_later(delay, self._start_due, inst)
+        return True
+
+    def _start_due(self, inst: Instance) -> None:
+        inst.wake_handle = None
+        if self._instances.get(inst.id) is inst:
+            self._schedule(inst)
 
     def _wake(self, inst: Instance) -> None:
         inst.wake_handle = None
@@ -276,7 +292,7 @@ class EngineCore:
             OrchestrationInstance={"InstanceId": inst.id, "ExecutionId": inst.execution_id},
             ParentInstance=parent,
             Tags=None,
-            ScheduledStartTime=None,
+            ScheduledStartTime=epoch_to_history(inst.not_before) if inst.not_before else None,
             Generation=inst.generation,
         )
 

@@ -51,6 +51,8 @@ class EntitySignal(BaseModel):
     target: dict[str, str]
     name: str
     input: str | None = None
+    # A gRPC worker's scheduled signal: not delivered before this epoch time; never part of the JSON protocol.
+    notBefore: float | None = None  # noqa: N815 - beside the wire names
 
 
 class BatchResult(BaseModel):
@@ -183,7 +185,10 @@ class Entities(Retries):
                 self._reply(op.request, outcome, ts)
         for signal in result.signals:
             target = entity_id_of(signal.target.get("name", ""), signal.target.get("key", ""))
-            self._send_entity_op(target, entity_request(signal.name, signal.input, signal=True, ts=ts, parent=ent.id))
+            request = entity_request(signal.name, signal.input, signal=True, ts=ts, parent=ent.id)
+            if signal.notBefore:
+                request["notBefore"] = signal.notBefore
+            self._send_entity_op(target, request)
 
     def _reply(self, request: dict[str, Any], outcome: OperationResult, ts: str) -> None:
         """Deliver an operation's result to the orchestration that called it (dropped if that execution ended)."""
@@ -206,13 +211,18 @@ class Entities(Retries):
 
     # ----- client API ----------------------------------------------------------------------
 
-    async def signal_entity(self, name: str, key: str, operation: str, input_text: str | None) -> None:
-        """Send a one-way operation to an entity (the extension's SignalEntityAsync)."""
+    async def signal_entity(
+        self, name: str, key: str, operation: str, input_text: str | None, *, not_before: float | None = None
+    ) -> None:
+        """Send a one-way operation to an entity (the extension's SignalEntityAsync); ``not_before``: a gRPC
+        client's scheduled signal (run by its worker no earlier)."""
         self._require_started()
         entity_id = entity_id_of(name, key)
         if not self._is_remote_entity(name) and name.lower() not in self._entity_fns:
             raise InvalidRequest(self._unknown_function_message(name, "entity"))
         request = entity_request(operation, input_text, signal=True, ts=epoch_to_history(time.time()))
+        if not_before:
+            request["notBefore"] = not_before
         with self._transaction():
             self._send_entity_op(entity_id, request)
 

@@ -172,6 +172,8 @@ class ActionHandlers(Entities):
         )
         if action.get("requestId"):
             request["id"] = str(action["requestId"])
+        if action.get("notBefore"):
+            request["notBefore"] = float(action["notBefore"])  # a gRPC worker's scheduled signal
         request["parentExecution"] = inst.execution_id
         d.events.append(h.event(h.EVENT_SENT, ts, seq, InstanceId=entity_id, Name="op", Input=h.dumps(request)))
         d.entity_ops.append((entity_id, request))

@@ -43,8 +43,9 @@ class Management(Rewinding):
         version: str | None = None,
         *,
         remote: bool = False,
+        start_at: float | None = None,
     ) -> str:
-        """Create and schedule a new orchestration instance; returns its id.
+        """Create and schedule a new orchestration instance (``start_at``: not before then); returns its id.
 
         ``remote``: the orchestration runs at a worker of the gRPC sidecar protocol, not in this app; so does
         one no function of the app implements while a gRPC endpoint serves this engine (e.g. started over HTTP).
@@ -70,6 +71,8 @@ class Management(Rewinding):
             raise InstanceAlreadyExists(f"An Orchestration instance with the status {existing.status} already exists.")
         inst = Instance(instance_id, name, version or self.app.host.default_version, input_json, time.time())
         inst.remote = remote
+        if start_at is not None and start_at > time.time():
+            inst.not_before = start_at
         store = self._store
         with self._transaction():
             if store.get_instance(instance_id) is not None:

@@ -18,7 +18,16 @@ from devhost import history as h
 from devhost.engine.core import STORE_ERRORS, log
 from devhost.engine.entities import ENTITY_BATCH, BatchResult, EntitySignal, OperationResult
 from devhost.engine.episodes import Episodes
-from devhost.engine.state import Decisions, EntityInstance, Instance, Message, Work, parse_json_text, split_entity_id
+from devhost.engine.state import (
+    Decisions,
+    EntityInstance,
+    EntityOp,
+    Instance,
+    Message,
+    Work,
+    parse_json_text,
+    split_entity_id,
+)
 from devhost.engine.workers import EntityFlight, Flight, Item
 from devhost.statuses import TERMINAL_STATES
 from devhost.timeutil import epoch_to_history
@@ -214,9 +223,11 @@ class RemoteEpisodes(Episodes):
         """Hand the entity's next batch of operations, with its state, to a worker (after the slice commits)."""
         if ent.flight is not None:
             return
-        batch = [ent.queue.popleft() for _ in range(min(len(ent.queue), ENTITY_BATCH))]
+        batch, waiting = self._due_operations(ent)
         if not batch:
-            if self._entities.get(ent.id) is ent:
+            if waiting is not None and self._loop is not None:  # only scheduled signals: wake up for the first
+                self._loop.call_later(max(0.0, waiting - time.time()), self._schedule_entity, ent)
+            elif self._entities.get(ent.id) is ent:
                 del self._entities[ent.id]
             return
         found = self._store.get_entity(ent.id)
@@ -226,12 +237,26 @@ class RemoteEpisodes(Episodes):
         self.entity_batches_run += 1
         self._after.append(lambda: self.workers.offer_entity(flight))
 
+    @staticmethod
+    def _due_operations(ent: EntityInstance) -> tuple[list[EntityOp], float | None]:
+        """The next batch of operations due now (in order) and when the first scheduled one left waiting is due."""
+        now = time.time()
+        due: list[EntityOp] = []
+        later: list[EntityOp] = []
+        while ent.queue and len(due) < ENTITY_BATCH:
+            op = ent.queue.popleft()
+            not_before = op.request.get("notBefore")
+            (later if not_before and float(not_before) > now else due).append(op)
+        ent.queue.extendleft(reversed(later))
+        first = min((float(op.request["notBefore"]) for op in later), default=None)
+        return due, first
+
     def complete_remote_entity(
         self,
         token: str,
         results: list[tuple[str | None, Failure | None]],
         state: str | None,
-        signals: list[tuple[str, str, str | None]],
+        signals: list[tuple[str, str, str | None, float | None]],
         batch_failure: Failure | None = None,
     ) -> None:
         """Apply a worker's batch result: new state (None: deleted), one result per operation, signals it sent.
@@ -260,9 +285,10 @@ class RemoteEpisodes(Episodes):
             for result, failure in results
         ]
         sent = []
-        for target, operation, input_text in signals:
+        for target, operation, input_text, not_before in signals:
             name, key = split_entity_id(target)
-            sent.append(EntitySignal(target={"name": name, "key": key}, name=operation, input=input_text))
+            target_ref = {"name": name, "key": key}
+            sent.append(EntitySignal(target=target_ref, name=operation, input=input_text, notBefore=not_before))
         result = BatchResult(entityExists=state is not None, entityState=state, results=outcomes, signals=sent)
         with self._transaction():
             self._apply_batch(ent, batch, result, existed=flight.existed)

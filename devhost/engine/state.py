@@ -123,6 +123,7 @@ class Instance:
         "wake_handle",
         "remote",
         "flight",
+        "not_before",
     )
 
     def __init__(self, instance_id: str, name: str, version: str | None, input_text: str | None, now: float) -> None:
@@ -164,6 +165,8 @@ class Instance:
         # its episode in flight at such a worker, while there is one (devhost.engine.remote.Flight).
         self.remote = False
         self.flight: Any = None
+        # A scheduled start: the first episode runs no earlier than this (epoch seconds; 0: at once).
+        self.not_before = 0.0
 
     def reset_execution(self, input_text: str | None, now: float) -> None:
         """Start a fresh execution (continue-as-new): new id, empty history, seq ids from 0."""
@@ -178,19 +181,23 @@ class Instance:
         self.roots = []
         self.rmap = {}
         self.generation += 1
+        self.not_before = 0.0
 
     def estate(self) -> str:
         """Serialised engine bookkeeping for the current execution.
 
         The same text as ``h.dumps({"n": next_seq, "m": mapped, "o": open, "r": roots, "rm": rmap,
-        "g": generation, "s": started_at})`` (plus ``"x": true`` for a remote instance), but the mapped-actions
-        list (which grows with the history) is only serialised for entries added since the last call.
+        "g": generation, "s": started_at})`` (plus ``"x": true`` for a remote instance, ``"b"`` for a scheduled
+        start), but the mapped-actions list (which grows with the history) is only serialised for entries added
+        since the last call.
         """
-        remote = ',"x":true' if self.remote else ""
+        extra = ',"x":true' if self.remote else ""
+        if self.not_before:
+            extra += f',"b":{h.dumps(self.not_before)}'
         return (
             f'{{"n":{h.dumps(self.next_seq)},"m":[{self._mapped_json()}],"o":{h.dumps(self.open)},'
             f'"r":{h.dumps(self.roots)},"rm":{h.dumps(self.rmap)},"g":{h.dumps(self.generation)},'
-            f'"s":{h.dumps(self.started_at)}{remote}}}'
+            f'"s":{h.dumps(self.started_at)}{extra}}}'
         )
 
     def _mapped_json(self) -> str:
@@ -217,6 +224,7 @@ class Instance:
         self.generation = data.get("g", 0)
         self.started_at = data.get("s", self.created)
         self.remote = bool(data.get("x", False))
+        self.not_before = float(data.get("b", 0.0))
 
     def row(self) -> InstanceRow:
         """The store row for this instance."""

@@ -80,6 +80,7 @@ def history_event(ev: dict[str, Any]) -> pb.HistoryEvent | None:
                 version=_text(ev.get("Version") or None),
                 input=_text(ev.get("Input")),
                 orchestrationInstance=_instance(oi.get("InstanceId", ""), oi.get("ExecutionId")),
+                scheduledStartTimestamp=_history_ts(ev["ScheduledStartTime"]) if ev.get("ScheduledStartTime") else None,
                 parentInstance=(
                     pb.ParentInstanceInfo(
                         taskScheduledId=int(parent.get("TaskScheduleId", -1)),
@@ -316,9 +317,10 @@ def actions(response: pb.OrchestratorResponse) -> tuple[list[dict[str, Any]], Ou
             out.append(_entity_action(ActionType.CALL_ENTITY, called, action.id))
         elif kind == "sendEntityMessage" and action.sendEntityMessage.HasField("entityOperationSignaled"):
             signaled = action.sendEntityMessage.entityOperationSignaled
+            signal = _entity_action(ActionType.SIGNAL_ENTITY, signaled, action.id)
             if signaled.HasField("scheduledTime"):
-                raise UnsupportedAction("Scheduled entity signals are not supported by devhost's gRPC endpoint yet.")
-            out.append(_entity_action(ActionType.SIGNAL_ENTITY, signaled, action.id))
+                signal["notBefore"] = signaled.scheduledTime.ToNanoseconds() / 1e9
+            out.append(signal)
         elif kind == "sendEvent":
             e = action.sendEvent
             out.append(
@@ -367,7 +369,7 @@ def entity_batch_result(
 ) -> tuple[
     list[tuple[str | None, Failure | None]],
     str | None,
-    list[tuple[str, str, str | None]],
+    list[tuple[str, str, str | None, float | None]],
     list[pb.StartNewOrchestrationAction],
 ]:
     """A worker's entity batch result: per-operation (result, failure), new state, signals sent, orchestrations
@@ -379,10 +381,12 @@ def entity_batch_result(
             outcomes.append((None, failure(r.failure.failureDetails)))
         else:
             outcomes.append((_opt(r.success, "result"), None))
-    signals: list[tuple[str, str, str | None]] = []
+    signals: list[tuple[str, str, str | None, float | None]] = []
     for action in result.actions:
         if action.HasField("sendSignal"):
-            signals.append((action.sendSignal.instanceId, action.sendSignal.name, _opt(action.sendSignal, "input")))
+            sig = action.sendSignal
+            when = sig.scheduledTime.ToNanoseconds() / 1e9 if sig.HasField("scheduledTime") else None
+            signals.append((sig.instanceId, sig.name, _opt(sig, "input"), when))
         elif action.HasField("startNewOrchestration"):
             starts.append(action.startNewOrchestration)
     return outcomes, _opt(result, "entityState"), signals, starts

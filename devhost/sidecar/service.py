@@ -82,10 +82,9 @@ class Sidecar(stubs.TaskHubSidecarServiceServicer):
 
     async def StartInstance(self, request: pb.CreateInstanceRequest, context: Any) -> pb.CreateInstanceResponse:  # noqa: N802
         """Start an orchestration that a worker of this protocol runs."""
+        start_at = None
         if request.HasField("scheduledStartTimestamp"):
-            await context.abort(
-                grpc.StatusCode.UNIMPLEMENTED, "A scheduled start time is not supported by devhost yet; start it later."
-            )
+            start_at = request.scheduledStartTimestamp.ToNanoseconds() / 1e9
         instance_id = await _guard(
             context,
             self._engine.start_instance(
@@ -94,6 +93,7 @@ class Sidecar(stubs.TaskHubSidecarServiceServicer):
                 request.input.value if request.HasField("input") else None,
                 request.version.value if request.HasField("version") else None,
                 remote=True,
+                start_at=start_at,
             ),
         )
         return pb.CreateInstanceResponse(instanceId=instance_id)
@@ -301,17 +301,14 @@ class Sidecar(stubs.TaskHubSidecarServiceServicer):
 
     async def SignalEntity(self, request: pb.SignalEntityRequest, context: Any) -> pb.SignalEntityResponse:  # noqa: N802
         """Send a one-way operation to an entity."""
-        if request.HasField("scheduledTime"):
-            await context.abort(
-                grpc.StatusCode.UNIMPLEMENTED, "Scheduled entity signals are not supported by devhost yet."
-            )
+        not_before = request.scheduledTime.ToNanoseconds() / 1e9 if request.HasField("scheduledTime") else None
         try:
             name, key = split_entity_id(request.instanceId)
         except EngineError as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
             raise
         payload = request.input.value if request.HasField("input") else None
-        await _guard(context, self._engine.signal_entity(name, key, request.name, payload))
+        await _guard(context, self._engine.signal_entity(name, key, request.name, payload, not_before=not_before))
         return pb.SignalEntityResponse()
 
     async def GetEntity(self, request: pb.GetEntityRequest, context: Any) -> pb.GetEntityResponse:  # noqa: N802

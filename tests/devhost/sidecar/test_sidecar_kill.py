@@ -7,6 +7,7 @@ import json
 import socket
 import time
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import grpc
@@ -62,6 +63,8 @@ def test_kill_during_sequence_timer_and_fan_out(tmp_path: Path, monkeypatch: pyt
     try:
         c = client.TaskHubGrpcClient(host_address=address)
         instance_id = c.schedule_new_orchestration(samples.crash_orchestrator, input=N, instance_id="crash-1")
+        start_at = datetime.now(UTC) + timedelta(seconds=3)  # a scheduled start the kills must not lose or advance
+        later = c.schedule_new_orchestration(samples.sequence, instance_id="later-1", start_at=start_at)
         _wait_runs(runs_dir, "s", 3, host)
         host.kill()  # in the middle of the sequence
         host.restart()
@@ -72,6 +75,11 @@ def test_kill_during_sequence_timer_and_fan_out(tmp_path: Path, monkeypatch: pyt
         assert state is not None and state.runtime_status == client.OrchestrationStatus.COMPLETED, host.output()
         expected = [f"S{i}" for i in range(N)] + [f"F{i}" for i in range(N)]
         assert json.loads(state.serialized_output or "") == expected
+        scheduled = _wait_completion(c, later)
+        assert scheduled is not None and scheduled.runtime_status == client.OrchestrationStatus.COMPLETED
+        events = c.get_orchestration_history(later)
+        first = next(e for e in events if type(e).__name__ == "OrchestratorStartedEvent")
+        assert first.timestamp >= start_at - timedelta(milliseconds=1), (first.timestamp, start_at)
     finally:
         w.stop()
         host.stop()

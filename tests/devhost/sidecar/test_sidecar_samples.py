@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -222,3 +223,16 @@ def test_send_event_between_orchestrations(dt_client: client.TaskHubGrpcClient) 
     sender = dt_client.schedule_new_orchestration(samples.sender_orchestrator, input=waiting, instance_id="sender-1")
     assert json.loads(_done(dt_client, sender).serialized_output or "") == "sent"
     assert json.loads(_done(dt_client, waiting).serialized_output or "") == {"from": "sender-1"}
+
+
+def test_scheduled_start(dt_client: client.TaskHubGrpcClient) -> None:
+    start_at = datetime.now(UTC) + timedelta(seconds=2)
+    instance_id = dt_client.schedule_new_orchestration(samples.sequence, start_at=start_at)
+    state = dt_client.get_orchestration_state(instance_id)
+    assert state is not None and state.runtime_status == client.OrchestrationStatus.PENDING
+    state = _done(dt_client, instance_id)
+    assert state.runtime_status == client.OrchestrationStatus.COMPLETED
+    # Not before its time: the history's first OrchestratorStarted is at or after start_at.
+    events = dt_client.get_orchestration_history(instance_id)
+    first = next(e for e in events if type(e).__name__ == "OrchestratorStartedEvent")
+    assert first.timestamp >= start_at - timedelta(milliseconds=1), (first.timestamp, start_at)
