@@ -282,6 +282,12 @@ async def _serve_app(
     from devhost.triggers_storage import StorageTriggers  # noqa: PLC0415
 
     storage_triggers = StorageTriggers(host, os.environ, host_id=_host_id(options.app_dir))
+    if options.grpc_port is not None:
+        workers = getattr(engine, "workers", None)
+        if workers is None:
+            raise EngineStartError("this engine cannot serve the Durable Task gRPC protocol")
+        # Before the start: recovered work of remote instances and entities is the gRPC workers' from the outset.
+        workers.enabled = True
     try:
         await engine.start()
     except Exception as exc:
@@ -329,8 +335,6 @@ async def _start_sidecar(options: ServeOptions, engine: HostEngine) -> Any:
     """The gRPC sidecar endpoint when asked for (after the engine started); raises SidecarPortError."""
     if options.grpc_port is None:
         return None
-    if not hasattr(engine, "workers"):
-        raise EngineStartError("this engine cannot serve the Durable Task gRPC protocol")
     from devhost.sidecar.service import SidecarServer  # noqa: PLC0415 - grpc is imported only when asked for
 
     sidecar = SidecarServer(engine, options.host, options.grpc_port)  # type: ignore[arg-type]

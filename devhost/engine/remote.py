@@ -139,12 +139,11 @@ class RemoteEpisodes(Episodes):
         ts, new_events = flight.ts, flight.new_events
         self._close_delivered(inst, flight.batch)
         d = Decisions()
-        sends = [a for a in actions if a.get("sendEvent")]
-        failure = self._map_actions(
-            inst, [a for a in actions if not a.get("sendEvent")], d, ts, check_missing=False, new_only=True
-        )
-        for send in sends if failure is None else []:
-            self._send_event(inst, send, d, ts)
+        messages = [a for a in actions if a.get("message")]
+        calls = [a for a in actions if not a.get("message")]
+        failure = self._map_actions(inst, calls, d, ts, check_missing=False, new_only=True)
+        for message in messages if failure is None else []:
+            self._send_message(inst, message, d, ts)
         if failure is None and custom_status is not None:
             failure = self._set_custom_status(inst, custom_status)
         inst.updated = time.time()
@@ -183,6 +182,27 @@ class RemoteEpisodes(Episodes):
         self._append(inst, new_events, d.events, ts)
         self._persist_decisions(inst, d)
         self._save(inst)
+
+    def _send_message(self, inst: Instance, message: dict[str, Any], d: Decisions, ts: str) -> None:
+        """A message without a reply task: an event for another instance, a lock request or an unlock."""
+        kind = message["message"]
+        if kind == "event":
+            self._send_event(inst, message, d, ts)
+            return
+        target = str(message.get("instanceId") or "")
+        if kind == "lock":
+            request = {
+                "lock": message["criticalSectionId"],
+                "lockSet": message["lockSet"],
+                "position": 0,
+                "parent": inst.id,
+                "parentExecution": inst.execution_id,
+            }
+        else:
+            request = {"unlock": message["criticalSectionId"], "parent": inst.id}
+        sent = h.event(h.EVENT_SENT, ts, int(message["id"]), InstanceId=target, Name=kind, Input=h.dumps(request))
+        d.events.append(sent)
+        d.entity_ops.append((target, request))
 
     def _send_event(self, inst: Instance, send: dict[str, Any], d: Decisions, ts: str) -> None:
         """An orchestration's send_event: EventSent in its history, EventRaised in the target's inbox (same commit)."""
@@ -223,11 +243,13 @@ class RemoteEpisodes(Episodes):
         """Hand the entity's next batch of operations, with its state, to a worker (after the slice commits)."""
         if ent.flight is not None:
             return
-        batch, waiting = self._due_operations(ent)
+        batch, waiting, again = self._due_operations(ent)
+        if again:
+            self._after.append(lambda: self._schedule_entity(ent))  # a lock was released: look at the queue again
         if not batch:
             if waiting is not None and self._loop is not None:  # only scheduled signals: wake up for the first
                 self._loop.call_later(max(0.0, waiting - time.time()), self._schedule_entity, ent)
-            elif self._entities.get(ent.id) is ent:
+            elif self._entities.get(ent.id) is ent and not ent.queue and ent.lock is None:
                 del self._entities[ent.id]
             return
         found = self._store.get_entity(ent.id)
@@ -237,19 +259,72 @@ class RemoteEpisodes(Episodes):
         self.entity_batches_run += 1
         self._after.append(lambda: self.workers.offer_entity(flight))
 
-    @staticmethod
-    def _due_operations(ent: EntityInstance) -> tuple[list[EntityOp], float | None]:
-        """The next batch of operations due now (in order) and when the first scheduled one left waiting is due."""
+    def _due_operations(self, ent: EntityInstance) -> tuple[list[EntityOp], float | None, bool]:
+        """The next batch of operations to run (in order), when the first scheduled one left waiting is due, and
+        whether a lock was released (so what waited on it is looked at again).
+
+        Lock messages are handled here, not by the worker: a lock request takes a free entity (and goes on to
+        the next entity of its lock set, or is granted to the orchestration), waits while another critical
+        section holds it; while held, only the holder's operations run; the holder's unlock frees it.
+        """
         now = time.time()
+        self._adopt_held_lock(ent)
         due: list[EntityOp] = []
-        later: list[EntityOp] = []
+        kept: list[EntityOp] = []
+        released = False
         while ent.queue and len(due) < ENTITY_BATCH:
             op = ent.queue.popleft()
-            not_before = op.request.get("notBefore")
-            (later if not_before and float(not_before) > now else due).append(op)
-        ent.queue.extendleft(reversed(later))
-        first = min((float(op.request["notBefore"]) for op in later), default=None)
-        return due, first
+            request = op.request
+            not_before = request.get("notBefore")
+            if not_before and float(not_before) > now:
+                kept.append(op)
+            elif "lock" in request:
+                if ent.lock is None:
+                    self._take_lock(ent, op)
+                else:
+                    kept.append(op)
+            elif "unlock" in request:
+                self._store.delete_entity_ops([op.op_id])
+                if ent.lock is not None and ent.lock.request.get("held") == request["unlock"]:
+                    self._store.delete_entity_ops([ent.lock.op_id])
+                    ent.lock, released = None, True
+                    break
+            elif ent.lock is not None and request.get("parent") != ent.lock.request.get("parent"):
+                kept.append(op)  # another caller's operation waits for the critical section to end
+            else:
+                due.append(op)
+        ent.queue.extendleft(reversed(kept))
+        waiting = [float(op.request["notBefore"]) for op in kept if op.request.get("notBefore")]
+        return due, (min(waiting) if waiting and not due else None), released
+
+    @staticmethod
+    def _adopt_held_lock(ent: EntityInstance) -> None:
+        """After a restart the lock an entity held is its "held" op in the queue: take it out and hold it."""
+        if ent.lock is not None:
+            return
+        for op in ent.queue:
+            if "held" in op.request:
+                ent.queue.remove(op)
+                ent.lock = op
+                return
+
+    def _take_lock(self, ent: EntityInstance, op: EntityOp) -> None:
+        """Lock the entity for a critical section; pass the request on to the next entity, or grant it."""
+        request = op.request
+        held = {"held": request["lock"], "parent": request.get("parent")}
+        self._store.delete_entity_ops([op.op_id])
+        ent.lock = EntityOp(self._store.insert_entity_op(ent.id, h.dumps(held)), held)
+        lock_set, position = list(request.get("lockSet") or []), int(request.get("position", 0))
+        if position + 1 < len(lock_set):
+            self._send_entity_op(lock_set[position + 1], {**request, "position": position + 1})
+            return
+        parent = self._instances.get(str(request.get("parent")))
+        if parent is None or parent.execution_id != request.get("parentExecution"):
+            return  # the orchestration is gone: its unlock never comes (purging the entity's owner does not free it)
+        ev = h.event(h.EVENT_RAISED, epoch_to_history(time.time()), Name=request["lock"], EntityLockGranted=True)
+        inbox_id = self._store.insert_inbox(parent.id, parent.execution_id, h.render(ev))
+        parent.inbox.append(Message(ev, parent.execution_id, inbox_id=inbox_id))
+        self._schedule(parent)
 
     def complete_remote_entity(
         self,
@@ -295,7 +370,7 @@ class RemoteEpisodes(Episodes):
             self._store.delete_entity_ops([op.op_id for op in batch])
         if ent.queue:
             self._schedule_entity(ent)
-        elif self._entities.get(ent.id) is ent:
+        elif self._entities.get(ent.id) is ent and ent.lock is None:
             del self._entities[ent.id]
 
     def abandon_remote(self, token: str) -> None:

@@ -77,7 +77,7 @@ class EntityOp:
 class EntityInstance:
     """An entity with operations waiting: they run one batch at a time, in the order they were sent."""
 
-    __slots__ = ("id", "name", "key", "queue", "queued", "flight")
+    __slots__ = ("id", "name", "key", "queue", "queued", "flight", "lock")
 
     def __init__(self, entity_id: str) -> None:
         self.id = entity_id
@@ -86,6 +86,8 @@ class EntityInstance:
         self.queued = False
         # Its batch in flight at a gRPC worker, while there is one (devhost.engine.workers.EntityFlight).
         self.flight: Any = None
+        # The critical section holding it (a gRPC orchestration's lock_entities): its "held" op, kept in the store.
+        self.lock: EntityOp | None = None
 
 
 class Instance:

@@ -161,6 +161,8 @@ def _task_event(out: pb.HistoryEvent, ev: dict[str, Any], et: Any) -> bool:
         out.timerFired.CopyFrom(pb.TimerFiredEvent(timerId=int(ev["TimerId"]), fireAt=_history_ts(ev.get("FireAt"))))
     elif et == h.EVENT_SENT and str(ev.get("InstanceId") or "").startswith("@"):
         _entity_message(out, ev)
+    elif et == h.EVENT_RAISED and ev.get("EntityLockGranted"):
+        out.entityLockGranted.CopyFrom(pb.EntityLockGrantedEvent(criticalSectionId=ev.get("Name") or ""))
     elif et == h.EVENT_RAISED and ev.get("EntityResponse"):
         if "FailureDetails" in ev:
             out.entityOperationFailed.CopyFrom(
@@ -189,6 +191,25 @@ def _entity_message(out: pb.HistoryEvent, ev: dict[str, Any]) -> None:
     """An operation an orchestration sent to an entity (stored as EventSent with the request) as the worker saw it."""
     request = json.loads(ev.get("Input") or "{}")
     target = _text(str(ev.get("InstanceId")))
+    if "lock" in request:
+        out.entityLockRequested.CopyFrom(
+            pb.EntityLockRequestedEvent(
+                criticalSectionId=str(request["lock"]),
+                lockSet=[str(e) for e in request.get("lockSet") or []],
+                position=int(request.get("position", 0)),
+                parentInstanceId=_text(request.get("parent")),
+            )
+        )
+        return
+    if "unlock" in request:
+        out.entityUnlockSent.CopyFrom(
+            pb.EntityUnlockSentEvent(
+                criticalSectionId=str(request["unlock"]),
+                parentInstanceId=_text(request.get("parent")),
+                targetInstanceId=target,
+            )
+        )
+        return
     if request.get("signal"):
         out.entityOperationSignaled.CopyFrom(
             pb.EntityOperationSignaledEvent(
@@ -325,17 +346,35 @@ def actions(response: pb.OrchestratorResponse) -> tuple[list[dict[str, Any]], Ou
             e = action.sendEvent
             out.append(
                 {
-                    "sendEvent": True,
+                    "message": "event",
                     "instanceId": e.instance.instanceId,
                     "name": e.name,
                     "input": _opt(e, "data"),
                     "id": action.id,
                 }
             )
-        elif kind == "sendEntityMessage":
-            raise UnsupportedAction(
-                "Entity critical sections (lock_entities) are not supported by devhost's gRPC endpoint yet "
-                "(see devhost/README.md, 'Durable Task gRPC')."
+        elif kind == "sendEntityMessage" and action.sendEntityMessage.HasField("entityLockRequested"):
+            lock = action.sendEntityMessage.entityLockRequested
+            lock_set = list(lock.lockSet)
+            out.append(
+                {
+                    "message": "lock",
+                    "instanceId": lock_set[0] if lock_set else "",
+                    "criticalSectionId": lock.criticalSectionId,
+                    "lockSet": lock_set,
+                    "id": action.id,
+                }
+            )
+        elif kind == "sendEntityMessage" and action.sendEntityMessage.HasField("entityUnlockSent"):
+            unlock = action.sendEntityMessage.entityUnlockSent
+            target = unlock.targetInstanceId.value
+            out.append(
+                {
+                    "message": "unlock",
+                    "instanceId": target,
+                    "criticalSectionId": unlock.criticalSectionId,
+                    "id": action.id,
+                }
             )
         elif kind == "completeOrchestration":
             c = action.completeOrchestration

@@ -10,7 +10,7 @@ import pytest
 from durabletask import client, worker
 
 from tests.devhost.hostproc import DevHostProcess
-from tests.devhost.sidecar import samples
+from tests.devhost.sidecar import entity_samples, samples
 
 _GRPC_BANNER = re.compile(r"Durable Task gRPC \(sidecar protocol, no auth\): [^:\s]+:(\d+)")
 
@@ -23,12 +23,13 @@ def grpc_address(host: DevHostProcess) -> str:
 
 
 def start_worker(address: str) -> worker.TaskHubGrpcWorker:
-    """A durabletask worker with every sample registered, started against ``address``."""
+    """A durabletask worker with every sample (and the counter entity) registered, started against ``address``."""
     w = worker.TaskHubGrpcWorker(host_address=address)
     for fn in samples.ORCHESTRATORS:
         w.add_orchestrator(fn)
     for act in samples.ACTIVITIES:
         w.add_activity(act)
+    w.add_entity(entity_samples.counter)
     w.start()
     return w
 

@@ -43,11 +43,26 @@ def failing_call_orchestrator(ctx: task.OrchestrationContext, _: Any) -> Any:
 
 
 def locking_orchestrator(ctx: task.OrchestrationContext, _: Any) -> Any:
-    """A critical section (examples/entities/entity_locking.py): not supported by devhost yet."""
+    """examples/entities/entity_locking.py: set, add and get inside one critical section (returns 1)."""
     entity_id = entities.EntityInstanceId("counter", "locked")
     with (yield ctx.lock_entities([entity_id])):
-        value = yield ctx.call_entity(entity_id, "add", 1)
-    return value
+        yield ctx.call_entity(entity_id, "set", 0)
+        yield ctx.call_entity(entity_id, "add", 1)
+        result = yield ctx.call_entity(entity_id, "get")
+    return result
+
+
+def read_modify_write_orchestrator(ctx: task.OrchestrationContext, rounds: int) -> Any:
+    """Increments two counters by get-then-set, which only a critical section over both makes safe."""
+    a = entities.EntityInstanceId("counter", "pair-a")
+    b = entities.EntityInstanceId("counter", "pair-b")
+    for _ in range(rounds):
+        with (yield ctx.lock_entities([b, a])):
+            value = yield ctx.call_entity(a, "get")
+            yield ctx.call_entity(a, "set", value + 1)
+            value = yield ctx.call_entity(b, "get")
+            yield ctx.call_entity(b, "set", value + 1)
+    return rounds
 
 
 # --- examples/entities/class_based_entity_actions.py ----------------------------------------------

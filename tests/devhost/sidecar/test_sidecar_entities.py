@@ -23,6 +23,7 @@ def dt_worker(address: str) -> Iterator[worker.TaskHubGrpcWorker]:
     w.add_orchestrator(entity_samples.counter_orchestrator)
     w.add_orchestrator(entity_samples.failing_call_orchestrator)
     w.add_orchestrator(entity_samples.locking_orchestrator)
+    w.add_orchestrator(entity_samples.read_modify_write_orchestrator)
     w.add_entity(entity_samples.counter)
     w.start()
     try:
@@ -67,9 +68,23 @@ def test_client_signal_get_and_query(dt_client: client.TaskHubGrpcClient) -> Non
     assert dt_client.get_entity(entities.EntityInstanceId("counter", "never-used")) is None
 
 
-def test_entity_locks_fail_clearly(dt_client: client.TaskHubGrpcClient) -> None:
+def test_entity_locking_example(dt_client: client.TaskHubGrpcClient) -> None:
     instance_id = dt_client.schedule_new_orchestration(entity_samples.locking_orchestrator)
     state = dt_client.wait_for_orchestration_completion(instance_id, timeout=120)
-    assert state is not None and state.runtime_status == client.OrchestrationStatus.FAILED
-    assert state.failure_details is not None
-    assert "lock_entities) are not supported by devhost's gRPC endpoint yet" in state.failure_details.message
+    assert state is not None and state.runtime_status == client.OrchestrationStatus.COMPLETED, state
+    assert json.loads(state.serialized_output or "") == 1
+
+
+def test_critical_sections_exclude_each_other(dt_client: client.TaskHubGrpcClient) -> None:
+    ids = [
+        dt_client.schedule_new_orchestration(entity_samples.read_modify_write_orchestrator, input=3) for _ in range(3)
+    ]
+    # A client's signal during the critical sections waits for the lock, then runs.
+    dt_client.signal_entity(entities.EntityInstanceId("counter", "pair-a"), "add", 100)
+    for instance_id in ids:
+        state = dt_client.wait_for_orchestration_completion(instance_id, timeout=120)
+        assert state is not None and state.runtime_status == client.OrchestrationStatus.COMPLETED, state
+    a = dt_client.get_entity(entities.EntityInstanceId("counter", "pair-a"))
+    b = dt_client.get_entity(entities.EntityInstanceId("counter", "pair-b"))
+    assert a is not None and b is not None
+    assert (a.get_state(int), b.get_state(int)) == (109, 9)  # no increment lost, the signal counted once

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from durabletask import client
+from durabletask import client, entities
 
 from tests.devhost.hostproc import DevHostProcess
 from tests.devhost.sidecar import samples
@@ -65,6 +65,10 @@ def test_kill_during_sequence_timer_and_fan_out(tmp_path: Path, monkeypatch: pyt
         instance_id = c.schedule_new_orchestration(samples.crash_orchestrator, input=N, instance_id="crash-1")
         start_at = datetime.now(UTC) + timedelta(seconds=3)  # a scheduled start the kills must not lose or advance
         later = c.schedule_new_orchestration(samples.sequence, instance_id="later-1", start_at=start_at)
+        counter = entities.EntityInstanceId("counter", "crash")
+        for _ in range(5):
+            c.signal_entity(counter, "add", 1)
+        c.signal_entity(counter, "add", 10, signal_time=start_at)  # a scheduled signal across the kills
         _wait_runs(runs_dir, "s", 3, host)
         host.kill()  # in the middle of the sequence
         host.restart()
@@ -77,6 +81,12 @@ def test_kill_during_sequence_timer_and_fan_out(tmp_path: Path, monkeypatch: pyt
         assert json.loads(state.serialized_output or "") == expected
         scheduled = _wait_completion(c, later)
         assert scheduled is not None and scheduled.runtime_status == client.OrchestrationStatus.COMPLETED
+        for _ in range(600):  # the scheduled signal is due at start_at
+            meta = c.get_entity(counter)
+            if meta is not None and meta.get_state(int) == 15:
+                break
+            time.sleep(0.05)
+        assert meta is not None and meta.get_state(int) == 15, meta  # each signal ran exactly once
         events = c.get_orchestration_history(later)
         first = next(e for e in events if type(e).__name__ == "OrchestratorStartedEvent")
         assert first.timestamp >= start_at - timedelta(milliseconds=1), (first.timestamp, start_at)
