@@ -373,6 +373,27 @@ class RemoteEpisodes(Episodes):
         elif self._entities.get(ent.id) is ent and ent.lock is None:
             del self._entities[ent.id]
 
+    async def release_orphaned_locks(self) -> int:
+        """Free entities whose critical section belongs to an orchestration that is no longer running."""
+        self._require_started()
+        orphaned = []
+        for ent in list(self._entities.values()):
+            if ent.lock is None and ent.queue:
+                self._adopt_held_lock(ent)
+            if ent.lock is not None and str(ent.lock.request.get("parent")) not in self._instances:
+                orphaned.append(ent)
+        if not orphaned:
+            return 0
+        with self._transaction():
+            self._store.delete_entity_ops([ent.lock.op_id for ent in orphaned if ent.lock is not None])
+        for ent in orphaned:
+            ent.lock = None
+            if ent.queue:
+                self._schedule_entity(ent)
+            elif self._entities.get(ent.id) is ent:
+                del self._entities[ent.id]
+        return len(orphaned)
+
     def abandon_remote(self, token: str) -> None:
         """A worker gave an item back (or its stream closed): offer it again."""
         item = self.workers.claim(token)

@@ -345,8 +345,9 @@ class Sidecar(stubs.TaskHubSidecarServiceServicer):
     async def CleanEntityStorage(  # noqa: N802
         self, request: pb.CleanEntityStorageRequest, context: Any
     ) -> pb.CleanEntityStorageResponse:
-        """Nothing to clean: devhost deletes an entity when its state is deleted and takes no locks."""
-        return pb.CleanEntityStorageResponse(emptyEntitiesRemoved=0, orphanedLocksReleased=0)
+        """Release locks of orchestrations that are gone (devhost deletes an entity whose state is deleted at once)."""
+        released = await _guard(context, self._engine.release_orphaned_locks()) if request.releaseOrphanedLocks else 0
+        return pb.CleanEntityStorageResponse(emptyEntitiesRemoved=0, orphanedLocksReleased=released)
 
     async def AbandonTaskOrchestratorWorkItem(  # noqa: N802
         self, request: pb.AbandonOrchestrationTaskRequest, context: Any

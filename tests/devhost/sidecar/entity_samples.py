@@ -52,6 +52,13 @@ def locking_orchestrator(ctx: task.OrchestrationContext, _: Any) -> Any:
     return result
 
 
+def lock_and_wait_orchestrator(ctx: task.OrchestrationContext, _: Any) -> Any:
+    """Takes a lock and waits inside the critical section (a test terminates it there)."""
+    with (yield ctx.lock_entities([entities.EntityInstanceId("counter", "orphan")])):
+        yield ctx.wait_for_external_event("never")
+    return None
+
+
 def read_modify_write_orchestrator(ctx: task.OrchestrationContext, rounds: int) -> Any:
     """Increments two counters by get-then-set, which only a critical section over both makes safe."""
     a = entities.EntityInstanceId("counter", "pair-a")

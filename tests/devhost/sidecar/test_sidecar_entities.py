@@ -24,6 +24,7 @@ def dt_worker(address: str) -> Iterator[worker.TaskHubGrpcWorker]:
     w.add_orchestrator(entity_samples.failing_call_orchestrator)
     w.add_orchestrator(entity_samples.locking_orchestrator)
     w.add_orchestrator(entity_samples.read_modify_write_orchestrator)
+    w.add_orchestrator(entity_samples.lock_and_wait_orchestrator)
     w.add_entity(entity_samples.counter)
     w.start()
     try:
@@ -88,3 +89,27 @@ def test_critical_sections_exclude_each_other(dt_client: client.TaskHubGrpcClien
     b = dt_client.get_entity(entities.EntityInstanceId("counter", "pair-b"))
     assert a is not None and b is not None
     assert (a.get_state(int), b.get_state(int)) == (109, 9)  # no increment lost, the signal counted once
+
+
+def test_orphaned_lock_is_released_by_clean(dt_client: client.TaskHubGrpcClient) -> None:
+    orphan = entities.EntityInstanceId("counter", "orphan")
+    holder = dt_client.schedule_new_orchestration(entity_samples.lock_and_wait_orchestrator)
+    for _ in range(1200):  # until the holder is inside its critical section
+        kinds = [type(e).__name__ for e in dt_client.get_orchestration_history(holder)]
+        if "EntityLockGrantedEvent" in kinds:
+            break
+        time.sleep(0.05)
+    assert "EntityLockGrantedEvent" in kinds
+    dt_client.terminate_orchestration(holder)
+    dt_client.wait_for_orchestration_completion(holder, timeout=120)
+    dt_client.signal_entity(orphan, "add", 7)
+    time.sleep(1.0)  # give the signal a chance to run (it must not)
+    assert dt_client.get_entity(orphan) is None  # the signal waits behind the terminated holder's lock
+    assert dt_client.clean_entity_storage().orphaned_locks_released == 1
+    meta = None
+    for _ in range(600):
+        meta = dt_client.get_entity(orphan)
+        if meta is not None:
+            break
+        time.sleep(0.05)
+    assert meta is not None and meta.get_state(int) == 7
