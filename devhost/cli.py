@@ -96,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         help=(
-            "also serve the Durable Task gRPC sidecar protocol on this port (--host's interface; off by default; "
+            "also serve the Durable Task gRPC sidecar protocol on this port (loopback only, no keys; off by default; "
             "4001 is the durabletask SDK's default address; 0 = any free port): durabletask workers and clients "
             "run against devhost. With it, --app needs no function_app.py"
         ),

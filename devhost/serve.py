@@ -307,8 +307,8 @@ async def _serve_app(
     lines = _storage_lines(storage, storage_triggers)
     if sidecar is not None:
         lines[:0] = [
-            f"Durable Task gRPC (sidecar protocol, no auth): {_display_host(options.host)}:{sidecar.port} "
-            f'(durabletask workers and clients: host_address="{_display_host(options.host)}:{sidecar.port}")',
+            f"Durable Task gRPC (sidecar protocol, no auth): 127.0.0.1:{sidecar.port} "
+            f'(loopback only; durabletask workers and clients: host_address="localhost:{sidecar.port}")',
             "",
         ]
     _print_banner(options, host, keys, port, rpc_port, sync_level, lines)
@@ -337,7 +337,8 @@ async def _start_sidecar(options: ServeOptions, engine: HostEngine) -> Any:
         return None
     from devhost.sidecar.service import SidecarServer  # noqa: PLC0415 - grpc is imported only when asked for
 
-    sidecar = SidecarServer(engine, options.host, options.grpc_port)  # type: ignore[arg-type]
+    # Loopback only, whatever --host says: the protocol has no keys here, so only this machine may reach it.
+    sidecar = SidecarServer(engine, "127.0.0.1", options.grpc_port)  # type: ignore[arg-type]
     try:
         await sidecar.start()
     except OSError as exc:
