@@ -126,13 +126,12 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-class DurableTaskInMemory:
-    """durabletask's in-memory backend, a worker with the chain job, and a client, all in this process."""
+class DurableTaskJobs:
+    """A durabletask worker with the chain job and a client, both on one sidecar address."""
 
-    def __init__(self) -> None:
+    def __init__(self, host_address: str) -> None:
         os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
         from durabletask.client import OrchestrationStatus, TaskHubGrpcClient  # noqa: PLC0415
-        from durabletask.testing import create_test_backend  # noqa: PLC0415
         from durabletask.worker import TaskHubGrpcWorker  # noqa: PLC0415
 
         quiet = logging.getLogger("bench.durabletask")
@@ -147,21 +146,18 @@ class DurableTaskInMemory:
                 body += yield ctx.call_activity(noop, input=i)
             return {"steps": job["steps"], "body_s": body}
 
-        port = _free_port()
         self._completed = OrchestrationStatus.COMPLETED
         self._chain: Any = cast(Any, chain)  # the SDK's Orchestrator type wants its own context types
-        self.backend = create_test_backend(port=port)
-        self.worker = TaskHubGrpcWorker(host_address=f"localhost:{port}", logger=quiet)
-        self.client = TaskHubGrpcClient(host_address=f"localhost:{port}", logger=quiet)
+        self.worker = TaskHubGrpcWorker(host_address=host_address, logger=quiet)
+        self.client = TaskHubGrpcClient(host_address=host_address, logger=quiet)
         self.worker.add_orchestrator(self._chain)
         self.worker.add_activity(noop)
         self.worker.start()
 
     def close(self) -> None:
-        """Stop the worker, the client and the backend."""
+        """Stop the worker and the client."""
         self.worker.stop()
         self.client.close()
-        self.backend.stop()
 
     def _check(self, state: Any) -> None:
         if state is None or state.runtime_status != self._completed:
@@ -187,6 +183,30 @@ class DurableTaskInMemory:
             assert state is not None
             latest = max(latest, state.last_updated_at.timestamp())
         return (latest - first) / (jobs * STEPS)
+
+
+class DurableTaskInMemory:
+    """durabletask's in-memory backend with ``DurableTaskJobs`` on it, all in this process."""
+
+    def __init__(self) -> None:
+        from durabletask.testing import create_test_backend  # noqa: PLC0415
+
+        port = _free_port()
+        self.backend = create_test_backend(port=port)
+        self.jobs = DurableTaskJobs(f"localhost:{port}")
+
+    def close(self) -> None:
+        """Stop the worker, the client and the backend."""
+        self.jobs.close()
+        self.backend.stop()
+
+    def job(self) -> float:
+        """Client-observed seconds of one job."""
+        return self.jobs.job()
+
+    def throughput(self, jobs: int) -> float:
+        """Seconds per step with ``jobs`` jobs started at once."""
+        return self.jobs.throughput(jobs)
 
 
 # ----- DBOS Transact ------------------------------------------------------------------------------

@@ -91,6 +91,16 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="do not start Azurite for settings that are UseDevelopmentStorage=true (storage triggers then do not run)",
     )
+    serve.add_argument(
+        "--grpc-port",
+        type=int,
+        default=None,
+        help=(
+            "also serve the Durable Task gRPC sidecar protocol on this port (loopback only, no keys; off by default; "
+            "4001 is the durabletask SDK's default address; 0 = any free port): durabletask workers and clients "
+            "run against devhost. With it, --app needs no function_app.py"
+        ),
+    )
     serve.add_argument("--verbose", action="store_true", help="debug logging")
     from devhost.jobs.ask import add_parser as add_ask_parser  # noqa: PLC0415
 
@@ -128,6 +138,9 @@ def main(argv: list[str] | None = None, *, engine_factory: EngineFactory | None 
     if not 0 <= args.port <= 65535:
         print(f"error: --port must be between 0 and 65535, got {args.port}", file=sys.stderr)
         return EXIT_USAGE
+    if args.grpc_port is not None and not 0 <= args.grpc_port <= 65535:
+        print(f"error: --grpc-port must be between 0 and 65535, got {args.grpc_port}", file=sys.stderr)
+        return EXIT_USAGE
     if args.grace < 0:
         print("error: --grace must not be negative", file=sys.stderr)
         return EXIT_USAGE
@@ -150,6 +163,7 @@ def main(argv: list[str] | None = None, *, engine_factory: EngineFactory | None 
         sync=args.sync,
         reset_store=args.reset_store,
         azurite=not args.no_azurite,
+        grpc_port=args.grpc_port,
         easy_auth=easy_auth,
         cors=CorsPolicy.parse(
             args.cors if args.cors is not None else setting_text(host_settings.get("CORS")),

@@ -51,8 +51,12 @@ _load_lock = threading.Lock()
 _loaded_modules: dict[str, Path] = {}
 
 
-def load_app(root: Path) -> LoadedApp:
-    """Load the function app under ``root`` and describe its functions."""
+def load_app(root: Path, *, allow_missing_script: bool = False) -> LoadedApp:
+    """Load the function app under ``root`` and describe its functions.
+
+    ``allow_missing_script``: without the script the app has no functions (devhost then only hosts Durable
+    state, e.g. for workers of the gRPC sidecar protocol) instead of refusing to load.
+    """
     root = Path(root).resolve()
     if not root.is_dir():
         raise AppLoadError(f"App root {root} is not a directory.")
@@ -60,6 +64,8 @@ def load_app(root: Path) -> LoadedApp:
     host = read_host_config(root)
     script_name = os.environ.get("PYTHON_SCRIPT_FILE_NAME") or "function_app.py"
     script = root / script_name
+    if not script.is_file() and allow_missing_script:
+        return LoadedApp(root=root, host=host, functions=[])
     if not script.is_file():
         raise AppLoadError(
             f"Script file {script} not found. The Python v2 model needs {script_name} in the app root "

@@ -77,6 +77,12 @@ class ServeOptions:
     reset_store: bool = False
     # Start Azurite when a setting is UseDevelopmentStorage=true (devhost/storage.py); --no-azurite turns it off.
     azurite: bool = True
+    # Serve the Durable Task gRPC sidecar protocol (devhost.sidecar) on this port; None: off.
+    grpc_port: int | None = None
+
+
+class SidecarPortError(Exception):
+    """The gRPC sidecar port cannot be bound."""
 
 
 class EngineStartError(Exception):
@@ -184,6 +190,9 @@ def serve(options: ServeOptions, *, engine_factory: EngineFactory | None = None)
     except EngineStartError as exc:
         print(f"error: the durable engine cannot start: {exc}", file=sys.stderr)
         return EXIT_APP_ERROR
+    except SidecarPortError as exc:
+        print(f"error: {exc}; pick another with --grpc-port", file=sys.stderr)
+        return EXIT_PORT
     finally:
         public.close()
         rpc.close()
@@ -245,7 +254,8 @@ async def _serve_app(
 ) -> int:
     from devhost.loader import load_app  # noqa: PLC0415
 
-    app = load_app(options.app_dir)
+    # A pure durabletask app (gRPC workers only) has no function_app.py: serve no functions then.
+    app = load_app(options.app_dir, allow_missing_script=options.grpc_port is not None)
     options.data_dir.mkdir(parents=True, exist_ok=True)
     keys = load_or_create_keys(options.data_dir) if options.auth else None
     if engine_factory is None:
@@ -272,10 +282,17 @@ async def _serve_app(
     from devhost.triggers_storage import StorageTriggers  # noqa: PLC0415
 
     storage_triggers = StorageTriggers(host, os.environ, host_id=_host_id(options.app_dir))
+    if options.grpc_port is not None:
+        workers = getattr(engine, "workers", None)
+        if workers is None:
+            raise EngineStartError("this engine cannot serve the Durable Task gRPC protocol")
+        # Before the start: recovered work of remote instances and entities is the gRPC workers' from the outset.
+        workers.enabled = True
     try:
         await engine.start()
     except Exception as exc:
         raise EngineStartError(str(exc)) from exc
+    sidecar = await _start_sidecar(options, engine)
     public_server = _Server(_uvicorn_config(host, max(1.0, options.grace_s / 2)))
     # The RPC listener is a separate server so it keeps answering while the public one drains:
     # in-flight client functions still call it during shutdown.
@@ -287,7 +304,14 @@ async def _serve_app(
     storage_triggers.start()
     level = getattr(engine, "synchronous_level", None)
     sync_level = level() if callable(level) else options.sync.upper()
-    _print_banner(options, host, keys, port, rpc_port, sync_level, _storage_lines(storage, storage_triggers))
+    lines = _storage_lines(storage, storage_triggers)
+    if sidecar is not None:
+        lines[:0] = [
+            f"Durable Task gRPC (sidecar protocol, no auth): 127.0.0.1:{sidecar.port} "
+            f'(loopback only; durabletask workers and clients: host_address="localhost:{sidecar.port}")',
+            "",
+        ]
+    _print_banner(options, host, keys, port, rpc_port, sync_level, lines)
     if on_started is not None:
         on_started(public_server)
     try:
@@ -297,12 +321,30 @@ async def _serve_app(
         await storage_triggers.stop(max(1.0, options.grace_s / 2))
         rpc_server.should_exit = True
         await rpc_task
+        if sidecar is not None:
+            await sidecar.stop(max(1.0, options.grace_s / 2))
         log.info("Stopping the host (grace %.1fs)", options.grace_s)
         await engine.stop(options.grace_s)
         await _close_durable_client_session()
         host.close()
     print("Host stopped.", flush=True)
     return EXIT_OK
+
+
+async def _start_sidecar(options: ServeOptions, engine: HostEngine) -> Any:
+    """The gRPC sidecar endpoint when asked for (after the engine started); raises SidecarPortError."""
+    if options.grpc_port is None:
+        return None
+    from devhost.sidecar.service import SidecarServer  # noqa: PLC0415 - grpc is imported only when asked for
+
+    # Loopback only, whatever --host says: the protocol has no keys here, so only this machine may reach it.
+    sidecar = SidecarServer(engine, "127.0.0.1", options.grpc_port)  # type: ignore[arg-type]
+    try:
+        await sidecar.start()
+    except OSError as exc:
+        await engine.stop(0)
+        raise SidecarPortError(f"--grpc-port {options.grpc_port}: {exc}") from exc
+    return sidecar
 
 
 def _host_id(app_dir: Path) -> str:

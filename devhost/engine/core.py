@@ -15,6 +15,7 @@ from typing import Any
 from devhost import history as h
 from devhost.engine.state import EntityInstance, Instance, Message, ParentRef, Work
 from devhost.engine.threads import DaemonThreadPool
+from devhost.engine.workers import ExternalWorkers
 from devhost.logs import host_logger
 from devhost.model import (
     EngineError,
@@ -111,6 +112,10 @@ class EngineCore:
         self._entities: dict[str, EntityInstance] = {}
         self._ready_event: asyncio.Event | None = None
         self._work_queue: asyncio.Queue[Work | None] | None = None
+        # Episodes and activities of remote instances, for workers of the gRPC sidecar protocol (devhost.sidecar),
+        # and the workers' answers to episodes, applied by the dispatcher in its next slice (group commit).
+        self.workers = ExternalWorkers()
+        self._remote_done: deque[Any] = deque()
         self._after: list[Callable[[], None]] = []
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -152,7 +157,15 @@ class EngineCore:
         return inst
 
     def _schedule(self, inst: Instance) -> None:
-        if inst.queued or inst.status in TERMINAL_STATES or inst.status == "Suspended" or self._stopping:
+        if (
+            inst.queued
+            or inst.flight is not None  # a worker runs its episode: the next one waits for that completion
+            or inst.status in TERMINAL_STATES
+            or inst.status == "Suspended"
+            or self._stopping
+        ):
+            return
+        if inst.not_before and not inst.texts and self._not_yet(inst):
             return
         if inst.last_cost > COALESCE_MIN_COST_S and len(inst.open) > len(inst.inbox):
             # A long replay while more results are still expected (fan-in): wait up to the last
@@ -170,6 +183,20 @@ class EngineCore:
         event = self._ready_event
         if event is not None and not event.is_set():
             event.set()
+
+    def _not_yet(self, inst: Instance) -> bool:
+        """A scheduled start still in the future: wake the instance then (once), not now."""
+        delay = inst.not_before - time.time()
+        if delay <= 0:
+            return False
+        if inst.wake_handle is None and self._loop is not None:
+            inst.wake_handle = self._loop.call_later(delay, self._start_due, inst)
+        return True
+
+    def _start_due(self, inst: Instance) -> None:
+        inst.wake_handle = None
+        if self._instances.get(inst.id) is inst:
+            self._schedule(inst)
 
     def _wake(self, inst: Instance) -> None:
         inst.wake_handle = None
@@ -265,7 +292,7 @@ class EngineCore:
             OrchestrationInstance={"InstanceId": inst.id, "ExecutionId": inst.execution_id},
             ParentInstance=parent,
             Tags=None,
-            ScheduledStartTime=None,
+            ScheduledStartTime=epoch_to_history(inst.not_before) if inst.not_before else None,
             Generation=inst.generation,
         )
 
@@ -296,6 +323,9 @@ class EngineCore:
     def _enqueue_work(self, work: Work) -> None:
         inst = self._instances.get(work.instance_id)
         if inst is None or inst.execution_id != work.execution_id or self._work_queue is None:
+            return
+        if inst.remote:
+            self.workers.offer_activity(work)
             return
         self._work_queue.put_nowait(work)
 

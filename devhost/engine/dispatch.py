@@ -7,13 +7,13 @@ import json
 import time
 
 from devhost.engine.core import HEAL_FIRST_S, HEAL_MAX_S, SLICE_BUDGET_S, STORE_ERRORS, log
-from devhost.engine.episodes import Episodes
+from devhost.engine.remote import RemoteEpisodes
 from devhost.engine.state import EntityInstance, Message, Work, cancel_handles
 from devhost.logs import held_output
 from devhost.statuses import RUNNING_STATES
 
 
-class Dispatcher(Episodes):
+class Dispatcher(RemoteEpisodes):
     """The dispatcher: runs ready instances in committed slices, heals after store faults, recovers at start."""
 
     def _recover(self) -> None:
@@ -32,7 +32,7 @@ class Dispatcher(Episodes):
             if owner is None or owner.execution_id != execution_id or owner.open.get(seq) != "a":
                 stale_work.append(work_id)
                 continue
-            self._work_queue.put_nowait(Work(work_id, instance_id, execution_id, seq, name, input_text))
+            self._enqueue_work(Work(work_id, instance_id, execution_id, seq, name, input_text))
         stale_timers: list[int] = []
         for timer_id, instance_id, execution_id, seq, fire_at, fire_text in store.timers():
             owner = self._instances.get(instance_id)
@@ -59,7 +59,7 @@ class Dispatcher(Episodes):
                 await asyncio.sleep(backoff)
                 backoff = HEAL_FIRST_S if self._heal() else min(backoff * 2, HEAL_MAX_S)
                 continue
-            if not self._ready:
+            if not self._ready and not self._remote_done:
                 event.clear()
                 await event.wait()
                 continue
@@ -85,10 +85,12 @@ class Dispatcher(Episodes):
         self._instances.clear()
         self._entities.clear()
         self._ready.clear()
+        self._remote_done.clear()  # answers to episodes of the dropped instances: offered again after the reload
         self._delayed = 0
         queue = self._work_queue
         while queue is not None and not queue.empty():
             queue.get_nowait()  # recovery queues every pending activity again from the store
+        self.workers.clear()  # and offers remote work again
         try:
             self._recover()
         except STORE_ERRORS as exc:
@@ -114,16 +116,23 @@ class Dispatcher(Episodes):
         store.begin()
         deadline = time.perf_counter() + SLICE_BUDGET_S
         try:
+            self._apply_remote_answers()  # gRPC workers' answers to episodes, in this slice's commit
             while ready:
                 inst = ready.popleft()
                 inst.queued = False
                 if isinstance(inst, EntityInstance):
-                    self._entity_episode(inst)  # never raises but for store errors: operation errors are results
+                    if self._is_remote_entity(inst.name):
+                        self._remote_entity_episode(inst)  # handed to a gRPC worker; completed later
+                    else:
+                        self._entity_episode(inst)  # never raises but for store errors: operation errors are results
                     if time.perf_counter() >= deadline:
                         break
                     continue
                 try:
-                    self._episode(inst)
+                    if inst.remote:
+                        self._remote_episode(inst)  # handed to a gRPC worker; completed later
+                    else:
+                        self._episode(inst)
                 except STORE_ERRORS:
                     raise  # the whole slice is rolled back; the dispatcher heals
                 except Exception as exc:  # an engine bug must not take other instances down

@@ -35,29 +35,33 @@ from devhost.timeutil import epoch_to_history, epoch_to_status
 ENTITY_BATCH = 1000
 
 
-class _OperationResult(BaseModel):
+class OperationResult(BaseModel):
     """One operation's outcome in the entity function's reply."""
 
     isError: bool = False  # noqa: N815 - the wire name
     result: str | None = None
     duration: int = 0
+    # A gRPC worker's failure (type, message, stack) for its orchestrations; never part of the JSON protocol.
+    failure: dict[str, Any] | None = None
 
 
-class _EntitySignal(BaseModel):
+class EntitySignal(BaseModel):
     """A signal an entity sends to another entity."""
 
     target: dict[str, str]
     name: str
     input: str | None = None
+    # A gRPC worker's scheduled signal: not delivered before this epoch time; never part of the JSON protocol.
+    notBefore: float | None = None  # noqa: N815 - beside the wire names
 
 
-class _BatchResult(BaseModel):
+class BatchResult(BaseModel):
     """The entity function's reply to one batch request."""
 
     entityExists: bool  # noqa: N815 - the wire name
     entityState: str | None = None  # noqa: N815
-    results: list[_OperationResult]
-    signals: list[_EntitySignal] = []
+    results: list[OperationResult]
+    signals: list[EntitySignal] = []
 
 
 class Entities(Retries):
@@ -75,7 +79,13 @@ class Entities(Retries):
         self._after.append(functools.partial(self._schedule_entity, ent))
 
     def _schedule_entity(self, ent: EntityInstance) -> None:
-        if ent.queued or self._stopping or self._entities.get(ent.id) is not ent or not ent.queue:
+        if (
+            ent.queued
+            or ent.flight is not None
+            or self._stopping
+            or self._entities.get(ent.id) is not ent
+            or not ent.queue
+        ):
             return
         ent.queued = True
         self._ready.append(ent)
@@ -117,7 +127,7 @@ class Entities(Retries):
 
     def _invoke_entity(
         self, fn: FunctionInfo, ent: EntityInstance, exists: bool, state: str | None, batch: list[EntityOp]
-    ) -> _BatchResult:
+    ) -> BatchResult:
         """Call the entity function with one batch request; a broken call fails every operation of the batch."""
         request = {
             "self": {"name": ent.name, "key": ent.key},
@@ -138,7 +148,7 @@ class Entities(Retries):
         token = current_invocation.set((fn.name, invocation_id))
         try:
             reply = fn.user_function(h.dumps(request))
-            result = _BatchResult.model_validate_json(reply if isinstance(reply, str | bytes) else h.dumps(reply))
+            result = BatchResult.model_validate_json(reply if isinstance(reply, str | bytes) else h.dumps(reply))
             if len(result.results) != len(batch):
                 raise ValueError(f"the entity returned {len(result.results)} results for {len(batch)} operations")
             outcome = "Succeeded"
@@ -159,7 +169,7 @@ class Entities(Retries):
         )
         return result
 
-    def _apply_batch(self, ent: EntityInstance, batch: list[EntityOp], result: _BatchResult, *, existed: bool) -> None:
+    def _apply_batch(self, ent: EntityInstance, batch: list[EntityOp], result: BatchResult, *, existed: bool) -> None:
         """Write the new state, reply to each calling orchestration, send the entity's own signals."""
         now = time.time()
         if result.entityExists:
@@ -175,32 +185,62 @@ class Entities(Retries):
                 self._reply(op.request, outcome, ts)
         for signal in result.signals:
             target = entity_id_of(signal.target.get("name", ""), signal.target.get("key", ""))
-            self._send_entity_op(target, entity_request(signal.name, signal.input, signal=True, ts=ts, parent=ent.id))
+            request = entity_request(signal.name, signal.input, signal=True, ts=ts, parent=ent.id)
+            if signal.notBefore:
+                request["notBefore"] = signal.notBefore
+            self._send_entity_op(target, request)
 
-    def _reply(self, request: dict[str, Any], outcome: _OperationResult, ts: str) -> None:
+    def _reply(self, request: dict[str, Any], outcome: OperationResult, ts: str) -> None:
         """Deliver an operation's result to the orchestration that called it (dropped if that execution ended)."""
         parent = self._instances.get(str(request.get("parent")))
         if parent is None or parent.execution_id != request.get("parentExecution"):
             return
-        response: dict[str, Any] = {"result": outcome.result if outcome.result is not None else "null"}
-        if outcome.isError:
-            response["exceptionType"] = "Error"
-        ev = h.event(h.EVENT_RAISED, ts, Name=request.get("id"), Input=h.dumps(response))
+        if parent.remote:
+            # A gRPC worker gets EntityOperationCompleted/Failed (devhost.sidecar.convert reads these fields).
+            failure = outcome.failure or {"ErrorType": "EntityOperationFailed", "ErrorMessage": outcome.result}
+            fields: dict[str, Any] = {"FailureDetails": failure} if outcome.isError else {"Input": outcome.result}
+            ev = h.event(h.EVENT_RAISED, ts, Name=request.get("id"), EntityResponse=True, **fields)
+        else:
+            response: dict[str, Any] = {"result": outcome.result if outcome.result is not None else "null"}
+            if outcome.isError:
+                response["exceptionType"] = "Error"
+            ev = h.event(h.EVENT_RAISED, ts, Name=request.get("id"), Input=h.dumps(response))
         inbox_id = self._store.insert_inbox(parent.id, parent.execution_id, h.render(ev))
         parent.inbox.append(Message(ev, parent.execution_id, inbox_id=inbox_id))
         self._schedule(parent)
 
     # ----- client API ----------------------------------------------------------------------
 
-    async def signal_entity(self, name: str, key: str, operation: str, input_text: str | None) -> None:
-        """Send a one-way operation to an entity (the extension's SignalEntityAsync)."""
+    async def signal_entity(
+        self, name: str, key: str, operation: str, input_text: str | None, *, not_before: float | None = None
+    ) -> None:
+        """Send a one-way operation to an entity (the extension's SignalEntityAsync); ``not_before``: a gRPC
+        client's scheduled signal (run by its worker no earlier)."""
         self._require_started()
         entity_id = entity_id_of(name, key)
-        if name.lower() not in self._entity_fns:
+        if not self._is_remote_entity(name) and name.lower() not in self._entity_fns:
             raise InvalidRequest(self._unknown_function_message(name, "entity"))
         request = entity_request(operation, input_text, signal=True, ts=epoch_to_history(time.time()))
+        if not_before:
+            request["notBefore"] = not_before
         with self._transaction():
             self._send_entity_op(entity_id, request)
+
+    def _is_remote_entity(self, name: str) -> bool:
+        """An entity whose function is not in the app runs at a gRPC worker, while an endpoint serves one."""
+        return self.workers.enabled and name.lower() not in self._entity_fns
+
+    def entity_record(self, entity_id: str) -> tuple[str | None, float] | None:
+        """(state JSON text, last operation time) of an existing entity, or None."""
+        self._require_started()
+        return self._store.get_entity(entity_id)
+
+    def entity_records(
+        self, *, prefix: str, op_from: float | None, op_to: float | None, after: str | None, limit: int
+    ) -> list[tuple[str, str | None, float]]:
+        """Existing entities by id prefix and last operation time, after an id, at most ``limit``."""
+        self._require_started()
+        return self._store.query_entities(prefix=prefix, op_from=op_from, op_to=op_to, after=after, limit=limit)
 
     async def read_entity_state(self, name: str, key: str) -> tuple[bool, str | None]:
         """(exists, state JSON text) of an entity."""
@@ -312,7 +352,7 @@ def entity_status(entity_id: str, state: str | None, last_op: float, show_input:
     }
 
 
-def _failed_batch(count: int, message: str, exists: bool, state: str | None) -> _BatchResult:
+def _failed_batch(count: int, message: str, exists: bool, state: str | None) -> BatchResult:
     """A batch whose every operation failed with ``message``; the state stays as it was."""
-    error = _OperationResult(isError=True, result=h.dumps(message))
-    return _BatchResult(entityExists=exists, entityState=state, results=[error] * count)
+    error = OperationResult(isError=True, result=h.dumps(message))
+    return BatchResult(entityExists=exists, entityState=state, results=[error] * count)

@@ -239,13 +239,17 @@ class Episodes(ActionHandlers):
         flatten(state.get("actions") or [], flat)
         failure = self._map_actions(inst, flat, d, ts, check_missing=error is None)
         if failure is None and "customStatus" in state:
-            text = h.dumps(state["customStatus"])
-            size_kb = len(text.encode("utf-16-le")) // 1024
-            if size_kb > CUSTOM_STATUS_LIMIT_KB:
-                failure = (
-                    "The UTF-16 size of the JSON-serialized payload must not exceed 16 KB. "
-                    f"The current payload size is {size_kb} KB."
-                )
-            else:
-                inst.custom_status_text = text
+            failure = self._set_custom_status(inst, h.dumps(state["customStatus"]))
         return failure or error
+
+    @staticmethod
+    def _set_custom_status(inst: Instance, text: str) -> str | None:
+        """Take an episode's custom status (JSON text); why the episode fails when it is too large."""
+        size_kb = len(text.encode("utf-16-le")) // 1024
+        if size_kb > CUSTOM_STATUS_LIMIT_KB:
+            return (
+                "The UTF-16 size of the JSON-serialized payload must not exceed 16 KB. "
+                f"The current payload size is {size_kb} KB."
+            )
+        inst.custom_status_text = text
+        return None

@@ -33,25 +33,41 @@ class ActionHandlers(Entities):
     """Orchestrator actions: check replayed ones, schedule new ones with one handler per action type."""
 
     def _map_actions(
-        self, inst: Instance, flat: list[dict[str, Any]], d: Decisions, ts: str, *, check_missing: bool
+        self,
+        inst: Instance,
+        flat: list[dict[str, Any]],
+        d: Decisions,
+        ts: str,
+        *,
+        check_missing: bool,
+        new_only: bool = False,
     ) -> str | None:
-        """Flatten-and-diff (ARCHITECTURE.md): check replayed actions, schedule new ones; returns a failure message."""
+        """Flatten-and-diff (ARCHITECTURE.md): check replayed actions, schedule new ones; returns a failure message.
+
+        ``new_only``: ``flat`` holds only the new actions, each with its ``id`` (a gRPC worker's response: the
+        worker checks its replay itself and numbers its own tasks, so its ids become the sequence ids).
+        """
         mapped = inst.mapped
         n_old = len(mapped)
-        if len(flat) > self._max_actions:
+        if len(flat) + (n_old if new_only else 0) > self._max_actions:
             return (
                 f"Maximum amount of orchestration actions ({self._max_actions}) has been reached. "
                 "This value can be configured in host.json file as MaxOrchestrationActions."
             )
-        mismatch = first_mismatch(mapped, flat, check_missing=check_missing)
-        if mismatch is not None:
-            return mismatch
-        for action, (t, _name, seq) in zip(flat, mapped, strict=False):
-            # A replayed action changes only by a cancelled timer: never fire it.
-            if t == ActionType.CREATE_TIMER and action.get("isCanceled") and inst.open.get(seq) == "t":
-                del inst.open[seq]
-                d.cancels.append(seq)
-        for action in flat[n_old:]:
+        fresh = flat
+        if not new_only:
+            mismatch = first_mismatch(mapped, flat, check_missing=check_missing)
+            if mismatch is not None:
+                return mismatch
+            for action, (t, _name, seq) in zip(flat, mapped, strict=False):
+                # A replayed action changes only by a cancelled timer: never fire it.
+                if t == ActionType.CREATE_TIMER and action.get("isCanceled") and inst.open.get(seq) == "t":
+                    del inst.open[seq]
+                    d.cancels.append(seq)
+            fresh = flat[n_old:]
+        for action in fresh:
+            if new_only:
+                inst.next_seq = int(action["id"])
             t = action.get("actionType")
             handler = self._ACTION_HANDLERS.get(t) if isinstance(t, int) else None
             if handler is None:
@@ -64,7 +80,7 @@ class ActionHandlers(Entities):
     def _new_activity(self, inst: Instance, action: dict[str, Any], d: Decisions, ts: str) -> str | None:
         t = action["actionType"]
         name = action.get("functionName") or ""
-        if name.lower() not in self._activities:
+        if not inst.remote and name.lower() not in self._activities:  # a remote worker fails unknown names itself
             return self._unknown_function_message(name, "activity")
         seq = inst.next_seq
         inst.next_seq += 1
@@ -80,7 +96,7 @@ class ActionHandlers(Entities):
     def _new_sub_orchestration(self, inst: Instance, action: dict[str, Any], d: Decisions, ts: str) -> str | None:
         t = action["actionType"]
         name = action.get("functionName") or ""
-        if name.lower() not in self._orchestrators:
+        if not inst.remote and name.lower() not in self._orchestrators:
             return self._unknown_function_message(name, "orchestrator")
         seq = inst.next_seq
         inst.next_seq += 1
@@ -138,19 +154,26 @@ class ActionHandlers(Entities):
             name, _key = split_entity_id(entity_id)
         except InvalidRequest as exc:
             return str(exc)
-        if name not in self._entity_fns:
+        if not inst.remote and name not in self._entity_fns:
             return self._unknown_function_message(name, "entity")
         seq = inst.next_seq
         inst.next_seq += 1
         # The SDK's input is JSON text; the extension sends it on as a JSON string (the entity decodes twice).
+        # A gRPC worker's input goes on as it is, under the worker's request id.
         input_text = action.get("input")
+        if input_text is not None and not inst.remote:
+            input_text = h.dumps(input_text)
         request = entity_request(
             str(action.get("operation") or ""),
-            h.dumps(input_text) if input_text is not None else None,
+            input_text,
             signal=t == ActionType.SIGNAL_ENTITY,
             ts=ts,
             parent=inst.id,
         )
+        if action.get("requestId"):
+            request["id"] = str(action["requestId"])
+        if action.get("notBefore"):
+            request["notBefore"] = float(action["notBefore"])  # a gRPC worker's scheduled signal
         request["parentExecution"] = inst.execution_id
         d.events.append(h.event(h.EVENT_SENT, ts, seq, InstanceId=entity_id, Name="op", Input=h.dumps(request)))
         d.entity_ops.append((entity_id, request))
@@ -226,8 +249,11 @@ class ActionHandlers(Entities):
         if self._store.get_instance(child_id) is not None:
             self._store.delete_instance(child_id)  # a terminal instance with this id is replaced
         now = time.time()
-        child = Instance(child_id, name, version, h.dumps(input_text), now)
+        # The JSON protocol's action input is sent on as a JSON string; a gRPC worker's is the input itself.
+        child_input = input_text if parent.remote else h.dumps(input_text)
+        child = Instance(child_id, name, version, child_input, now)
         child.parent = ParentRef(parent.id, parent.execution_id, seq, parent.name)
+        child.remote = parent.remote
         self._store.insert_instance(child.row())
         self._instances[child_id] = child
         log.info("%s: sub-orchestration '%s' scheduled by %s.", child_id, name, parent.id)

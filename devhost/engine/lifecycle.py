@@ -58,6 +58,7 @@ class Engine(Management):
                 if not fut.done():
                     fut.cancel()
         self._waiters.clear()
+        self.workers.clear()  # what remote workers held stays in the store and is offered after the next start
         self._store.close()
         if self._pool is not None:
             self._pool.shutdown()
@@ -99,9 +100,9 @@ class Engine(Management):
                     if inst.inbox and not inst.queued and inst.status not in TERMINAL_STATES | {"Suspended"}:
                         inst.queued = True
                         self._ready.append(inst)
-                if not self._ready:
+                if not self._ready and not self._remote_done:
                     break
-                while self._ready:
+                while self._ready or self._remote_done:
                     self._run_slice(dispatch=False)
         except Exception:
             log.exception("Persisting the last results on shutdown failed; affected activities will re-run.")

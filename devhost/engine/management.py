@@ -36,13 +36,25 @@ class Management(Rewinding):
     """The client API: start, status, query, events, terminate, suspend, resume, restart, purge."""
 
     async def start_instance(
-        self, name: str, instance_id: str | None, input_json: str | None, version: str | None = None
+        self,
+        name: str,
+        instance_id: str | None,
+        input_json: str | None,
+        version: str | None = None,
+        *,
+        remote: bool = False,
+        start_at: float | None = None,
     ) -> str:
-        """Create and schedule a new orchestration instance; returns its id."""
+        """Create and schedule a new orchestration instance (``start_at``: not before then); returns its id.
+
+        ``remote``: the orchestration runs at a worker of the gRPC sidecar protocol, not in this app; so does
+        one no function of the app implements while a gRPC endpoint serves this engine (e.g. started over HTTP).
+        """
         self._require_started()
-        fn = self._orchestrators.get(name.lower())
-        if fn is None:
-            raise InvalidRequest(self._unknown_function_message(name, "orchestrator"))
+        if not remote and self._orchestrators.get(name.lower()) is None:
+            if not self.workers.enabled:
+                raise InvalidRequest(self._unknown_function_message(name, "orchestrator"))
+            remote = True
         if instance_id is None:
             instance_id = uuid.uuid4().hex
         else:
@@ -58,6 +70,9 @@ class Management(Rewinding):
             existing = self._instances[instance_id]
             raise InstanceAlreadyExists(f"An Orchestration instance with the status {existing.status} already exists.")
         inst = Instance(instance_id, name, version or self.app.host.default_version, input_json, time.time())
+        inst.remote = remote
+        if start_at is not None and start_at > time.time():
+            inst.not_before = start_at
         store = self._store
         with self._transaction():
             if store.get_instance(instance_id) is not None:
@@ -305,7 +320,46 @@ class Management(Rewinding):
         if row is None:
             raise InstanceNotFound(f"No instance with ID '{instance_id}' was found.")
         target = uuid.uuid4().hex if new_instance_id else instance_id
-        return await self.start_instance(row.name, target, row.input, row.version)
+        remote = bool(json.loads(row.estate or "{}").get("x", False))
+        return await self.start_instance(row.name, target, row.input, row.version, remote=remote)
+
+    def instance_row(self, instance_id: str) -> InstanceRow | None:
+        """The stored row of an orchestration instance, or None when unknown."""
+        self._require_started()
+        return self._store.get_instance(instance_id)
+
+    def history_events(self, instance_id: str) -> list[dict[str, Any]]:
+        """The stored history of an instance's current execution, oldest first."""
+        self._require_started()
+        return [json.loads(t) for t in self._store.history(instance_id)]
+
+    async def query_rows(
+        self,
+        *,
+        created_from: datetime | None = None,
+        created_to: datetime | None = None,
+        statuses: list[str] | None = None,
+        prefix: str | None = None,
+        top: int | None = None,
+        continuation: str | None = None,
+    ) -> tuple[list[InstanceRow], str | None]:
+        """Orchestration instances (no entities) matching the filters, in created-time order, one page at a time."""
+        self._require_started()
+        wanted = self._check_statuses(statuses)
+        page = top if top and top > 0 else DEFAULT_PAGE_SIZE
+        after, _entity = _read_token(continuation)
+        rows = self._store.query_by_created(
+            created_from=datetime_to_epoch(created_from) if created_from else None,
+            created_to=datetime_to_epoch(created_to) if created_to else None,
+            statuses=wanted,
+            prefix=prefix or None,
+            after=after,
+            limit=page + 1,
+        )
+        if len(rows) <= page:
+            return [row for _, _, row in rows], None
+        rows = rows[:page]
+        return [row for _, _, row in rows], _token(f"{rows[-1][0]!r}:{rows[-1][1]}")
 
     async def purge(self, instance_id: str) -> int:
         """Delete a terminal instance and its history; returns 1, or 0 for an instance still in flight."""

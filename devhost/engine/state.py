@@ -77,13 +77,17 @@ class EntityOp:
 class EntityInstance:
     """An entity with operations waiting: they run one batch at a time, in the order they were sent."""
 
-    __slots__ = ("id", "name", "key", "queue", "queued")
+    __slots__ = ("id", "name", "key", "queue", "queued", "flight", "lock")
 
     def __init__(self, entity_id: str) -> None:
         self.id = entity_id
         self.name, self.key = split_entity_id(entity_id)
         self.queue: deque[EntityOp] = deque()
         self.queued = False
+        # Its batch in flight at a gRPC worker, while there is one (devhost.engine.workers.EntityFlight).
+        self.flight: Any = None
+        # The critical section holding it (a gRPC orchestration's lock_entities): its "held" op, kept in the store.
+        self.lock: EntityOp | None = None
 
 
 class Instance:
@@ -119,6 +123,9 @@ class Instance:
         "last_cost",
         "last_end",
         "wake_handle",
+        "remote",
+        "flight",
+        "not_before",
     )
 
     def __init__(self, instance_id: str, name: str, version: str | None, input_text: str | None, now: float) -> None:
@@ -156,6 +163,12 @@ class Instance:
         self.last_cost = 0.0
         self.last_end = 0.0
         self.wake_handle: asyncio.TimerHandle | None = None
+        # Run by an external worker over the gRPC sidecar protocol (devhost.grpc), not by the app's functions;
+        # its episode in flight at such a worker, while there is one (devhost.engine.remote.Flight).
+        self.remote = False
+        self.flight: Any = None
+        # A scheduled start: the first episode runs no earlier than this (epoch seconds; 0: at once).
+        self.not_before = 0.0
 
     def reset_execution(self, input_text: str | None, now: float) -> None:
         """Start a fresh execution (continue-as-new): new id, empty history, seq ids from 0."""
@@ -170,18 +183,23 @@ class Instance:
         self.roots = []
         self.rmap = {}
         self.generation += 1
+        self.not_before = 0.0
 
     def estate(self) -> str:
         """Serialised engine bookkeeping for the current execution.
 
         The same text as ``h.dumps({"n": next_seq, "m": mapped, "o": open, "r": roots, "rm": rmap,
-        "g": generation, "s": started_at})``, but the mapped-actions list (which grows with the
-        history) is only serialised for entries added since the last call.
+        "g": generation, "s": started_at})`` (plus ``"x": true`` for a remote instance, ``"b"`` for a scheduled
+        start), but the mapped-actions list (which grows with the history) is only serialised for entries added
+        since the last call.
         """
+        extra = ',"x":true' if self.remote else ""
+        if self.not_before:
+            extra += f',"b":{h.dumps(self.not_before)}'
         return (
             f'{{"n":{h.dumps(self.next_seq)},"m":[{self._mapped_json()}],"o":{h.dumps(self.open)},'
             f'"r":{h.dumps(self.roots)},"rm":{h.dumps(self.rmap)},"g":{h.dumps(self.generation)},'
-            f'"s":{h.dumps(self.started_at)}}}'
+            f'"s":{h.dumps(self.started_at)}{extra}}}'
         )
 
     def _mapped_json(self) -> str:
@@ -207,6 +225,8 @@ class Instance:
         self.rmap = {int(k): v for k, v in data["rm"].items()}
         self.generation = data.get("g", 0)
         self.started_at = data.get("s", self.created)
+        self.remote = bool(data.get("x", False))
+        self.not_before = float(data.get("b", 0.0))
 
     def row(self) -> InstanceRow:
         """The store row for this instance."""
