@@ -249,6 +249,24 @@ def gate(handles: dict[str, Handle], instances: Iterable[Recorded]) -> list[Verd
     return verdicts
 
 
+def gate_durabletask(module_name: str, app_dir: Path, instances: Iterable[Recorded]) -> list[Verdict]:
+    """Judge every instance under the ``durabletask`` SDK's executor, with the orchestrators of a ported module."""
+    # Imported only when asked: durabletask (and grpc) are the gRPC line's, not every app's.
+    from devhost.sidecar import replay as across  # noqa: PLC0415
+
+    ported = across.orchestrators(across.load_module(module_name, app_dir))
+    verdicts = []
+    for recorded in instances:
+        fn = ported.get(recorded.orchestrator.lower())
+        if fn is None:
+            problem: str | None = f"{module_name} has no orchestrator named '{recorded.orchestrator}'"
+        else:
+            failed = recorded.runtime_status == "Failed"
+            problem = across.judge(recorded.instance_id, recorded.history, fn, failed)
+        verdicts.append(Verdict(recorded, problem))
+    return verdicts
+
+
 def report(verdicts: Sequence[Verdict]) -> str:
     """One line per instance and a summary, for a terminal or a CI log."""
     lines = []
@@ -273,6 +291,15 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--app", default=".", help="app root containing function_app.py (default: cwd)")
     p.add_argument("--all", action="store_true", help="in a state folder, replay finished instances too")
     p.add_argument("--json", action="store_true", help="print the verdicts as JSON")
+    p.add_argument(
+        "--durabletask",
+        metavar="MODULE",
+        default=None,
+        help=(
+            "replay under the durabletask SDK's executor (the gRPC line) with the orchestrators of MODULE (a dotted "
+            "name importable from --app; each named as the recorded orchestration), instead of the app's own"
+        ),
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -285,12 +312,19 @@ def main(args: argparse.Namespace) -> int:
     except (OSError, ValueError, KeyError, sqlite3.Error) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    try:
-        handles = orchestrator_handles(app_dir)
-    except AppLoadError as exc:
-        print(f"error: the app at {app_dir} does not load: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    verdicts = gate(handles, instances)
+    if args.durabletask:
+        try:
+            verdicts = gate_durabletask(args.durabletask, app_dir, instances)
+        except ImportError as exc:
+            print(f"error: --durabletask {args.durabletask}: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+    else:
+        try:
+            handles = orchestrator_handles(app_dir)
+        except AppLoadError as exc:
+            print(f"error: the app at {app_dir} does not load: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        verdicts = gate(handles, instances)
     if args.json:
         out = [
             {

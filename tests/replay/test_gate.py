@@ -156,3 +156,53 @@ def test_the_command_names_the_in_flight_instance_an_edit_would_break(waiting_st
     assert "0 of 1 instances replay unchanged; 1 would break." in done.stdout
     said = "scheduled CreateTimer (sequence ID 1, action #1), but the current replay execution scheduled CallActivity"
     assert f"{said} 'send_challenge' there instead" in done.stdout
+
+
+# The same orchestrator ported to the durabletask SDK (the gRPC line), as a team moving to it would write it.
+PORTED = """
+import json
+from datetime import timedelta
+
+from durabletask import task
+
+
+def verify_phone(ctx: task.OrchestrationContext, request):
+    if isinstance(request, str):  # 1.x clients stored the input as JSON text
+        request = json.loads(request)
+    {audit}code = yield ctx.call_activity("send_challenge", input=request["phone"])
+    timer = ctx.create_timer(ctx.current_utc_datetime + timedelta(seconds=request["timeout_s"]))
+    attempts = 0
+    while attempts < 3:
+        ctx.set_custom_status({{"attempts": attempts, "waiting": True}})
+        reply = ctx.wait_for_external_event("ChallengeResponse")
+        winner = yield task.when_any([reply, timer])
+        if winner == timer:
+            return {{"approved": False, "reason": "timed out", "attempts": attempts}}
+        attempts += 1
+        if int(json.loads(reply.get_result())) == code:
+            return {{"approved": True, "attempts": attempts}}
+    return {{"approved": False, "reason": "too many attempts", "attempts": attempts}}
+"""
+
+
+def test_the_command_replays_a_history_under_the_durabletask_sdk(waiting_store: tuple[Path, Path, str]) -> None:
+    """Across SDK lines: the 1.x history of an instance in flight, under durabletask's executor and a port."""
+    app, data, instance_id = waiting_store
+    (app / "ported.py").write_text(PORTED.format(audit=""), encoding="utf-8")
+    done = _replay(str(data), "--durabletask", "ported", app=app)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"ok      {instance_id} (verify_phone, Running" in done.stdout
+    # A port that calls something first no longer lines up with the history: durabletask's own words say why.
+    audit = 'yield ctx.call_activity("audit", input=request["phone"])\n    '
+    (app / "ported_audit.py").write_text(PORTED.format(audit=audit), encoding="utf-8")
+    done = _replay(str(data), "--durabletask", "ported_audit", app=app)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"BREAKS  {instance_id} (verify_phone, Running" in done.stdout
+    assert "NonDeterminismError: Failed to restore orchestration state due to a history mismatch" in done.stdout
+    assert "name='send_challenge' and sequence number 1, but the current execution is instead trying to call audit" in (
+        done.stdout
+    )
+    # A port missing the orchestrator is named too.
+    (app / "empty_port.py").write_text("", encoding="utf-8")
+    done = _replay(str(data), "--durabletask", "empty_port", app=app)
+    assert done.returncode == 1 and "empty_port has no orchestrator named 'verify_phone'" in done.stdout
