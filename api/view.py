@@ -24,6 +24,7 @@ from shared.jobs.contracts import Usage
 from shared.jobs.models import TERMINAL_RUNTIME, JobState, PartNews, StepState
 from shared.jobs.plan import AGENT_STEP
 from shared.jobs.runs import PART_NEWS_EVENT
+from shared.runtime.ledger import view_cost
 from shared.runtime.streaming.local import PartialOutput
 
 logger = logging.getLogger(__name__)
@@ -429,6 +430,7 @@ def build_view(
         "steps": steps,
         "waiting": waiting.model_dump(mode="json") if waiting else None,
         "usage": _usage(state),
+        "cost": view_cost(history, status.get("createdTime")),  # every meter, priced (shared/runtime/ledger.py)
         "agent": _agent(request, state),
         "run": _run(job_input, output),
         "answer": answer,
