@@ -1,0 +1,89 @@
+"""The job view's cost over HTTP on devhost, and the CLI's cost line, checked against the job's own history."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from tests.devhost.hostproc import REPO_ROOT, DevHostProcess
+from tests.jobs.jobclient import JobClient
+
+MIXED_Q = "Which region had the most returns in Q3, and what does the returns policy say about refunds after 30 days?"
+ENV = {"COST_DURABLE_BACKEND": "dts_consumption", "COST_HOSTING": "flex_on_demand", "COST_INSTANCE_MEMORY_MB": "4096"}
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevHostProcess]:
+    proc = DevHostProcess(REPO_ROOT, tmp_path_factory.mktemp("cost-host"), env=ENV)
+    proc.start()
+    yield proc
+    proc.stop()
+
+
+def history(host: DevHostProcess, job_id: str) -> list[dict[str, Any]]:
+    params = {**host.system_code, "showHistory": "true", "showHistoryOutput": "true", "showInput": "true"}
+    resp = host.client.get(host.webhook(f"instances/{job_id}"), params=params)
+    assert resp.status_code == 200, resp.text
+    return list(resp.json()["historyEvents"])
+
+
+def at(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def test_the_view_prices_the_job_for_the_configured_backend_and_plan(host: DevHostProcess) -> None:
+    jobs = JobClient(host)
+    job_id = jobs.submit(MIXED_Q)
+    view = jobs.wait(job_id, timeout_s=120)
+    assert view["status"] == "completed", view.get("error")
+    cost = view["cost"]
+    assert (cost["backend"], cost["hosting"], cost["currency"]) == ("dts_consumption", "flex_on_demand", "USD")
+    assert cost["price_table"]["version"] == "2026-11"
+    meters = {m["meter"]: m for m in cost["by_meter"]}
+    # Counted here from the history the management API returns: every activity attempt is 2 actions.
+    events = history(host, job_id)
+    tasks = [e for e in events if e["EventType"] in ("TaskCompleted", "TaskFailed")]
+    assert meters["durable.actions"]["quantity"] == 1 + 2 * len(tasks)
+    # Tokens of the offline model (price 0), the local index and SQLite (inside the function) are priced.
+    assert [(u["meter"], u["quantity"], u["price"]) for u in cost["unknown"]] == [
+        ("durable.actions", 1 + 2 * len(tasks), "unknown")
+    ]
+    seconds = sum((at(e["Timestamp"]) - at(e["ScheduledTime"])).total_seconds() for e in tasks)
+    assert meters["flex.gb_seconds"]["quantity"] == pytest.approx(seconds * 4, abs=1e-4)
+    assert meters["flex.gb_seconds"]["cost"] == pytest.approx(seconds * 4 * 0.000026, abs=1e-8)
+    steps = {s["step_id"] for s in cost["by_step"]}
+    assert {"plan", "(orchestration)"} | {s["id"] for s in view["steps"]} == steps
+    assert cost["total"] == pytest.approx(sum(m["cost"] or 0 for m in cost["by_meter"]))
+
+    # The CLI: one line with the total and what has no price; --json carries the whole breakdown.
+    assert host.keys is not None
+    env = {**os.environ, "COLUMNS": "200"}
+    common = ["--url", host.base_url, "--key", host.keys.function]
+    shown = subprocess.run(
+        [sys.executable, "-m", "devhost", "jobs", "show", job_id, *common],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    line = next(x for x in shown.stdout.splitlines() if x.startswith("cost: $"))
+    assert f"price unknown: durable.actions {1 + 2 * len(tasks)} action" in line
+    assert "(dts_consumption, flex_on_demand; prices 2026-11)" in line
+    as_json = subprocess.run(
+        [sys.executable, "-m", "devhost", "jobs", "show", job_id, "--json", *common],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert json.loads(as_json.stdout)["cost"]["by_meter"] == cost["by_meter"]
