@@ -231,3 +231,11 @@ def test_settings_choose_the_backend_and_override_prices(tmp_path: Path) -> None
     assert cost["price_table"] == {"version": "2026-11", "date": "2026-11-28"}
     broken = Settings(cost_price_table=tmp_path / "missing.json")
     assert view_cost(history, None, broken)["error"].startswith("the price table cannot be read")
+
+
+def test_the_readme_table_is_the_scripts_output() -> None:
+    from scripts.cost_table import table
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    shown = readme.split("<!-- cost-table -->\n", 1)[1].split("<!-- /cost-table -->", 1)[0]
+    assert shown.strip() == table().strip()
