@@ -178,6 +178,14 @@ class JobRun:
                     error_code=self.state.error.code if self.state.error else None,
                     waiting_kind=self.state.waiting.kind if self.state.waiting else None,
                 )
+                if self.state.status in ("completed", "failed") and not self.part_of_run:
+                    telemetry.log_job_cost(  # the job's ledger from its own history (shared/runtime/ledger.py)
+                        job_id=self.job.job_id,
+                        status=self.state.status,
+                        events=getattr(self.ctx, "histories", None),
+                        owner=self.job.owner.id if self.job.owner else None,
+                        workflow=self.job.run.id if self.job.run else None,
+                    )
             self.last_status = self.state.status
 
     def add_usage(self, step: StepState | None, usage: Usage, executor_type: str = PLAN) -> None:

@@ -579,3 +579,33 @@ def view_cost(history: list[dict[str, Any]], started: str | None, settings: Any 
     except (OSError, ValueError) as exc:
         return {"total": None, "error": f"the price table cannot be read: {str(exc)[:300]}"}
     return job_ledger(history, config_from_settings(settings), table).model_dump(mode="json")
+
+
+def history_rows(events: Any) -> list[dict[str, Any]]:
+    """The orchestration's own history (the SDK's HistoryEvent objects, or dicts) as recorded-form dicts."""
+    rows: list[dict[str, Any]] = []
+    for event in events or []:
+        if isinstance(event, dict):
+            rows.append(event)
+            continue
+        stamp = getattr(event, "timestamp", None)
+        row: dict[str, Any] = {
+            "EventType": int(getattr(event, "event_type", -1)),
+            "EventId": getattr(event, "event_id", -1),
+            "Timestamp": stamp.isoformat() if isinstance(stamp, datetime) else stamp,
+        }
+        for name in ("Name", "Input", "Result", "TaskScheduledId"):
+            value = getattr(event, name, None)
+            if value is not None:
+                row[name] = value
+        rows.append(row)
+    return rows
+
+
+def started_at(history: list[dict[str, Any]]) -> str | None:
+    """When the job started: its ExecutionStarted event's time."""
+    for event in history:
+        if _type(event) == "ExecutionStarted":
+            stamp = event.get("Timestamp")
+            return str(stamp) if stamp else None
+    return None

@@ -62,6 +62,9 @@ def test_the_view_prices_the_job_for_the_configured_backend_and_plan(host: DevHo
     assert {"plan", "(orchestration)"} | {s["id"] for s in view["steps"]} == steps
     assert cost["total"] == pytest.approx(sum(m["cost"] or 0 for m in cost["by_meter"]))
 
+    # The orchestrator logged the same ledger once, as the job.cost event (App Insights gets it as a trace).
+    assert f"job {job_id} cost {cost['total']:.8f} USD" in host.output()
+
     # The CLI: one line with the total and what has no price; --json carries the whole breakdown.
     assert host.keys is not None
     env = {**os.environ, "COLUMNS": "200"}
