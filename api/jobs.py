@@ -19,6 +19,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from api.auth import Caller, caller_of
+from api.costs import part_histories
 from api.errors import ApiError, from_validation_error, guarded, json_response
 from api.view import build_view, decode, job_status
 from shared.jobs.models import (
@@ -229,7 +230,10 @@ async def view(req: func.HttpRequest, client: df.DurableOrchestrationClient, job
     from shared.runtime.settings import get_settings
 
     retention = get_settings().job_history_retention_days
-    view_body = build_view(status, job_links(req, job_id), log_cursor=cursor, log_limit=limit, retention_days=retention)
+    parts = await part_histories(client, job_id, status)  # a finished run's parts, for its cost
+    view_body = build_view(
+        status, job_links(req, job_id), log_cursor=cursor, log_limit=limit, retention_days=retention, parts=parts
+    )
     return json_response(view_body)
 
 

@@ -398,8 +398,10 @@ def build_view(
     log_limit: int = 100,
     partials: PartialReader | None = None,
     retention_days: float | None = None,
+    parts: dict[str, list[dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
-    """The job view a UI polls (``partials`` reads streamed text; default: the configured store)."""
+    """The job view a UI polls (``partials`` reads streamed text; default: the configured store; ``parts``: the
+    histories of a run's parts, for its cost)."""
     custom = status.get("customStatus")
     state = JobState.model_validate(custom) if isinstance(custom, dict) else None
     runtime = status.get("runtimeStatus")
@@ -430,7 +432,7 @@ def build_view(
         "steps": steps,
         "waiting": waiting.model_dump(mode="json") if waiting else None,
         "usage": _usage(state),
-        "cost": view_cost(history, status.get("createdTime")),  # every meter, priced (shared/runtime/ledger.py)
+        "cost": view_cost(history, status.get("createdTime"), parts=parts),  # every meter (shared/runtime/ledger.py)
         "agent": _agent(request, state),
         "run": _run(job_input, output),
         "answer": answer,

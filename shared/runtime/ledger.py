@@ -453,13 +453,42 @@ def _executor_meters(book: _Book, call: Call, config: CostConfig, seconds: float
             )
 
 
-def job_ledger(history: list[dict[str, Any]], config: CostConfig, table: PriceTable) -> Ledger:
-    """Every meter of one job, priced for ``config``'s backend and hosting plan from ``table``."""
-    counts = count(history)
+def job_ledger(
+    history: list[dict[str, Any]],
+    config: CostConfig,
+    table: PriceTable,
+    parts: Mapping[str, list[dict[str, Any]]] | None = None,
+) -> Ledger:
+    """Every meter of one job, priced for ``config``'s backend and hosting plan from ``table``.
+
+    ``parts``: the histories of a workflow run's parts (branches, sub-workflows) by instance id; their steps
+    show as ``<part>/<step>`` (the part's id after the job's), its own orchestration as ``<part>/(orchestration)``.
+    """
     book = _Book()
+    _account(book, history, config, "")
+    root = _root_of(history)
+    for instance, part in sorted((parts or {}).items()):
+        suffix = instance[len(root) + 1 :] if root and instance.startswith(root + ":") else instance
+        _account(book, part, config, f"{suffix}/")
+    return _price(book, config, table)
+
+
+def _root_of(history: list[dict[str, Any]]) -> str:
+    """The job's id, from its start event's input (a part's id begins with it)."""
+    for event in history:
+        if _type(event) == "ExecutionStarted":
+            given = decode(event.get("Input"))
+            return str(given.get("job_id") or "") if isinstance(given, dict) else ""
+    return ""
+
+
+def _account(book: _Book, history: list[dict[str, Any]], config: CostConfig, prefix: str) -> None:
+    """Count one orchestration's history into the book, its steps named with ``prefix``."""
+    counts = count(history)
     gb = config.memory_mb / 1024
     mode = "on_demand" if config.hosting == "flex_on_demand" else "always_ready"
     for call in counts.calls:
+        call.step = prefix + call.step
         seconds = seconds_between(call.scheduled, call.ended)
         book.add("flex.gb_seconds", call.step, seconds * gb, unit="GB-s", key=f"flex.{mode}.gb_seconds")
         book.add("flex.executions", call.step, 1, unit="execution", key=f"flex.{mode}.executions")
@@ -467,13 +496,31 @@ def job_ledger(history: list[dict[str, Any]], config: CostConfig, table: PriceTa
         _tokens(book, call, config)
         _executor_meters(book, call, config, seconds)
     others = counts.actions - 2 * len(counts.calls)
-    book.add("flex.executions", ORCHESTRATION, counts.episodes, unit="execution", key=f"flex.{mode}.executions")
-    _durable(book, ORCHESTRATION, config, actions=others, messages=others, episodes=counts.episodes)
+    where = prefix + ORCHESTRATION
+    book.add("flex.executions", where, counts.episodes, unit="execution", key=f"flex.{mode}.executions")
+    _durable(book, where, config, actions=others, messages=others, episodes=counts.episodes)
     if config.backend == "azure_storage":
-        book.add("storage.transactions", ORCHESTRATION, STORAGE_PER_JOB, unit="transaction", key="storage.transactions")
+        book.add("storage.transactions", where, STORAGE_PER_JOB, unit="transaction", key="storage.transactions")
     if not counts.episodes_exact:
         book.add_detail("flex.executions", "orchestrator_episodes_at_most", counts.episodes)
-    return _price(book, config, table)
+
+
+def part_instances(history: list[dict[str, Any]]) -> list[str]:
+    """The instance ids of the sub-orchestrations (a run's parts) whose results are in this history."""
+    found: list[str] = []
+    for event in history:
+        kind = _type(event)
+        if kind not in (
+            "SubOrchestrationInstanceCreated",
+            "SubOrchestrationInstanceCompleted",
+            "SubOrchestrationInstanceFailed",
+        ):
+            continue
+        given = decode(event.get("Input"))
+        instance = event.get("InstanceId") or (given.get("job_id") if isinstance(given, dict) else None)
+        if isinstance(instance, str) and instance and instance not in found:
+            found.append(instance)
+    return found
 
 
 def _durable(book: _Book, step: str, config: CostConfig, *, actions: int, messages: int, episodes: int) -> None:
@@ -568,7 +615,12 @@ def price_table_of(settings: Any, started: str | None) -> PriceTable:
     return table.with_overrides(settings.cost_price_overrides)
 
 
-def view_cost(history: list[dict[str, Any]], started: str | None, settings: Any | None = None) -> dict[str, Any]:
+def view_cost(
+    history: list[dict[str, Any]],
+    started: str | None,
+    settings: Any | None = None,
+    parts: Mapping[str, list[dict[str, Any]]] | None = None,
+) -> dict[str, Any]:
     """The job view's ``cost`` under the app's settings; a table that cannot be read gives an error, not a 5xx."""
     if settings is None:
         from shared.runtime.settings import get_settings
@@ -578,7 +630,7 @@ def view_cost(history: list[dict[str, Any]], started: str | None, settings: Any 
         table = price_table_of(settings, started)
     except (OSError, ValueError) as exc:
         return {"total": None, "error": f"the price table cannot be read: {str(exc)[:300]}"}
-    return job_ledger(history, config_from_settings(settings), table).model_dump(mode="json")
+    return job_ledger(history, config_from_settings(settings), table, parts).model_dump(mode="json")
 
 
 def history_rows(events: Any) -> list[dict[str, Any]]:
