@@ -661,3 +661,46 @@ def started_at(history: list[dict[str, Any]]) -> str | None:
             stamp = event.get("Timestamp")
             return str(stamp) if stamp else None
     return None
+
+
+GroupBy = Literal["user", "workflow", "model", "meter"]
+NOT_A_MODEL = "(not a model)"
+
+
+def group_costs(jobs: list[tuple[dict[str, Any], dict[str, Any]]], group_by: GroupBy) -> list[dict[str, Any]]:
+    """Sum job ledgers (``(job facts, view cost)`` pairs) by user, workflow, model or meter, costliest first.
+
+    Facts are ``{"user", "workflow"}``. By model, token meters go to their model and every other meter to
+    ``(not a model)``. A group's ``unknown`` lists its meters that had a quantity but no price.
+    """
+    groups: dict[str, dict[str, Any]] = {}
+    for facts, cost in jobs:
+        for meter in cost.get("by_meter") or []:
+            name = str(meter["meter"])
+            if group_by == "meter":
+                key = name
+            elif group_by == "model":
+                key = name.split(":", 1)[1] if name.startswith("llm.tokens:") else NOT_A_MODEL
+            else:
+                key = str(facts.get(group_by) or "")
+            group = groups.setdefault(key, {"key": key, "cost": 0.0, "jobs": set(), "unknown": set(), "quantity": {}})
+            group["jobs"].add(facts.get("id"))
+            if meter.get("cost") is not None:
+                group["cost"] += float(meter["cost"])
+            elif meter.get("included_in") is None and float(meter.get("quantity") or 0) > 0:
+                group["unknown"].add(name)
+            if group_by == "meter":
+                group["quantity"][str(meter["unit"])] = group["quantity"].get(str(meter["unit"]), 0.0) + float(
+                    meter.get("quantity") or 0
+                )
+    shown = [
+        {
+            "key": g["key"],
+            "cost": _round(g["cost"]),
+            "jobs": len(g["jobs"]),
+            "unknown": sorted(g["unknown"]),
+            **({"quantity": {u: round(q, 6) for u, q in g["quantity"].items()}} if group_by == "meter" else {}),
+        }
+        for g in groups.values()
+    ]
+    return sorted(shown, key=lambda g: (-g["cost"], g["key"]))

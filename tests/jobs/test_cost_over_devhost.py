@@ -90,3 +90,31 @@ def test_the_view_prices_the_job_for_the_configured_backend_and_plan(host: DevHo
         env=env,
     )
     assert json.loads(as_json.stdout)["cost"]["by_meter"] == cost["by_meter"]
+
+
+def test_costs_across_jobs_by_meter_model_and_workflow(host: DevHostProcess) -> None:
+    jobs = JobClient(host)
+    views = [jobs.wait(jobs.submit(MIXED_Q), timeout_s=120) for _ in range(2)]
+    listed = jobs.http.get("/api/costs", params={"group_by": "meter"})
+    assert listed.status_code == 200, listed.text
+    body = listed.json()
+    # Every job of this host so far (the first test's too), each priced as its own view prices it.
+    every = [jobs.view(j["id"]) for j in jobs.http.get("/api/jobs", params={"limit": 100}).json()["jobs"]]
+    assert {v["id"] for v in views} <= {v["id"] for v in every}
+    assert body["jobs"] == len(every) and body["truncated"] is False
+    assert body["total"] == pytest.approx(sum(v["cost"]["total"] for v in every))
+    by_meter = {g["key"]: g for g in body["groups"]}
+    actions = sum(m["quantity"] for v in every for m in v["cost"]["by_meter"] if m["meter"] == "durable.actions")
+    assert by_meter["durable.actions"]["quantity"] == {"action": actions}
+    assert by_meter["durable.actions"]["unknown"] == ["durable.actions"] and by_meter["durable.actions"]["cost"] == 0
+    by_model = {g["key"]: g for g in jobs.http.get("/api/costs", params={"group_by": "model"}).json()["groups"]}
+    assert set(by_model) == {"offline", "(not a model)"}
+    by_workflow = jobs.http.get("/api/costs", params={"group_by": "workflow"}).json()["groups"]
+    assert [(g["key"], g["jobs"]) for g in by_workflow] == [("ask", len(every))]
+    # Nothing was created in a range of the past.
+    empty = jobs.http.get("/api/costs", params={"from": "2020-01-01T00:00:00Z", "to": "2020-01-02T00:00:00Z"})
+    assert empty.json()["jobs"] == 0 and empty.json()["groups"] == []
+    bad = jobs.http.get("/api/costs", params={"group_by": "planet"})
+    assert bad.status_code == 400 and bad.json()["error"]["field"] == "group_by"
+    backwards = jobs.http.get("/api/costs", params={"from": "2026-01-02T00:00:00Z", "to": "2026-01-01T00:00:00Z"})
+    assert backwards.status_code == 400 and backwards.json()["error"]["field"] == "from"
