@@ -136,7 +136,19 @@ def resolve_policy(request: JobRequest) -> RetryPolicy:
         user_wait_seconds=settings.job_user_wait_timeout_seconds,
         output_price={m: prices[m].output_per_million / 1_000_000 for m in models if m in prices},
         tool_price=tool_prices(list(request.tools), settings.tool_prices),
+        # The infrastructure prices this job keeps for budget.max_cost (the table in force now).
+        call_prices=_call_prices(settings),
     )
+
+
+def _call_prices(settings: Any) -> Any:
+    """The price table's per-call prices now; a table that cannot be read is a configuration error (503)."""
+    from shared.runtime.ledger import call_prices
+
+    try:
+        return call_prices(settings, datetime.now(UTC).isoformat())
+    except (OSError, ValueError) as exc:
+        raise ApiError(503, "CONFIG_ERROR", f"invalid setting COST_PRICE_TABLE: {str(exc)[:200]}") from exc
 
 
 def _default_model(settings: Any) -> str:

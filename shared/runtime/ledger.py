@@ -36,6 +36,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from shared.jobs.costs import CallPrices
 from shared.runtime.pricing import find_price, tool_price
 from shared.runtime.settings import ModelPrice
 
@@ -704,3 +705,34 @@ def group_costs(jobs: list[tuple[dict[str, Any], dict[str, Any]]], group_by: Gro
         for g in groups.values()
     ]
     return sorted(shown, key=lambda g: (-g["cost"], g["key"]))
+
+
+def call_prices(settings: Any, now: str) -> CallPrices:
+    """The per-call prices a job started ``now`` keeps for its ``budget.max_cost`` (priced meters only).
+
+    Per activity call: the backend's 2 actions (DTS) or 2 messages and the episode its result wakes (Azure
+    Storage), and 2 Flex executions (the activity and that episode); per second: the Flex GB-seconds.
+    """
+    table = price_table_of(settings, now)
+    config = config_from_settings(settings)
+    mode = "on_demand" if config.hosting == "flex_on_demand" else "always_ready"
+
+    def price(key: str) -> float | None:
+        entry = table.prices.get(key)
+        return entry.price if entry is not None else None
+
+    per_call: dict[str, float] = {}
+    if config.backend == "azure_storage":
+        transaction = price("storage.transactions")
+        if transaction is not None:
+            per_call["storage.transactions"] = (2 * STORAGE_PER_MESSAGE + STORAGE_PER_EPISODE) * transaction
+    else:
+        action = price(f"dts.{'consumption' if config.backend == 'dts_consumption' else 'dedicated'}.actions")
+        if action is not None:
+            per_call["durable.actions"] = 2 * action
+    execution = price(f"flex.{mode}.executions")
+    if execution is not None:
+        per_call["flex.executions"] = 2 * execution
+    gb_second = price(f"flex.{mode}.gb_seconds")
+    per_second = {"flex.gb_seconds": config.memory_mb / 1024 * gb_second} if gb_second is not None else {}
+    return CallPrices(table=table.version, per_call=per_call, per_second=per_second)

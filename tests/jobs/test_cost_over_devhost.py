@@ -118,3 +118,28 @@ def test_costs_across_jobs_by_meter_model_and_workflow(host: DevHostProcess) -> 
     assert bad.status_code == 400 and bad.json()["error"]["field"] == "group_by"
     backwards = jobs.http.get("/api/costs", params={"from": "2026-01-02T00:00:00Z", "to": "2026-01-01T00:00:00Z"})
     assert backwards.status_code == 400 and backwards.json()["error"]["field"] == "from"
+
+
+def test_max_cost_stops_before_the_call_that_would_cross_it_with_the_prices_the_job_started_with(
+    host: DevHostProcess,
+) -> None:
+    jobs = JobClient(host)
+    # The plan call may run its whole timeout (60 s) on a 4 GB instance: 240 GB-s, 0.00624 USD On Demand.
+    job_id = jobs.submit(MIXED_Q, constraints={"budget": {"max_cost": 0.001}})
+    view = jobs.wait(job_id, timeout_s=120)
+    assert view["status"] == "failed" and view["error"]["code"] == "BUDGET_EXCEEDED"
+    assert view["error"]["message"].startswith("stopped before planning")
+    assert view["error"]["message"].endswith("the meter that crosses it: flex.gb_seconds")
+    assert not [e for e in history(host, job_id) if e["EventType"] == "TaskCompleted"]  # nothing ran
+    # The job's input keeps the per-call prices of the table in force when it started.
+    params = {**host.system_code, "showInput": "true"}
+    started = host.client.get(host.webhook(f"instances/{job_id}"), params=params).json()["input"]
+    prices = (json.loads(started) if isinstance(started, str) else started)["policy"]["call_prices"]
+    assert prices == {
+        "table": "2026-11",
+        "per_call": {"flex.executions": pytest.approx(2 * 0.40 / 1_000_000)},
+        "per_second": {"flex.gb_seconds": pytest.approx(4 * 0.000026)},
+    }
+    # A budget the whole job fits in lets it finish.
+    done = jobs.wait(jobs.submit(MIXED_Q, constraints={"budget": {"max_cost": 0.05}}), timeout_s=120)
+    assert done["status"] == "completed", done.get("error")
