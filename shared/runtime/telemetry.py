@@ -68,6 +68,18 @@ ATTR_EXECUTOR_ATTEMPT = "executor.attempt"
 ATTR_EXECUTOR_STATUS = "executor.status"
 ATTR_TOTAL_TOKENS = "job.usage.total_tokens"
 ATTR_EVENT_NAME = "job.event"
+# The job.cost event (log_job_cost): who started the job, what it runs, and its ledger.
+ATTR_JOB_OWNER = "job.owner"
+ATTR_JOB_WORKFLOW = "job.workflow"
+ATTR_COST_TOTAL = "job.cost.total"
+ATTR_COST_CURRENCY = "job.cost.currency"
+ATTR_COST_COMPLETE = "job.cost.complete"
+ATTR_COST_BACKEND = "job.cost.backend"
+ATTR_COST_HOSTING = "job.cost.hosting"
+ATTR_COST_UNKNOWN = "job.cost.unknown"
+ATTR_COST_MODELS = "job.cost.models"
+ATTR_COST_METERS = "job.cost.meters"
+ATTR_COST_PRICE_TABLE = "job.cost.price_table"
 
 # The log event the orchestrator emits on every job status change (the workbook's job charts read it).
 JOB_STATUS_EVENT = "job.status"
@@ -386,20 +398,19 @@ def log_job_cost(
         ATTR_EVENT_NAME: JOB_COST_EVENT,
         ATTR_JOB_ID: job_id,
         ATTR_JOB_STATUS: status,
-        "job.cost.total": cost["total"],
-        "job.cost.currency": cost["currency"],
-        "job.cost.complete": cost["complete"],
-        "job.cost.backend": cost["backend"],
-        "job.cost.hosting": cost["hosting"],
-        "job.cost.unknown": ",".join(u["meter"] for u in cost["unknown"]),
-        "job.cost.models": ",".join(models),
-        "job.cost.meters": json.dumps(meters, separators=(",", ":")),
-        "job.cost.price_table": cost["price_table"]["version"],
+        ATTR_COST_TOTAL: cost["total"],
+        ATTR_COST_CURRENCY: cost["currency"],
+        ATTR_COST_COMPLETE: cost["complete"],
+        ATTR_COST_BACKEND: cost["backend"],
+        ATTR_COST_HOSTING: cost["hosting"],
+        ATTR_COST_UNKNOWN: ",".join(u["meter"] for u in cost["unknown"]),
+        ATTR_COST_MODELS: ",".join(models),
+        ATTR_COST_METERS: json.dumps(meters, separators=(",", ":")),
+        ATTR_COST_PRICE_TABLE: cost["price_table"]["version"],
+        # Empty rather than absent, so the workbook's group by user and workflow always has the column.
+        ATTR_JOB_OWNER: owner or "",
+        ATTR_JOB_WORKFLOW: workflow or "ask",
     }
-    if owner:
-        extra["job.owner"] = owner
-    if workflow:
-        extra["job.workflow"] = workflow
     (log or logger).info("job %s cost %.8f %s", job_id, cost["total"], cost["currency"], extra=extra)
     return cost
 
