@@ -4,6 +4,7 @@ import azure.durable_functions as df
 
 from api.artifacts import register as register_artifacts
 from api.catalog import register as register_catalog
+from api.cost_report import register as register_costs
 from api.events import register as register_events
 from api.health import register as register_health
 from api.jobs import register as register_jobs
@@ -23,5 +24,6 @@ register_ui(blueprint)
 register_maintenance(blueprint)
 register_runs(blueprint)
 register_logs(blueprint)
+register_costs(blueprint)
 # On Azure the streams extension serves every HTTP function: the others keep their azure.functions types.
 adapt_http_functions(blueprint)

@@ -21,6 +21,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from api.auth import Caller, caller_of
+from api.costs import part_histories
 from api.errors import ApiError, from_validation_error, guarded, json_response
 from api.view import build_view, decode, job_status
 from shared.jobs.models import (
@@ -138,7 +139,19 @@ def resolve_policy(request: JobRequest) -> RetryPolicy:
         user_wait_seconds=settings.job_user_wait_timeout_seconds,
         output_price={m: prices[m].output_per_million / 1_000_000 for m in models if m in prices},
         tool_price=tool_prices(list(request.tools), settings.tool_prices),
+        # The infrastructure prices this job keeps for budget.max_cost (the table in force now).
+        call_prices=_call_prices(settings),
     )
+
+
+def _call_prices(settings: Any) -> Any:
+    """The price table's per-call prices now; a table that cannot be read is a configuration error (503)."""
+    from shared.runtime.ledger import call_prices
+
+    try:
+        return call_prices(settings, datetime.now(UTC).isoformat())
+    except (OSError, ValueError) as exc:
+        raise ApiError(503, "CONFIG_ERROR", f"invalid setting COST_PRICE_TABLE: {str(exc)[:200]}") from exc
 
 
 def _default_model(settings: Any) -> str:
@@ -233,7 +246,10 @@ async def view(req: func.HttpRequest, client: df.DurableOrchestrationClient, job
 
     await repair_delivery(client, job_id, status)
     retention = get_settings().job_history_retention_days
-    view_body = build_view(status, job_links(req, job_id), log_cursor=cursor, log_limit=limit, retention_days=retention)
+    parts = await part_histories(client, job_id, status)  # a finished run's parts, for its cost
+    view_body = build_view(
+        status, job_links(req, job_id), log_cursor=cursor, log_limit=limit, retention_days=retention, parts=parts
+    )
     return json_response(view_body)
 
 

@@ -24,6 +24,7 @@ from shared.jobs.contracts import Usage
 from shared.jobs.models import TERMINAL_RUNTIME, JobState, PartNews, StepState, Waiting
 from shared.jobs.plan import AGENT_STEP
 from shared.jobs.runs import LOAD_DEFINITION, PART_NEWS_EVENT
+from shared.runtime.ledger import view_cost
 from shared.runtime.streaming.local import PartialOutput
 
 logger = logging.getLogger(__name__)
@@ -445,8 +446,10 @@ def build_view(
     log_limit: int = 100,
     partials: PartialReader | None = None,
     retention_days: float | None = None,
+    parts: dict[str, list[dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
-    """The job view a UI polls (``partials`` reads streamed text; default: the configured store)."""
+    """The job view a UI polls (``partials`` reads streamed text; default: the configured store; ``parts``: the
+    histories of a run's parts, for its cost)."""
     custom = status.get("customStatus")
     state = JobState.model_validate(custom) if isinstance(custom, dict) else None
     runtime = status.get("runtimeStatus")
@@ -477,6 +480,7 @@ def build_view(
         "steps": steps,
         "waiting": waiting_view(waiting) if waiting else None,
         "usage": _usage(state),
+        "cost": view_cost(history, status.get("createdTime"), parts=parts),  # every meter (shared/runtime/ledger.py)
         "agent": _agent(request, state),
         "run": _with_run_facts(_run(job_input, output), job_input, history),
         # What the job was asked with besides its question: enough to start it again with other limits.

@@ -51,6 +51,7 @@ from shared.jobs.contracts import (
     SqlAccess,
     Usage,
 )
+from shared.jobs.costs import CallPrices, Spend, next_call, over_max_cost
 from shared.jobs.models import (
     Budget,
     ErrorInfo,
@@ -154,6 +155,8 @@ class JobRun:
         self.step_constraints: Constraints | None = None
         # An agent node's own budget, with the run's usage when the node started: (who, budget, tokens, cost).
         self.scoped_budget: tuple[str, Budget, int, float] | None = None
+        # The calls this job made and their seconds, for the priced infrastructure meters of budget.max_cost.
+        self.spend = Spend()
 
     # --- plumbing ----------------------------------------------------------------------------
 
@@ -178,6 +181,14 @@ class JobRun:
                     error_code=self.state.error.code if self.state.error else None,
                     waiting_kind=self.state.waiting.kind if self.state.waiting else None,
                 )
+                if self.state.status in ("completed", "failed") and not self.part_of_run:
+                    telemetry.log_job_cost(  # the job's ledger from its own history (shared/runtime/ledger.py)
+                        job_id=self.job.job_id,
+                        status=self.state.status,
+                        events=getattr(self.ctx, "histories", None),
+                        owner=self.job.owner.id if self.job.owner else None,
+                        workflow=self.job.run.id if self.job.run else None,
+                    )
             self.last_status = self.state.status
 
     def add_usage(self, step: StepState | None, usage: Usage, executor_type: str = PLAN) -> None:
@@ -528,7 +539,10 @@ class JobRun:
         else:
             self.count_tool_calls(executor_type, step_id)
             inp = self.executor_input(step_id, executor_type, task, context, model, attempt)
+            scheduled_at = self.ctx.current_utc_datetime
             raw = yield self.ctx.call_activity(executor_type, inp.model_dump(mode="json"))
+            self.spend.seconds += max(0.0, (self.ctx.current_utc_datetime - scheduled_at).total_seconds())
+        self.spend.calls += 1
         out = ExecutorOutput.model_validate(_as_dict(raw))
         self.add_usage(step, out.usage, executor_type)
         self.sandbox_ms += sandbox_ms(out)
@@ -712,6 +726,32 @@ class JobRun:
                     f"USD for the next call exceeds {who}'s budget {budget.max_estimated_cost} USD",
                     step_id,
                 )
+            if budget.max_cost is not None:
+                self.check_max_cost(budget.max_cost, who, where, step_id, cost, model, reserve * price, call_price)
+
+    def check_max_cost(
+        self,
+        max_cost: float,
+        who: str,
+        where: str,
+        step_id: str | None,
+        cost: float,
+        model: str | None,
+        tokens_cost: float,
+        call_price: float,
+    ) -> None:
+        """budget.max_cost: every priced meter so far plus the next call's worst case (shared/jobs/costs.py)."""
+        prices = self.job.policy.call_prices or CallPrices(table="")
+        spent = {"tokens, tools and sandbox": cost, **self.spend.by_meter(prices)}
+        timeout_s = (self.step_constraints or self.job.request.constraints).timeout_ms / 1000
+        upcoming = next_call(prices, timeout_s)
+        if tokens_cost:
+            upcoming[f"llm.tokens:{model}" if model else "llm.tokens"] = tokens_cost
+        if call_price:
+            upcoming["tools.calls"] = call_price
+        crossed = over_max_cost(max_cost, spent, upcoming, who, where)
+        if crossed is not None:
+            raise JobStop("BUDGET_EXCEEDED", crossed[1], step_id)
 
     def approve_sql(self, spec: PlanStep, step: StepState, task: dict[str, Any]) -> Gen:
         """Draft (guard) the SQL and ask for approval when the policy says so.

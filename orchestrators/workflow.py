@@ -58,6 +58,7 @@ from shared.definitions.models import (
 )
 from shared.executors import CALL_TOOL, input_for_text, kinds_where, lookup_kinds
 from shared.jobs.contracts import Constraints, ErrorCode
+from shared.jobs.costs import CallPrices
 from shared.jobs.models import Budget, StepState
 from shared.jobs.plan import PlanStep
 from shared.jobs.runs import (
@@ -397,6 +398,10 @@ class WorkflowWalk:
             share["max_total_tokens"] = left // parts
         if budget.max_estimated_cost is not None:
             share["max_estimated_cost"] = max(0.0, round((budget.max_estimated_cost - usage.estimated_cost) / parts, 8))
+        if budget.max_cost is not None:  # every priced meter (shared/jobs/costs.py), shared as the rest
+            prices = run.job.policy.call_prices or CallPrices(table="")
+            spent = usage.estimated_cost + sum(run.spend.by_meter(prices).values())
+            share["max_cost"] = max(0.0, round((budget.max_cost - spent) / parts, 8))
         if budget.max_sandbox_seconds is not None:
             run.sandbox_left(node_id)  # BUDGET_EXCEEDED when none is left
             left_s = budget.max_sandbox_seconds - run.sandbox_ms / 1000

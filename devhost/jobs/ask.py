@@ -33,7 +33,9 @@ from rich.panel import Panel
 from rich.prompt import Prompt
 from rich.syntax import Syntax
 from rich.table import Table
+from rich.text import Text
 
+from devhost.jobs.cost import cost_line
 from devhost.jobs.stream import AnswerDraft, EventStream, StreamLost, StreamUnavailable, apply_to_view, event_line
 
 EXIT_COMPLETED, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED, EXIT_WAITING = 0, 1, 2, 3, 4
@@ -233,6 +235,9 @@ def render_result(view: dict[str, Any]) -> Group:
         parts.append(f"[dim]{OFFLINE_NOTE}[/]")
     usage = (view.get("usage") or {}).get("total") or {}
     parts.append(f"usage: {usage.get('total_tokens', 0)} tokens, ~${usage.get('estimated_cost', 0):.4f}")
+    cost = cost_line(view)
+    if cost:
+        parts.append(Text(cost))  # plain text: meter names are not markup
     return Group(*parts)
 
 

@@ -80,6 +80,10 @@ var appCodeSettings = {
   SANDBOX_PROVIDER: empty(sandboxSessionsEndpoint) ? 'off' : 'azure_sessions'
   SANDBOX_SESSIONS_ENDPOINT: sandboxSessionsEndpoint
   SANDBOX_PRICE_PER_HOUR: sandboxPricePerHour
+  // The job cost ledger prices what this template deploys (shared/runtime/ledger.py; dts.bicep's SKU is Consumption).
+  COST_DURABLE_BACKEND: durableBackend == 'durableTaskScheduler' ? 'dts_consumption' : 'azure_storage'
+  COST_HOSTING: durableAlwaysReadyInstances > 0 ? 'flex_always_ready' : 'flex_on_demand'
+  COST_INSTANCE_MEMORY_MB: string(instanceMemoryMB)
 }
 
 // Read by the Functions host and its extensions (documented in docs/settings.md).

@@ -33,6 +33,12 @@ var charts = [
     visualization: 'table'
   }
   {
+    name: 'job-cost-by-meter'
+    title: 'Job cost per day, user, workflow and meter (every meter; null: price unknown)'
+    query: loadTextContent('../monitoring/job-cost-by-meter.kql')
+    visualization: 'table'
+  }
+  {
     name: 'jobs-waiting-for-users'
     title: 'Jobs waiting for users, and for how long'
     query: loadTextContent('../monitoring/jobs-waiting-for-users.kql')

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 
 from shared.jobs.agent import TOOL_NAME, AgentLimits
 from shared.jobs.contracts import Constraints, Usage
+from shared.jobs.costs import CallPrices
 from shared.jobs.runs import RunReport, RunSpec
 
 JobStatus = Literal["pending", "planning", "running", "waiting_for_user", "completed", "failed", "cancelled"]
@@ -37,6 +38,8 @@ class Budget(BaseModel):
     max_estimated_cost: float | None = Field(default=None, ge=0)
     # Seconds of sandbox time (run_python steps) the job may use in all.
     max_sandbox_seconds: float | None = Field(default=None, gt=0)
+    # USD across every priced meter (tokens, tools, sandbox, the Durable backend, Flex), checked before each call.
+    max_cost: float | None = Field(default=None, ge=0)
 
 
 class JobConstraints(Constraints):
@@ -101,6 +104,9 @@ class RetryPolicy(BaseModel):
     output_price: dict[str, float] = Field(default_factory=dict)
     # USD per call of each priced family tool the run may call (TOOL_PRICES), for the same check.
     tool_price: dict[str, float] = Field(default_factory=dict)
+    # USD per call and per second of each priced infrastructure meter, from the price table at submit
+    # (budget.max_cost); None for jobs started before it existed.
+    call_prices: CallPrices | None = None
 
 
 class JobOwner(BaseModel):

@@ -442,6 +442,19 @@ class Settings(BaseSettings):
     artifact_path: Path = REPO_ROOT / ".devhost" / "artifacts.sqlite3"
     artifact_container: str = Field(default="job-artifacts", pattern=r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
 
+    # --- Cost ledger (shared/runtime/ledger.py, docs/costs.md) ------------------------------------
+    # The Durable backend and the hosting plan a job is priced for (default: what infra/ deploys: the Azure
+    # Storage provider on Flex Consumption with always-ready instances for the durable group).
+    cost_durable_backend: Literal["azure_storage", "dts_consumption", "dts_dedicated"] = "azure_storage"
+    cost_hosting: Literal["flex_on_demand", "flex_always_ready"] = "flex_always_ready"
+    # Flex Consumption instance memory (infra: instanceMemoryMB): activity seconds × this = GB-seconds.
+    cost_instance_memory_mb: int = Field(default=2048, ge=128, le=16_384)
+    # Another price table file (the shape of shared/runtime/prices/*.json); unset: the table in force when the
+    # job started, from shared/runtime/prices/.
+    cost_price_table: Path | None = None
+    # JSON object: a price per unit by price key ("storage.transactions": 0.0000004), over the table.
+    cost_price_overrides: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=dict, max_length=100)
+
     # --- Monitoring ------------------------------------------------------------------------
     applicationinsights_connection_string: SecretStr | None = None
     otel_exporter_otlp_endpoint: str | None = None

@@ -68,10 +68,24 @@ ATTR_EXECUTOR_ATTEMPT = "executor.attempt"
 ATTR_EXECUTOR_STATUS = "executor.status"
 ATTR_TOTAL_TOKENS = "job.usage.total_tokens"
 ATTR_EVENT_NAME = "job.event"
+# The job.cost event (log_job_cost): who started the job, what it runs, and its ledger.
+ATTR_JOB_OWNER = "job.owner"
+ATTR_JOB_WORKFLOW = "job.workflow"
+ATTR_COST_TOTAL = "job.cost.total"
+ATTR_COST_CURRENCY = "job.cost.currency"
+ATTR_COST_COMPLETE = "job.cost.complete"
+ATTR_COST_BACKEND = "job.cost.backend"
+ATTR_COST_HOSTING = "job.cost.hosting"
+ATTR_COST_UNKNOWN = "job.cost.unknown"
+ATTR_COST_MODELS = "job.cost.models"
+ATTR_COST_METERS = "job.cost.meters"
+ATTR_COST_PRICE_TABLE = "job.cost.price_table"
 
 # The log event the orchestrator emits on every job status change (the workbook's job charts read it).
 JOB_STATUS_EVENT = "job.status"
 EXECUTOR_DONE_EVENT = "executor.done"
+# The log event of a finished job's cost ledger (shared/runtime/ledger.py; docs/costs.md).
+JOB_COST_EVENT = "job.cost"
 
 # settings.llm_provider -> gen_ai provider value of the semantic conventions.
 _GEN_AI_PROVIDERS: dict[str, str] = {"azure_openai": "azure.ai.openai", "openai": "openai", "offline": "offline"}
@@ -348,6 +362,57 @@ def log_job_status(
         extra[ATTR_JOB_WAITING_KIND] = waiting_kind
     level = logging.WARNING if status == "failed" else logging.INFO
     (log or logger).log(level, "job %s is %s", job_id, status, extra=extra)
+
+
+def log_job_cost(
+    *,
+    job_id: str,
+    status: str,
+    events: Any,
+    owner: str | None = None,
+    workflow: str | None = None,
+    log: logging.Logger | logging.LoggerAdapter[logging.Logger] | None = None,
+) -> dict[str, Any] | None:
+    """Log a finished job's ledger as the ``job.cost`` event (orchestrator: once, when not replaying).
+
+    Dimensions: the total, currency, whether every meter had a price, the backend and hosting plan, the meters
+    without a price, the models, and each meter's quantity and cost as JSON (the workbook groups by day, user,
+    workflow, model and meter). Telemetry never fails a job: a ledger that cannot be built is a warning.
+    """
+    import json
+
+    try:
+        from shared.runtime.ledger import history_rows, started_at, view_cost
+
+        rows = history_rows(events)
+        cost = view_cost(rows, started_at(rows))
+    except Exception as exc:  # noqa: BLE001 - telemetry must not fail the orchestration
+        logger.warning("job %s: cost ledger not built: %s", job_id, exc)
+        return None
+    if cost.get("total") is None:
+        return None
+    configure_telemetry()
+    meters = {m["meter"]: {"quantity": m["quantity"], "unit": m["unit"], "cost": m["cost"]} for m in cost["by_meter"]}
+    models = [name.split(":", 1)[1] for name in meters if name.startswith("llm.tokens:")]
+    extra: dict[str, Any] = {
+        ATTR_EVENT_NAME: JOB_COST_EVENT,
+        ATTR_JOB_ID: job_id,
+        ATTR_JOB_STATUS: status,
+        ATTR_COST_TOTAL: cost["total"],
+        ATTR_COST_CURRENCY: cost["currency"],
+        ATTR_COST_COMPLETE: cost["complete"],
+        ATTR_COST_BACKEND: cost["backend"],
+        ATTR_COST_HOSTING: cost["hosting"],
+        ATTR_COST_UNKNOWN: ",".join(u["meter"] for u in cost["unknown"]),
+        ATTR_COST_MODELS: ",".join(models),
+        ATTR_COST_METERS: json.dumps(meters, separators=(",", ":")),
+        ATTR_COST_PRICE_TABLE: cost["price_table"]["version"],
+        # Empty rather than absent, so the workbook's group by user and workflow always has the column.
+        ATTR_JOB_OWNER: owner or "",
+        ATTR_JOB_WORKFLOW: workflow or "ask",
+    }
+    (log or logger).info("job %s cost %.8f %s", job_id, cost["total"], cost["currency"], extra=extra)
+    return cost
 
 
 def _current_provider() -> str | None:

@@ -288,3 +288,18 @@ def test_without_easy_auth_every_key_holder_sees_every_job(key_host: DevHostProc
     assert http.post(f"/api/jobs/{job_id}/cancel", headers=as_bob).status_code == 202
     # And without the key nothing is reachable (the host answers 401 before the app runs).
     assert http.get("/api/jobs").status_code == 401
+
+
+def test_costs_are_owner_scoped_as_the_job_list(users: dict[str, User], jobs: dict[str, str]) -> None:
+    def groups(user: User) -> dict[str, dict[str, Any]]:
+        resp = user.http.get("/api/costs", params={"group_by": "user"})
+        assert resp.status_code == 200, resp.text
+        return {g["key"]: g for g in resp.json()["groups"]}
+
+    alice = groups(users["alice"])
+    # The same jobs as the owner-scoped list (every job of this host is from the last 7 days).
+    assert set(alice) == {"alice"} and alice["alice"]["jobs"] == len(users["alice"].listed()) >= 1
+    assert set(groups(users["bob"])) == {"bob"}
+    seen = groups(users["admin"])
+    assert {"alice", "bob"} <= set(seen)
+    assert users["nobody"].http.get("/api/costs").status_code == 401

@@ -13,6 +13,7 @@ CHARTS = {
     "step-latency-by-executor",
     "failures-by-error-code",
     "tokens-and-cost-per-day",
+    "job-cost-by-meter",
     "jobs-waiting-for-users",
 }
 ALERTS = {"alert-failed-job-rate", "alert-jobs-waiting-too-long"}

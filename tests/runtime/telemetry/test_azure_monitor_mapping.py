@@ -96,12 +96,45 @@ def test_job_status_events_become_traces_with_the_queried_dimensions() -> None:
     base_type, props = _status_log_properties()
     assert base_type == "MessageData"  # the `traces` table
     used = set().union(
-        *(keys for name, keys in _kql_dimension_keys().items() if "traces" in (KQL_DIR / name).read_text())
+        *(keys for name, keys in _kql_dimension_keys().items() if _reads(name, "traces", telemetry.JOB_STATUS_EVENT))
     )
     optional = {"job.waiting_kind"}
     assert used - optional <= set(props)
     assert props["job.event"] == telemetry.JOB_STATUS_EVENT == "job.status"
     assert props["job.status"] == "waiting_for_user" and props["job.waiting_kind"] == "approval"
+
+
+def _reads(name: str, table: str, event: str) -> bool:
+    """Whether a KQL file reads this table and filters on this job.event."""
+    text = (KQL_DIR / name).read_text()
+    return table in text and f'== "{event}"' in text
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_job_cost_events_become_traces_with_the_queried_dimensions(monkeypatch: pytest.MonkeyPatch) -> None:
+    from azure.monitor.opentelemetry.exporter import AzureMonitorLogExporter
+
+    provider = LoggerProvider()
+    logs = InMemoryLogRecordExporter()
+    provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
+    handler = LoggingHandler(level=logging.INFO, logger_provider=provider)
+    log = logging.getLogger("tests.runtime.telemetry.cost")
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    started = {"EventType": 0, "EventId": -1, "Timestamp": "2026-11-24T00:00:00Z", "Input": "{}"}
+    try:
+        telemetry.log_job_cost(job_id="job-9", status="completed", events=[started], log=log)
+    finally:
+        log.removeHandler(handler)
+    record = next(r for r in logs.get_finished_logs() if "job.event" in (r.log_record.attributes or {}))
+    envelope: Any = AzureMonitorLogExporter(connection_string=CONNECTION)._log_to_envelope(record)
+    props = dict(envelope.data.base_data.properties)
+    used = set().union(
+        *(keys for name, keys in _kql_dimension_keys().items() if _reads(name, "traces", telemetry.JOB_COST_EVENT))
+    )
+    assert used, "no KQL reads the job.cost event"
+    assert used <= set(props), f"queried but never emitted: {sorted(used - set(props))}"
+    assert props["job.event"] == "job.cost" and props["job.workflow"] == "ask"
 
 
 def test_every_queried_dimension_is_an_attribute_of_shared_telemetry() -> None:
