@@ -4,6 +4,7 @@ import azure.durable_functions as df
 
 from api.artifacts import register as register_artifacts
 from api.events import register as register_events
+from api.fork import register as register_fork
 from api.health import register as register_health
 from api.jobs import register as register_jobs
 from api.logs import register as register_logs
@@ -16,6 +17,7 @@ blueprint = df.Blueprint()
 register_health(blueprint)
 register_jobs(blueprint)
 register_events(blueprint)
+register_fork(blueprint)
 register_artifacts(blueprint)
 register_ui(blueprint)
 register_maintenance(blueprint)

@@ -21,6 +21,7 @@ from typing import Any
 from shared.executors import AGENT_TURN, CALL_TOOL, PLAN, SUPERVISE, kinds_where
 from shared.jobs.agent import AgentLimits
 from shared.jobs.contracts import Usage
+from shared.jobs.fork import carried_outputs, carried_usage
 from shared.jobs.models import TERMINAL_RUNTIME, JobState, PartNews, StepState
 from shared.jobs.plan import AGENT_STEP
 from shared.jobs.runs import PART_NEWS_EVENT
@@ -431,12 +432,21 @@ def build_view(
         "usage": _usage(state),
         "agent": _agent(request, state),
         "run": _run(job_input, output),
+        "forked_from": _forked_from(job_input),
         "answer": answer,
         "error": _view_error(runtime, state, output, steps),
         "log": build_log(history, log_cursor, log_limit) | {"live": live},
         "links": links,
         "history_purged_after": history_purged_after(status.get("createdTime"), runtime, retention_days),
     }
+
+
+def _forked_from(job_input: Any) -> dict[str, Any] | None:
+    """A fork's origin: the job and the step it re-ran from (None for a job that is no fork)."""
+    fork = job_input.get("fork") if isinstance(job_input, dict) else None
+    if not isinstance(fork, dict):
+        return None
+    return {"job": fork.get("origin"), "step": fork.get("from_step"), "input": fork.get("input")}
 
 
 def _run(job_input: Any, output: Any) -> dict[str, Any] | None:
@@ -453,6 +463,8 @@ def _steps(state: JobState | None, runtime: Any, history: list[dict[str, Any]]) 
     if state is None:
         return []
     outputs, drafts = step_outputs(history)
+    if any(step.carried_from for step in state.steps):
+        outputs = {**carried_outputs(history), **outputs}  # a fork's carried steps: results from its base
     if any(not step.title for step in state.steps):
         facts = brief_step_facts(history, {step.id for step in state.steps if not step.title})
         state.steps = [_fill_brief(step, facts.get(step.id)) if not step.title else step for step in state.steps]
@@ -502,6 +514,10 @@ def _step_entry(
         entry["message"] = retry_message(step.retry_at, step.next_attempt, step.max_attempts)
     elif entry["state"] == "skipped" and step.note:
         entry["message"] = f"did not run: {step.note}"
+    if step.carried_from:
+        # A fork's step carried over: its result, timings and usage are the origin's, not the fork's.
+        entry["carried_over"] = True
+        entry["message"] = f"carried over from job {step.carried_from}"
     # A human wait is shown as waited_ms and is not part of the step's duration.
     run_ms = _ms_between(step.started_at, step.ended_at)
     if run_ms is not None:
@@ -557,6 +573,8 @@ def _usage(state: JobState | None) -> dict[str, Any]:
         # Agent mode: the Executor's turns, apart from the tool calls (their usage is by_step).
         "executor": state.executor_usage.model_dump(mode="json"),
         "by_step": {s.id: s.usage.model_dump(mode="json") for s in state.steps},
+        # A fork: what its carried-over steps used in the origin (not part of ``total``, the fork's own).
+        "carried_over": carried_usage(state.steps).model_dump(mode="json"),
     }
 
 

@@ -1,0 +1,215 @@
+"""Forks of a job: what a fork carries over from its origin, read from the origin's committed history.
+
+A fork re-runs a job from one of its steps with a change. The steps before that step are carried over as
+results: ``fork_base`` reads them (and the plan) from the origin's Durable status and history, a pure function
+the API uses to check a fork before it starts and the ``load_fork_base`` activity uses to give the fork's
+orchestrator the same facts (its result is then in the fork's own history, so a replay never reads the origin
+again). Only results travel: never an approval, never an execution context.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from shared.jobs.contracts import Usage
+from shared.jobs.models import JobInput, JobState, StepState
+from shared.jobs.plan import ORCHESTRATOR_KINDS, Plan
+
+LOAD_FORK_BASE = "load_fork_base"
+PLAN_EXECUTOR = "plan"  # shared.executors.PLAN (the domain layer does not import the registry)
+SUPERVISE_EXECUTOR = "supervise"
+AGENT_TURN_EXECUTOR = "agent_turn"
+# Origin steps that can be carried over must have ended this way; a failed one is where a fork may start.
+CARRIED_STATES = frozenset({"succeeded", "skipped"})
+
+
+class CarriedStep(BaseModel):
+    """A step carried over from the origin: its recorded state (timings, usage) and its result."""
+
+    step: StepState
+    output: dict[str, Any] | None = None
+
+
+class ForkBase(BaseModel):
+    """What a fork starts from: the origin's plan and the steps before the fork point, as results."""
+
+    plan: dict[str, Any]
+    index: int = Field(ge=0)
+    carried: list[CarriedStep] = Field(default_factory=list)
+
+
+class ForkError(Exception):
+    """Why a job cannot be forked at that step: a stable code, a message, and the request field at fault."""
+
+    def __init__(self, code: str, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.field = field
+
+
+class ForkBaseResult(BaseModel):
+    """The ``load_fork_base`` activity's result: the base, or why there is none (code and message)."""
+
+    base: ForkBase | None = None
+    error_code: str | None = None
+    error_message: str | None = Field(default=None, max_length=600)
+
+
+def decode(value: Any) -> Any:
+    """Undo the JSON-in-JSON encodings of Durable history inputs and results."""
+    for _ in range(4):
+        if not isinstance(value, str):
+            return value
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _task_ref(event: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    """The step id an activity event belongs to (from its task id ``<job>:<step>:<attempt>``) and its input."""
+    inp = decode(event.get("Input"))
+    if not isinstance(inp, dict):
+        return None, {}
+    parts = str(inp.get("task_id", "")).rsplit(":", 2)
+    return (parts[1] if len(parts) == 3 else None), inp
+
+
+def _history(status: dict[str, Any]) -> list[dict[str, Any]]:
+    events = status.get("historyEvents") or status.get("history") or []
+    return [e for e in events if isinstance(e, dict)]
+
+
+def _recorded(
+    history: list[dict[str, Any]],
+) -> tuple[dict[str, Any] | None, dict[str, dict[str, Any]], ForkBase | None]:
+    """The last plan, each step's last successful result (SQL drafts and Supervisor calls left out), and the
+    base the origin itself was forked from (when it is a fork)."""
+    plan: dict[str, Any] | None = None
+    outputs: dict[str, dict[str, Any]] = {}
+    own_base: ForkBase | None = None
+    for event in history:
+        if event.get("EventType") != "TaskCompleted":
+            continue
+        result = decode(event.get("Result"))
+        if not isinstance(result, dict):
+            continue
+        if event.get("FunctionName") == LOAD_FORK_BASE or "base" in result and "error_code" in result:
+            try:
+                own_base = ForkBaseResult.model_validate(result).base or own_base
+            except ValidationError:
+                pass
+            continue
+        step_id, inp = _task_ref(event)
+        if step_id is None or result.get("status") == "failed":
+            continue
+        body = result.get("result")
+        if not isinstance(body, dict):
+            continue
+        if step_id == PLAN_EXECUTOR:
+            plan = body
+        elif (
+            step_id != AGENT_TURN_EXECUTOR and inp.get("executor_type") != SUPERVISE_EXECUTOR and not body.get("draft")
+        ):
+            outputs[step_id] = body
+    return plan, outputs, own_base
+
+
+def _origin_plan(job: JobInput, plan: dict[str, Any] | None, own_base: ForkBase | None) -> Plan:
+    """The plan the origin ran: its planning result, or (a fork) its base's plan with its own edit applied."""
+    if plan is None and own_base is not None:
+        parsed = Plan.model_validate(own_base.plan)
+        if job.fork is not None and job.fork.input:
+            steps = [
+                s.model_copy(update={"input": edited_input(s.input, job.fork.input)})
+                if s.id == job.fork.from_step
+                else s
+                for s in parsed.steps
+            ]
+            parsed = parsed.model_copy(update={"steps": steps})
+        return parsed
+    if plan is None:
+        raise ForkError("FORK_NOT_SUPPORTED", "the job has no plan to fork from (it stopped before planning)")
+    return Plan.model_validate(plan)
+
+
+def edited_input(old: dict[str, Any], edits: dict[str, Any]) -> dict[str, Any]:
+    """A step input with a fork's edit: a new question without new SQL drops the old SQL, so it is drafted again."""
+    merged = {**old, **edits}
+    if "question" in edits and "sql" not in edits:
+        merged.pop("sql", None)
+    return merged
+
+
+def fork_base(status: dict[str, Any], from_step: str) -> ForkBase:
+    """The base of a fork of the job whose Durable status (input, custom status, history) is ``status``.
+
+    Raises ForkError when the job cannot be forked there: it still runs, it is an agent job or a workflow run,
+    the step is unknown, or a step before it did not end in a state that can be carried over.
+    """
+    runtime = status.get("runtimeStatus")
+    if runtime not in ("Completed", "Failed", "Terminated", "Canceled"):
+        raise ForkError("JOB_NOT_FINISHED", "only a finished, failed or cancelled job can be forked")
+    try:
+        job = JobInput.model_validate(decode(status.get("input")))
+        custom = status.get("customStatus")
+        state = JobState.model_validate(decode(custom) if custom else {})
+    except ValidationError as exc:
+        raise ForkError("FORK_NOT_SUPPORTED", f"the job state cannot be read: {exc.error_count()} errors") from exc
+    if job.run is not None or job.request.mode == "agent":
+        raise ForkError("FORK_NOT_SUPPORTED", "forks of agent jobs and workflow runs are not supported yet")
+    if state.replans:
+        raise ForkError("FORK_NOT_SUPPORTED", "the Supervisor replanned this job; it cannot be forked")
+    plan_event, outputs, own_base = _recorded(_history(status))
+    plan = _origin_plan(job, plan_event, own_base)
+    if [s.id for s in plan.steps] != [s.id for s in state.steps] or [s.kind for s in plan.steps] != [
+        s.kind for s in state.steps
+    ]:
+        raise ForkError("FORK_NOT_SUPPORTED", "the job's steps changed while it ran (hybrid mode); it cannot be forked")
+    ids = [s.id for s in plan.steps]
+    if from_step not in ids:
+        raise ForkError("INVALID_FORK_POINT", f"the job has no step {from_step!r} (steps: {ids})", "from_step")
+    index = ids.index(from_step)
+    carried_outputs = {c.step.id: c.output for c in own_base.carried} if own_base else {}
+    carried: list[CarriedStep] = []
+    for spec, step in zip(plan.steps[:index], state.steps[:index], strict=True):
+        if spec.kind in ORCHESTRATOR_KINDS:
+            raise ForkError(
+                "INVALID_FORK_POINT",
+                f"step {spec.id!r} ({spec.kind}) before the fork point cannot be carried over; fork at it or before",
+                "from_step",
+            )
+        if step.state not in CARRIED_STATES:
+            raise ForkError(
+                "INVALID_FORK_POINT",
+                f"step {spec.id!r} before the fork point {step.state}; fork at it or before",
+                "from_step",
+            )
+        output = outputs.get(spec.id, carried_outputs.get(spec.id))
+        if step.state == "succeeded" and output is None:
+            raise ForkError("FORK_NOT_SUPPORTED", f"the result of step {spec.id!r} is no longer in the history")
+        kept = step.model_copy(update={"carried_from": step.carried_from or str(status.get("instanceId") or "")})
+        carried.append(CarriedStep(step=kept, output=output if step.state == "succeeded" else None))
+    return ForkBase(plan=plan.model_dump(mode="json"), index=index, carried=carried)
+
+
+def carried_outputs(history: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """A fork's carried-over results by step id, from its own history (the ``load_fork_base`` result)."""
+    _, _, own_base = _recorded(history)
+    if own_base is None:
+        return {}
+    return {c.step.id: c.output for c in own_base.carried if c.output is not None}
+
+
+def carried_usage(steps: list[StepState]) -> Usage:
+    """The usage of the carried-over steps (the origin paid it; the fork's own usage leaves it out)."""
+    total = Usage()
+    for step in steps:
+        if step.carried_from:
+            total = total + step.usage
+    return total
