@@ -198,6 +198,18 @@ def _team(jobs: JobClient) -> str:
     return job_id
 
 
+def _fork(jobs: JobClient) -> str:
+    """A fork of a completed job at its document lookup with an edited query: the SQL step before it carried over."""
+    origin = _completed(jobs)
+    body = {"from_step": "s2", "changes": {"query": "store credit after 30 days"}}
+    resp = jobs.http.post(f"/api/jobs/{origin}/fork", json=body)
+    assert resp.status_code == 202, resp.text
+    job_id = str(resp.json()["id"])
+    view = jobs.wait(job_id, timeout_s=120)
+    assert view["status"] == "completed", view.get("error")
+    return job_id
+
+
 # Scenarios whose host needs the definitions store (Azurite, started by the recorder).
 NEEDS_STORE = {"workflow_waiting_at_human", "workflow_branch_question", "workflow_part_waiting", "team_completed"}
 # scenario -> (host environment, how to drive the job)
@@ -216,6 +228,7 @@ SCENARIOS: dict[str, tuple[dict[str, str], Callable[[JobClient], str]]] = {
     "agent_completed": ({}, _agent),
     "hybrid_completed": ({}, _hybrid),
     "team_completed": ({"DEFINITIONS_TABLE": "replay"}, _team),
+    "fork_completed": ({}, _fork),
 }
 
 

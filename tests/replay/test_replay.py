@@ -46,6 +46,7 @@ def test_every_scenario_is_recorded() -> None:
         "agent_completed",
         "hybrid_completed",
         "team_completed",
+        "fork_completed",
     }
 
 
