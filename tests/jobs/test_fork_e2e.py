@@ -6,6 +6,9 @@ What ran is read from each fork's own Durable history: only the steps from the f
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -258,3 +261,25 @@ def test_a_running_or_unknown_job_cannot_be_forked(jobs: JobClient) -> None:
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "JOB_NOT_FOUND"
     assert jobs.http.get(f"/api/jobs/{waiting}/compare/{'0' * 32}").status_code == 404
     jobs.cancel(waiting)
+
+
+def _cli(host: DevHostProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    key = host.keys.function if host.keys else ""
+    cmd = [sys.executable, "-m", "devhost", "jobs", *args, "--url", host.base_url, "--key", key]
+    return subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_the_cli_forks_and_compares(host: DevHostProcess, jobs: JobClient, origin: dict[str, Any]) -> None:
+    done = _cli(host, "fork", origin["id"], "--from", "s1", "--sql", EDITED_SQL, "--max-tokens", "800", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    started_fork = json.loads(done.stdout)
+    assert started_fork["forked_from"] == {"job": origin["id"], "step": "s1"}
+    fork_view = jobs.wait(started_fork["id"], timeout_s=180)
+    assert fork_view["steps"][0]["output"]["sql"].startswith(EDITED_SQL)
+    assert json.loads(jobs.http.get(f"/api/jobs/{fork_view['id']}").text)["forked_from"]["input"] == {"sql": EDITED_SQL}
+    shown = _cli(host, "compare", origin["id"], fork_view["id"])
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert "s1: SQL changed; rows 1 → 4 (+4 −1)" in shown.stdout
+    assert "+ From the data: The query returned 4 rows." in shown.stdout
+    bad = _cli(host, "fork", origin["id"], "--from", "s9")
+    assert bad.returncode == 2 and "INVALID_FORK_POINT" in bad.stdout + bad.stderr
