@@ -21,7 +21,7 @@ from typing import Any
 from shared.executors import AGENT_TURN, CALL_TOOL, PLAN, SUPERVISE, kinds_where
 from shared.jobs.agent import AgentLimits
 from shared.jobs.contracts import Usage
-from shared.jobs.fork import carried_outputs, carried_usage
+from shared.jobs.fork import LOAD_FORK_BASE, carried_outputs, carried_usage
 from shared.jobs.models import TERMINAL_RUNTIME, JobState, PartNews, StepState
 from shared.jobs.plan import AGENT_STEP
 from shared.jobs.runs import PART_NEWS_EVENT
@@ -99,6 +99,8 @@ def _task_line(event: dict[str, Any]) -> str:
     if event.get("EventType") == "TaskFailed":
         return f"{where}: activity error: {str(event.get('Reason', ''))[:300]}"
     result = decode(event.get("Result"))
+    if name == LOAD_FORK_BASE and isinstance(result, dict):
+        return _fork_base_line(inp, result)
     if not isinstance(result, dict):
         return f"{where}: done"
     if result.get("status") == "failed":
@@ -108,6 +110,16 @@ def _task_line(event: dict[str, Any]) -> str:
     body = result.get("result") or {}
     line = f"{where}: {result.get('status')}{_result_detail(body)} ({usage.get('total_tokens', 0)} tokens)"
     return line + _turn_detail(body) if name == AGENT_TURN else line
+
+
+def _fork_base_line(inp: dict[str, Any], result: dict[str, Any]) -> str:
+    """A fork's first line: what it carried over from its origin, or why it could not."""
+    base = result.get("base")
+    origin, step = inp.get("origin"), inp.get("from_step")
+    if not isinstance(base, dict):
+        return f"fork of {origin} at {step} refused: {result.get('error_code')}: {result.get('error_message')}"
+    carried = [str(c.get("step", {}).get("id")) for c in base.get("carried") or [] if isinstance(c, dict)]
+    return f"forked from job {origin} at {step}; carried over: {', '.join(carried) or 'nothing'} (0 tokens)"
 
 
 def _turn_detail(body: Any) -> str:

@@ -110,6 +110,10 @@ def test_a_fork_runs_only_the_steps_from_its_fork_point(
     assert ran[0] == ("load_fork_base", "")
     assert [step for _, step in ran[1:]] == step_ids[index:]
     assert all(name != "plan" for name, _ in ran)
+    carried_line = (
+        f"forked from job {origin['id']} at {from_step}; carried over: {', '.join(step_ids[:index]) or 'nothing'}"
+    )
+    assert any(e["message"].startswith(carried_line) for e in view["log"]["entries"]), view["log"]["entries"]
     # Model calls: only the answer writes with the model here (the edited SQL is given, the lookup is a search).
     assert model_calls(host, fork_id) == 1
     by_id = {s["id"]: s for s in origin["steps"]}
