@@ -124,9 +124,17 @@ async def fork(req: func.HttpRequest, client: df.DurableOrchestrationClient, job
     except ForkError as exc:
         raise ApiError(_FORK_ERROR_STATUS.get(exc.code, 409), exc.code, exc.message, field=exc.field) from exc
     origin = JobInput.model_validate(decode(status.get("input")))
-    spec = Plan.model_validate(base.plan).steps[base.index]
     edits = {k: v for k, v in body.changes.items() if k not in JOB_CHANGES}
-    checked = step_edits(spec.kind, edits, spec.input)
+    if base.plan is None:
+        if edits:
+            field = f"changes.{next(iter(edits))}"
+            raise ApiError(400, "INVALID_REQUEST", f"an agent job's fork takes only {list(JOB_CHANGES)}", field=field)
+        spec_input: dict[str, Any] = {}
+        checked = None
+    else:
+        spec = Plan.model_validate(base.plan).steps[base.index]
+        spec_input = spec.input
+        checked = step_edits(spec.kind, edits, spec.input)
     request = forked_request(origin.request, body.changes)
     try:
         _check_tools(request)
@@ -148,7 +156,7 @@ async def fork(req: func.HttpRequest, client: df.DurableOrchestrationClient, job
         await client.start_new(ORCHESTRATOR_NAME, new_id, job.model_dump(mode="json"))
     _ledger_add(job_id, new_id, body.from_step)
     links = job_links(req, new_id)
-    step_input = edited_input(spec.input, checked) if checked else spec.input
+    step_input = edited_input(spec_input, checked) if checked else spec_input
     return json_response(
         {
             "id": new_id,

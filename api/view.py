@@ -21,7 +21,7 @@ from typing import Any
 from shared.executors import AGENT_TURN, CALL_TOOL, PLAN, SUPERVISE, kinds_where
 from shared.jobs.agent import AgentLimits
 from shared.jobs.contracts import Usage
-from shared.jobs.fork import LOAD_FORK_BASE, carried_outputs, carried_usage
+from shared.jobs.fork import LOAD_FORK_BASE, carried_outputs
 from shared.jobs.models import TERMINAL_RUNTIME, JobState, PartNews, StepState
 from shared.jobs.plan import AGENT_STEP
 from shared.jobs.runs import PART_NEWS_EVENT
@@ -586,7 +586,7 @@ def _usage(state: JobState | None) -> dict[str, Any]:
         "executor": state.executor_usage.model_dump(mode="json"),
         "by_step": {s.id: s.usage.model_dump(mode="json") for s in state.steps},
         # A fork: what its carried-over steps used in the origin (not part of ``total``, the fork's own).
-        "carried_over": carried_usage(state.steps).model_dump(mode="json"),
+        "carried_over": (state.carried_over or Usage()).model_dump(mode="json"),
     }
 
 

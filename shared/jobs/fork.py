@@ -24,6 +24,8 @@ SUPERVISE_EXECUTOR = "supervise"
 AGENT_TURN_EXECUTOR = "agent_turn"
 # Origin steps that can be carried over must have ended this way; a failed one is where a fork may start.
 CARRIED_STATES = frozenset({"succeeded", "skipped"})
+# An agent's tool call that failed went back to the Executor as an error: it is carried over like the others.
+FINISHED_TOOL_STATES = frozenset({"succeeded", "skipped", "failed"})
 
 
 class CarriedStep(BaseModel):
@@ -33,12 +35,31 @@ class CarriedStep(BaseModel):
     output: dict[str, Any] | None = None
 
 
-class ForkBase(BaseModel):
-    """What a fork starts from: the origin's plan and the steps before the fork point, as results."""
+class AgentBase(BaseModel):
+    """An agent job's fork point: the turn it starts from (0: only the answer runs again), the transcript the
+    Executor saw at that turn (its last MAX_TRANSCRIPT records, all it is ever shown), and the turns' usage."""
 
-    plan: dict[str, Any]
+    turn: int = Field(ge=0)
+    # The turns the origin took in all (a fork at the answer keeps them).
+    turns_taken: int = Field(default=0, ge=0)
+    transcript: list[dict[str, Any]] = Field(default_factory=list)
+    executor_usage: Usage = Field(default_factory=Usage)
+
+
+class ForkBase(BaseModel):
+    """What a fork starts from: the origin's plan (or agent turn) and the steps before the fork point, as results."""
+
+    plan: dict[str, Any] | None = None
     index: int = Field(ge=0)
     carried: list[CarriedStep] = Field(default_factory=list)
+    agent: AgentBase | None = None
+
+    def carried_usage(self) -> Usage:
+        """What the carried-over work used in the origin: its steps, and an agent job's earlier turns."""
+        total = self.agent.executor_usage if self.agent else Usage()
+        for item in self.carried:
+            total = total + item.step.usage
+        return total
 
 
 class ForkError(Exception):
@@ -149,8 +170,8 @@ def edited_input(old: dict[str, Any], edits: dict[str, Any]) -> dict[str, Any]:
 def fork_base(status: dict[str, Any], from_step: str) -> ForkBase:
     """The base of a fork of the job whose Durable status (input, custom status, history) is ``status``.
 
-    Raises ForkError when the job cannot be forked there: it still runs, it is an agent job or a workflow run,
-    the step is unknown, or a step before it did not end in a state that can be carried over.
+    Raises ForkError when the job cannot be forked there: it still runs, it is a workflow run, the step is
+    unknown, or a step before it did not end in a state that can be carried over. An agent job forks at a turn.
     """
     runtime = status.get("runtimeStatus")
     if runtime not in ("Completed", "Failed", "Terminated", "Canceled"):
@@ -161,8 +182,10 @@ def fork_base(status: dict[str, Any], from_step: str) -> ForkBase:
         state = JobState.model_validate(decode(custom) if custom else {})
     except ValidationError as exc:
         raise ForkError("FORK_NOT_SUPPORTED", f"the job state cannot be read: {exc.error_count()} errors") from exc
-    if job.run is not None or job.request.mode == "agent":
-        raise ForkError("FORK_NOT_SUPPORTED", "forks of agent jobs and workflow runs are not supported yet")
+    if job.run is not None:
+        raise ForkError("FORK_NOT_SUPPORTED", "forks of workflow and team runs are not supported yet")
+    if job.request.mode == "agent":
+        return _agent_base(status, job, state, from_step)
     if state.replans:
         raise ForkError("FORK_NOT_SUPPORTED", "the Supervisor replanned this job; it cannot be forked")
     plan_event, outputs, own_base = _recorded(_history(status))
@@ -198,18 +221,75 @@ def fork_base(status: dict[str, Any], from_step: str) -> ForkBase:
     return ForkBase(plan=plan.model_dump(mode="json"), index=index, carried=carried)
 
 
+AGENT_ANSWER = "answer"  # orchestrators/agent.py ANSWER_STEP_ID: a fork there runs only the answer again
+
+
+def _agent_turns(history: list[dict[str, Any]], max_turns: int) -> dict[int, tuple[list[Any], Usage]]:
+    """Each Executor turn of an agent job: the transcript its first successful call was given, and the usage of
+    all its calls (retries too). The turn is known from ``turns_left`` in its input."""
+    turns: dict[int, tuple[list[Any], Usage]] = {}
+    for event in history:
+        if event.get("EventType") != "TaskCompleted" or event.get("FunctionName") != AGENT_TURN_EXECUTOR:
+            continue
+        _, inp = _task_ref(event)
+        task = inp.get("task") if isinstance(inp.get("task"), dict) else {}
+        left = task.get("turns_left") if isinstance(task, dict) else None
+        result = decode(event.get("Result"))
+        if not isinstance(left, int) or not isinstance(result, dict):
+            continue
+        turn = max_turns - left + 1
+        usage = Usage.model_validate(result.get("usage") or {})
+        transcript, used = turns.get(turn, (None, Usage()))
+        if transcript is None and result.get("status") != "failed":
+            given = task.get("transcript") if isinstance(task, dict) else None
+            transcript = given if isinstance(given, list) else []
+        turns[turn] = (transcript if transcript is not None else [], used + usage)
+    return turns
+
+
+def _agent_base(status: dict[str, Any], job: JobInput, state: JobState, from_step: str) -> ForkBase:
+    """An agent job forked at a turn (``turn-<n>``: the Executor works again from that turn) or at its answer."""
+    turns = _agent_turns(_history(status), job.request.agent.max_turns)
+    if from_step == AGENT_ANSWER:
+        if not any(s.id == AGENT_ANSWER for s in state.steps):
+            raise ForkError("INVALID_FORK_POINT", "the job never reached its answer; fork at a turn", "from_step")
+        turn = 0
+    else:
+        prefix, _, number = from_step.partition("-")
+        if prefix != "turn" or not number.isdigit() or int(number) not in turns:
+            raise ForkError(
+                "INVALID_FORK_POINT",
+                f"an agent job forks at a turn (turn-1 … turn-{max(turns, default=0)}) or at its answer",
+                "from_step",
+            )
+        turn = int(number)
+    before = [s for s in state.steps if s.turn is not None and (turn == 0 or s.turn < turn)]
+    if any(s.state not in FINISHED_TOOL_STATES or not s.title for s in before):
+        raise ForkError("FORK_NOT_SUPPORTED", "a tool call before the fork point is not recorded in full")
+    _, outputs, own_base = _recorded(_history(status))
+    carried_outputs = {c.step.id: c.output for c in own_base.carried} if own_base else {}
+    origin = str(status.get("instanceId") or "")
+    carried = [
+        CarriedStep(
+            step=s.model_copy(update={"carried_from": s.carried_from or origin}),
+            output=outputs.get(s.id, carried_outputs.get(s.id)) if s.state == "succeeded" else None,
+        )
+        for s in before
+    ]
+    usage = Usage()
+    for seen, (_, used) in turns.items():
+        if turn == 0 or seen < turn:
+            usage = usage + used
+    if own_base is not None and own_base.agent is not None:
+        usage = usage + own_base.agent.executor_usage  # turns the origin itself carried over
+    transcript = turns[turn][0] if turn else []
+    agent = AgentBase(turn=turn, turns_taken=state.turns, transcript=transcript, executor_usage=usage)
+    return ForkBase(index=len(carried), carried=carried, agent=agent)
+
+
 def carried_outputs(history: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """A fork's carried-over results by step id, from its own history (the ``load_fork_base`` result)."""
     _, _, own_base = _recorded(history)
     if own_base is None:
         return {}
     return {c.step.id: c.output for c in own_base.carried if c.output is not None}
-
-
-def carried_usage(steps: list[StepState]) -> Usage:
-    """The usage of the carried-over steps (the origin paid it; the fork's own usage leaves it out)."""
-    total = Usage()
-    for step in steps:
-        if step.carried_from:
-            total = total + step.usage
-    return total

@@ -257,6 +257,8 @@ class JobState(BaseModel):
     error: ErrorInfo | None = None
     questions_asked: int = 0
     replans: int = 0
+    # A fork: what its carried-over steps (and an agent's earlier turns) used in the origin; not in ``usage``.
+    carried_over: Usage | None = None
 
 
 def custom_status(state: JobState) -> dict[str, Any]:

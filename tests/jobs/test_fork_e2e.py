@@ -287,3 +287,59 @@ def test_the_cli_forks_and_compares(host: DevHostProcess, jobs: JobClient, origi
     assert "+ From the data: The query returned 4 rows." in shown.stdout
     bad = _cli(host, "fork", origin["id"], "--from", "s9")
     assert bad.returncode == 2 and "INVALID_FORK_POINT" in bad.stdout + bad.stderr
+
+
+@pytest.fixture(scope="module")
+def agent_origin(jobs: JobClient) -> dict[str, Any]:
+    """An agent job: turn 1 calls the SQL and the document lookup together, turn 2 is done, then the answer."""
+    view = jobs.wait(jobs.submit(MIXED_Q, mode="agent", tools=["function.growth_rate"]), timeout_s=180)
+    assert view["status"] == "completed", view.get("error")
+    assert [(s["id"], s.get("turn")) for s in view["steps"]] == [("t1", 1), ("t2", 1), ("answer", None)]
+    return view
+
+
+@pytest.mark.parametrize(
+    ("from_step", "carried", "runs"),
+    [
+        ("turn-1", [], ["agent_turn", "execute_azure_sql", "consult_rag", "agent_turn", "generate_response"]),
+        ("turn-2", ["t1", "t2"], ["agent_turn", "generate_response"]),
+        ("answer", ["t1", "t2"], ["generate_response"]),
+    ],
+)
+def test_an_agent_job_forks_at_a_turn(
+    host: DevHostProcess,
+    jobs: JobClient,
+    agent_origin: dict[str, Any],
+    from_step: str,
+    carried: list[str],
+    runs: list[str],
+) -> None:
+    resp = fork(jobs, agent_origin["id"], from_step, constraints={"max_tokens": 900})
+    assert resp.json()["carried_over"] == carried
+    view = jobs.wait(started(resp), timeout_s=180)
+    assert view["status"] == "completed", view.get("error")
+    # The transcript up to the fork point is carried over: only the later turns, their calls and the answer ran.
+    ran = [name for name, _ in activities_run(host, view["id"])]
+    assert ran[0] == "load_fork_base" and sorted(ran[1:]) == sorted(runs)  # a turn's calls run together
+    assert model_calls(host, view["id"]) == runs.count("agent_turn") + 1 + runs.count("execute_azure_sql")
+    assert [s["id"] for s in view["steps"]] == ["t1", "t2", "answer"]
+    assert [s["id"] for s in view["steps"] if s.get("carried_over")] == carried
+    by_id = {s["id"]: s for s in agent_origin["steps"]}
+    for step_id in carried:
+        assert view["steps"][carried.index(step_id)]["output"] == by_id[step_id]["output"]
+    # What the carried part used is counted apart: the carried calls, and the Executor's turns before the fork.
+    own = view["usage"]["total"]["total_tokens"]
+    assert (
+        own + view["usage"]["carried_over"]["total_tokens"]
+        == agent_origin["usage"]["total"]["total_tokens"] - (agent_origin["usage"]["planning"]["total_tokens"])
+    )
+    assert view["answer"]["text"] == agent_origin["answer"]["text"]  # the offline Executor is deterministic
+    assert view["agent"]["turns"] == agent_origin["agent"]["turns"]
+
+
+def test_an_agent_fork_takes_no_step_edit_and_a_known_turn(jobs: JobClient, agent_origin: dict[str, Any]) -> None:
+    bad_turn = fork(jobs, agent_origin["id"], "turn-9")
+    assert bad_turn.status_code == 400 and bad_turn.json()["error"]["field"] == "from_step"
+    assert bad_turn.json()["error"]["code"] == "INVALID_FORK_POINT"
+    edit = fork(jobs, agent_origin["id"], "turn-2", sql="SELECT 1")
+    assert edit.status_code == 400 and edit.json()["error"]["field"] == "changes.sql"
