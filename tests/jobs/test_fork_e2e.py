@@ -343,3 +343,17 @@ def test_an_agent_fork_takes_no_step_edit_and_a_known_turn(jobs: JobClient, agen
     assert bad_turn.json()["error"]["code"] == "INVALID_FORK_POINT"
     edit = fork(jobs, agent_origin["id"], "turn-2", sql="SELECT 1")
     assert edit.status_code == 400 and edit.json()["error"]["field"] == "changes.sql"
+
+
+def test_run_again_is_a_fork_at_the_failed_step(host: DevHostProcess, jobs: JobClient) -> None:
+    # The budget stops the job before its answer (planning and the SQL writer used most of it): it fails at s3.
+    failed = jobs.wait(jobs.submit(MIXED_Q, constraints={"budget": {"max_total_tokens": 4800}}), timeout_s=180)
+    assert failed["status"] == "failed" and failed["error"]["code"] == "BUDGET_EXCEEDED", failed["error"]
+    assert [s["state"] for s in failed["steps"]][:2] == ["succeeded", "succeeded"], failed["error"]
+    at = failed["error"]["step_id"]
+    assert at == "s3"
+    again = fork(jobs, failed["id"], at, constraints={"budget": {"max_total_tokens": 20000}})
+    view = jobs.wait(started(again), timeout_s=180)
+    assert view["status"] == "completed", view.get("error")
+    assert [name for name, _ in activities_run(host, view["id"])] == ["load_fork_base", "generate_response"]
+    assert view["usage"]["total"]["total_tokens"] == view["usage"]["by_step"]["s3"]["total_tokens"] > 0
