@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from tests.devhost.hostproc import REPO_ROOT, DevHostProcess
+from tests.e2e import sse
 from tests.jobs.jobclient import JobClient
 
 MIXED_Q = "Which region had the most returns in Q3, and what does the returns policy say about refunds after 30 days?"
@@ -357,3 +358,25 @@ def test_run_again_is_a_fork_at_the_failed_step(host: DevHostProcess, jobs: JobC
     assert view["status"] == "completed", view.get("error")
     assert [name for name, _ in activities_run(host, view["id"])] == ["load_fork_base", "generate_response"]
     assert view["usage"]["total"]["total_tokens"] == view["usage"]["by_step"]["s3"]["total_tokens"] > 0
+
+
+def test_a_forks_event_stream_ends_and_shows_only_what_it_ran(jobs: JobClient, origin: dict[str, Any]) -> None:
+    view = jobs.wait(started(fork(jobs, origin["id"], "s3")), timeout_s=180)
+    got = sse.read(jobs.http, view["id"])
+    types = [m.event for m in got if m.data]
+    assert types[-1] == "end" and got[-1].data is not None and got[-1].data["status"] == "completed"
+    started_steps = {m.data["step_id"] for m in got if m.data and m.event == "step" and m.data["state"] == "started"}
+    assert started_steps == {"s3"}
+    lines = [m.data["message"] for m in got if m.data and m.event == "log"]
+    assert any(line.startswith(f"forked from job {origin['id']} at s3; carried over: s1, s2") for line in lines)
+
+
+def test_a_hybrid_job_forks_with_the_supervisor_after_its_own_steps_only(host: DevHostProcess, jobs: JobClient) -> None:
+    hybrid = jobs.wait(jobs.submit(MIXED_Q, mode="hybrid"), timeout_s=180)
+    assert hybrid["status"] == "completed", hybrid.get("error")
+    view = jobs.wait(started(fork(jobs, hybrid["id"], "s2", query="store credit")), timeout_s=180)
+    assert view["status"] == "completed", view.get("error")
+    ran = [name for name, _ in activities_run(host, view["id"])]
+    # The Supervisor looks after the lookup the fork ran, never after the carried SQL step.
+    assert ran == ["load_fork_base", "consult_rag", "supervise", "generate_response"]
+    assert view["usage"]["supervisor"]["total_tokens"] <= hybrid["usage"]["supervisor"]["total_tokens"]
