@@ -287,9 +287,14 @@ def _agent_base(status: dict[str, Any], job: JobInput, state: JobState, from_ste
     return ForkBase(index=len(carried), carried=carried, agent=agent)
 
 
+def carried_base(history: list[dict[str, Any]]) -> ForkBase | None:
+    """A fork's base (what it carried over), from its own history (the ``load_fork_base`` result)."""
+    return _recorded(history)[2]
+
+
 def carried_outputs(history: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """A fork's carried-over results by step id, from its own history (the ``load_fork_base`` result)."""
-    _, _, own_base = _recorded(history)
+    own_base = carried_base(history)
     if own_base is None:
         return {}
     return {c.step.id: c.output for c in own_base.carried if c.output is not None}
