@@ -128,7 +128,8 @@ async def fork(req: func.HttpRequest, client: df.DurableOrchestrationClient, job
     if base.plan is None:
         if edits:
             field = f"changes.{next(iter(edits))}"
-            raise ApiError(400, "INVALID_REQUEST", f"an agent job's fork takes only {list(JOB_CHANGES)}", field=field)
+            what = "a workflow run's" if base.workflow is not None else "an agent job's"
+            raise ApiError(400, "INVALID_REQUEST", f"{what} fork takes only {list(JOB_CHANGES)}", field=field)
         spec_input: dict[str, Any] = {}
         checked = None
     else:
@@ -152,6 +153,8 @@ async def fork(req: func.HttpRequest, client: df.DurableOrchestrationClient, job
             policy=_resolve_policy(request),
             trace=telemetry.inject_trace_context(),
             fork=ForkSpec(origin=job_id, from_step=body.from_step, input=checked),
+            # A workflow or team run stays pinned to the origin's definition versions and tools.
+            run=origin.run,
         )
         await client.start_new(ORCHESTRATOR_NAME, new_id, job.model_dump(mode="json"))
     _ledger_add(job_id, new_id, body.from_step)

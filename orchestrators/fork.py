@@ -9,6 +9,7 @@ planning call. Only results travel: the steps from the fork point on run under t
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -18,7 +19,7 @@ from orchestrators.outcomes import JobStop
 from shared.executors import StepInputError, apply_edits, check_plan, lookup_kinds
 from shared.jobs.agent import REQUEST_USER_FEEDBACK, ToolCallRecord
 from shared.jobs.contracts import ErrorCode
-from shared.jobs.fork import LOAD_FORK_BASE, ForkBase, ForkBaseResult, edited_input
+from shared.jobs.fork import LOAD_FORK_BASE, ForkBase, ForkBaseResult, WorkflowBase, edited_input
 from shared.jobs.models import StepState
 from shared.jobs.plan import Plan
 from shared.tools.python import PYTHON_TOOL, RUN_PYTHON
@@ -44,6 +45,8 @@ def run_fork(run: JobRun) -> Generator[Any, Any, Any]:
     run.state.carried_over = base.carried_usage()
     if base.agent is not None:
         return (yield from _run_agent_fork(run, base))
+    if base.workflow is not None:
+        return (yield from _run_workflow_fork(run, base))
     if base.plan is None:
         raise JobStop(ErrorCode.BAD_REQUEST, "the fork's base has no plan")
     try:
@@ -104,6 +107,83 @@ def _run_agent_fork(run: JobRun, base: ForkBase) -> Generator[Any, Any, Any]:
     return (yield from loop.work())
 
 
+def _run_workflow_fork(run: JobRun, base: ForkBase) -> Generator[Any, Any, Any]:
+    """A workflow run from a node, pinned to the origin's definition: the nodes that ended before it are carried.
+
+    Their results are the origin's (a step or tool node's activity result, a branch's part result, a person's
+    answer); conditions and joins are evaluated again on them (pure, so they decide as they did); the walk then
+    goes on from the fork point.
+    """
+    from orchestrators.workflow import WorkflowWalk  # workflow.py imports job.py, which imports this module
+
+    assert base.workflow is not None
+    if run.job.run is None:
+        raise JobStop(ErrorCode.BAD_REQUEST, "the fork of a workflow run names no run")
+    walk = WorkflowWalk(run)
+    workflow = yield from walk.root()
+    if workflow is None:
+        raise JobStop("FORK_NOT_SUPPORTED", "a supervisor team cannot be forked")
+    walk.open(workflow)
+    usage = run.state.usage
+    for item in base.carried:
+        node = walk.nodes.get(item.step.id)
+        if node is None or node.id in walk.region:
+            continue  # a branch's node comes back with its branch (its parallel node)
+        walk.ended[node.id] = item.step.state
+        if item.step.state == "succeeded":
+            run.outputs[node.id] = _carried_output(walk, node, item.output, base.workflow)
+    run.state.usage = usage  # merged branches brought their usage: it is the origin's, counted apart
+    by_id = {c.step.id: c.step for c in base.carried}
+    run.state.steps = [by_id.get(s.id, s) for s in run.state.steps]
+    fork = run.job.fork
+    run.log(
+        "forked from %s at %s; %d nodes carried over",
+        fork.origin if fork else "",
+        fork.from_step if fork else "",
+        len(base.carried),
+    )
+    run.publish()
+    yield from walk.walk()
+    return walk.finish()
+
+
+def _carried_output(walk: Any, node: Any, output: dict[str, Any] | None, base: WorkflowBase) -> Any:
+    """A carried node's output as the walk holds it (see WorkflowWalk.dispatch), from what the origin recorded."""
+    from orchestrators.job import event_data
+    from shared.definitions.models import (
+        ConditionNode,
+        HumanNode,
+        JoinNode,
+        ParallelNode,
+        StepNode,
+        ToolNode,
+    )
+    from shared.jobs.runs import PartResult
+
+    if isinstance(node, StepNode) or (isinstance(node, ToolNode) and node.tool in lookup_kinds()):
+        return output or {}
+    if isinstance(node, ToolNode):
+        envelope = output or {}
+        return {"success": bool(envelope.get("success", True)), "data": envelope.get("data"), "error": None}
+    if isinstance(node, ConditionNode):
+        return walk.decide(node)
+    if isinstance(node, JoinNode):
+        return walk.join(node)
+    if isinstance(node, ParallelNode):
+        for branch in node.branches:
+            if branch not in base.parts:
+                raise JobStop("FORK_NOT_SUPPORTED", f"branch {branch!r} of {node.id!r} is not in the origin's history")
+            walk.merge(branch, PartResult.model_validate(base.parts[branch]))
+        return {}
+    if isinstance(node, HumanNode):
+        raw = event_data(base.answers.get(node.id))
+        answer = raw.get("answer") if isinstance(raw, dict) else raw
+        return {"answer": answer.strip() if isinstance(answer, str) else json.dumps(answer)}
+    raise JobStop(
+        "FORK_NOT_SUPPORTED", f"a {node.kind} node ({node.id!r}) cannot be carried over; fork at it or before"
+    )
+
+
 def _reply(record: ToolCallRecord) -> str | None:
     """What a person told the Executor, from a carried request_user_feedback call (the answer is written for it)."""
     if record.tool != REQUEST_USER_FEEDBACK or not record.success or not isinstance(record.data, dict):
@@ -113,8 +193,6 @@ def _reply(record: ToolCallRecord) -> str | None:
 
 
 def _as_dict(value: Any) -> dict[str, Any]:
-    import json
-
     if isinstance(value, str):
         value = json.loads(value)
     if not isinstance(value, dict):

@@ -197,14 +197,14 @@ class JobRun:
         self.log("planning: %s", self.job.request.question[:80])
         self.publish()
         try:
-            if self.job.run is not None:
+            if self.job.fork is not None:
+                # A fork: the steps before the fork point are carried over, the rest run (orchestrators/fork.py).
+                answer = yield from run_fork(self)
+            elif self.job.run is not None:
                 # A workflow or team run: the graph replaces the plan (orchestrators/workflow.py).
                 if _run_walker is None:
                     raise JobStop("CONFIG_ERROR", "workflow runs are not installed in this app")
                 answer = yield from _run_walker(self)
-            elif self.job.fork is not None:
-                # A fork: the steps before the fork point are carried over, the rest run (orchestrators/fork.py).
-                answer = yield from run_fork(self)
             elif self.job.request.mode == "agent":
                 self.agent_mode = True
                 answer = yield from AgentLoop(self).work()

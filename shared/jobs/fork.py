@@ -46,6 +46,14 @@ class AgentBase(BaseModel):
     executor_usage: Usage = Field(default_factory=Usage)
 
 
+class WorkflowBase(BaseModel):
+    """A workflow run's fork point: its parallel branches' results (by branch) and the answers its human nodes
+    got (by node), for the nodes carried over; the walk rebuilds the rest (conditions, joins) from them."""
+
+    parts: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    answers: dict[str, Any] = Field(default_factory=dict)
+
+
 class ForkBase(BaseModel):
     """What a fork starts from: the origin's plan (or agent turn) and the steps before the fork point, as results."""
 
@@ -53,6 +61,7 @@ class ForkBase(BaseModel):
     index: int = Field(ge=0)
     carried: list[CarriedStep] = Field(default_factory=list)
     agent: AgentBase | None = None
+    workflow: WorkflowBase | None = None
 
     def carried_usage(self) -> Usage:
         """What the carried-over work used in the origin: its steps, and an agent job's earlier turns."""
@@ -183,7 +192,7 @@ def fork_base(status: dict[str, Any], from_step: str) -> ForkBase:
     except ValidationError as exc:
         raise ForkError("FORK_NOT_SUPPORTED", f"the job state cannot be read: {exc.error_count()} errors") from exc
     if job.run is not None:
-        raise ForkError("FORK_NOT_SUPPORTED", "forks of workflow and team runs are not supported yet")
+        return _workflow_base(status, job, state, from_step)
     if job.request.mode == "agent":
         return _agent_base(status, job, state, from_step)
     if state.replans:
@@ -285,6 +294,79 @@ def _agent_base(status: dict[str, Any], job: JobInput, state: JobState, from_ste
     transcript = turns[turn][0] if turn else []
     agent = AgentBase(turn=turn, turns_taken=state.turns, transcript=transcript, executor_usage=usage)
     return ForkBase(index=len(carried), carried=carried, agent=agent)
+
+
+def _branch_parts(history: list[dict[str, Any]], job_id: str) -> dict[str, dict[str, Any]]:
+    """The results of a run's parallel branches (sub-orchestrations ``<job>:<branch>``), by branch."""
+    parts: dict[str, dict[str, Any]] = {}
+    for event in history:
+        if event.get("EventType") != "SubOrchestrationInstanceCompleted":
+            continue
+        child = decode(event.get("Input"))
+        result = decode(event.get("Result"))
+        if not isinstance(child, dict) or not isinstance(result, dict):
+            continue
+        part = (child.get("run") or {}).get("part") if isinstance(child.get("run"), dict) else None
+        if isinstance(part, dict) and child.get("job_id") == f"{job_id}:{part.get('entry')}":
+            parts[str(part.get("entry"))] = result
+    return parts
+
+
+def _human_answers(history: list[dict[str, Any]]) -> dict[str, Any]:
+    """The last answer each node's question got (``answer:<node>-q<n>``): the one that ended its wait."""
+    answers: dict[str, Any] = {}
+    for event in history:
+        name = str(event.get("Name") or "")
+        if event.get("EventType") != "EventRaised" or not name.startswith("answer:"):
+            continue
+        node, sep, number = name.removeprefix("answer:").rpartition("-q")
+        if sep and number.isdigit():
+            answers[node] = decode(event.get("Input"))
+    return answers
+
+
+def _workflow_base(status: dict[str, Any], job: JobInput, state: JobState, from_step: str) -> ForkBase:
+    """A workflow run forked at a node of the run itself: the nodes that ended before it started are carried."""
+    history = _history(status)
+    job_id = str(status.get("instanceId") or "")
+    parts = _branch_parts(history, job_id)
+    in_branches = {str(s.get("id")) for p in parts.values() for s in p.get("steps") or [] if isinstance(s, dict)}
+    at = next((s for s in state.steps if s.id == from_step), None)
+    if at is None or at.started_at is None:
+        ids = [s.id for s in state.steps if s.started_at]
+        raise ForkError("INVALID_FORK_POINT", f"the run has no node {from_step!r} that ran (nodes: {ids})", "from_step")
+    if from_step in in_branches:
+        raise ForkError(
+            "INVALID_FORK_POINT", f"{from_step!r} runs in a parallel branch: fork at its parallel node", "from_step"
+        )
+    _, outputs, own_base = _recorded(history)
+    answers = _human_answers(history)
+    if own_base is not None:  # a fork of a fork: what the origin itself carried over
+        outputs = {**{c.step.id: c.output for c in own_base.carried if c.output is not None}, **outputs}
+        if own_base.workflow is not None:
+            parts = {**own_base.workflow.parts, **parts}
+            answers = {**own_base.workflow.answers, **answers}
+    before = [
+        s
+        for s in state.steps
+        if s.id != from_step
+        and s.ended_at is not None
+        and s.ended_at <= at.started_at
+        and s.state in FINISHED_TOOL_STATES
+    ]
+    before.sort(key=lambda s: (s.ended_at or "", s.started_at or ""))
+    carried = [
+        CarriedStep(
+            step=s.model_copy(update={"carried_from": s.carried_from or job_id}),
+            output=outputs.get(s.id) if s.state == "succeeded" else None,
+        )
+        for s in before
+    ]
+    kept = {s.id for s in before}
+    base = WorkflowBase(
+        parts={b: p for b, p in parts.items() if b in kept}, answers={n: a for n, a in answers.items() if n in kept}
+    )
+    return ForkBase(index=len(carried), carried=carried, workflow=base)
 
 
 def carried_base(history: list[dict[str, Any]]) -> ForkBase | None:

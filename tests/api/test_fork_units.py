@@ -83,14 +83,14 @@ def test_a_fork_that_cannot_be_is_refused_with_a_stable_code(
     assert (caught.value.code, caught.value.field) == (code, field)
 
 
-def test_a_workflow_run_is_not_forked_yet() -> None:
+def test_a_workflow_run_forks_only_at_a_node_that_ran() -> None:
     job = status(["succeeded", "succeeded", "succeeded"])
     job["input"] = json.dumps(
         {"job_id": "job", "request": {"question": "q"}, "run": {"kind": "workflow", "id": "w", "version": 1}}
     )
     with pytest.raises(ForkError) as caught:
-        fork_base(job, "s2")
-    assert caught.value.code == "FORK_NOT_SUPPORTED"
+        fork_base(job, "s2")  # the synthetic steps never started
+    assert (caught.value.code, caught.value.field) == ("INVALID_FORK_POINT", "from_step")
 
 
 def view(
