@@ -210,8 +210,23 @@ def _fork(jobs: JobClient) -> str:
     return job_id
 
 
+def _fork_workflow(jobs: JobClient) -> str:
+    """A fork of a finished workflow run at its human node: the fan-out and its join carried over, asked again."""
+    job_id = _workflow_waiting(jobs)
+    assert jobs.answer(job_id, "approve").status_code == 202
+    assert jobs.wait(job_id, timeout_s=120)["status"] == "completed"
+    resp = jobs.http.post(f"/api/jobs/{job_id}/fork", json={"from_step": "ask", "changes": {}})
+    assert resp.status_code == 202, resp.text
+    fork_id = str(resp.json()["id"])
+    jobs.wait(fork_id, {"waiting_for_user"}, timeout_s=120)
+    assert jobs.answer(fork_id, "approve").status_code == 202
+    view = jobs.wait(fork_id, timeout_s=120)
+    assert view["status"] == "completed", view.get("error")
+    return fork_id
+
+
 # Scenarios whose host needs the definitions store (Azurite, started by the recorder).
-NEEDS_STORE = {"workflow_waiting_at_human", "workflow_branch_question", "workflow_part_waiting", "team_completed"}
+NEEDS_STORE = {"fork_workflow_completed", "workflow_waiting_at_human", "workflow_branch_question", "workflow_part_waiting", "team_completed"}
 # scenario -> (host environment, how to drive the job)
 SCENARIOS: dict[str, tuple[dict[str, str], Callable[[JobClient], str]]] = {
     "completed": ({}, _completed),
@@ -229,6 +244,7 @@ SCENARIOS: dict[str, tuple[dict[str, str], Callable[[JobClient], str]]] = {
     "hybrid_completed": ({}, _hybrid),
     "team_completed": ({"DEFINITIONS_TABLE": "replay"}, _team),
     "fork_completed": ({}, _fork),
+    "fork_workflow_completed": ({"DEFINITIONS_TABLE": "replay"}, _fork_workflow),
 }
 
 

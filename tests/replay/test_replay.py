@@ -47,6 +47,7 @@ def test_every_scenario_is_recorded() -> None:
         "hybrid_completed",
         "team_completed",
         "fork_completed",
+        "fork_workflow_completed",
     }
 
 
