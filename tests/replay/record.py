@@ -226,7 +226,13 @@ def _fork_workflow(jobs: JobClient) -> str:
 
 
 # Scenarios whose host needs the definitions store (Azurite, started by the recorder).
-NEEDS_STORE = {"fork_workflow_completed", "workflow_waiting_at_human", "workflow_branch_question", "workflow_part_waiting", "team_completed"}
+NEEDS_STORE = {
+    "fork_workflow_completed",
+    "workflow_waiting_at_human",
+    "workflow_branch_question",
+    "workflow_part_waiting",
+    "team_completed",
+}
 # scenario -> (host environment, how to drive the job)
 SCENARIOS: dict[str, tuple[dict[str, str], Callable[[JobClient], str]]] = {
     "completed": ({}, _completed),
