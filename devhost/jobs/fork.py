@@ -27,7 +27,12 @@ def add_parsers(actions: Any, common: argparse.ArgumentParser) -> None:
     """Add ``jobs fork`` and ``jobs compare``."""
     fork = actions.add_parser("fork", parents=[common], help="re-run a finished job from one of its steps, changed")
     fork.add_argument("job_id")
-    fork.add_argument("--from", dest="from_step", required=True, help="the step to re-run from (e.g. s2)")
+    fork.add_argument(
+        "--from",
+        dest="from_step",
+        required=True,
+        help="the step to re-run from: s2; an agent job's turn-2 or answer; a workflow run's node id",
+    )
     fork.add_argument("--sql", default=None, help="the step's new SQL statement (a SQL step)")
     fork.add_argument("--question", default=None, help="the step's new question")
     fork.add_argument("--query", default=None, help="the step's new search query (a document lookup)")
