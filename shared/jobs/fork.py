@@ -24,6 +24,9 @@ SUPERVISE_EXECUTOR = "supervise"
 AGENT_TURN_EXECUTOR = "agent_turn"
 # Origin steps that can be carried over must have ended this way; a failed one is where a fork may start.
 CARRIED_STATES = frozenset({"succeeded", "skipped"})
+# Workflow nodes whose output is made in the orchestrator and recorded nowhere (an agent's answer, a loop's,
+# a sub-workflow's): a fork after one cannot carry it over yet.
+UNCARRIED_NODE_KINDS = frozenset({"agent", "loop", "workflow"})
 # An agent's tool call that failed went back to the Executor as an error: it is carried over like the others.
 FINISHED_TOOL_STATES = frozenset({"succeeded", "skipped", "failed"})
 
@@ -355,6 +358,12 @@ def _workflow_base(status: dict[str, Any], job: JobInput, state: JobState, from_
         and s.state in FINISHED_TOOL_STATES
     ]
     before.sort(key=lambda s: (s.ended_at or "", s.started_at or ""))
+    # What these nodes handed on lives only in the origin's orchestrator (a branch's come back in its part result).
+    held = [s.id for s in before if s.kind in UNCARRIED_NODE_KINDS and s.id not in in_branches]
+    if held:
+        raise ForkError(
+            "FORK_NOT_SUPPORTED", f"node(s) {held} before the fork point cannot be carried over yet; fork at them"
+        )
     carried = [
         CarriedStep(
             step=s.model_copy(update={"carried_from": s.carried_from or job_id}),

@@ -139,3 +139,17 @@ def test_compare_names_every_difference() -> None:
     # A carried step is not the fork's own run time.
     carried = compare_views(a, view("b", "x", [[1]], [], 1, carried=True))
     assert carried["duration_ms"]["b"] == 2000 and carried["sql"][0]["carried_over"] is True
+
+
+def test_a_workflow_node_whose_output_is_recorded_nowhere_is_refused_at_the_edge() -> None:
+    job = status(["succeeded", "succeeded", "succeeded"])
+    job["input"] = json.dumps(
+        {"job_id": "job", "request": {"question": "q"}, "run": {"kind": "workflow", "id": "w", "version": 1}}
+    )
+    steps = job["customStatus"]["steps"]
+    steps[0].update(kind="agent", started_at="2026-01-01T00:00:00", ended_at="2026-01-01T00:00:01")
+    steps[1].update(started_at="2026-01-01T00:00:02")
+    with pytest.raises(ForkError) as caught:
+        fork_base(job, "s2")
+    assert caught.value.code == "FORK_NOT_SUPPORTED" and "s1" in caught.value.message
+    assert fork_base(job, "s1").carried == []  # at the agent node itself: nothing to carry
