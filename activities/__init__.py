@@ -34,3 +34,8 @@ _register_definitions(blueprint)
 from activities.parts import register as _register_parts  # noqa: E402
 
 _register_parts(blueprint)
+
+# What a fork carries over from its origin (orchestrators/fork.py).
+from activities.fork import register as _register_fork  # noqa: E402
+
+_register_fork(blueprint)

@@ -6,6 +6,7 @@ from api.artifacts import register as register_artifacts
 from api.catalog import register as register_catalog
 from api.cost_report import register as register_costs
 from api.events import register as register_events
+from api.fork import register as register_fork
 from api.health import register as register_health
 from api.jobs import register as register_jobs
 from api.logs import register as register_logs
@@ -19,6 +20,7 @@ register_health(blueprint)
 register_jobs(blueprint)
 register_catalog(blueprint)
 register_events(blueprint)
+register_fork(blueprint)
 register_artifacts(blueprint)
 register_ui(blueprint)
 register_maintenance(blueprint)

@@ -8,6 +8,8 @@ attachment, with ``nosniff`` and a sandboxing CSP, so nothing a file holds runs 
 
 from __future__ import annotations
 
+from typing import Any
+
 import azure.durable_functions as df
 import azure.functions as func
 
@@ -27,8 +29,14 @@ async def artifact(
 
     if not valid_ref(ref):
         raise ApiError(400, "INVALID_REQUEST", f"{ref!r} is not an artifact reference", field="ref")
-    await _status(client, job_id, request_caller(req))
-    found = get_artifact_store(get_settings()).get(job_id, ref)
+    caller = request_caller(req)
+    status = await _status(client, job_id, caller)
+    store = get_artifact_store(get_settings())
+    found = store.get(job_id, ref)
+    if found is None and _carries_steps(status):
+        # A fork shows the files of the steps it carried over: they are the origin's (only those refs).
+        origin = _carried_origin(await _status(client, job_id, caller, history=True), ref)
+        found = store.get(origin, ref) if origin else None
     if found is None:
         raise ApiError(404, "ARTIFACT_NOT_FOUND", f"job {job_id} has no artifact {ref!r}", field="ref")
     meta, data = found
@@ -42,6 +50,25 @@ async def artifact(
     }
     media_type = meta.media_type if meta.media_type in INLINE_TYPES else "application/octet-stream"
     return func.HttpResponse(data, status_code=200, mimetype=media_type, headers=headers)
+
+
+def _carries_steps(status: dict[str, Any]) -> bool:
+    custom = status.get("customStatus")
+    steps = custom.get("steps") if isinstance(custom, dict) else None
+    return isinstance(steps, list) and any(isinstance(s, dict) and s.get("carried_from") for s in steps)
+
+
+def _carried_origin(status: dict[str, Any], ref: str) -> str | None:
+    """The job that wrote ``ref``, when it is a file of a step this fork carried over (from its base)."""
+    from shared.jobs.fork import carried_base
+
+    base = carried_base(status.get("historyEvents") or [])
+    for item in base.carried if base else []:
+        files = (item.output or {}).get("files")
+        refs = {f.get("ref") for f in files if isinstance(f, dict)} if isinstance(files, list) else set()
+        if ref in refs and item.step.carried_from:
+            return item.step.carried_from
+    return None
 
 
 def register(bp: df.Blueprint) -> None:

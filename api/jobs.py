@@ -250,6 +250,9 @@ async def view(req: func.HttpRequest, client: df.DurableOrchestrationClient, job
     view_body = build_view(
         status, job_links(req, job_id), log_cursor=cursor, log_limit=limit, retention_days=retention, parts=parts
     )
+    from api.fork import forks_of  # the forks of this job (api/fork.py imports this module)
+
+    view_body["forks"] = forks_of(job_id)
     return json_response(view_body)
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from shared.executors import AGENT_TURN, CALL_TOOL, PLAN, SUPERVISE, kinds_where
 from shared.jobs.agent import AgentLimits
 from shared.jobs.contracts import Usage
+from shared.jobs.fork import LOAD_FORK_BASE, carried_outputs
 from shared.jobs.models import TERMINAL_RUNTIME, JobState, PartNews, StepState, Waiting
 from shared.jobs.plan import AGENT_STEP
 from shared.jobs.runs import LOAD_DEFINITION, PART_NEWS_EVENT
@@ -103,6 +104,8 @@ def _task_line(event: dict[str, Any]) -> str:
         # The result is the definition itself (no status, no usage): the line says which one was loaded.
         what = " ".join(str(inp.get(k))[:64] for k in ("kind", "id") if inp.get(k))
         return f"{where}: loaded {what} v{inp.get('version')}" if what else f"{where}: loaded"
+    if name == LOAD_FORK_BASE and isinstance(result, dict):
+        return _fork_base_line(inp, result)
     if not isinstance(result, dict):
         return f"{where}: done"
     if result.get("status") == "failed":
@@ -112,6 +115,16 @@ def _task_line(event: dict[str, Any]) -> str:
     body = result.get("result") or {}
     line = f"{where}: {result.get('status')}{_result_detail(body)} ({usage.get('total_tokens', 0)} tokens)"
     return line + _turn_detail(body) if name == AGENT_TURN else line
+
+
+def _fork_base_line(inp: dict[str, Any], result: dict[str, Any]) -> str:
+    """A fork's first line: what it carried over from its origin, or why it could not."""
+    base = result.get("base")
+    origin, step = inp.get("origin"), inp.get("from_step")
+    if not isinstance(base, dict):
+        return f"fork of {origin} at {step} refused: {result.get('error_code')}: {result.get('error_message')}"
+    carried = [str(c.get("step", {}).get("id")) for c in base.get("carried") or [] if isinstance(c, dict)]
+    return f"forked from job {origin} at {step}; carried over: {', '.join(carried) or 'nothing'} (0 tokens)"
 
 
 def _turn_detail(body: Any) -> str:
@@ -485,6 +498,7 @@ def build_view(
         "run": _with_run_facts(_run(job_input, output), job_input, history),
         # What the job was asked with besides its question: enough to start it again with other limits.
         "request": {k: request.get(k) for k in ("constraints", "approval", "wait", "tools", "agent") if k in request},
+        "forked_from": _forked_from(job_input),
         "answer": answer,
         "answers": answers_received(history),
         "error": _view_error(runtime, state, output, steps),
@@ -515,6 +529,14 @@ def waiting_view(waiting: Waiting) -> dict[str, Any]:
         form = "choice"
     entry["form"] = form
     return entry
+
+
+def _forked_from(job_input: Any) -> dict[str, Any] | None:
+    """A fork's origin: the job and the step it re-ran from (None for a job that is no fork)."""
+    fork = job_input.get("fork") if isinstance(job_input, dict) else None
+    if not isinstance(fork, dict):
+        return None
+    return {"job": fork.get("origin"), "step": fork.get("from_step"), "input": fork.get("input")}
 
 
 def _run(job_input: Any, output: Any) -> dict[str, Any] | None:
@@ -565,6 +587,8 @@ def _steps(state: JobState | None, runtime: Any, history: list[dict[str, Any]]) 
     if state is None:
         return []
     outputs, drafts = step_outputs(history)
+    if any(step.carried_from for step in state.steps):
+        outputs = {**carried_outputs(history), **outputs}  # a fork's carried steps: results from its base
     if any(not step.title for step in state.steps):
         facts = brief_step_facts(history, {step.id for step in state.steps if not step.title})
         state.steps = [_fill_brief(step, facts.get(step.id)) if not step.title else step for step in state.steps]
@@ -614,6 +638,10 @@ def _step_entry(
         entry["message"] = retry_message(step.retry_at, step.next_attempt, step.max_attempts)
     elif entry["state"] == "skipped" and step.note:
         entry["message"] = f"did not run: {step.note}"
+    if step.carried_from:
+        # A fork's step carried over: its result, timings and usage are the origin's, not the fork's.
+        entry["carried_over"] = True
+        entry["message"] = f"carried over from job {step.carried_from}"
     # A human wait is shown as waited_ms and is not part of the step's duration.
     run_ms = _ms_between(step.started_at, step.ended_at)
     if run_ms is not None:
@@ -671,6 +699,8 @@ def _usage(state: JobState | None) -> dict[str, Any]:
         # Agent mode: the Executor's turns, apart from the tool calls (their usage is by_step).
         "executor": state.executor_usage.model_dump(mode="json"),
         "by_step": {s.id: s.usage.model_dump(mode="json") for s in state.steps},
+        # A fork: what its carried-over steps used in the origin (not part of ``total``, the fork's own).
+        "carried_over": (state.carried_over or Usage()).model_dump(mode="json"),
     }
 
 

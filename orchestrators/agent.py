@@ -99,6 +99,8 @@ class AgentLoop:
         self.transcript: list[ToolCallRecord] = []
         self.calls = 0
         self.turns = 0
+        # A fork of an agent job starts at a later turn, the earlier ones carried over (orchestrators/fork.py).
+        self.first_turn = 1
         # What the user told the Executor: the answer is written for the question as the user explained it.
         self.replies: list[str] = []
         # Agent step: the outputs of its lookups (the sources its output hands to the answer) and its reasoning.
@@ -130,7 +132,7 @@ class AgentLoop:
     def loop(self) -> Gen:
         """Executor turns and their calls, within the job's agent bounds."""
         run, limits = self.run, self.limits
-        for turn in range(1, limits.max_turns + 1):
+        for turn in range(self.first_turn, limits.max_turns + 1):
             if self.calls >= limits.max_tool_calls:
                 # No call of a further turn could run: it would only spend tokens (and may hit the budget).
                 run.log("the Executor reached its %d tool calls; writing the answer", limits.max_tool_calls)

@@ -23,6 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrators.agent import AgentLoop, ToolStepFailed
+from orchestrators.fork import run_fork
 from orchestrators.outcomes import EditedTask, ExpiredAnswer, JobStop
 from orchestrators.policy import Caller, Failure, Standing, decide, error_options
 from orchestrators.python_step import PythonStep, result_note, runs_code, sandbox_ms
@@ -210,7 +211,10 @@ class JobRun:
         self.log("planning: %s", self.job.request.question[:80])
         self.publish()
         try:
-            if self.job.run is not None:
+            if self.job.fork is not None:
+                # A fork: the steps before the fork point are carried over, the rest run (orchestrators/fork.py).
+                answer = yield from run_fork(self)
+            elif self.job.run is not None:
                 # A workflow or team run: the graph replaces the plan (orchestrators/workflow.py).
                 if _run_walker is None:
                     raise JobStop("CONFIG_ERROR", "workflow runs are not installed in this app")
@@ -273,10 +277,10 @@ class JobRun:
         except ValueError as exc:
             raise JobStop(ErrorCode.BAD_REQUEST, f"planning failed: the plan is not valid: {exc}") from exc
 
-    def run_steps(self, plan: Plan) -> Gen:
-        """Run the plan's steps in order; returns the answer of the last generate_response step."""
+    def run_steps(self, plan: Plan, start: int = 0) -> Gen:
+        """Run the plan's steps in order from ``start``; returns the answer of the last generate_response step."""
         answer: dict[str, Any] | None = None
-        index = 0
+        index = start
         steps = list(plan.steps)
         while index < len(steps):
             spec = steps[index]

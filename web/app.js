@@ -5,6 +5,7 @@
 import { followStream } from './stream.js';
 import { createDraft, createTimeline, fmtSpan } from './timeline.js';
 import { renderGraph } from './graph.js';
+import { renderFork } from './fork.js';
 
 const API = '/api/jobs';
 const KEY_STORAGE = 'durable-ai-jobs.function-key';
@@ -863,7 +864,7 @@ function dataTable(columns, rows, { caption, label } = {}) {
 
 // ----- the job detail ---------------------------------------------------------------------------
 
-const SLOTS = ['header', 'failure', 'actions', 'waiting', 'answer', 'citations', 'graph', 'steps', 'timeline', 'results', 'usage', 'log'];
+const SLOTS = ['header', 'failure', 'actions', 'waiting', 'answer', 'citations', 'graph', 'steps', 'timeline', 'results', 'usage', 'fork', 'log'];
 
 function section(title, id, ...children) {
   return h('section', { class: 'card', 'aria-labelledby': id }, h('h3', { id }, title), children);
@@ -1888,6 +1889,9 @@ function appendLog(d, log) {
   d.logInfo.textContent = `${count} entr${count === 1 ? 'y' : 'ies'}${log.complete ? '' : ', loading more…'}`;
 }
 
+// What web/fork.js uses of this page (it has no helpers of its own).
+const FORK_UI = { h, section, api, jobUrl, errorBox, fieldEditors, editedFields, fmtNumber, fmtMs };
+
 function render(d, v) {
   d.view = v;
   const terminal = TERMINAL.has(v.status);
@@ -1921,6 +1925,9 @@ function render(d, v) {
   d.timeline.view(v);
   renderSlot(d, 'results', v.steps.map((s) => [s.id, s.state, s.output || null, s.draft || null]), () => renderResults(v.steps));
   renderSlot(d, 'usage', { usage: v.usage, agent, steps: v.steps.map((s) => ({ id: s.id, kind: s.kind, turn: s.turn })) }, renderUsage);
+  // A finished job (not a workflow run) may be re-run from a step, and compared with its origin or forks (web/fork.js).
+  const forkable = terminal && !v.run;
+  renderSlot(d, 'fork', forkable ? { id: v.id, from: v.forked_from, forks: v.forks || [], steps: v.steps.map((s) => [s.id, s.state]) } : null, () => renderFork(FORK_UI, v));
   appendLog(d, v.log);
 }
 

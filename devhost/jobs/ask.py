@@ -55,6 +55,7 @@ STATE_STYLE = {
     "failed": "bold red",
     "skipped": "dim cyan",
     "cancelled": "red",
+    "carried over": "cyan",  # a fork's step: the origin's result, not run again
 }
 
 
@@ -142,6 +143,7 @@ def render_progress(view: dict[str, Any]) -> Table:
         table.add_column(column, overflow="fold" if column == "input → output" else "ellipsis")
     for index, step in enumerate(view.get("steps", [])):
         state = step.get("state", "pending")
+        state = "carried over" if step.get("carried_over") else state  # a fork's step: the origin's result
         marker = "▶" if index == view.get("current_step_index") and state in ("running", "waiting") else ""
         styled = f"[{STATE_STYLE.get(state, '')}]{state}[/]"
         tries, tokens = str(step.get("attempts", 0)), str((step.get("usage") or {}).get("total_tokens", 0))

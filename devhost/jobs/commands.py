@@ -1,5 +1,5 @@
-"""``python -m devhost jobs list|show|attach|answer|cancel``: manage the jobs of a running host (and, through
-devhost/jobs/definitions.py, ``agents|workflows|teams list|show|apply``).
+"""``python -m devhost jobs list|show|attach|answer|cancel|fork|compare``: manage the jobs of a running host
+(and, through devhost/jobs/definitions.py, ``agents|workflows|teams list|show|apply``).
 
 Talks to the jobs API at ``--url`` with the function key found the way ``ask`` finds it (``--key``,
 ``DEVHOST_FUNCTION_KEY``, then ``<data>/keys.json``). Exit codes: 0 ok, 1 the job failed (show/attach),
@@ -36,6 +36,9 @@ from devhost.jobs.ask import (
 from devhost.jobs.definitions import CliError as DefinitionCliError
 from devhost.jobs.definitions import add_parsers as add_definition_parsers
 from devhost.jobs.definitions import run as run_definitions
+from devhost.jobs.fork import ForkCliError
+from devhost.jobs.fork import add_parsers as add_fork_parsers
+from devhost.jobs.fork import run as run_fork
 
 STATUSES = ["pending", "running", "waiting_for_user", "completed", "failed", "cancelled"]
 EXIT_FOR_STATUS = {"completed": EXIT_COMPLETED, "failed": EXIT_FAILED, "cancelled": EXIT_CANCELLED}
@@ -75,6 +78,8 @@ def add_parser(sub: Any) -> None:
     answer.add_argument(
         "--question-id", default=None, help="the question answered (default: the one the job waits on now)"
     )
+    # fork (re-run a finished job from a step, changed) and compare (two jobs): devhost/jobs/fork.py.
+    add_fork_parsers(actions, common)
     # agents|workflows|teams list|show|apply: the same host options.
     add_definition_parsers(sub, common)
 
@@ -146,6 +151,8 @@ def _run(args: argparse.Namespace, client: httpx.Client, url: str, console: Cons
         else:
             console.print(render_list(body.get("jobs") or []))
         return 0
+    if command in ("fork", "compare"):
+        return run_fork(args, client, url, console)
     path = f"/api/jobs/{args.job_id}"
     if command == "show":
         view = _get(client, url, path, {"log_limit": 1})
@@ -196,7 +203,7 @@ def main(args: argparse.Namespace) -> int:
             if args.command != "jobs":
                 return run_definitions(args, client, url, console)
             return _run(args, client, url, console)
-    except (CliError, DefinitionCliError) as exc:
+    except (CliError, DefinitionCliError, ForkCliError) as exc:
         console.print(f"[red]error:[/] {exc}", highlight=False)
         return EXIT_USAGE
     except httpx.ConnectError:

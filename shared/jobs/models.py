@@ -117,6 +117,17 @@ class JobOwner(BaseModel):
     idp: str = Field(default="", max_length=50)
 
 
+class ForkSpec(BaseModel):
+    """In a fork's JobInput: its origin, the step it re-runs from, and that step's edited input fields."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    origin: str = Field(min_length=1, max_length=256)
+    from_step: str = Field(min_length=1, max_length=64)
+    # The step's editable fields (question, sql, query), checked against its kind's input model by the API.
+    input: dict[str, Any] | None = None
+
+
 class JobInput(BaseModel):
     """The orchestration input: the request plus what the API resolved when it accepted it."""
 
@@ -128,6 +139,8 @@ class JobInput(BaseModel):
     trace: dict[str, str] = Field(default_factory=dict)
     # A workflow or team run (the API pinned its definition); None: today's ask job (the built-in "ask").
     run: RunSpec | None = None
+    # A fork of another job (shared/jobs/fork.py): the steps before ``fork.from_step`` are carried over.
+    fork: ForkSpec | None = None
 
 
 class ErrorInfo(BaseModel):
@@ -168,6 +181,8 @@ class StepState(BaseModel):
     turn: int | None = None
     tool_input: str | None = Field(default=None, max_length=200)
     tool_output: str | None = Field(default=None, max_length=200)
+    # A fork's step carried over from this job (its result, timings and usage are the origin's, not the fork's).
+    carried_from: str | None = Field(default=None, max_length=256)
 
     def published(self) -> tuple[dict[str, Any], int]:
         """The step as JSON and its size in UTF-16 bytes; a finished tool call's are made once (it stays as it is)."""
@@ -253,6 +268,8 @@ class JobState(BaseModel):
     error: ErrorInfo | None = None
     questions_asked: int = 0
     replans: int = 0
+    # A fork: what its carried-over steps (and an agent's earlier turns) used in the origin; not in ``usage``.
+    carried_over: Usage | None = None
 
 
 def custom_status(state: JobState) -> dict[str, Any]:

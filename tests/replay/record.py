@@ -234,6 +234,33 @@ def _run_limit_reached(jobs: JobClient) -> str:
     return job_id
 
 
+def _fork(jobs: JobClient) -> str:
+    """A fork of a completed job at its document lookup with an edited query: the SQL step before it carried over."""
+    origin = _completed(jobs)
+    body = {"from_step": "s2", "changes": {"query": "store credit after 30 days"}}
+    resp = jobs.http.post(f"/api/jobs/{origin}/fork", json=body)
+    assert resp.status_code == 202, resp.text
+    job_id = str(resp.json()["id"])
+    view = jobs.wait(job_id, timeout_s=120)
+    assert view["status"] == "completed", view.get("error")
+    return job_id
+
+
+def _fork_workflow(jobs: JobClient) -> str:
+    """A fork of a finished workflow run at its human node: the fan-out and its join carried over, asked again."""
+    job_id = _workflow_waiting(jobs)
+    assert jobs.answer(job_id, "approve").status_code == 202
+    assert jobs.wait(job_id, timeout_s=120)["status"] == "completed"
+    resp = jobs.http.post(f"/api/jobs/{job_id}/fork", json={"from_step": "ask", "changes": {}})
+    assert resp.status_code == 202, resp.text
+    fork_id = str(resp.json()["id"])
+    jobs.wait(fork_id, {"waiting_for_user"}, timeout_s=120)
+    assert jobs.answer(fork_id, "approve").status_code == 202
+    view = jobs.wait(fork_id, timeout_s=120)
+    assert view["status"] == "completed", view.get("error")
+    return fork_id
+
+
 # Scenarios whose host needs the definitions store (Azurite, started by the recorder).
 NEEDS_STORE = {
     "workflow_waiting_at_human",
@@ -241,6 +268,7 @@ NEEDS_STORE = {
     "workflow_part_waiting",
     "workflow_limits_waiting",
     "workflow_run_limit_reached",
+    "fork_workflow_completed",
     "team_completed",
 }
 # scenario -> (host environment, how to drive the job)
@@ -262,6 +290,8 @@ SCENARIOS: dict[str, tuple[dict[str, str], Callable[[JobClient], str]]] = {
     # Runs with limits (RunLimits in the run's input): in flight past a fan-out, and stopped by a limit.
     "workflow_limits_waiting": ({"DEFINITIONS_TABLE": "replay"}, _limits_waiting),
     "workflow_run_limit_reached": ({"DEFINITIONS_TABLE": "replay"}, _run_limit_reached),
+    "fork_completed": ({}, _fork),
+    "fork_workflow_completed": ({"DEFINITIONS_TABLE": "replay"}, _fork_workflow),
 }
 
 

@@ -65,7 +65,13 @@ def _no_code_approval(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(PythonStep, "approve", approved)
 
 
+def _fork_plans_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fork that would call the planner instead of loading what it carries over from its origin."""
+    monkeypatch.setattr("orchestrators.fork.LOAD_FORK_BASE", "plan")
+
+
 BREAKING: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
+    "fork_completed": _fork_plans_again,
     "agent_completed": _reverse_tool_calls,
     "team_completed": _reverse_tool_calls,
     "hybrid_completed": _no_supervisor,

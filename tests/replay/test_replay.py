@@ -51,6 +51,8 @@ def test_every_scenario_is_recorded() -> None:
         "team_completed",
         "workflow_limits_waiting",
         "workflow_run_limit_reached",
+        "fork_completed",
+        "fork_workflow_completed",
     }
 
 

@@ -137,7 +137,8 @@ def test_an_answer_the_api_refuses_is_shown(page: Page, host: DevHostProcess, jo
     open_console(page, host)
     job_id = submit(page, SQL_Q, approval="always")
     wait_for_question(page)
-    # Another user answers first, differently (the same answer again would be taken as a repeat: 202). This page's reads of the job are held (a slow network), so it still shows the
+    # Another user answers first, differently (the same answer again would be taken as a repeat: 202).
+    # This page's reads of the job are held (a slow network), so it still shows the
     # question (the event stream says the job moved on; the view it then reads is held).
     held: list[Route] = []
     holding = True

@@ -1,0 +1,225 @@
+"""Fork a job at one of its steps, and compare two jobs (docs/fork.md).
+
+``POST /api/jobs/{id}/fork`` checks the fork against the origin's recorded plan and history (the same pure
+``fork_base`` the fork's orchestrator gets through its activity), the step edit against that step kind's
+input model (and an edited SQL against the guard), and the job-level changes against the request models;
+then it starts a new job whose input names only its origin and fork point. The new job's owner is the
+caller: a fork never borrows the origin's owner, and another user's job answers 404 as for any access.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import azure.durable_functions as df
+import azure.functions as func
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from api.compare import compare_views
+from api.errors import ApiError, from_validation_error, guarded, json_response
+from api.jobs import _check_tools, _parse_body, _route_auth_level, _status, job_links, new_job_id, request_caller
+from api.jobs import resolve_policy as _resolve_policy
+from api.view import build_view, decode
+from shared.jobs.fork import ForkError, edited_input, fork_base
+from shared.jobs.models import (
+    ORCHESTRATOR_NAME,
+    ApprovalPolicy,
+    ForkSpec,
+    JobConstraints,
+    JobInput,
+    JobOwner,
+    JobRequest,
+)
+from shared.jobs.plan import Plan
+
+# Job-level changes a fork may carry; any other key of ``changes`` is one of the step's editable input fields.
+JOB_CHANGES = ("constraints", "approval", "tools")
+_FORK_ERROR_STATUS = {"INVALID_FORK_POINT": 400, "JOB_NOT_FINISHED": 409, "FORK_NOT_SUPPORTED": 409}
+
+
+class ForkRequest(BaseModel):
+    """Body of ``POST /api/jobs/{id}/fork``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    from_step: str = Field(min_length=1, max_length=64)
+    # Step fields (question, sql, query), and constraints / approval (merged over the origin's) and tools.
+    changes: dict[str, Any] = Field(default_factory=dict)
+
+
+def _merged(section: str, model: type[BaseModel], old: dict[str, Any], new: Any) -> Any:
+    """The origin's section with the fork's changes over it (one level deep, ``budget`` too), validated."""
+    if not isinstance(new, dict):
+        raise ApiError(400, "INVALID_REQUEST", f"changes.{section} must be a JSON object", field=f"changes.{section}")
+    merged = {**old, **new}
+    if isinstance(old.get("budget"), dict) and isinstance(new.get("budget"), dict):
+        merged["budget"] = {**old["budget"], **new["budget"]}
+    try:
+        return model.model_validate(merged)
+    except ValidationError as exc:
+        err = from_validation_error(exc)
+        field = f"changes.{section}.{err.field}" if err.field else f"changes.{section}"
+        raise ApiError(400, "INVALID_REQUEST", f"changes.{section}: {err.message}", field=field) from exc
+
+
+def forked_request(origin: JobRequest, changes: dict[str, Any]) -> JobRequest:
+    """The fork's request: the origin's, with its constraints, approval policy and tools changed as asked."""
+    update: dict[str, Any] = {}
+    if "constraints" in changes:
+        update["constraints"] = _merged(
+            "constraints", JobConstraints, origin.constraints.model_dump(mode="json"), changes["constraints"]
+        )
+    if "approval" in changes:
+        update["approval"] = _merged(
+            "approval", ApprovalPolicy, origin.approval.model_dump(mode="json"), changes["approval"]
+        )
+    if "tools" in changes:
+        try:
+            update["tools"] = JobRequest.model_validate({"question": origin.question, "tools": changes["tools"]}).tools
+        except ValidationError as exc:
+            err = from_validation_error(exc)
+            raise ApiError(400, "INVALID_REQUEST", f"changes.{err.message}", field=f"changes.{err.field}") from exc
+    return origin.model_copy(update=update)
+
+
+def step_edits(kind: str, edits: dict[str, Any], old_input: dict[str, Any]) -> dict[str, Any] | None:
+    """The step's edited fields, checked against the kind's input model and (SQL) the guard; None for no edit."""
+    from shared.executors import StepInputError, apply_edits, check_edits, get_executor
+
+    if not edits:
+        return None
+    try:
+        checked = check_edits(kind, edits)
+        apply_edits(kind, old_input, checked)
+    except StepInputError as exc:
+        field = f"changes.{exc.field}" if exc.field else "changes"
+        raise ApiError(400, "INVALID_REQUEST", f"invalid change of a {kind} step: {exc.message}", field=field) from exc
+    spec = get_executor(kind)
+    if spec is not None and spec.runs_sql and checked.get("sql") is not None:
+        _check_sql(checked["sql"])
+    return checked
+
+
+def _check_sql(sql: Any) -> None:
+    """400 with the guard's reason when an edited statement would be refused when it runs (the run guards it again)."""
+    from shared.executors.execute_azure_sql import guard_step_sql
+    from shared.providers.clients import get_clients
+    from shared.providers.sql.family import dialect_for
+
+    clients = get_clients()
+    verdict = guard_step_sql(str(sql), clients, dialect_for(clients.settings))
+    if not verdict.accepted:
+        raise ApiError(
+            400, "INVALID_REQUEST", f"SQL rejected ({verdict.reason_code}): {verdict.message}", field="changes.sql"
+        )
+
+
+async def fork(req: func.HttpRequest, client: df.DurableOrchestrationClient, job_id: str) -> func.HttpResponse:
+    """Start a fork of a finished job from one of its steps, with the changes asked for."""
+    caller = request_caller(req)
+    body = _parse_body(req, ForkRequest, "a 'from_step'")
+    status = await _status(client, job_id, caller, history=True)
+    try:
+        base = fork_base(status, body.from_step)
+    except ForkError as exc:
+        raise ApiError(_FORK_ERROR_STATUS.get(exc.code, 409), exc.code, exc.message, field=exc.field) from exc
+    origin = JobInput.model_validate(decode(status.get("input")))
+    edits = {k: v for k, v in body.changes.items() if k not in JOB_CHANGES}
+    if base.plan is None:
+        if edits:
+            field = f"changes.{next(iter(edits))}"
+            what = "a workflow run's" if base.workflow is not None else "an agent job's"
+            raise ApiError(400, "INVALID_REQUEST", f"{what} fork takes only {list(JOB_CHANGES)}", field=field)
+        spec_input: dict[str, Any] = {}
+        checked = None
+    else:
+        spec = Plan.model_validate(base.plan).steps[base.index]
+        spec_input = spec.input
+        checked = step_edits(spec.kind, edits, spec.input)
+    request = forked_request(origin.request, body.changes)
+    try:
+        _check_tools(request)
+    except ApiError as exc:
+        raise ApiError(exc.status, exc.code, exc.message, field=f"changes.{exc.field}") from exc
+    who = caller.principal
+    from shared.runtime import telemetry
+
+    new_id = new_job_id()
+    with telemetry.job_span(job_id=new_id):
+        job = JobInput(
+            job_id=new_id,
+            request=request,
+            owner=JobOwner(id=who.id, name=who.name, idp=who.idp) if who else None,
+            policy=_resolve_policy(request),
+            trace=telemetry.inject_trace_context(),
+            fork=ForkSpec(origin=job_id, from_step=body.from_step, input=checked),
+            # A workflow or team run stays pinned to the origin's definition versions and tools.
+            run=origin.run,
+        )
+        await client.start_new(ORCHESTRATOR_NAME, new_id, job.model_dump(mode="json"))
+    _ledger_add(job_id, new_id, body.from_step)
+    links = job_links(req, new_id)
+    step_input = edited_input(spec_input, checked) if checked else spec_input
+    return json_response(
+        {
+            "id": new_id,
+            "status": "pending",
+            "forked_from": {"job": job_id, "step": body.from_step},
+            "carried_over": [c.step.id for c in base.carried],
+            "step_input": step_input,
+            "links": links,
+        },
+        202,
+        headers={"Location": links["status"], "Retry-After": "1"},
+    )
+
+
+def _ledger_add(origin: str, fork_id: str, from_step: str) -> None:
+    from shared.runtime.fork_ledger import get_fork_ledger
+    from shared.runtime.settings import get_settings
+
+    get_fork_ledger(get_settings()).add(origin, fork_id, from_step)
+
+
+def forks_of(job_id: str) -> list[dict[str, str]]:
+    """The forks of a job, for its view (empty when the ledger cannot be read: the view must still answer)."""
+    import logging
+
+    from shared.runtime.fork_ledger import get_fork_ledger
+    from shared.runtime.settings import get_settings
+
+    try:
+        return get_fork_ledger(get_settings()).forks_of(job_id)
+    except Exception as exc:
+        logging.getLogger(__name__).warning("forks of %s unreadable: %s", job_id, exc)
+        return []
+
+
+async def compare(
+    req: func.HttpRequest, client: df.DurableOrchestrationClient, job_id: str, other: str
+) -> func.HttpResponse:
+    """The structured difference of two jobs the caller may see (404 for either one it may not)."""
+    caller = request_caller(req)
+    first = await _status(client, job_id, caller, history=True)
+    second = await _status(client, other, caller, history=True)
+    views = [build_view(s, job_links(req, str(s.get("instanceId"))), log_limit=1) for s in (first, second)]
+    return json_response(compare_views(views[0], views[1]))
+
+
+def register(bp: df.Blueprint) -> None:
+    """Register the fork and compare routes on the blueprint."""
+    level = _route_auth_level()
+
+    @bp.route(route="jobs/{job_id}/fork", methods=["POST"], auth_level=level)
+    @bp.durable_client_input(client_name="client")
+    async def fork_job(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+        """POST /api/jobs/{job_id}/fork."""
+        return await guarded("fork_job", lambda: fork(req, client, req.route_params["job_id"]))
+
+    @bp.route(route="jobs/{job_id}/compare/{other}", methods=["GET"], auth_level=level)
+    @bp.durable_client_input(client_name="client")
+    async def compare_jobs(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+        """GET /api/jobs/{job_id}/compare/{other}."""
+        return await guarded(
+            "compare_jobs", lambda: compare(req, client, req.route_params["job_id"], req.route_params["other"])
+        )

@@ -1,0 +1,391 @@
+"""Forks of a job: what a fork carries over from its origin, read from the origin's committed history.
+
+A fork re-runs a job from one of its steps with a change. The steps before that step are carried over as
+results: ``fork_base`` reads them (and the plan) from the origin's Durable status and history, a pure function
+the API uses to check a fork before it starts and the ``load_fork_base`` activity uses to give the fork's
+orchestrator the same facts (its result is then in the fork's own history, so a replay never reads the origin
+again). Only results travel: never an approval, never an execution context.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from shared.jobs.contracts import Usage
+from shared.jobs.models import JobInput, JobState, StepState
+from shared.jobs.plan import ORCHESTRATOR_KINDS, Plan
+
+LOAD_FORK_BASE = "load_fork_base"
+PLAN_EXECUTOR = "plan"  # shared.executors.PLAN (the domain layer does not import the registry)
+SUPERVISE_EXECUTOR = "supervise"
+AGENT_TURN_EXECUTOR = "agent_turn"
+# Origin steps that can be carried over must have ended this way; a failed one is where a fork may start.
+CARRIED_STATES = frozenset({"succeeded", "skipped"})
+# Workflow nodes whose output is made in the orchestrator and recorded nowhere (an agent's answer, a loop's,
+# a sub-workflow's): a fork after one cannot carry it over yet.
+UNCARRIED_NODE_KINDS = frozenset({"agent", "loop", "workflow"})
+# An agent's tool call that failed went back to the Executor as an error: it is carried over like the others.
+FINISHED_TOOL_STATES = frozenset({"succeeded", "skipped", "failed"})
+
+
+class CarriedStep(BaseModel):
+    """A step carried over from the origin: its recorded state (timings, usage) and its result."""
+
+    step: StepState
+    output: dict[str, Any] | None = None
+
+
+class AgentBase(BaseModel):
+    """An agent job's fork point: the turn it starts from (0: only the answer runs again), the transcript the
+    Executor saw at that turn (its last MAX_TRANSCRIPT records, all it is ever shown), and the turns' usage."""
+
+    turn: int = Field(ge=0)
+    # The turns the origin took in all (a fork at the answer keeps them).
+    turns_taken: int = Field(default=0, ge=0)
+    transcript: list[dict[str, Any]] = Field(default_factory=list)
+    executor_usage: Usage = Field(default_factory=Usage)
+
+
+class WorkflowBase(BaseModel):
+    """A workflow run's fork point: its parallel branches' results (by branch) and the answers its human nodes
+    got (by node), for the nodes carried over; the walk rebuilds the rest (conditions, joins) from them."""
+
+    parts: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    answers: dict[str, Any] = Field(default_factory=dict)
+
+
+class ForkBase(BaseModel):
+    """What a fork starts from: the origin's plan (or agent turn) and the steps before the fork point, as results."""
+
+    plan: dict[str, Any] | None = None
+    index: int = Field(ge=0)
+    carried: list[CarriedStep] = Field(default_factory=list)
+    agent: AgentBase | None = None
+    workflow: WorkflowBase | None = None
+
+    def carried_usage(self) -> Usage:
+        """What the carried-over work used in the origin: its steps, and an agent job's earlier turns."""
+        total = self.agent.executor_usage if self.agent else Usage()
+        for item in self.carried:
+            total = total + item.step.usage
+        return total
+
+
+class ForkError(Exception):
+    """Why a job cannot be forked at that step: a stable code, a message, and the request field at fault."""
+
+    def __init__(self, code: str, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.field = field
+
+
+class ForkBaseResult(BaseModel):
+    """The ``load_fork_base`` activity's result: the base, or why there is none (code and message)."""
+
+    base: ForkBase | None = None
+    error_code: str | None = None
+    error_message: str | None = Field(default=None, max_length=600)
+
+
+def decode(value: Any) -> Any:
+    """Undo the JSON-in-JSON encodings of Durable history inputs and results."""
+    for _ in range(4):
+        if not isinstance(value, str):
+            return value
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _task_ref(event: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    """The step id an activity event belongs to (from its task id ``<job>:<step>:<attempt>``) and its input."""
+    inp = decode(event.get("Input"))
+    if not isinstance(inp, dict):
+        return None, {}
+    parts = str(inp.get("task_id", "")).rsplit(":", 2)
+    return (parts[1] if len(parts) == 3 else None), inp
+
+
+def _history(status: dict[str, Any]) -> list[dict[str, Any]]:
+    events = status.get("historyEvents") or status.get("history") or []
+    return [e for e in events if isinstance(e, dict)]
+
+
+def _recorded(
+    history: list[dict[str, Any]],
+) -> tuple[dict[str, Any] | None, dict[str, dict[str, Any]], ForkBase | None]:
+    """The last plan, each step's last successful result (SQL drafts and Supervisor calls left out), and the
+    base the origin itself was forked from (when it is a fork)."""
+    plan: dict[str, Any] | None = None
+    outputs: dict[str, dict[str, Any]] = {}
+    own_base: ForkBase | None = None
+    for event in history:
+        if event.get("EventType") != "TaskCompleted":
+            continue
+        result = decode(event.get("Result"))
+        if not isinstance(result, dict):
+            continue
+        if event.get("FunctionName") == LOAD_FORK_BASE or "base" in result and "error_code" in result:
+            try:
+                own_base = ForkBaseResult.model_validate(result).base or own_base
+            except ValidationError:
+                pass
+            continue
+        step_id, inp = _task_ref(event)
+        if step_id is None or result.get("status") == "failed":
+            continue
+        body = result.get("result")
+        if not isinstance(body, dict):
+            continue
+        if step_id == PLAN_EXECUTOR:
+            plan = body
+        elif (
+            step_id != AGENT_TURN_EXECUTOR and inp.get("executor_type") != SUPERVISE_EXECUTOR and not body.get("draft")
+        ):
+            outputs[step_id] = body
+    return plan, outputs, own_base
+
+
+def _origin_plan(job: JobInput, plan: dict[str, Any] | None, own_base: ForkBase | None) -> Plan:
+    """The plan the origin ran: its planning result, or (a fork) its base's plan with its own edit applied."""
+    if plan is None and own_base is not None:
+        parsed = Plan.model_validate(own_base.plan)
+        if job.fork is not None and job.fork.input:
+            steps = [
+                s.model_copy(update={"input": edited_input(s.input, job.fork.input)})
+                if s.id == job.fork.from_step
+                else s
+                for s in parsed.steps
+            ]
+            parsed = parsed.model_copy(update={"steps": steps})
+        return parsed
+    if plan is None:
+        raise ForkError("FORK_NOT_SUPPORTED", "the job has no plan to fork from (it stopped before planning)")
+    return Plan.model_validate(plan)
+
+
+def edited_input(old: dict[str, Any], edits: dict[str, Any]) -> dict[str, Any]:
+    """A step input with a fork's edit: a new question without new SQL drops the old SQL, so it is drafted again."""
+    merged = {**old, **edits}
+    if "question" in edits and "sql" not in edits:
+        merged.pop("sql", None)
+    return merged
+
+
+def fork_base(status: dict[str, Any], from_step: str) -> ForkBase:
+    """The base of a fork of the job whose Durable status (input, custom status, history) is ``status``.
+
+    Raises ForkError when the job cannot be forked there: it still runs, it is a workflow run, the step is
+    unknown, or a step before it did not end in a state that can be carried over. An agent job forks at a turn.
+    """
+    runtime = status.get("runtimeStatus")
+    if runtime not in ("Completed", "Failed", "Terminated", "Canceled"):
+        raise ForkError("JOB_NOT_FINISHED", "only a finished, failed or cancelled job can be forked")
+    try:
+        job = JobInput.model_validate(decode(status.get("input")))
+        custom = status.get("customStatus")
+        state = JobState.model_validate(decode(custom) if custom else {})
+    except ValidationError as exc:
+        raise ForkError("FORK_NOT_SUPPORTED", f"the job state cannot be read: {exc.error_count()} errors") from exc
+    if job.run is not None:
+        return _workflow_base(status, job, state, from_step)
+    if job.request.mode == "agent":
+        return _agent_base(status, job, state, from_step)
+    if state.replans:
+        raise ForkError("FORK_NOT_SUPPORTED", "the Supervisor replanned this job; it cannot be forked")
+    plan_event, outputs, own_base = _recorded(_history(status))
+    plan = _origin_plan(job, plan_event, own_base)
+    if [s.id for s in plan.steps] != [s.id for s in state.steps] or [s.kind for s in plan.steps] != [
+        s.kind for s in state.steps
+    ]:
+        raise ForkError("FORK_NOT_SUPPORTED", "the job's steps changed while it ran (hybrid mode); it cannot be forked")
+    ids = [s.id for s in plan.steps]
+    if from_step not in ids:
+        raise ForkError("INVALID_FORK_POINT", f"the job has no step {from_step!r} (steps: {ids})", "from_step")
+    index = ids.index(from_step)
+    carried_outputs = {c.step.id: c.output for c in own_base.carried} if own_base else {}
+    carried: list[CarriedStep] = []
+    for spec, step in zip(plan.steps[:index], state.steps[:index], strict=True):
+        if spec.kind in ORCHESTRATOR_KINDS:
+            raise ForkError(
+                "INVALID_FORK_POINT",
+                f"step {spec.id!r} ({spec.kind}) before the fork point cannot be carried over; fork at it or before",
+                "from_step",
+            )
+        if step.state not in CARRIED_STATES:
+            raise ForkError(
+                "INVALID_FORK_POINT",
+                f"step {spec.id!r} before the fork point {step.state}; fork at it or before",
+                "from_step",
+            )
+        output = outputs.get(spec.id, carried_outputs.get(spec.id))
+        if step.state == "succeeded" and output is None:
+            raise ForkError("FORK_NOT_SUPPORTED", f"the result of step {spec.id!r} is no longer in the history")
+        kept = step.model_copy(update={"carried_from": step.carried_from or str(status.get("instanceId") or "")})
+        carried.append(CarriedStep(step=kept, output=output if step.state == "succeeded" else None))
+    return ForkBase(plan=plan.model_dump(mode="json"), index=index, carried=carried)
+
+
+AGENT_ANSWER = "answer"  # orchestrators/agent.py ANSWER_STEP_ID: a fork there runs only the answer again
+
+
+def _agent_turns(history: list[dict[str, Any]], max_turns: int) -> dict[int, tuple[list[Any], Usage]]:
+    """Each Executor turn of an agent job: the transcript its first successful call was given, and the usage of
+    all its calls (retries too). The turn is known from ``turns_left`` in its input."""
+    turns: dict[int, tuple[list[Any], Usage]] = {}
+    for event in history:
+        if event.get("EventType") != "TaskCompleted" or event.get("FunctionName") != AGENT_TURN_EXECUTOR:
+            continue
+        _, inp = _task_ref(event)
+        task = inp.get("task") if isinstance(inp.get("task"), dict) else {}
+        left = task.get("turns_left") if isinstance(task, dict) else None
+        result = decode(event.get("Result"))
+        if not isinstance(left, int) or not isinstance(result, dict):
+            continue
+        turn = max_turns - left + 1
+        usage = Usage.model_validate(result.get("usage") or {})
+        transcript, used = turns.get(turn, (None, Usage()))
+        if transcript is None and result.get("status") != "failed":
+            given = task.get("transcript") if isinstance(task, dict) else None
+            transcript = given if isinstance(given, list) else []
+        turns[turn] = (transcript if transcript is not None else [], used + usage)
+    return turns
+
+
+def _agent_base(status: dict[str, Any], job: JobInput, state: JobState, from_step: str) -> ForkBase:
+    """An agent job forked at a turn (``turn-<n>``: the Executor works again from that turn) or at its answer."""
+    turns = _agent_turns(_history(status), job.request.agent.max_turns)
+    if from_step == AGENT_ANSWER:
+        if not any(s.id == AGENT_ANSWER for s in state.steps):
+            raise ForkError("INVALID_FORK_POINT", "the job never reached its answer; fork at a turn", "from_step")
+        turn = 0
+    else:
+        prefix, _, number = from_step.partition("-")
+        if prefix != "turn" or not number.isdigit() or int(number) not in turns:
+            raise ForkError(
+                "INVALID_FORK_POINT",
+                f"an agent job forks at a turn (turn-1 … turn-{max(turns, default=0)}) or at its answer",
+                "from_step",
+            )
+        turn = int(number)
+    before = [s for s in state.steps if s.turn is not None and (turn == 0 or s.turn < turn)]
+    if any(s.state not in FINISHED_TOOL_STATES or not s.title for s in before):
+        raise ForkError("FORK_NOT_SUPPORTED", "a tool call before the fork point is not recorded in full")
+    _, outputs, own_base = _recorded(_history(status))
+    carried_outputs = {c.step.id: c.output for c in own_base.carried} if own_base else {}
+    origin = str(status.get("instanceId") or "")
+    carried = [
+        CarriedStep(
+            step=s.model_copy(update={"carried_from": s.carried_from or origin}),
+            output=outputs.get(s.id, carried_outputs.get(s.id)) if s.state == "succeeded" else None,
+        )
+        for s in before
+    ]
+    usage = Usage()
+    for seen, (_, used) in turns.items():
+        if turn == 0 or seen < turn:
+            usage = usage + used
+    if own_base is not None and own_base.agent is not None:
+        usage = usage + own_base.agent.executor_usage  # turns the origin itself carried over
+    transcript = turns[turn][0] if turn else []
+    agent = AgentBase(turn=turn, turns_taken=state.turns, transcript=transcript, executor_usage=usage)
+    return ForkBase(index=len(carried), carried=carried, agent=agent)
+
+
+def _branch_parts(history: list[dict[str, Any]], job_id: str) -> dict[str, dict[str, Any]]:
+    """The results of a run's parallel branches (sub-orchestrations ``<job>:<branch>``), by branch."""
+    parts: dict[str, dict[str, Any]] = {}
+    for event in history:
+        if event.get("EventType") != "SubOrchestrationInstanceCompleted":
+            continue
+        child = decode(event.get("Input"))
+        result = decode(event.get("Result"))
+        if not isinstance(child, dict) or not isinstance(result, dict):
+            continue
+        part = (child.get("run") or {}).get("part") if isinstance(child.get("run"), dict) else None
+        if isinstance(part, dict) and child.get("job_id") == f"{job_id}:{part.get('entry')}":
+            parts[str(part.get("entry"))] = result
+    return parts
+
+
+def _human_answers(history: list[dict[str, Any]]) -> dict[str, Any]:
+    """The last answer each node's question got (``answer:<node>-q<n>``): the one that ended its wait."""
+    answers: dict[str, Any] = {}
+    for event in history:
+        name = str(event.get("Name") or "")
+        if event.get("EventType") != "EventRaised" or not name.startswith("answer:"):
+            continue
+        node, sep, number = name.removeprefix("answer:").rpartition("-q")
+        if sep and number.isdigit():
+            answers[node] = decode(event.get("Input"))
+    return answers
+
+
+def _workflow_base(status: dict[str, Any], job: JobInput, state: JobState, from_step: str) -> ForkBase:
+    """A workflow run forked at a node of the run itself: the nodes that ended before it started are carried."""
+    history = _history(status)
+    job_id = str(status.get("instanceId") or "")
+    parts = _branch_parts(history, job_id)
+    in_branches = {str(s.get("id")) for p in parts.values() for s in p.get("steps") or [] if isinstance(s, dict)}
+    at = next((s for s in state.steps if s.id == from_step), None)
+    if at is None or at.started_at is None:
+        ids = [s.id for s in state.steps if s.started_at]
+        raise ForkError("INVALID_FORK_POINT", f"the run has no node {from_step!r} that ran (nodes: {ids})", "from_step")
+    if from_step in in_branches:
+        raise ForkError(
+            "INVALID_FORK_POINT", f"{from_step!r} runs in a parallel branch: fork at its parallel node", "from_step"
+        )
+    _, outputs, own_base = _recorded(history)
+    answers = _human_answers(history)
+    if own_base is not None:  # a fork of a fork: what the origin itself carried over
+        outputs = {**{c.step.id: c.output for c in own_base.carried if c.output is not None}, **outputs}
+        if own_base.workflow is not None:
+            parts = {**own_base.workflow.parts, **parts}
+            answers = {**own_base.workflow.answers, **answers}
+    before = [
+        s
+        for s in state.steps
+        if s.id != from_step
+        and s.ended_at is not None
+        and s.ended_at <= at.started_at
+        and s.state in FINISHED_TOOL_STATES
+    ]
+    before.sort(key=lambda s: (s.ended_at or "", s.started_at or ""))
+    # What these nodes handed on lives only in the origin's orchestrator (a branch's come back in its part result).
+    held = [s.id for s in before if s.kind in UNCARRIED_NODE_KINDS and s.id not in in_branches]
+    if held:
+        raise ForkError(
+            "FORK_NOT_SUPPORTED", f"node(s) {held} before the fork point cannot be carried over yet; fork at them"
+        )
+    carried = [
+        CarriedStep(
+            step=s.model_copy(update={"carried_from": s.carried_from or job_id}),
+            output=outputs.get(s.id) if s.state == "succeeded" else None,
+        )
+        for s in before
+    ]
+    kept = {s.id for s in before}
+    base = WorkflowBase(
+        parts={b: p for b, p in parts.items() if b in kept}, answers={n: a for n, a in answers.items() if n in kept}
+    )
+    return ForkBase(index=len(carried), carried=carried, workflow=base)
+
+
+def carried_base(history: list[dict[str, Any]]) -> ForkBase | None:
+    """A fork's base (what it carried over), from its own history (the ``load_fork_base`` result)."""
+    return _recorded(history)[2]
+
+
+def carried_outputs(history: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """A fork's carried-over results by step id, from its own history (the ``load_fork_base`` result)."""
+    own_base = carried_base(history)
+    if own_base is None:
+        return {}
+    return {c.step.id: c.output for c in own_base.carried if c.output is not None}

@@ -1,0 +1,138 @@
+"""Forks of a workflow run on devhost (definitions in Azurite): the nodes that ended before the fork point are
+carried over (a lookup, a condition, a parallel node with its branches, a join, a person's answer), pinned to
+the origin's definition version; the fork's own history shows what ran again."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from devhost.azurite import Azurite
+from tests.devhost.hostproc import REPO_ROOT, DevHostProcess
+from tests.jobs.jobclient import JobClient
+from tests.runs.shapes import change, human
+
+WORKFLOW: dict[str, Any] = {
+    "id": "forked",
+    "name": "Forked",
+    "inputs": {"topic": {"type": "string"}, "old": {"type": "number"}},
+    "nodes": [
+        {"id": "docs", "kind": "step", "step": "consult_rag", "input": {"query": {"from": "input.topic"}}},
+        {
+            "id": "found",
+            "kind": "condition",
+            "after": ["docs"],
+            "if": {"left": "docs.chunks", "op": "truthy"},
+            "then": ["split"],
+            "else": ["nothing"],
+        },
+        {"id": "split", "kind": "parallel", "branches": ["left", "right"]},
+        change("left", {"from": "input.old"}),
+        change("right", {"value": 0}),  # fails: its branch fails, the join goes on
+        {"id": "merge", "kind": "join", "after": ["left", "right"], "on_failure": "continue"},
+        human("ask", "Go on?", ["yes", "no"], after=["merge"]),
+        change("final", {"from": "left.data.percent_change"}, after=["ask"]),
+        change("nothing", {"value": 1}),
+    ],
+    "outputs": {"percent": {"from": "final.data.percent_change"}, "failed": {"from": "merge.failed"}},
+}
+
+
+@pytest.fixture(scope="module")
+def host(azurite: Azurite, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevHostProcess]:
+    env = {
+        "AzureWebJobsStorage": azurite.connection_string,
+        "DEFINITIONS_TABLE": "forks" + uuid.uuid4().hex[:12],
+        "JOB_RETRY_FIRST_INTERVAL_MS": "50",
+    }
+    proc = DevHostProcess(REPO_ROOT, tmp_path_factory.mktemp("fork-runs-host"), env=env)
+    proc.start(timeout_s=120)
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def jobs(host: DevHostProcess) -> JobClient:
+    return JobClient(host)
+
+
+def answer_yes(jobs: JobClient, job_id: str) -> dict[str, Any]:
+    waiting = jobs.wait(job_id, {"waiting_for_user"}, timeout_s=180)["waiting"]
+    assert waiting["step_id"] == "ask", waiting
+    assert jobs.answer(job_id, "yes").status_code == 202
+    return jobs.wait(job_id, timeout_s=180)
+
+
+@pytest.fixture(scope="module")
+def origin(jobs: JobClient) -> dict[str, Any]:
+    assert jobs.http.post("/api/workflows", json=WORKFLOW).status_code == 201
+    resp = jobs.http.post("/api/workflows/forked/runs", json={"inputs": {"topic": "refunds after 30 days", "old": 80}})
+    assert resp.status_code == 202, resp.text
+    view = answer_yes(jobs, resp.json()["id"])
+    assert view["status"] == "completed", view.get("error")
+    return view
+
+
+def ran(host: DevHostProcess, job_id: str) -> Counter[str]:
+    """The activities and sub-orchestrations that completed in the job's own history."""
+    params = {**host.system_code, "showHistory": "true", "showHistoryOutput": "true"}
+    events = host.client.get(host.webhook(f"instances/{job_id}"), params=params).json()["historyEvents"]
+    kinds = ("TaskCompleted", "TaskFailed", "SubOrchestrationInstanceCompleted", "SubOrchestrationInstanceFailed")
+    return Counter(str(e["FunctionName"]) for e in events if e["EventType"] in kinds)
+
+
+def fork(jobs: JobClient, job_id: str, from_step: str) -> Any:
+    body = {"from_step": from_step, "changes": {"constraints": {"max_tokens": 700}}}
+    return jobs.http.post(f"/api/jobs/{job_id}/fork", json=body)
+
+
+def test_a_fork_at_the_last_node_runs_only_that_node(
+    host: DevHostProcess, jobs: JobClient, origin: dict[str, Any]
+) -> None:
+    resp = fork(jobs, origin["id"], "final")
+    assert resp.status_code == 202, resp.text
+    carried = set(resp.json()["carried_over"])
+    assert carried == {"docs", "found", "left", "right", "split", "merge", "ask"}
+    view = jobs.wait(resp.json()["id"], timeout_s=180)
+    assert view["status"] == "completed", view.get("error")
+    # No lookup, no branch, no question again: the definition (pinned version) and the one tool call.
+    assert ran(host, view["id"]) == Counter({"load_fork_base": 1, "load_definition": 1, "call_tool": 1})
+    assert view["run"]["version"] == origin["run"]["version"]
+    assert view["run"]["outputs"] == origin["run"]["outputs"] == {"percent": 300.0, "failed": ["right"]}
+    states = {s["id"]: (s["state"], bool(s.get("carried_over"))) for s in view["steps"]}
+    assert states["right"] == ("failed", True) and states["final"] == ("succeeded", False)
+    assert states["nothing"] == ("skipped", False)
+
+
+def test_a_fork_at_the_human_node_asks_again(host: DevHostProcess, jobs: JobClient, origin: dict[str, Any]) -> None:
+    resp = fork(jobs, origin["id"], "ask")
+    assert resp.status_code == 202, resp.text
+    view = answer_yes(jobs, resp.json()["id"])
+    assert view["status"] == "completed", view.get("error")
+    assert ran(host, view["id"]) == Counter({"load_fork_base": 1, "load_definition": 1, "call_tool": 1})
+    assert view["run"]["outputs"] == origin["run"]["outputs"]
+
+
+def test_a_fork_at_the_parallel_node_runs_its_branches_again(
+    host: DevHostProcess, jobs: JobClient, origin: dict[str, Any]
+) -> None:
+    resp = fork(jobs, origin["id"], "split")
+    assert resp.status_code == 202, resp.text
+    assert set(resp.json()["carried_over"]) == {"docs", "found"}
+    view = answer_yes(jobs, resp.json()["id"])
+    assert view["status"] == "completed", view.get("error")
+    assert ran(host, view["id"]) == Counter(
+        {"load_fork_base": 1, "load_definition": 1, "workflow_part": 2, "call_tool": 1}
+    )
+    assert view["run"]["outputs"] == origin["run"]["outputs"]
+
+
+def test_a_node_inside_a_branch_is_no_fork_point(jobs: JobClient, origin: dict[str, Any]) -> None:
+    resp = fork(jobs, origin["id"], "left")
+    assert resp.status_code == 400 and resp.json()["error"]["code"] == "INVALID_FORK_POINT"
+    edit = jobs.http.post(f"/api/jobs/{origin['id']}/fork", json={"from_step": "final", "changes": {"query": "x"}})
+    assert edit.status_code == 400 and edit.json()["error"]["field"] == "changes.query"
