@@ -13,8 +13,8 @@ from typing import Any
 import azure.durable_functions as df
 import azure.functions as func
 
+from api.common import owned_status, request_caller, route_auth_level
 from api.errors import ApiError, guarded
-from api.jobs import _route_auth_level, _status, request_caller
 
 # Shown in the page (an <img>); any other type is downloaded.
 INLINE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif"})
@@ -30,12 +30,12 @@ async def artifact(
     if not valid_ref(ref):
         raise ApiError(400, "INVALID_REQUEST", f"{ref!r} is not an artifact reference", field="ref")
     caller = request_caller(req)
-    status = await _status(client, job_id, caller)
+    status = await owned_status(client, job_id, caller)
     store = get_artifact_store(get_settings())
     found = store.get(job_id, ref)
     if found is None and _carries_steps(status):
         # A fork shows the files of the steps it carried over: they are the origin's (only those refs).
-        origin = _carried_origin(await _status(client, job_id, caller, history=True), ref)
+        origin = _carried_origin(await owned_status(client, job_id, caller, history=True), ref)
         found = store.get(origin, ref) if origin else None
     if found is None:
         raise ApiError(404, "ARTIFACT_NOT_FOUND", f"job {job_id} has no artifact {ref!r}", field="ref")
@@ -74,7 +74,7 @@ def _carried_origin(status: dict[str, Any], ref: str) -> str | None:
 def register(bp: df.Blueprint) -> None:
     """Register the artifact route on the blueprint."""
 
-    @bp.route(route="jobs/{job_id}/artifacts/{ref}", methods=["GET"], auth_level=_route_auth_level())
+    @bp.route(route="jobs/{job_id}/artifacts/{ref}", methods=["GET"], auth_level=route_auth_level())
     @bp.durable_client_input(client_name="client")
     async def get_artifact(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
         """GET /api/jobs/{job_id}/artifacts/{ref}."""

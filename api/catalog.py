@@ -17,8 +17,8 @@ import azure.durable_functions as df
 import azure.functions as func
 from pydantic import BaseModel, TypeAdapter
 
+from api.common import request_caller, route_auth_level
 from api.errors import guarded, json_response
-from api.jobs import _route_auth_level, request_caller
 
 CATALOG_VERSION = 1
 # A string field longer than this is edited in a multi-line box; a shorter one on one line.
@@ -141,7 +141,7 @@ async def catalog_handler(req: func.HttpRequest) -> func.HttpResponse:
 
 def register(bp: df.Blueprint) -> None:
     """Register the catalog route."""
-    level = _route_auth_level()
+    level = route_auth_level()
 
     @bp.route(route="catalog", methods=["GET"], auth_level=level)
     async def catalog(req: func.HttpRequest) -> func.HttpResponse:

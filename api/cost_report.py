@@ -15,9 +15,10 @@ import azure.durable_functions as df
 import azure.functions as func
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from api.common import request_caller, route_auth_level
 from api.costs import part_histories
 from api.errors import ApiError, from_validation_error, guarded, json_response
-from api.jobs import _route_auth_level, durable_instances, request_caller
+from api.jobs import durable_instances
 from api.view import decode
 from shared.jobs.models import ORCHESTRATOR_NAME
 from shared.runtime.ledger import GroupBy, group_costs, view_cost
@@ -103,7 +104,7 @@ async def job_costs(req: func.HttpRequest, binding_json: str) -> func.HttpRespon
 
 def register(bp: df.Blueprint) -> None:
     """Register ``GET /api/costs``."""
-    level = _route_auth_level()
+    level = route_auth_level()
 
     @bp.function_name(name="list_costs")
     @bp.route(route="costs", methods=["GET"], auth_level=level)

@@ -11,16 +11,24 @@ definitions (the workflow ``ask``) are listed and shown read-only; writes to the
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any, TypeVar
 
 import azure.durable_functions as df
 import azure.functions as func
 
 from api.auth import Caller
+from api.common import (
+    STORE_STATUS,
+    Visible,
+    definition_store,
+    in_store,
+    int_param,
+    read_json_body,
+    request_caller,
+    route_auth_level,
+    visible_head,
+)
 from api.errors import ApiError, guarded, json_response
-from api.jobs import _int_param, _route_auth_level, read_json_body, request_caller
-from shared.definitions import store as store_module
 from shared.definitions.issues import DefinitionInvalid, DefinitionTooLarge
 from shared.definitions.models import MAX_DEFINITION_BYTES, Definition
 from shared.definitions.store import DefinitionStore, Head, Owner, StoreError
@@ -29,15 +37,6 @@ T = TypeVar("T")
 PLURALS = {"agents": "agent", "workflows": "workflow", "teams": "team"}
 # The raw body may be pretty-printed: twice the stored limit, then the definition itself is measured.
 MAX_BODY_BYTES = 2 * MAX_DEFINITION_BYTES
-# Each store error's status; the code is the error's own.
-STORE_STATUS = {
-    "DEFINITION_NOT_FOUND": 404,
-    "DEFINITION_EXISTS": 409,
-    "DEFINITION_CONFLICT": 409,
-    # Not configured is the deployment's state, not a failure of the request or the server: 409, never 5xx.
-    "DEFINITIONS_NOT_CONFIGURED": 409,
-    "DEFINITIONS_STORE_UNAVAILABLE": 503,
-}
 # Built-in definitions: listed and shown read-only, never stored; their ids cannot be created, changed or deleted.
 # ``ask`` is today's question -> plan -> steps job; its inputs are the ones POST /api/workflows/ask/runs checks.
 BUILT_INS: dict[str, dict[str, dict[str, Any]]] = {
@@ -55,47 +54,9 @@ BUILT_INS: dict[str, dict[str, dict[str, Any]]] = {
 }
 
 
-def _store() -> DefinitionStore:
-    from shared.runtime.settings import get_settings
-
-    try:
-        return store_module.get_store(get_settings())
-    except StoreError as exc:
-        raise ApiError(STORE_STATUS.get(exc.code, 503), exc.code, exc.message) from exc
-
-
-async def _in_store(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Run a (blocking) store call off the event loop, its errors as API errors."""
-    try:
-        return await asyncio.to_thread(fn, *args, **kwargs)
-    except StoreError as exc:
-        status = STORE_STATUS.get(exc.code, 503)
-        headers = {"Retry-After": "5"} if status == 503 else None
-        raise ApiError(status, exc.code, exc.message, headers=headers) from exc
-
-
 def _read_body(req: func.HttpRequest) -> Any:
     # Definitions may be larger than a job request (their own limit, MAX_DEFINITION_BYTES, is checked later).
     return read_json_body(req, MAX_BODY_BYTES)
-
-
-class _Visible:
-    """The resolver validation uses: the caller's own definitions only (another owner's are unknown, as on GET)."""
-
-    def __init__(self, store: DefinitionStore, caller: Caller) -> None:
-        self.store = store
-        self.caller = caller
-
-    def head(self, kind: str, def_id: str) -> Head | None:
-        """The head when this caller may see it, else None."""
-        head = self.store.head(kind, def_id)
-        if head is None or not self.caller.sees({"owner": {"id": head.owner.id} if head.owner else None}):
-            return None
-        return head
-
-    def find(self, kind: str, def_id: str, version: int | None) -> Definition | None:
-        """The definition when this caller may see it, else None."""
-        return self.store.find(kind, def_id, version) if self.head(kind, def_id) is not None else None
 
 
 def _checked(kind: str, body: Any, store: DefinitionStore, caller: Caller) -> Definition:
@@ -105,7 +66,7 @@ def _checked(kind: str, body: Any, store: DefinitionStore, caller: Caller) -> De
     from shared.runtime.settings import get_settings
 
     try:
-        definition, _text = check(kind, body, _Visible(store, caller), app_catalog(get_settings()))
+        definition, _text = check(kind, body, Visible(store, caller), app_catalog(get_settings()))
     except DefinitionTooLarge as exc:
         raise ApiError(413, "PAYLOAD_TOO_LARGE", str(exc)) from exc
     except DefinitionInvalid as exc:
@@ -121,14 +82,6 @@ def _checked(kind: str, body: Any, store: DefinitionStore, caller: Caller) -> De
     return definition
 
 
-def _visible(head: Head | None, caller: Caller, kind: str, def_id: str) -> Head:
-    """The head when this caller may see it; another user's definition answers like a missing one."""
-    owner = {"id": head.owner.id} if head is not None and head.owner else None
-    if head is None or head.archived or not caller.sees({"owner": owner}):
-        raise ApiError(404, "DEFINITION_NOT_FOUND", f"there is no {kind} {def_id!r}")
-    return head
-
-
 def _owner(caller: Caller) -> Owner | None:
     who = caller.principal
     return Owner(who.id, who.name) if who else None
@@ -137,8 +90,8 @@ def _owner(caller: Caller) -> Owner | None:
 async def _view(store: DefinitionStore, head: Head, version: int | None = None) -> dict[str, Any]:
     """A definition as the API shows it: one version (the latest by default) and the list of versions."""
     chosen = version or head.latest
-    definition = await _in_store(store.get_version, head.kind, head.id, chosen)
-    versions = await _in_store(store.versions, head.kind, head.id)
+    definition = await in_store(store.get_version, head.kind, head.id, chosen)
+    versions = await in_store(store.versions, head.kind, head.id)
     return {
         **head.summary(),
         "version": chosen,
@@ -183,8 +136,8 @@ def _refuse_built_in(plural: str, def_id: str, action: str) -> None:
 async def list_definitions(req: func.HttpRequest, plural: str) -> func.HttpResponse:
     """The caller's live definitions of one kind, by id."""
     caller = request_caller(req)
-    store = _store()
-    heads = await _in_store(store.heads, PLURALS[plural])
+    store = definition_store()
+    heads = await in_store(store.heads, PLURALS[plural])
     owners = [{"owner": {"id": h.owner.id} if h.owner else None} for h in heads]
     built_in = [_built_in_summary(d, PLURALS[plural]) for d in BUILT_INS.get(plural, {}).values()]
     stored = [h.summary() for h, o in zip(heads, owners, strict=True) if caller.sees(o) and not _built_in(plural, h.id)]
@@ -195,7 +148,7 @@ async def get_definition(req: func.HttpRequest, plural: str, def_id: str) -> fun
     """One definition: the latest version (or ``?version=N``) and its versions."""
     kind = PLURALS[plural]
     caller = request_caller(req)
-    version = _int_param(req, "version", 0, 0, 1_000_000) or None
+    version = int_param(req, "version", 0, 0, 1_000_000) or None
     built_in = _built_in(plural, def_id)
     if built_in is not None:
         if version is not None:
@@ -203,8 +156,8 @@ async def get_definition(req: func.HttpRequest, plural: str, def_id: str) -> fun
         return json_response(
             {**_built_in_summary(built_in, kind), "version": None, "definition": built_in, "versions": []}
         )
-    store = _store()
-    head = _visible(await _in_store(store.head, kind, def_id), caller, kind, def_id)
+    store = definition_store()
+    head = visible_head(await in_store(store.head, kind, def_id), caller, kind, def_id)
     if version is not None and version > head.latest:
         raise ApiError(404, "DEFINITION_NOT_FOUND", f"{kind} {def_id!r} has no version {version}", field="version")
     return json_response(await _view(store, head, version))
@@ -215,15 +168,15 @@ async def create_definition(req: func.HttpRequest, plural: str) -> func.HttpResp
     kind = PLURALS[plural]
     caller = request_caller(req)
     body = _read_body(req)
-    store = _store()
+    store = definition_store()
     if isinstance(body, dict) and isinstance(body.get("id"), str):
         _refuse_built_in(plural, body["id"], "created")
     definition = await asyncio.to_thread(_checked_in_store, kind, body, store, caller)
-    head = await _in_store(store.head, kind, definition.id)
+    head = await in_store(store.head, kind, definition.id)
     if head is not None and head.archived and not caller.sees({"owner": {"id": head.owner.id} if head.owner else None}):
         # An archived id keeps its versions (pinned runs read them): only its owner (or an admin) takes it up again.
         raise ApiError(409, "DEFINITION_EXISTS", f"{kind} id {definition.id!r} is taken; choose another", field="id")
-    saved = await _in_store(store.save, definition, owner=_owner(caller), create=True)
+    saved = await in_store(store.save, definition, owner=_owner(caller), create=True)
     location = f"{req.url.split('?', 1)[0].rstrip('/')}/{definition.id}"
     return json_response(await _view(store, saved.head), 201, headers={"Location": location})
 
@@ -245,11 +198,11 @@ async def update_definition(req: func.HttpRequest, plural: str, def_id: str) -> 
     if isinstance(body, dict):
         if body.setdefault("id", def_id) != def_id:
             raise ApiError(400, "INVALID_DEFINITION", f"id must be {def_id!r}, the id in the URL", field="id")
-    expected = _int_param(req, "expected_version", 0, 0, 1_000_000) or None
-    store = _store()
-    _visible(await _in_store(store.head, kind, def_id), caller, kind, def_id)
+    expected = int_param(req, "expected_version", 0, 0, 1_000_000) or None
+    store = definition_store()
+    visible_head(await in_store(store.head, kind, def_id), caller, kind, def_id)
     definition = await asyncio.to_thread(_checked_in_store, kind, body, store, caller)
-    saved = await _in_store(store.save, definition, owner=_owner(caller), create=False, expected_version=expected)
+    saved = await in_store(store.save, definition, owner=_owner(caller), create=False, expected_version=expected)
     return json_response({**await _view(store, saved.head), "created": saved.created})
 
 
@@ -260,18 +213,18 @@ async def delete_definition(req: func.HttpRequest, plural: str, def_id: str, cli
     kind = PLURALS[plural]
     _refuse_built_in(plural, def_id, "deleted")
     caller = request_caller(req)
-    store = _store()
-    _visible(await _in_store(store.head, kind, def_id), caller, kind, def_id)
+    store = definition_store()
+    visible_head(await in_store(store.head, kind, def_id), caller, kind, def_id)
     running = await runs_in_flight(kind, def_id, client)
     if running:
         shown = ", ".join(running[:5]) + (" ..." if len(running) > 5 else "")
         raise ApiError(409, "DEFINITION_IN_USE", f"{kind} {def_id!r} has runs in flight ({shown}); wait or cancel them")
-    users = await _in_store(referrers, store, kind, def_id)
+    users = await in_store(referrers, store, kind, def_id)
     if users:
         raise ApiError(
             409, "DEFINITION_REFERENCED", f"{kind} {def_id!r} is used by {', '.join(users)}; change those first"
         )
-    await _in_store(store.archive, kind, def_id)
+    await in_store(store.archive, kind, def_id)
     return json_response({"id": def_id, "kind": kind, "archived": True})
 
 
@@ -315,7 +268,7 @@ def register(bp: df.Blueprint) -> None:
     from api.llm import register as register_llm
     from api.tools import register as register_tools
 
-    level = _route_auth_level()
+    level = route_auth_level()
     for plural in PLURALS:
         _register_kind(bp, plural, level)
     register_llm(bp, level)

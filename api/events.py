@@ -509,13 +509,13 @@ def _error(exc: ApiError) -> Response:
 async def events(req: Request, client: df.DurableOrchestrationClient, job_id: str) -> Response:
     """Open the event stream of one job (after the same checks as the job view)."""
     from api.auth import caller_of
-    from api.jobs import _status
+    from api.common import owned_status
     from shared.runtime.settings import get_settings
 
     settings = get_settings()
     caller = caller_of(req.headers, easy_auth=settings.website_auth_enabled, admin_role=settings.jobs_admin_role)
     cursor = _cursor_of(req)
-    await _status(client, job_id, caller)
+    await owned_status(client, job_id, caller)
     user = caller.principal.id if caller.principal is not None else None
     # No await from here to the response: the slot is counted before another request can be admitted.
     slot = FEEDS.admit(
@@ -558,9 +558,9 @@ async def guarded_events(req: Request, client: df.DurableOrchestrationClient, jo
 
 def register(bp: df.Blueprint) -> None:
     """Register the event stream route on the blueprint."""
-    from api.jobs import _route_auth_level
+    from api.common import route_auth_level
 
-    @bp.route(route="jobs/{job_id}/events", methods=["GET"], auth_level=_route_auth_level())
+    @bp.route(route="jobs/{job_id}/events", methods=["GET"], auth_level=route_auth_level())
     @bp.durable_client_input(client_name="client")
     async def job_events(req: Request, client: df.DurableOrchestrationClient) -> Response:
         """The job's events as Server-Sent Events (docs/events.md)."""

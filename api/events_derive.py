@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from api.view import _line, _ms_between, _task_ref, decode, job_status, part_news
+from api.view import decode, event_line, job_status, ms_between, part_news, task_ref
 from shared.executors import AGENT_TURN, CALL_TOOL, PLAN, kinds_where
 from shared.jobs.contracts import Usage
 from shared.jobs.events import (
@@ -71,7 +71,7 @@ def committed_events(
         derive = _DERIVE.get(str(kind))
         if derive is not None:
             fold.events.extend(derive(event, fold))
-        line = _line(event)
+        line = event_line(event)
         if line is not None:
             fold.events.append(_log(event, line))
         if kind == "ExecutionCompleted":
@@ -83,7 +83,7 @@ def committed_events(
 
 def _log(event: dict[str, Any], line: str) -> LogEvent:
     """The log line of one history event (its step, when it is a step's)."""
-    step_id, _, _ = _task_ref(event) if event.get("EventType") in ("TaskCompleted", "TaskFailed") else (None, 0, {})
+    step_id, _, _ = task_ref(event) if event.get("EventType") in ("TaskCompleted", "TaskFailed") else (None, 0, {})
     if any(word in line for word in _ERROR_LINES):
         return LogEvent(at=_at(event), level="error", message=line, step_id=step_id)
     return LogEvent(at=_at(event), message=line, step_id=step_id)
@@ -105,7 +105,7 @@ def _started(event: dict[str, Any], fold: _Fold) -> Iterator[AnyEvent]:
 
 def _task(event: dict[str, Any], fold: _Fold) -> Iterator[AnyEvent]:
     """One finished step attempt: started (at its scheduled time), then how it ended, its tool call, its usage."""
-    step_id, attempt, inp = _task_ref(event)
+    step_id, attempt, inp = task_ref(event)
     if step_id is None:
         return
     kind = str(inp.get("executor_type") or event.get("FunctionName") or "activity")
@@ -124,7 +124,7 @@ def _task(event: dict[str, Any], fold: _Fold) -> Iterator[AnyEvent]:
         state="failed" if failed else "succeeded",
         attempt=attempt or 0,
         error=error,
-        duration_ms=_ms_between(event.get("ScheduledTime"), event.get("Timestamp")),
+        duration_ms=ms_between(event.get("ScheduledTime"), event.get("Timestamp")),
     )
     if tool is not None:
         summary = error.message[:200] if error else None
@@ -221,7 +221,7 @@ def _marks(history: list[dict[str, Any]]) -> _Marks:
     for position, event in enumerate(history):
         kind = event.get("EventType")
         if kind in ("TaskCompleted", "TaskFailed"):
-            step_id, attempt, _ = _task_ref(event)
+            step_id, attempt, _ = task_ref(event)
             if step_id is not None:
                 step = marks.of(step_id)
                 step.ends.append((position, _at(event), _failed(event)))

@@ -15,9 +15,10 @@ import azure.durable_functions as df
 import azure.functions as func
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from api.common import check_tools, owned_status, parse_body, request_caller, route_auth_level
 from api.compare import compare_views
 from api.errors import ApiError, from_validation_error, guarded, json_response
-from api.jobs import _check_tools, _parse_body, _route_auth_level, _status, job_links, new_job_id, request_caller
+from api.jobs import job_links, new_job_id
 from api.jobs import resolve_policy as _resolve_policy
 from api.view import build_view, decode
 from shared.jobs.fork import ForkError, edited_input, fork_base
@@ -117,8 +118,8 @@ def _check_sql(sql: Any) -> None:
 async def fork(req: func.HttpRequest, client: df.DurableOrchestrationClient, job_id: str) -> func.HttpResponse:
     """Start a fork of a finished job from one of its steps, with the changes asked for."""
     caller = request_caller(req)
-    body = _parse_body(req, ForkRequest, "a 'from_step'")
-    status = await _status(client, job_id, caller, history=True)
+    body = parse_body(req, ForkRequest, "a 'from_step'")
+    status = await owned_status(client, job_id, caller, history=True)
     try:
         base = fork_base(status, body.from_step)
     except ForkError as exc:
@@ -138,7 +139,7 @@ async def fork(req: func.HttpRequest, client: df.DurableOrchestrationClient, job
         checked = step_edits(spec.kind, edits, spec.input)
     request = forked_request(origin.request, body.changes)
     try:
-        _check_tools(request)
+        check_tools(request)
     except ApiError as exc:
         raise ApiError(exc.status, exc.code, exc.message, field=f"changes.{exc.field}") from exc
     who = caller.principal
@@ -181,34 +182,20 @@ def _ledger_add(origin: str, fork_id: str, from_step: str) -> None:
     get_fork_ledger(get_settings()).add(origin, fork_id, from_step)
 
 
-def forks_of(job_id: str) -> list[dict[str, str]]:
-    """The forks of a job, for its view (empty when the ledger cannot be read: the view must still answer)."""
-    import logging
-
-    from shared.runtime.fork_ledger import get_fork_ledger
-    from shared.runtime.settings import get_settings
-
-    try:
-        return get_fork_ledger(get_settings()).forks_of(job_id)
-    except Exception as exc:
-        logging.getLogger(__name__).warning("forks of %s unreadable: %s", job_id, exc)
-        return []
-
-
 async def compare(
     req: func.HttpRequest, client: df.DurableOrchestrationClient, job_id: str, other: str
 ) -> func.HttpResponse:
     """The structured difference of two jobs the caller may see (404 for either one it may not)."""
     caller = request_caller(req)
-    first = await _status(client, job_id, caller, history=True)
-    second = await _status(client, other, caller, history=True)
+    first = await owned_status(client, job_id, caller, history=True)
+    second = await owned_status(client, other, caller, history=True)
     views = [build_view(s, job_links(req, str(s.get("instanceId"))), log_limit=1) for s in (first, second)]
     return json_response(compare_views(views[0], views[1]))
 
 
 def register(bp: df.Blueprint) -> None:
     """Register the fork and compare routes on the blueprint."""
-    level = _route_auth_level()
+    level = route_auth_level()
 
     @bp.route(route="jobs/{job_id}/fork", methods=["POST"], auth_level=level)
     @bp.durable_client_input(client_name="client")

@@ -20,9 +20,10 @@ import azure.functions as func
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from api.auth import Caller, caller_of
+from api.auth import Caller
+from api.common import check_tools, forks_of, int_param, owned_status, parse_body, request_caller, route_auth_level
 from api.costs import part_histories
-from api.errors import ApiError, from_validation_error, guarded, json_response
+from api.errors import ApiError, guarded, json_response
 from api.view import build_view, decode, job_status
 from shared.jobs.models import (
     ORCHESTRATOR_NAME,
@@ -59,69 +60,6 @@ def job_links(req: func.HttpRequest, job_id: str) -> dict[str, str]:
     """Absolute links to the job's endpoints, from the caller's origin."""
     base = f"{_origin(req)}/api/jobs/{job_id}"
     return {"status": base, "feedback": f"{base}/feedback", "cancel": f"{base}/cancel", "events": f"{base}/events"}
-
-
-# Job requests and answers are small; the cap keeps one request from growing the Durable store by megabytes.
-MAX_BODY_BYTES = 64 * 1024
-# Legitimate bodies nest a few levels; deeper ones are refused before they reach models or the store.
-MAX_JSON_DEPTH = 32
-
-
-def _depth_exceeds(value: Any, limit: int) -> bool:
-    """Whether ``value`` nests containers deeper than ``limit`` (iterative: no recursion to exhaust)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
-        if children is None:
-            continue
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children)
-    return False
-
-
-def read_json_body(req: func.HttpRequest, max_bytes: int | None = None) -> Any:
-    """The request body as JSON: 413 over ``max_bytes`` (default MAX_BODY_BYTES), 400 INVALID_JSON when
-    unreadable or nested too deep."""
-    max_bytes = MAX_BODY_BYTES if max_bytes is None else max_bytes
-    raw = req.get_body() or b""
-    if len(raw) > max_bytes:
-        raise ApiError(
-            413, "PAYLOAD_TOO_LARGE", f"the body is {len(raw)} bytes; at most {max_bytes} bytes are accepted"
-        )
-    try:
-        body = json.loads(raw or b"null")
-    except ValueError as exc:
-        raise ApiError(400, "INVALID_JSON", f"the body is not valid JSON: {exc}") from exc
-    except RecursionError as exc:
-        raise ApiError(400, "INVALID_JSON", f"the body nests deeper than {MAX_JSON_DEPTH} levels") from exc
-    if _depth_exceeds(body, MAX_JSON_DEPTH):
-        raise ApiError(400, "INVALID_JSON", f"the body nests deeper than {MAX_JSON_DEPTH} levels")
-    return body
-
-
-def _parse_body(req: func.HttpRequest, model: type[M], needs: str) -> M:
-    body = read_json_body(req)
-    if not isinstance(body, dict):
-        raise ApiError(400, "INVALID_REQUEST", f"the body must be a JSON object with {needs}")
-    try:
-        return model.model_validate(body)
-    except ValidationError as exc:
-        raise from_validation_error(exc) from exc
-
-
-def _int_param(req: func.HttpRequest, name: str, default: int, low: int, high: int) -> int:
-    raw = req.params.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError as exc:
-        raise ApiError(400, "INVALID_PARAMETER", f"{name} must be an integer", field=name) from exc
-    if not low <= value <= high:
-        raise ApiError(400, "INVALID_PARAMETER", f"{name} must be between {low} and {high}", field=name)
-    return value
 
 
 def resolve_policy(request: JobRequest) -> RetryPolicy:
@@ -162,43 +100,11 @@ def _default_model(settings: Any) -> str:
     return "offline"
 
 
-def request_caller(req: func.HttpRequest) -> Caller:
-    """The caller, from the Easy Auth headers when App Service Authentication is on (401 without a principal)."""
-    from shared.runtime.settings import get_settings
-
-    settings = get_settings()
-    return caller_of(req.headers, easy_auth=settings.website_auth_enabled, admin_role=settings.jobs_admin_role)
-
-
-def _route_auth_level() -> func.AuthLevel | None:
-    """ANONYMOUS when Easy Auth is on (the platform signs the caller in), else the app's function-key level."""
-    from shared.runtime.settings import get_settings
-
-    try:
-        easy_auth = get_settings().website_auth_enabled
-    except ValueError:  # shared.runtime.settings.ConfigError
-        # Bad settings are reported on every request; until then keep the stricter level (key required).
-        return None
-    return func.AuthLevel.ANONYMOUS if easy_auth else None
-
-
-async def _status(
-    client: df.DurableOrchestrationClient, job_id: str, caller: Caller, *, history: bool = False
-) -> dict[str, Any]:
-    status = await client.get_status(job_id, show_history=history, show_history_output=history, show_input=True)
-    data = status.to_json() if status else {}
-    # Another user's job answers exactly like a missing one, so job ids do not leak.
-    if not status or status.name != ORCHESTRATOR_NAME or not caller.sees(decode(data.get("input"))):
-        raise ApiError(404, "JOB_NOT_FOUND", f"no job with id {job_id!r}")
-    data["historyEvents"] = getattr(status, "historyEvents", None) or data.get("history") or []
-    return data
-
-
 async def submit(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
     """Accept a job and start its orchestration."""
     caller = request_caller(req)
-    request = _parse_body(req, JobRequest, "a 'question'")
-    _check_tools(request)
+    request = parse_body(req, JobRequest, "a 'question'")
+    check_tools(request)
     who = caller.principal
     owner = JobOwner(id=who.id, name=who.name, idp=who.idp) if who else None
     from shared.runtime import telemetry
@@ -222,26 +128,12 @@ async def submit(req: func.HttpRequest, client: df.DurableOrchestrationClient) -
     )
 
 
-def _check_tools(request: JobRequest) -> None:
-    """A job may allow only tools this app configures: an unknown one is refused now, not at every turn."""
-    if not request.tools:
-        return
-    from shared.runtime.settings import get_settings
-    from shared.tools import undeclared
-
-    settings = get_settings()
-    for index, name in enumerate(request.tools):
-        problem = undeclared(settings, name)
-        if problem is not None:
-            raise ApiError(400, "INVALID_REQUEST", problem, field=f"tools.{index}")
-
-
 async def view(req: func.HttpRequest, client: df.DurableOrchestrationClient, job_id: str) -> func.HttpResponse:
     """The job view."""
     caller = request_caller(req)
-    cursor = _int_param(req, "log_cursor", 0, 0, 10_000_000)
-    limit = _int_param(req, "log_limit", 100, 1, 1000)
-    status = await _status(client, job_id, caller, history=True)
+    cursor = int_param(req, "log_cursor", 0, 0, 10_000_000)
+    limit = int_param(req, "log_limit", 100, 1, 1000)
+    status = await owned_status(client, job_id, caller, history=True)
     from shared.runtime.settings import get_settings
 
     await repair_delivery(client, job_id, status)
@@ -250,8 +142,6 @@ async def view(req: func.HttpRequest, client: df.DurableOrchestrationClient, job
     view_body = build_view(
         status, job_links(req, job_id), log_cursor=cursor, log_limit=limit, retention_days=retention, parts=parts
     )
-    from api.fork import forks_of  # the forks of this job (api/fork.py imports this module)
-
     view_body["forks"] = forks_of(job_id)
     return json_response(view_body)
 
@@ -263,8 +153,8 @@ async def feedback(req: func.HttpRequest, client: df.DurableOrchestrationClient,
     question still waits, delivered again: that repairs a claim whose delivery an app crash cut short.
     """
     caller = request_caller(req)
-    answer = _parse_body(req, UserAnswer, "an 'answer'")
-    status = await _status(client, job_id, caller)
+    answer = parse_body(req, UserAnswer, "an 'answer'")
+    status = await owned_status(client, job_id, caller)
     custom = status.get("customStatus")
     state = JobState.model_validate(custom) if isinstance(custom, dict) else None
     waiting = state.waiting if state else None
@@ -461,7 +351,7 @@ def _check_sql_edit(sql: Any, field: str) -> None:
 
 async def cancel(req: func.HttpRequest, client: df.DurableOrchestrationClient, job_id: str) -> func.HttpResponse:
     """Cancel a job that has not finished; its completed steps stay in the view."""
-    status = await _status(client, job_id, request_caller(req))
+    status = await owned_status(client, job_id, request_caller(req))
     if status.get("runtimeStatus") not in RUNNING_RUNTIME:
         raise ApiError(409, "JOB_FINISHED", f"job {job_id} has already finished")
     await client.terminate(job_id, "cancelled by the user")
@@ -520,11 +410,13 @@ class ListCursor(BaseModel):
     w: int = Field(ge=1, le=MAX_WINDOW_S)  # window width (s) to start with
 
 
-def _encode_cursor(cursor: ListCursor) -> str:
+def encode_cursor(cursor: ListCursor) -> str:
+    """A page cursor as URL-safe text."""
     return base64.urlsafe_b64encode(cursor.model_dump_json().encode()).decode()
 
 
-def _decode_cursor(text: str) -> ListCursor:
+def decode_cursor(text: str) -> ListCursor:
+    """A page cursor from its text; 400 INVALID_PARAMETER when it is not one."""
     try:
         return ListCursor.model_validate_json(base64.urlsafe_b64decode(text.encode()))
     except (ValueError, UnicodeError) as exc:  # binascii.Error and ValidationError are ValueErrors
@@ -771,8 +663,8 @@ async def list_jobs(
     wanted = req.params.get("status")
     if wanted is not None and wanted not in STATUS_FILTERS:
         raise ApiError(400, "INVALID_PARAMETER", f"status must be one of {sorted(STATUS_FILTERS)}", field="status")
-    limit = _int_param(req, "limit", 20, 1, 100)
-    after = _decode_cursor(req.params["cursor"]) if req.params.get("cursor") else None
+    limit = int_param(req, "limit", 20, 1, 100)
+    after = decode_cursor(req.params["cursor"]) if req.params.get("cursor") else None
     runtime = [s.value for s in RUNTIME_FOR[wanted]] if wanted else None
     page, cursor = await newest_first(
         binding_json,
@@ -783,12 +675,12 @@ async def list_jobs(
         now=time.time(),
         windows=windows,
     )
-    return json_response({"jobs": page, "next_cursor": _encode_cursor(cursor) if cursor else None})
+    return json_response({"jobs": page, "next_cursor": encode_cursor(cursor) if cursor else None})
 
 
 def register(bp: df.Blueprint) -> None:
     """Register the job routes on the blueprint."""
-    level = _route_auth_level()
+    level = route_auth_level()
 
     @bp.route(route="jobs", methods=["POST"], auth_level=level)
     @bp.durable_client_input(client_name="client")

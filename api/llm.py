@@ -16,8 +16,8 @@ import azure.durable_functions as df
 import azure.functions as func
 from pydantic import BaseModel, ConfigDict, Field
 
+from api.common import parse_body, request_caller
 from api.errors import ApiError, guarded, json_response
-from api.jobs import _parse_body, request_caller
 
 if TYPE_CHECKING:
     from shared.runtime.settings import Settings
@@ -139,7 +139,7 @@ async def llm_test_handler(req: func.HttpRequest) -> func.HttpResponse:
     from shared.runtime.settings import get_settings
 
     request_caller(req)
-    body = _parse_body(req, LlmTest, "optional 'provider' and 'model'") if req.get_body() else LlmTest()
+    body = parse_body(req, LlmTest, "optional 'provider' and 'model'") if req.get_body() else LlmTest()
     return json_response(await asyncio.to_thread(connection_test, get_settings(), body))
 
 

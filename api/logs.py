@@ -20,16 +20,9 @@ import azure.functions as func
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from api.auth import Caller
+from api.common import int_param, request_caller, route_auth_level
 from api.errors import from_validation_error, guarded, json_response
-from api.jobs import (
-    _decode_cursor,
-    _encode_cursor,
-    _int_param,
-    _route_auth_level,
-    durable_instances,
-    newest_first,
-    request_caller,
-)
+from api.jobs import decode_cursor, durable_instances, encode_cursor, newest_first
 from api.view import decode
 from shared.jobs.models import ORCHESTRATOR_NAME, RUNNING_RUNTIME, StepState
 
@@ -171,8 +164,8 @@ async def logs(req: func.HttpRequest, binding_json: str) -> func.HttpResponse:
         wanted = LogFilter.model_validate(dict(req.params))
     except ValidationError as exc:
         raise from_validation_error(exc) from exc
-    limit = _int_param(req, "limit", 20, 1, 100)
-    after = _decode_cursor(req.params["cursor"]) if req.params.get("cursor") else None
+    limit = int_param(req, "limit", 20, 1, 100)
+    after = decode_cursor(req.params["cursor"]) if req.params.get("cursor") else None
     page, cursor = await newest_first(
         binding_json, None, lambda data: _accept(data, caller, wanted), limit=limit, after=after, now=time.time()
     )
@@ -185,7 +178,7 @@ async def logs(req: func.HttpRequest, binding_json: str) -> func.HttpResponse:
     return json_response(
         {
             "entries": [entry for item in page for entry in item["entries"]],
-            "next_cursor": _encode_cursor(cursor) if cursor else None,
+            "next_cursor": encode_cursor(cursor) if cursor else None,
             "active": active,
         }
     )
@@ -193,7 +186,7 @@ async def logs(req: func.HttpRequest, binding_json: str) -> func.HttpResponse:
 
 def register(bp: df.Blueprint) -> None:
     """Register ``GET /api/logs``."""
-    level = _route_auth_level()
+    level = route_auth_level()
 
     @bp.function_name(name="list_logs")
     @bp.route(route="logs", methods=["GET"], auth_level=level)

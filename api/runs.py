@@ -18,17 +18,9 @@ import azure.durable_functions as df
 import azure.functions as func
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from api.definitions import _in_store, _store, _Visible, _visible
+from api.common import Visible, definition_store, in_store, parse_body, request_caller, route_auth_level, visible_head
 from api.errors import ApiError, guarded, json_response
-from api.jobs import (
-    _parse_body,
-    _route_auth_level,
-    durable_instances,
-    job_links,
-    new_job_id,
-    request_caller,
-    resolve_policy,
-)
+from api.jobs import durable_instances, job_links, new_job_id, resolve_policy
 from api.view import decode
 from shared.definitions.models import Agent, AgentNode, InputSpec, Team, ToolNode, Workflow, WorkflowNode
 from shared.definitions.usage import set_in_flight_check
@@ -137,7 +129,7 @@ class Pinned:
     agents: list[Agent] = field(default_factory=list)
 
 
-def _find(store: _Visible, kind: str, def_id: str, version: int | None, where: str) -> Any:
+def _find(store: Visible, kind: str, def_id: str, version: int | None, where: str) -> Any:
     found = store.find(kind, def_id, version)
     if found is None:
         which = f"version {version} of {kind}" if version else kind
@@ -145,7 +137,7 @@ def _find(store: _Visible, kind: str, def_id: str, version: int | None, where: s
     return found
 
 
-def pin(store: _Visible, definition: Workflow | Team) -> Pinned:
+def pin(store: Visible, definition: Workflow | Team) -> Pinned:
     """Walk a workflow (its sub-workflows too) or a team and pin every definition it names (blocking)."""
     pinned = Pinned(uses=[f"{definition.kind}/{definition.id}"])
     if isinstance(definition, Team):
@@ -158,7 +150,7 @@ def pin(store: _Visible, definition: Workflow | Team) -> Pinned:
     return pinned
 
 
-def _note(pinned: Pinned, kind: str, def_id: str, version: int | None, store: _Visible, where: str) -> Any:
+def _note(pinned: Pinned, kind: str, def_id: str, version: int | None, store: Visible, where: str) -> Any:
     found = _find(store, kind, def_id, version, where)
     key = f"{kind}/{def_id}"
     if version is None:
@@ -172,14 +164,14 @@ def _note(pinned: Pinned, kind: str, def_id: str, version: int | None, store: _V
     return found
 
 
-def _agent(store: _Visible, pinned: Pinned, agent_id: str, version: int | None, where: str) -> None:
+def _agent(store: Visible, pinned: Pinned, agent_id: str, version: int | None, where: str) -> None:
     agent = _note(pinned, "agent", agent_id, version, store, where)
     if isinstance(agent, Agent):
         pinned.agents.append(agent)
         pinned.tools.update(t for t in agent.tools if "." in t)
 
 
-def _workflow(store: _Visible, pinned: Pinned, workflow: Workflow, depth: int) -> None:
+def _workflow(store: Visible, pinned: Pinned, workflow: Workflow, depth: int) -> None:
     if depth > MAX_DEPTH:
         raise ApiError(409, "DEFINITION_TOO_DEEP", f"sub-workflows nest deeper than {MAX_DEPTH} levels")
     for i, node in enumerate(workflow.nodes):
@@ -238,19 +230,19 @@ async def start_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
     """Pin the definition, check the inputs and start the run as a job; 202 with its id."""
     kind = KINDS[plural]
     caller = request_caller(req)
-    body = _parse_body(req, RunRequest, "'inputs'")
+    body = parse_body(req, RunRequest, "'inputs'")
     if kind == "workflow" and def_id == BUILT_IN:
         return await _start_ask(req, client, caller, body)
-    store = _store()
-    head = _visible(await _in_store(store.head, kind, def_id), caller, kind, def_id)
+    store = definition_store()
+    head = visible_head(await in_store(store.head, kind, def_id), caller, kind, def_id)
     version = body.version or head.latest
-    definition = await _in_store(store.find, kind, def_id, version)
+    definition = await in_store(store.find, kind, def_id, version)
     if not isinstance(definition, Workflow | Team):
         raise ApiError(404, "VERSION_NOT_FOUND", f"{kind} {def_id!r} has no version {version}", field="version")
     specs = definition.inputs if isinstance(definition, Workflow) else _team_inputs()
     inputs = check_inputs(specs, body.inputs)
     # Only what the caller may see is pinned: another owner's agent or workflow is missing to this run.
-    pinned = await _in_store(pin, _Visible(store, caller), definition)
+    pinned = await in_store(pin, Visible(store, caller), definition)
     request = JobRequest(
         question=f"{kind} {def_id} v{version}",
         constraints=body.constraints,
@@ -358,7 +350,7 @@ async def in_flight(kind: str, def_id: str, binding_json: Any) -> list[str]:
 
 def register(bp: df.Blueprint) -> None:
     """Register the run routes, and the in-flight check that delete asks."""
-    level = _route_auth_level()
+    level = route_auth_level()
     set_in_flight_check(in_flight)
 
     @bp.function_name(name="start_workflow_run")

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 import azure.durable_functions as df
 import azure.functions as func
 
+from api.common import request_caller
 from api.errors import ApiError, guarded, json_response
-from api.jobs import request_caller
 
 if TYPE_CHECKING:
     from shared.runtime.settings import Settings

@@ -64,7 +64,8 @@ def job_status(runtime: str | None, state: JobState | None, output: Any) -> str:
     return state.status if state is not None else "running"
 
 
-def _task_ref(event: dict[str, Any]) -> tuple[str | None, int | None, dict[str, Any]]:
+def task_ref(event: dict[str, Any]) -> tuple[str | None, int | None, dict[str, Any]]:
+    """The step id, attempt and input of an activity event (from its task id ``job:step:attempt``)."""
     inp = decode(event.get("Input"))
     if not isinstance(inp, dict):
         return None, None, {}
@@ -77,7 +78,8 @@ def _task_ref(event: dict[str, Any]) -> tuple[str | None, int | None, dict[str, 
         return parts[1], None, inp
 
 
-def _line(event: dict[str, Any]) -> str | None:
+def event_line(event: dict[str, Any]) -> str | None:
+    """The log line of one history event, or None for an event the log does not show."""
     kind = event.get("EventType")
     if not isinstance(kind, str):
         return None
@@ -89,7 +91,7 @@ def _line(event: dict[str, Any]) -> str | None:
 
 def _task_line(event: dict[str, Any]) -> str:
     """The line of a finished activity: which step and attempt, and how it went."""
-    step_id, attempt, inp = _task_ref(event)
+    step_id, attempt, inp = task_ref(event)
     name = event.get("FunctionName", "activity")
     tool = inp.get("task", {}).get("tool") if isinstance(inp.get("task"), dict) else None
     if name == CALL_TOOL and tool:
@@ -218,7 +220,8 @@ _LINE_OF: dict[str, Callable[[dict[str, Any]], str]] = {
 }
 
 
-def _ms_between(start: str | None, end: str | None) -> int | None:
+def ms_between(start: str | None, end: str | None) -> int | None:
+    """Milliseconds between two history timestamps (None when either is missing or unreadable)."""
     from datetime import datetime
 
     if not start or not end:
@@ -286,7 +289,7 @@ def build_log(history: list[dict[str, Any]], cursor: int, limit: int) -> dict[st
         if len(entries) >= limit:
             break
         event = history[position]
-        line = _line(event)
+        line = event_line(event)
         if line is not None:
             entries.append({"seq": position, "time": event.get("Timestamp"), "message": line})
     else:
@@ -304,7 +307,7 @@ def step_outputs(history: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any
             continue
         if event.get("EventType") != "TaskCompleted":
             continue
-        step_id, _, inp = _task_ref(event)
+        step_id, _, inp = task_ref(event)
         result = decode(event.get("Result"))
         if step_id in (None, PLAN, AGENT_TURN) or not isinstance(result, dict) or result.get("status") == "failed":
             continue
@@ -343,7 +346,7 @@ def agent_step_calls(history: list[dict[str, Any]], step_ids: set[str]) -> dict[
     for event in history:
         if event.get("EventType") not in ("TaskCompleted", "TaskFailed"):
             continue
-        call_id, attempt, inp = _task_ref(event)
+        call_id, attempt, inp = task_ref(event)
         parent, sep, number = str(call_id).rpartition("-t")
         if not sep or parent not in step_ids or not number.isdigit():
             continue
@@ -360,7 +363,7 @@ def agent_step_calls(history: list[dict[str, Any]], step_ids: set[str]) -> dict[
             "attempts": attempt,
             "output": body.get("result"),
             "error": body.get("error") if failed else None,
-            "duration_ms": _ms_between(event.get("ScheduledTime"), event.get("Timestamp")),
+            "duration_ms": ms_between(event.get("ScheduledTime"), event.get("Timestamp")),
             "usage": body.get("usage"),
         }
     return {parent: list(by_id.values()) for parent, by_id in calls.items()}
@@ -372,7 +375,7 @@ def brief_step_facts(history: list[dict[str, Any]], step_ids: set[str]) -> dict[
     for event in history:
         if event.get("EventType") not in ("TaskCompleted", "TaskFailed"):
             continue
-        step_id, attempt, inp = _task_ref(event)
+        step_id, attempt, inp = task_ref(event)
         if step_id not in step_ids:
             continue
         fact = facts.setdefault(str(step_id), {"attempts": 0, "usage": Usage()})
@@ -643,7 +646,7 @@ def _step_entry(
         entry["carried_over"] = True
         entry["message"] = f"carried over from job {step.carried_from}"
     # A human wait is shown as waited_ms and is not part of the step's duration.
-    run_ms = _ms_between(step.started_at, step.ended_at)
+    run_ms = ms_between(step.started_at, step.ended_at)
     if run_ms is not None:
         entry["duration_ms"] = max(0, run_ms - step.waited_ms)
     # The orchestrator's state decides: a result already in the history shows once the step has taken it

@@ -8,7 +8,7 @@ import azure.durable_functions as df
 from orchestrators.job import job_orchestrator_body, set_run_walker
 from orchestrators.workflow import WorkflowWalk, workflow_part_body
 
-set_run_walker(lambda run: WorkflowWalk(run).work())
+set_run_walker(WorkflowWalk)
 blueprint = df.Blueprint()
 
 

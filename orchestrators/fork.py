@@ -25,13 +25,16 @@ from shared.jobs.plan import Plan
 from shared.tools.python import PYTHON_TOOL, RUN_PYTHON
 
 if TYPE_CHECKING:
-    from collections.abc import Generator
+    from collections.abc import Callable, Generator
 
     from orchestrators.job import JobRun
 
 
-def run_fork(run: JobRun) -> Generator[Any, Any, Any]:
-    """Load the base, show the carried steps as done, and run the plan from the fork point; returns the answer."""
+def run_fork(run: JobRun, walker: Callable[[JobRun], Any] | None) -> Generator[Any, Any, Any]:
+    """Load the base, show the carried steps as done, and run the plan from the fork point; returns the answer.
+
+    ``walker`` makes the walk of a workflow run (the one JobRun runs runs with), for a fork of one.
+    """
     fork = run.job.fork
     assert fork is not None
     raw = yield run.ctx.call_activity(LOAD_FORK_BASE, {"origin": fork.origin, "from_step": fork.from_step})
@@ -46,7 +49,9 @@ def run_fork(run: JobRun) -> Generator[Any, Any, Any]:
     if base.agent is not None:
         return (yield from _run_agent_fork(run, base))
     if base.workflow is not None:
-        return (yield from _run_workflow_fork(run, base))
+        if walker is None:
+            raise JobStop("CONFIG_ERROR", "workflow runs are not installed in this app")
+        return (yield from _run_workflow_fork(run, base, walker))
     if base.plan is None:
         raise JobStop(ErrorCode.BAD_REQUEST, "the fork's base has no plan")
     try:
@@ -107,19 +112,17 @@ def _run_agent_fork(run: JobRun, base: ForkBase) -> Generator[Any, Any, Any]:
     return (yield from loop.work())
 
 
-def _run_workflow_fork(run: JobRun, base: ForkBase) -> Generator[Any, Any, Any]:
+def _run_workflow_fork(run: JobRun, base: ForkBase, walker: Callable[[JobRun], Any]) -> Generator[Any, Any, Any]:
     """A workflow run from a node, pinned to the origin's definition: the nodes that ended before it are carried.
 
     Their results are the origin's (a step or tool node's activity result, a branch's part result, a person's
     answer); conditions and joins are evaluated again on them (pure, so they decide as they did); the walk then
     goes on from the fork point.
     """
-    from orchestrators.workflow import WorkflowWalk  # workflow.py imports job.py, which imports this module
-
     assert base.workflow is not None
     if run.job.run is None:
         raise JobStop(ErrorCode.BAD_REQUEST, "the fork of a workflow run names no run")
-    walk = WorkflowWalk(run)
+    walk = walker(run)
     workflow = yield from walk.root()
     if workflow is None:
         raise JobStop("FORK_NOT_SUPPORTED", "a supervisor team cannot be forked")
@@ -149,7 +152,7 @@ def _run_workflow_fork(run: JobRun, base: ForkBase) -> Generator[Any, Any, Any]:
 
 def _carried_output(walk: Any, node: Any, output: dict[str, Any] | None, base: WorkflowBase) -> Any:
     """A carried node's output as the walk holds it (see WorkflowWalk.dispatch), from what the origin recorded."""
-    from orchestrators.job import event_data
+    from orchestrators.outcomes import event_data
     from shared.definitions.models import (
         ConditionNode,
         HumanNode,

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrators.agent import AgentLoop, ToolStepFailed
 from orchestrators.fork import run_fork
-from orchestrators.outcomes import EditedTask, ExpiredAnswer, JobStop
+from orchestrators.outcomes import EditedTask, ExpiredAnswer, JobStop, event_data
 from orchestrators.policy import Caller, Failure, Standing, decide, error_options
 from orchestrators.python_step import PythonStep, result_note, runs_code, sandbox_ms
 from shared.executors import (
@@ -113,11 +113,12 @@ class SqlDraftResult(BaseModel):
     database: DatabaseChoice | None = None
 
 
-# How a workflow or team run walks its graph (orchestrators/workflow.py installs it; no import ring).
-_run_walker: Callable[[JobRun], Gen] | None = None
+# How a workflow or team run walks its graph: a factory of walks, each with ``work()``
+# (orchestrators/__init__.py installs WorkflowWalk; no import ring). A fork of a run uses the same walk.
+_run_walker: Callable[[JobRun], Any] | None = None
 
 
-def set_run_walker(walker: Callable[[JobRun], Gen]) -> None:
+def set_run_walker(walker: Callable[[JobRun], Any]) -> None:
     """Install the walker of workflow and team runs (orchestrators/__init__.py does, once)."""
     global _run_walker
     _run_walker = walker
@@ -213,12 +214,12 @@ class JobRun:
         try:
             if self.job.fork is not None:
                 # A fork: the steps before the fork point are carried over, the rest run (orchestrators/fork.py).
-                answer = yield from run_fork(self)
+                answer = yield from run_fork(self, _run_walker)
             elif self.job.run is not None:
                 # A workflow or team run: the graph replaces the plan (orchestrators/workflow.py).
                 if _run_walker is None:
                     raise JobStop("CONFIG_ERROR", "workflow runs are not installed in this app")
-                answer = yield from _run_walker(self)
+                answer = yield from _run_walker(self).work()
             elif self.job.request.mode == "agent":
                 self.agent_mode = True
                 answer = yield from AgentLoop(self).work()
@@ -1176,17 +1177,6 @@ def _as_dict(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError("expected a JSON object")
     return value
-
-
-def event_data(raw: Any) -> Any:
-    """An external event's data: raised through the SDK client it arrives as JSON text (once or twice encoded)."""
-    for _ in range(2):
-        if isinstance(raw, str):
-            try:
-                raw = json.loads(raw)
-            except ValueError:
-                break
-    return raw
 
 
 def _parse_answer(raw: Any) -> UserAnswer | None:

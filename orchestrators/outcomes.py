@@ -6,6 +6,7 @@ imports another for these.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from shared.jobs.models import ErrorInfo, UserAnswer
@@ -28,3 +29,14 @@ class JobStop(Exception):
     def __init__(self, code: str, message: str, step_id: str | None = None, *, limit: str | None = None) -> None:
         super().__init__(message)
         self.info = ErrorInfo(code=code, message=message[:600], step_id=step_id, limit=limit)
+
+
+def event_data(raw: Any) -> Any:
+    """An external event's data: raised through the SDK client it arrives as JSON text (once or twice encoded)."""
+    for _ in range(2):
+        if isinstance(raw, str):
+            try:
+                raw = json.loads(raw)
+            except ValueError:
+                break
+    return raw

@@ -15,7 +15,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from orchestrators.job import Gen, JobRun, event_data
+from orchestrators.job import Gen, JobRun
+from orchestrators.outcomes import event_data
 from shared.jobs.models import PartNews, StepState, StepStateName, Waiting
 from shared.jobs.runs import PART_NEWS_EVENT, RunReport
 

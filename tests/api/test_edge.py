@@ -15,6 +15,7 @@ import azure.functions as func
 import pytest
 from pydantic import ValidationError
 
+import api.common
 import api.jobs
 import api.ui
 from api.errors import ApiError, from_validation_error, guarded, json_response
@@ -22,7 +23,7 @@ from shared.jobs.models import JobRequest, UserAnswer
 from shared.runtime.settings import reset_settings
 from tests.devhost.hostproc import REPO_ROOT, DevHostProcess
 
-CAP = api.jobs.MAX_BODY_BYTES
+CAP = api.common.MAX_BODY_BYTES
 
 
 def request(body: bytes | str, url: str = "http://localhost/api/jobs") -> func.HttpRequest:
@@ -32,7 +33,7 @@ def request(body: bytes | str, url: str = "http://localhost/api/jobs") -> func.H
 
 def parse_error(body: bytes | str, model: type[Any] = JobRequest) -> ApiError:
     with pytest.raises(ApiError) as caught:
-        api.jobs._parse_body(request(body), model, "a 'question'")
+        api.common.parse_body(request(body), model, "a 'question'")
     return caught.value
 
 
@@ -71,14 +72,14 @@ def test_json_nested_deeper_than_the_parser_can_go_is_invalid_json(monkeypatch: 
 
 
 def test_json_nested_within_the_parser_but_beyond_the_limit_is_invalid_json() -> None:
-    depth = api.jobs.MAX_JSON_DEPTH + 1
+    depth = api.common.MAX_JSON_DEPTH + 1
     body = '{"question": "q", "constraints": ' + '{"a": ' * depth + "1" + "}" * depth + "}"
     err = parse_error(body)
     assert (err.status, err.code) == (400, "INVALID_JSON")
 
 
 def test_json_at_the_depth_limit_reaches_validation() -> None:
-    depth = api.jobs.MAX_JSON_DEPTH - 2
+    depth = api.common.MAX_JSON_DEPTH - 2
     answer = "[" * depth + "1" + "]" * depth
     err = parse_error('{"answer": {"input": ' + answer + "}, " + '"zz": 1}', UserAnswer)
     assert err.code == "INVALID_REQUEST" and err.field == "zz"
@@ -306,7 +307,7 @@ def test_a_job_that_allows_an_unconfigured_tool_is_400_naming_it(
 ) -> None:
     body = JobRequest.model_validate({"question": "q", "mode": "agent", "tools": tools})
     with pytest.raises(ApiError) as caught:
-        api.jobs._check_tools(body)
+        api.common.check_tools(body)
     err = caught.value
     assert (err.status, err.code, err.field) == (400, "INVALID_REQUEST", field) and says in err.message
 
@@ -326,8 +327,8 @@ def test_configured_tools_of_every_family_are_accepted_without_listing_a_server(
     body = JobRequest.model_validate(
         {"question": "q", "mode": "agent", "tools": ["function.growth_rate", "http.fx", "mcp.crm.lookup"]}
     )
-    api.jobs._check_tools(body)
+    api.common.check_tools(body)
     refused = JobRequest.model_validate({"question": "q", "mode": "agent", "tools": ["mcp.crm.delete_all"]})
     with pytest.raises(ApiError) as caught:
-        api.jobs._check_tools(refused)
+        api.common.check_tools(refused)
     assert caught.value.field == "tools.0"

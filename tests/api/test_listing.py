@@ -28,10 +28,10 @@ from api.errors import ApiError
 from api.jobs import (
     ListCursor,
     ListWindows,
-    _decode_cursor,
-    _encode_cursor,
     _list_item,
+    decode_cursor,
     durable_instances,
+    encode_cursor,
     new_job_id,
     newest_first,
 )
@@ -146,7 +146,7 @@ def walk(
                 pages.append([str(i["id"]) for i in items])
                 if cursor is None or len(pages) == max_pages:
                     return pages
-                cursor = _decode_cursor(_encode_cursor(cursor))
+                cursor = decode_cursor(encode_cursor(cursor))
         raise AssertionError("unreachable")
 
     return asyncio.run(run())
@@ -242,7 +242,7 @@ def test_owner_and_status_filters_hold_across_windows() -> None:
 )
 def test_a_bad_cursor_is_a_400_naming_the_cursor(cursor: str) -> None:
     with pytest.raises(ApiError) as caught:
-        _decode_cursor(cursor)
+        decode_cursor(cursor)
     assert (caught.value.status, caught.value.code, caught.value.field) == (400, "INVALID_PARAMETER", "cursor")
 
 

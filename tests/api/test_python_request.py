@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import azure.functions as func
 import pytest
 
+import api.common
 import api.jobs
 from api.errors import ApiError
 from shared.jobs.models import JobRequest
@@ -28,15 +29,15 @@ def parse(body: dict[str, object]) -> JobRequest:
     req = func.HttpRequest(
         method="POST", url="http://localhost/api/jobs", headers={}, params={}, route_params={}, body=raw
     )
-    return api.jobs._parse_body(req, JobRequest, "a 'question'")
+    return api.common.parse_body(req, JobRequest, "a 'question'")
 
 
 def test_python_run_is_accepted_while_a_sandbox_is_configured_and_refused_when_off(env: pytest.MonkeyPatch) -> None:
-    api.jobs._check_tools(parse({"question": "q", "tools": ["python.run"]}))
+    api.common.check_tools(parse({"question": "q", "tools": ["python.run"]}))
     env.setenv("SANDBOX_PROVIDER", "off")
     reset_settings()
     with pytest.raises(ApiError) as caught:
-        api.jobs._check_tools(parse({"question": "q", "tools": ["function.growth_rate", "python.run"]}))
+        api.common.check_tools(parse({"question": "q", "tools": ["function.growth_rate", "python.run"]}))
     assert (caught.value.status, caught.value.field) == (400, "tools.1")
     assert "not configured" in caught.value.message
 

@@ -262,6 +262,7 @@ def test_mixed_job_over_the_fakes_with_backoff_and_a_streamed_answer(
         "code": "RATE_LIMITED",
         "message": failure["Result"]["error"]["message"],
         "retry_after_ms": RETRY_AFTER_MS,
+        "final": False,  # a rate limit is worth a retry (a tool declared non-retryable fails for good)
     }
     [timer] = [e for e in events if e["EventType"] == "TimerCreated"]
     # The timer was armed after the failure was recorded and fires at least retry-after later.
