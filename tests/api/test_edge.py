@@ -65,7 +65,7 @@ def test_a_body_at_the_cap_is_parsed() -> None:
 
 
 def test_json_nested_deeper_than_the_parser_can_go_is_invalid_json(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(api.jobs, "MAX_BODY_BYTES", 10**6)  # this barrier on its own, without the size cap
+    monkeypatch.setattr(api.common, "MAX_BODY_BYTES", 10**6)  # this barrier on its own, without the size cap
     err = parse_error("[" * 100_000)
     assert (err.status, err.code) == (400, "INVALID_JSON")
     assert "nests deeper" in err.message
