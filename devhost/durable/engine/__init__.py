@@ -1,20 +1,26 @@
 """Durable Functions engine: replays orchestrators through the SDK, runs activities, persists state.
 
-The package is split along its seams; each module adds one responsibility to the class below it, so a
-method only ever calls what its own module or a lower one defines:
+The package is split along its seams. Composed parts, each with its own interface and unit tests
+(tests/devhost/test_engine_parts.py), that know nothing of the engine object:
 
 - ``state``: the in-memory instance, the messages and work items, one episode's decisions.
-- ``threads``: the daemon thread pool for sync activities.
+- ``workers``: the queues of remote work offered to gRPC sidecar workers.
+- ``timers``: ``DurableTimers``, durable timers on the event loop, delivered as messages.
+- ``retries``: calls with a retry policy (stateless: the bookkeeping lives on the instance).
+- ``rewind``: ``Rewinder``, re-running the failed tasks of a failed instance, over the engine primitives it
+  names in ``RewindSite``.
+
+The rest is still one class chain, each module adding one responsibility to the class below it (a method
+only calls what its own module or a lower one defines); these are the seams still to be composed:
+
 - ``core``: engine state and the shared primitives (ready queue, store transaction, history appends).
-- ``timers``: durable timers on the event loop.
 - ``endings``: completion, failure, continue-as-new, notifying the parent.
-- ``retries``: calls with a retry policy.
 - ``entities``: Durable Entities: operations queued per entity, batches, replies, the entity client API.
 - ``handlers``: replayed actions checked, new ones scheduled, one handler per action type.
 - ``episodes``: one replay of the orchestrator through the SDK and applying its decisions.
+- ``remote``: episodes, activities and entity batches of remote instances (gRPC sidecar workers).
 - ``dispatch``: the dispatcher loop, committed slices, store-fault healing, recovery at start.
 - ``activities``: activity workers.
-- ``rewind``: re-running the failed tasks of a failed instance.
 - ``management``: the client API (start, status, query, events, terminate, suspend, resume, purge).
 - ``lifecycle``: ``Engine`` itself: start and stop.
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from devhost.durable import history as h
 from devhost.durable.engine.state import EntityInstance, Instance, Message, ParentRef, Work
-from devhost.durable.engine.threads import DaemonThreadPool
+from devhost.durable.engine.timers import DurableTimers
 from devhost.durable.engine.workers import ExternalWorkers
 from devhost.durable.statuses import TERMINAL_STATES
 from devhost.durable.store import InstanceRow, Store, StoreFault
@@ -26,6 +26,7 @@ from devhost.functions.model import (
     EngineError,
     LoadedApp,
 )
+from devhost.functions.threads import DaemonThreadPool
 
 log = host_logger("devhost.durable")
 
@@ -117,6 +118,8 @@ class EngineCore:
         # next slice (group commit).
         self.workers = ExternalWorkers()
         self._remote_done: deque[Any] = deque()
+        # Durable timers, armed on the loop once their creation commits; a fired one is a message to deliver.
+        self.timers = DurableTimers(is_live=lambda inst: self._instances.get(inst.id) is inst, deliver=self._deliver)
         self._after: list[Callable[[], None]] = []
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
         self._tasks: list[asyncio.Task[None]] = []

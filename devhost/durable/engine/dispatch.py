@@ -39,7 +39,7 @@ class Dispatcher(RemoteEpisodes):
             if owner is None or owner.execution_id != execution_id or owner.open.get(seq) != "t":
                 stale_timers.append(timer_id)
                 continue
-            self._arm_timer(owner, execution_id, seq, timer_id, fire_at, fire_text)
+            self.timers.arm(owner, execution_id, seq, timer_id, fire_at, fire_text)
         if stale_work or stale_timers:
             store.begin()
             store.delete_activities(stale_work)

@@ -8,16 +8,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from devhost.durable import history as h
-from devhost.durable.engine.core import log
+from devhost.durable.engine.core import EngineCore, log
 from devhost.durable.engine.state import Decisions, Instance, Message
-from devhost.durable.engine.timers import Timers
 from devhost.durable.statuses import TERMINAL_STATES
 from devhost.durable.timeutil import (
     epoch_to_history,
 )
 
 
-class Endings(Timers):
+class Endings(EngineCore):
     """How an execution ends: completion, failure, continue-as-new, and telling the parent."""
 
     def _continue_as_new(

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from devhost.durable import history as h
 from devhost.durable.engine.core import flog, log
-from devhost.durable.engine.retries import Retries
+from devhost.durable.engine.endings import Endings
 from devhost.durable.engine.state import EntityInstance, EntityOp, Message, entity_id_of, split_entity_id
 from devhost.durable.timeutil import epoch_to_history, epoch_to_status
 from devhost.functions import ids
@@ -64,7 +64,7 @@ class BatchResult(BaseModel):
     signals: list[EntitySignal] = []
 
 
-class Entities(Retries):
+class Entities(Endings):
     """Durable Entities: operations queued per entity, run one batch at a time, state and replies in one commit."""
 
     # ----- sending -------------------------------------------------------------------------

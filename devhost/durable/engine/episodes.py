@@ -11,6 +11,7 @@ from devhost.durable import history as h
 from devhost.durable.actions import ActionType, flatten
 from devhost.durable.engine.core import CUSTOM_STATUS_LIMIT_KB, MAX_BATCH, OUT_OF_PROC_MARKER, flog, log
 from devhost.durable.engine.handlers import ActionHandlers
+from devhost.durable.engine.retries import retry_step
 from devhost.durable.engine.state import Decisions, Instance, Message
 from devhost.durable.statuses import TERMINAL_STATES
 from devhost.durable.timeutil import (
@@ -185,7 +186,7 @@ class Episodes(ActionHandlers):
         self._close_delivered(inst, batch)
         d = Decisions()
         if retry_msg is not None:
-            self._retry_step(inst, retry_msg.event, ts, ts_epoch, d)
+            retry_step(inst, retry_msg.event, ts, ts_epoch, d)
         flat: list[dict[str, Any]] = []
         failure = self._state_failure(inst, state, error, flat, d, ts)
         inst.updated = time.time()

@@ -11,6 +11,7 @@ from devhost.durable import history as h
 from devhost.durable.actions import ActionType, first_mismatch
 from devhost.durable.engine.core import log
 from devhost.durable.engine.entities import Entities, entity_request
+from devhost.durable.engine.retries import add_retry_root
 from devhost.durable.engine.state import (
     Decisions,
     Instance,
@@ -89,7 +90,7 @@ class ActionHandlers(Entities):
         d.work.append((seq, name, input_text))
         inst.open[seq] = "a"
         if t == ActionType.CALL_ACTIVITY_WITH_RETRY:
-            self._add_retry_root(inst, seq, "a", name, input_text, action, None, None)
+            add_retry_root(inst, seq, "a", name, input_text, action, None, None)
         inst.mapped.append([t, name, seq])
         return None
 
@@ -121,7 +122,7 @@ class ActionHandlers(Entities):
         d.children.append((seq, name, child_id, input_text, version))
         inst.open[seq] = "o"
         if t == ActionType.CALL_SUB_ORCHESTRATOR_WITH_RETRY:
-            self._add_retry_root(inst, seq, "o", name, input_text, action, explicit_id, version)
+            add_retry_root(inst, seq, "o", name, input_text, action, explicit_id, version)
         inst.mapped.append([t, name, seq])
         return None
 
@@ -224,7 +225,7 @@ class ActionHandlers(Entities):
         for seq, fire_at, fire_text in d.timers:
             timer_id = store.insert_timer(inst.id, execution_id, seq, fire_at, fire_text)
             self._after.append(
-                functools.partial(self._arm_timer, inst, execution_id, seq, timer_id, fire_at, fire_text)
+                functools.partial(self.timers.arm, inst, execution_id, seq, timer_id, fire_at, fire_text)
             )
         for seq, name, child_id, input_text, version in d.children:
             self._create_child(inst, seq, name, child_id, input_text, version)

@@ -8,9 +8,9 @@ from devhost.durable.accel import install_sdk_accelerations
 from devhost.durable.engine.core import log
 from devhost.durable.engine.management import Management
 from devhost.durable.engine.state import cancel_handles
-from devhost.durable.engine.threads import DaemonThreadPool
 from devhost.durable.statuses import TERMINAL_STATES
 from devhost.functions.logs import install_log_context
+from devhost.functions.threads import DaemonThreadPool
 
 
 class Engine(Management):
@@ -23,6 +23,7 @@ class Engine(Management):
         install_log_context()
         install_sdk_accelerations()
         self._loop = asyncio.get_running_loop()
+        self.timers.bind(self._loop)
         self._ready_event = asyncio.Event()
         self._work_queue = asyncio.Queue()
         workers = self.app.host.max_concurrent_activities

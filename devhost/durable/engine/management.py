@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import functools
 import json
 import time
 import uuid
@@ -12,9 +13,10 @@ from datetime import datetime
 from typing import Any
 
 from devhost.durable import history as h
+from devhost.durable.engine.activities import Activities
 from devhost.durable.engine.core import DEFAULT_PAGE_SIZE, PURGE_BATCH, RECLAIM_PAGES, STORE_ERRORS, log
 from devhost.durable.engine.entities import entity_status
-from devhost.durable.engine.rewind import Rewinding
+from devhost.durable.engine.rewind import Rewinder
 from devhost.durable.engine.state import Instance, Message, Work, parse_json_text, validate_instance_id
 from devhost.durable.statuses import ALL_STATUSES, TERMINAL_STATES
 from devhost.durable.store import InstanceRow
@@ -32,8 +34,16 @@ from devhost.functions.model import (
 )
 
 
-class Management(Rewinding):
-    """The client API: start, status, query, events, terminate, suspend, resume, restart, purge."""
+class Management(Activities):
+    """The client API: start, status, query, events, terminate, suspend, resume, rewind, restart, purge."""
+
+    @functools.cached_property
+    def _rewinder(self) -> Rewinder:
+        return Rewinder(self)
+
+    async def rewind(self, instance_id: str, reason: str | None) -> None:
+        """Rewind a Failed instance: drop its failures, re-run failed and unfinished work, replay."""
+        await self._rewinder.rewind(instance_id, reason)
 
     async def start_instance(
         self,

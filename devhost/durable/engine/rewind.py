@@ -5,21 +5,24 @@ from __future__ import annotations
 import functools
 import json
 import time
-from typing import Any
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 from devhost.durable import history as h
-from devhost.durable.engine.activities import Activities
-from devhost.durable.engine.core import log
 from devhost.durable.engine.state import Decisions, Instance, Message
-from devhost.durable.store import InstanceRow
+from devhost.durable.store import InstanceRow, Store
 from devhost.durable.timeutil import (
     epoch_to_history,
     parse_history_time,
 )
+from devhost.functions.logs import host_logger
 from devhost.functions.model import (
     InstanceNotFound,
     PreconditionFailed,
 )
+
+log = host_logger("devhost.durable")
 
 
 def _reopen_exhausted_retry(inst: Instance) -> tuple[set[int], int | None]:
@@ -69,25 +72,43 @@ def _rewound_history(
     return kept, reopened, scheduled
 
 
-class Rewinding(Activities):
+class RewindSite(Protocol):
+    """What a rewind needs of the engine: its store and live instances, and the primitives that change them."""
+
+    _store: Store
+    _instances: dict[str, Instance]
+    _after: list[Callable[[], None]]
+
+    def _require_started(self) -> None: ...
+    def _transaction(self) -> AbstractContextManager[None]: ...
+    def _instance_from_row(self, row: InstanceRow) -> Instance: ...
+    def _persist_decisions(self, inst: Instance, d: Decisions) -> None: ...
+    def _save(self, inst: Instance) -> None: ...
+    def _schedule(self, inst: Instance) -> None: ...
+
+
+class Rewinder:
     """Rewind: re-open the failed tasks of a failed instance (and of its failed children) and re-run them."""
+
+    def __init__(self, site: RewindSite) -> None:
+        self._site = site
 
     async def rewind(self, instance_id: str, reason: str | None) -> None:
         """Rewind a Failed instance: drop its failures, re-run failed and unfinished work, replay."""
-        self._require_started()
-        if instance_id in self._instances:
+        self._site._require_started()
+        if instance_id in self._site._instances:
             raise PreconditionFailed(f"Only failed instances can be rewound; '{instance_id}' is still running.")
-        row = self._store.get_instance(instance_id)
+        row = self._site._store.get_instance(instance_id)
         if row is None:
             raise InstanceNotFound(f"No instance with ID '{instance_id}' was found.")
         if row.status != "Failed":
             raise PreconditionFailed(f"Only failed instances can be rewound; '{instance_id}' is {row.status}.")
-        with self._transaction():
+        with self._site._transaction():
             self._rewind_locked(row, reason)
 
     def _rewind_locked(self, row: InstanceRow, reason: str | None) -> None:
-        store = self._store
-        inst = self._instance_from_row(row)
+        store = self._site._store
+        inst = self._site._instance_from_row(row)
         events = [json.loads(t) for t in store.history(row.instance_id)]
         retry_seqs, dropped_timer = _reopen_exhausted_retry(inst)
         kept, reopened, scheduled = _rewound_history(events, retry_seqs, dropped_timer)
@@ -100,14 +121,14 @@ class Rewinding(Activities):
         inst.status = "Running" if texts else "Pending"
         inst.output_text = None
         inst.updated = time.time()
-        self._instances[inst.id] = inst
-        self._persist_decisions(inst, self._rerun_open_tasks(inst, scheduled, reason))
+        self._site._instances[inst.id] = inst
+        self._site._persist_decisions(inst, self._rerun_open_tasks(inst, scheduled, reason))
         marker = h.event(h.GENERIC_EVENT, epoch_to_history(time.time()), Data=f"Rewound: {reason or ''}")
         inbox_id = store.insert_inbox(inst.id, None, h.render(marker))
         inst.inbox.append(Message(marker, None, inbox_id=inbox_id))
-        self._save(inst)
+        self._site._save(inst)
         log.info("%s: orchestration '%s' rewound.", inst.id, inst.name)
-        self._after.append(functools.partial(self._schedule, inst))
+        self._site._after.append(functools.partial(self._site._schedule, inst))
 
     def _rerun_open_tasks(self, inst: Instance, scheduled: dict[int, dict[str, Any]], reason: str | None) -> Decisions:
         """Re-run every open task: failed ones and those a failing episode recorded but never ran."""
@@ -128,10 +149,10 @@ class Rewinding(Activities):
     def _rerun_child(self, inst: Instance, seq: int, source: dict[str, Any], reason: str | None, d: Decisions) -> None:
         """A failed sub-orchestration is rewound too; one that never started is started."""
         child_id = source.get("InstanceId") or f"{inst.execution_id}:{seq}"
-        child_row = self._store.get_instance(child_id)
+        child_row = self._site._store.get_instance(child_id)
         if child_row is not None and child_row.status == "Failed":
             self._rewind_locked(child_row, reason)
-        elif child_id not in self._instances:
+        elif child_id not in self._site._instances:
             d.children.append(
                 (seq, source.get("Name") or "", child_id, source.get("Input"), source.get("Version") or None)
             )

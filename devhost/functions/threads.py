@@ -1,4 +1,4 @@
-"""Daemon threads for sync activities, so a hung activity never blocks process exit."""
+"""Daemon threads for sync functions (the engine runs sync activities on them): a hung one never blocks exit."""
 
 from __future__ import annotations
 

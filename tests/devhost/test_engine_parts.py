@@ -1,0 +1,166 @@
+"""The engine's composed parts, each tested on its own: durable timers and the retry policy."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from devhost.durable import history as h
+from devhost.durable.engine.retries import add_retry_root, retry_step
+from devhost.durable.engine.state import Decisions, Instance, Message
+from devhost.durable.engine.timers import DurableTimers
+
+TS = "2026-01-01T00:00:00.000000Z"
+
+
+def _instance() -> Instance:
+    return Instance("i1", "orch", None, None, 0.0)
+
+
+class _Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _timers(live: set[str], delivered: list[tuple[str, Message]], clock: _Clock) -> DurableTimers:
+    return DurableTimers(
+        is_live=lambda inst: inst.id in live,
+        deliver=lambda instance_id, message: delivered.append((instance_id, message)),
+        clock=clock,
+    )
+
+
+def test_timer_fires_as_a_timer_fired_message_for_its_execution() -> None:
+    async def run() -> list[tuple[str, Message]]:
+        delivered: list[tuple[str, Message]] = []
+        timers = _timers({"i1"}, delivered, _Clock(1000.0))
+        timers.bind(asyncio.get_running_loop())
+        inst = _instance()
+        inst.open[3] = "t"
+        timers.arm(inst, inst.execution_id, 3, 77, 1000.0, "fire-text")
+        assert 3 in inst.timer_handles
+        for _ in range(100):
+            if delivered:
+                break
+            await asyncio.sleep(0)
+        assert 3 not in inst.timer_handles
+        return delivered
+
+    delivered = asyncio.run(run())
+    assert len(delivered) == 1
+    instance_id, message = delivered[0]
+    assert instance_id == "i1"
+    assert message.event["EventType"] == h.TIMER_FIRED
+    assert message.event["TimerId"] == 3
+    assert message.event["FireAt"] == "fire-text"
+    assert (message.timer_id, message.fire_at) == (77, 1000.0)
+
+
+def test_timer_is_not_armed_for_a_gone_instance_an_old_execution_or_a_closed_task() -> None:
+    async def run() -> tuple[Instance, list[tuple[str, Message]]]:
+        delivered: list[tuple[str, Message]] = []
+        timers = _timers({"i1"}, delivered, _Clock(1000.0))
+        inst = _instance()
+        inst.open[1] = "t"
+        timers.arm(inst, inst.execution_id, 1, 1, 1000.0, "x")  # not bound to a loop yet
+        timers.bind(asyncio.get_running_loop())
+        timers.arm(inst, "another-execution", 1, 1, 1000.0, "x")
+        timers.arm(inst, inst.execution_id, 2, 2, 1000.0, "x")  # seq 2 is no open timer
+        gone = Instance("gone", "orch", None, None, 0.0)
+        gone.open[1] = "t"
+        timers.arm(gone, gone.execution_id, 1, 3, 1000.0, "x")
+        await asyncio.sleep(0)
+        return inst, delivered
+
+    inst, delivered = asyncio.run(run())
+    assert inst.timer_handles == {}
+    assert delivered == []
+
+
+def test_timer_whose_task_closed_before_it_fired_delivers_nothing() -> None:
+    async def run() -> list[tuple[str, Message]]:
+        delivered: list[tuple[str, Message]] = []
+        timers = _timers({"i1"}, delivered, _Clock(1000.0))
+        timers.bind(asyncio.get_running_loop())
+        inst = _instance()
+        inst.open[4] = "t"
+        timers.arm(inst, inst.execution_id, 4, 9, 1000.0, "x")
+        del inst.open[4]  # cancelled by the episode that ran in between
+        for _ in range(5):
+            await asyncio.sleep(0)
+        return delivered
+
+    assert asyncio.run(run()) == []
+
+
+def test_timer_early_by_the_wall_clock_is_armed_again_not_delivered() -> None:
+    async def run() -> tuple[Instance, list[tuple[str, Message]], _Clock]:
+        delivered: list[tuple[str, Message]] = []
+        clock = _Clock(1000.0)
+        timers = _timers({"i1"}, delivered, clock)
+        timers.bind(asyncio.get_running_loop())
+        inst = _instance()
+        inst.open[5] = "t"
+        timers.arm(inst, inst.execution_id, 5, 1, 1000.0, "x")
+        clock.now = 999.0  # the loop's clock fired it, the wall clock says it is not yet due
+        for _ in range(5):
+            await asyncio.sleep(0)
+        return inst, delivered, clock
+
+    inst, delivered, _clock = asyncio.run(run())
+    assert delivered == []
+    assert 5 in inst.timer_handles  # armed again for the remainder
+    inst.timer_handles[5].cancel()
+
+
+def _failed(seq: int) -> dict[str, Any]:
+    return h.event(h.TASK_FAILED, TS, TaskScheduledId=seq, Reason="boom")
+
+
+def _fired(seq: int) -> dict[str, Any]:
+    return h.event(h.TIMER_FIRED, TS, TimerId=seq)
+
+
+def test_retry_failed_attempt_arms_the_first_interval_then_schedules_the_next_attempt() -> None:
+    inst = _instance()
+    retry = {"retryOptions": {"firstRetryIntervalInMilliseconds": 2500, "maxNumberOfAttempts": 2}}
+    add_retry_root(inst, 0, "a", "work", '"in"', retry, None, None)
+    inst.open[0] = "a"
+    inst.next_seq = 1
+
+    d = Decisions()
+    retry_step(inst, _failed(0), TS, 100.0, d)
+    assert [(e["EventType"], e["EventId"]) for e in d.events] == [(h.TIMER_CREATED, 1)]
+    assert d.timers and d.timers[0][0] == 1 and d.timers[0][1] == 102.5
+    assert inst.open[1] == "t"
+
+    d = Decisions()
+    retry_step(inst, _fired(1), TS, 102.5, d)
+    assert [(e["EventType"], e["EventId"], e["Name"]) for e in d.events] == [(h.TASK_SCHEDULED, 2, "work")]
+    assert d.work == [(2, "work", '"in"')]
+    assert inst.roots[0]["att"] == 2 and inst.roots[0]["s"] == [0, 2]
+
+
+def test_retry_exhausted_schedules_nothing_more() -> None:
+    inst = _instance()
+    add_retry_root(inst, 0, "a", "work", None, {"retryOptions": {"maxNumberOfAttempts": 1}}, None, None)
+    inst.next_seq = 1
+    retry_step(inst, _failed(0), TS, 0.0, Decisions())
+    d = Decisions()
+    retry_step(inst, _fired(1), TS, 0.0, d)
+    assert d.events == [] and d.work == [] and d.children == []
+
+
+def test_retry_of_a_sub_orchestration_keeps_its_explicit_instance_id() -> None:
+    inst = _instance()
+    retry = {"retryOptions": {"maxNumberOfAttempts": 3}}
+    add_retry_root(inst, 0, "o", "child", None, retry, "child-id", "v2")
+    inst.next_seq = 1
+    retry_step(inst, h.event(h.SUB_ORCHESTRATION_FAILED, TS, TaskScheduledId=0), TS, 0.0, Decisions())
+    d = Decisions()
+    retry_step(inst, _fired(1), TS, 0.0, d)
+    assert d.children == [(2, "child", "child-id", None, "v2")]
+    assert inst.open[2] == "o"
