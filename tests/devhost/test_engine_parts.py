@@ -1,14 +1,17 @@
-"""The engine's composed parts, each tested on its own: durable timers and the retry policy."""
+"""The engine's composed parts, each tested on its own: durable timers, the retry policy, endings."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 from devhost.durable import history as h
+from devhost.durable.engine.endings import Endings
 from devhost.durable.engine.retries import add_retry_root, retry_step
-from devhost.durable.engine.state import Decisions, Instance, Message
+from devhost.durable.engine.state import Decisions, Instance, Message, ParentRef
 from devhost.durable.engine.timers import DurableTimers
+from devhost.durable.store import Store
 
 TS = "2026-01-01T00:00:00.000000Z"
 
@@ -164,3 +167,97 @@ def test_retry_of_a_sub_orchestration_keeps_its_explicit_instance_id() -> None:
     retry_step(inst, _fired(1), TS, 0.0, d)
     assert d.children == [(2, "child", "child-id", None, "v2")]
     assert inst.open[2] == "o"
+
+
+class _FakeStore:
+    """The store calls an ending makes, recorded."""
+
+    def __init__(self) -> None:
+        self.inbox: list[tuple[str, str | None, str]] = []
+        self.cleared: list[str] = []
+
+    def delete_instance_work(self, instance_id: str, *, inbox: bool = True) -> None:
+        self.cleared.append(instance_id)
+
+    def insert_inbox(self, instance_id: str, execution_id: str | None, body: str) -> int:
+        self.inbox.append((instance_id, execution_id, body))
+        return len(self.inbox)
+
+    def replace_history(self, instance_id: str, bodies: list[str]) -> None:
+        self.cleared.append(instance_id)
+
+
+class _FakeSite:
+    """The engine primitives ``Endings`` names in ``EndingsSite``, recorded instead of persisted."""
+
+    def __init__(self) -> None:
+        self._store = cast(Store, _FakeStore())
+        self._instances: dict[str, Instance] = {}
+        self._after: list[Callable[[], None]] = []
+        self.scheduled: list[str] = []
+        self.saved: list[tuple[str, str]] = []
+        self.woken: list[str] = []
+        self.appended: list[list[dict[str, Any]]] = []
+
+    def _schedule(self, inst: Instance) -> None:
+        self.scheduled.append(inst.id)
+
+    def _save(self, inst: Instance) -> None:
+        self.saved.append((inst.id, inst.status))
+
+    def _wake_waiters(self, instance_id: str) -> None:
+        self.woken.append(instance_id)
+
+    def _forget_message(self, m: Message) -> None:
+        pass
+
+    def _execution_started(self, inst: Instance) -> dict[str, Any]:
+        return h.event(h.EXECUTION_STARTED, TS, Name=inst.name)
+
+    def _append(
+        self, inst: Instance, new_events: Sequence[dict[str, Any] | str], decided: list[dict[str, Any]], ts: str
+    ) -> None:
+        self.appended.append(decided)
+
+
+def _parent_and_child(site: _FakeSite) -> tuple[Instance, Instance]:
+    parent = Instance("parent", "orch", None, None, 0.0)
+    parent.open[2] = "o"
+    child = Instance("child", "sub", None, None, 0.0)
+    child.status = "Running"
+    child.parent = ParentRef(parent.id, parent.execution_id, 2, parent.name)
+    site._instances.update({parent.id: parent, child.id: child})
+    return parent, child
+
+
+def test_a_completed_child_tells_its_parent_and_wakes_its_waiters_after_commit() -> None:
+    site = _FakeSite()
+    parent, child = _parent_and_child(site)
+    Endings(site).finish(child, [], [], "Completed", {"n": 1}, TS)
+    assert child.status == "Completed" and child.output_text == '{"n":1}'
+    assert "child" not in site._instances
+    assert site.appended[0][-1]["EventType"] == h.EXECUTION_COMPLETED
+    [message] = list(parent.inbox)
+    assert message.event["EventType"] == h.SUB_ORCHESTRATION_COMPLETED and message.event["TaskScheduledId"] == 2
+    assert site.scheduled == ["parent"]
+    assert site.woken == []  # only once the transaction commits
+    for after in site._after:
+        after()
+    assert site.woken == ["child"]
+
+
+def test_a_terminated_child_fails_the_parents_task_saying_so() -> None:
+    site = _FakeSite()
+    parent, child = _parent_and_child(site)
+    Endings(site).finish(child, [], [], "Terminated", "stop", TS)
+    [message] = list(parent.inbox)
+    assert message.event["EventType"] == h.SUB_ORCHESTRATION_FAILED
+    assert message.event["Reason"] == "Sub-orchestration 'child' was terminated: stop"
+
+
+def test_fail_now_leaves_a_finished_instance_alone() -> None:
+    site = _FakeSite()
+    _parent, child = _parent_and_child(site)
+    child.status = "Completed"
+    Endings(site).fail_now(child, "late")
+    assert site.saved == [] and site.appended == []

@@ -1,12 +1,16 @@
 """Durable Functions engine: replays orchestrators through the SDK, runs activities, persists state.
 
-The package is split along its seams. Composed parts, each with its own interface and unit tests
-(tests/devhost/test_engine_parts.py), that know nothing of the engine object:
+The package is split along its seams. At the bottom, composed parts: objects of their own that the engine
+holds, each behind a typed interface. Timers and retries know nothing of the engine; endings and rewind reach
+it only through the primitives their ``Site`` protocol names. Timers, retries and endings have unit tests of
+their own (tests/devhost/test_engine_parts.py):
 
 - ``state``: the in-memory instance, the messages and work items, one episode's decisions.
 - ``workers``: the queues of remote work offered to gRPC sidecar workers.
 - ``timers``: ``DurableTimers``, durable timers on the event loop, delivered as messages.
 - ``retries``: calls with a retry policy (stateless: the bookkeeping lives on the instance).
+- ``endings``: ``Endings``, how an execution ends (completion, failure, continue-as-new, the parent told),
+  over the engine primitives it names in ``EndingsSite``.
 - ``rewind``: ``Rewinder``, re-running the failed tasks of a failed instance, over the engine primitives it
   names in ``RewindSite``.
 
@@ -14,7 +18,6 @@ The rest is still one class chain, each module adding one responsibility to the 
 only calls what its own module or a lower one defines); these are the seams still to be composed:
 
 - ``core``: engine state and the shared primitives (ready queue, store transaction, history appends).
-- ``endings``: completion, failure, continue-as-new, notifying the parent.
 - ``entities``: Durable Entities: operations queued per entity, batches, replies, the entity client API.
 - ``handlers``: replayed actions checked, new ones scheduled, one handler per action type.
 - ``episodes``: one replay of the orchestrator through the SDK and applying its decisions.

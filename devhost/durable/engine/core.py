@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from devhost.durable import history as h
+from devhost.durable.engine.endings import Endings
 from devhost.durable.engine.state import EntityInstance, Instance, Message, ParentRef, Work
 from devhost.durable.engine.timers import DurableTimers
 from devhost.durable.engine.workers import ExternalWorkers
@@ -118,6 +119,8 @@ class EngineCore:
         # next slice (group commit).
         self.workers = ExternalWorkers()
         self._remote_done: deque[Any] = deque()
+        # How an execution ends (completion, failure, continue-as-new, the parent told).
+        self.endings = Endings(self)
         # Durable timers, armed on the loop once their creation commits; a fired one is a message to deliver.
         self.timers = DurableTimers(is_live=lambda inst: self._instances.get(inst.id) is inst, deliver=self._deliver)
         self._after: list[Callable[[], None]] = []

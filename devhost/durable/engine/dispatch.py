@@ -137,7 +137,7 @@ class Dispatcher(RemoteEpisodes):
                     raise  # the whole slice is rolled back; the dispatcher heals
                 except Exception as exc:  # an engine bug must not take other instances down
                     log.exception("Internal error while running an episode of instance %s", inst.id)
-                    self._fail_now(inst, f"devhost internal error: {type(exc).__name__}: {exc}")
+                    self.endings.fail_now(inst, f"devhost internal error: {type(exc).__name__}: {exc}")
                 if time.perf_counter() >= deadline:
                     break
             store.commit()

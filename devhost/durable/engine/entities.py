@@ -22,8 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from devhost.durable import history as h
-from devhost.durable.engine.core import flog, log
-from devhost.durable.engine.endings import Endings
+from devhost.durable.engine.core import EngineCore, flog, log
 from devhost.durable.engine.state import EntityInstance, EntityOp, Message, entity_id_of, split_entity_id
 from devhost.durable.timeutil import epoch_to_history, epoch_to_status
 from devhost.functions import ids
@@ -64,7 +63,7 @@ class BatchResult(BaseModel):
     signals: list[EntitySignal] = []
 
 
-class Entities(Endings):
+class Entities(EngineCore):
     """Durable Entities: operations queued per entity, run one batch at a time, state and replies in one commit."""
 
     # ----- sending -------------------------------------------------------------------------

@@ -47,7 +47,7 @@ class Episodes(ActionHandlers):
         fn = self._orchestrators.get(inst.name.lower())
         if fn is None:
             self._consume(batch)
-            self._fail_now(inst, self._unknown_function_message(inst.name, "orchestrator"))
+            self.endings.fail_now(inst, self._unknown_function_message(inst.name, "orchestrator"))
             return
         now = time.time()
         ts_epoch = max([now] + [m.fire_at for m in batch])
@@ -194,7 +194,7 @@ class Episodes(ActionHandlers):
             inst.status = "Running"
             log.info("%s: orchestration '%s' started.", inst.id, inst.name)
         if failure is not None:
-            self._finish(
+            self.endings.finish(
                 inst, new_events, d.events, "Failed", f"Orchestrator function '{inst.name}' failed: {failure}", ts
             )
             return
@@ -205,11 +205,11 @@ class Episodes(ActionHandlers):
                 self._send_entity_op(entity_id, request)
             d.entity_ops.clear()
             if flat and flat[-1].get("actionType") == ActionType.CONTINUE_AS_NEW:
-                self._continue_as_new(inst, flat[-1].get("input"), new_events, d, ts)
+                self.endings.continue_as_new(inst, flat[-1].get("input"), new_events, d, ts)
                 return
             if not inst.open:
                 output = state.get("output")
-                self._finish(inst, new_events, d.events, "Completed", output, ts)
+                self.endings.finish(inst, new_events, d.events, "Completed", output, ts)
                 return
         self._append(inst, new_events, d.events, ts)
         self._persist_decisions(inst, d)

@@ -265,7 +265,7 @@ class Management(Activities):
             ),
         ]
         with self._transaction():
-            self._finish(inst, new_events, [], "Terminated", output, ts, terminal_events=terminal)
+            self.endings.finish(inst, new_events, [], "Terminated", output, ts, terminal_events=terminal)
 
     async def suspend(self, instance_id: str, reason: str | None) -> None:
         """Suspend a running instance: no episodes until resumed; messages are held."""

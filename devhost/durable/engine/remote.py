@@ -124,7 +124,7 @@ class RemoteEpisodes(Episodes):
                 raise  # the whole slice is rolled back; the dispatcher heals and offers the episode again
             except Exception as exc:  # an engine bug must not leave the instance waiting forever
                 log.exception("Internal error while applying an episode of instance %s", inst.id)
-                self._fail_now(inst, f"devhost internal error: {type(exc).__name__}: {exc}")
+                self.endings.fail_now(inst, f"devhost internal error: {type(exc).__name__}: {exc}")
             if inst.inbox and self._instances.get(inst.id) is inst:
                 self._schedule(inst)
 
@@ -151,7 +151,7 @@ class RemoteEpisodes(Episodes):
             inst.status = "Running"
             log.info("%s: orchestration '%s' started.", inst.id, inst.name)
         if failure is not None:
-            self._finish(inst, new_events, d.events, "Failed", failure, ts)
+            self.endings.finish(inst, new_events, d.events, "Failed", failure, ts)
             return
         if outcome is not None:
             # Entity messages of the last episode are sent even though the execution ends.
@@ -159,7 +159,7 @@ class RemoteEpisodes(Episodes):
                 self._send_entity_op(entity_id, request)
             d.entity_ops.clear()
             if outcome.status == "ContinuedAsNew":
-                self._continue_as_new(inst, parse_json_text(outcome.result), new_events, d, ts)
+                self.endings.continue_as_new(inst, parse_json_text(outcome.result), new_events, d, ts)
                 return
             if outcome.status == "Failed":
                 fail = outcome.failure or Failure("OrchestrationFailure", "The orchestration failed.")
@@ -173,11 +173,11 @@ class RemoteEpisodes(Episodes):
                         FailureDetails=fail.details(),
                     )
                 ]
-                self._finish(inst, new_events, d.events, "Failed", fail.message, ts, terminal_events=terminal)
+                self.endings.finish(inst, new_events, d.events, "Failed", fail.message, ts, terminal_events=terminal)
                 return
             # The sidecar protocol ends an execution when the worker says so, open timers or not.
             status = "Terminated" if outcome.status == "Terminated" else "Completed"
-            self._finish(inst, new_events, d.events, status, parse_json_text(outcome.result), ts)
+            self.endings.finish(inst, new_events, d.events, status, parse_json_text(outcome.result), ts)
             return
         self._append(inst, new_events, d.events, ts)
         self._persist_decisions(inst, d)
