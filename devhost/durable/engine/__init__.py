@@ -1,9 +1,9 @@
 """Durable Functions engine: replays orchestrators through the SDK, runs activities, persists state.
 
 The package is split along its seams. At the bottom, composed parts: objects of their own that the engine
-holds, each behind a typed interface. Timers and retries know nothing of the engine; endings and rewind reach
-it only through the primitives their ``Site`` protocol names. Timers, retries and endings have unit tests of
-their own (tests/devhost/test_engine_parts.py):
+holds, each behind a typed interface. Timers and retries know nothing of the engine; endings, activities and
+rewind reach it only through the primitives their ``Site`` protocol names. Timers, retries and endings have
+unit tests of their own (tests/devhost/test_engine_parts.py):
 
 - ``state``: the in-memory instance, the messages and work items, one episode's decisions.
 - ``workers``: the queues of remote work offered to gRPC sidecar workers.
@@ -11,6 +11,8 @@ their own (tests/devhost/test_engine_parts.py):
 - ``retries``: calls with a retry policy (stateless: the bookkeeping lives on the instance).
 - ``endings``: ``Endings``, how an execution ends (completion, failure, continue-as-new, the parent told),
   over the engine primitives it names in ``EndingsSite``.
+- ``activities``: ``ActivityRunner``, the activity workers, over the engine primitives it names in
+  ``ActivitySite``.
 - ``rewind``: ``Rewinder``, re-running the failed tasks of a failed instance, over the engine primitives it
   names in ``RewindSite``.
 
@@ -23,7 +25,6 @@ only calls what its own module or a lower one defines); these are the seams stil
 - ``episodes``: one replay of the orchestrator through the SDK and applying its decisions.
 - ``remote``: episodes, activities and entity batches of remote instances (gRPC sidecar workers).
 - ``dispatch``: the dispatcher loop, committed slices, store-fault healing, recovery at start.
-- ``activities``: activity workers.
 - ``management``: the client API (start, status, query, events, terminate, suspend, resume, purge).
 - ``lifecycle``: ``Engine`` itself: start and stop.
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from devhost.durable import history as h
+from devhost.durable.engine.activities import ActivityRunner
 from devhost.durable.engine.endings import Endings
 from devhost.durable.engine.state import EntityInstance, Instance, Message, ParentRef, Work
 from devhost.durable.engine.timers import DurableTimers
@@ -119,6 +120,8 @@ class EngineCore:
         # next slice (group commit).
         self.workers = ExternalWorkers()
         self._remote_done: deque[Any] = deque()
+        # Activity workers (their tasks start with the engine); a result is a message to deliver.
+        self.activity_runner = ActivityRunner(self)
         # How an execution ends (completion, failure, continue-as-new, the parent told).
         self.endings = Endings(self)
         # Durable timers, armed on the loop once their creation commits; a fired one is a message to deliver.

@@ -36,7 +36,7 @@ class Engine(Management):
         self._started = True
         self._tasks.append(asyncio.create_task(self._dispatch_loop(), name="devhost-orchestrations"))
         for i in range(workers):
-            self._tasks.append(asyncio.create_task(self._activity_worker(), name=f"devhost-activity-{i}"))
+            self._tasks.append(asyncio.create_task(self.activity_runner.worker(), name=f"devhost-activity-{i}"))
         log.info(
             "Durable task hub '%s' ready (%s, %d instances in flight).",
             self.hub_name,

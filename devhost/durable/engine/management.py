@@ -13,8 +13,8 @@ from datetime import datetime
 from typing import Any
 
 from devhost.durable import history as h
-from devhost.durable.engine.activities import Activities
 from devhost.durable.engine.core import DEFAULT_PAGE_SIZE, PURGE_BATCH, RECLAIM_PAGES, STORE_ERRORS, log
+from devhost.durable.engine.dispatch import Dispatcher
 from devhost.durable.engine.entities import entity_status
 from devhost.durable.engine.rewind import Rewinder
 from devhost.durable.engine.state import Instance, Message, Work, parse_json_text, validate_instance_id
@@ -34,7 +34,7 @@ from devhost.functions.model import (
 )
 
 
-class Management(Activities):
+class Management(Dispatcher):
     """The client API: start, status, query, events, terminate, suspend, resume, rewind, restart, purge."""
 
     @functools.cached_property
