@@ -1,17 +1,21 @@
-"""The engine's composed parts, each tested on its own: durable timers, the retry policy, endings."""
+"""The engine's composed parts, each tested on its own: durable timers, the retry policy, endings, activities."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, cast
 
 from devhost.durable import history as h
+from devhost.durable.engine.activities import ActivityRunner
 from devhost.durable.engine.endings import Endings
 from devhost.durable.engine.retries import add_retry_root, retry_step
-from devhost.durable.engine.state import Decisions, Instance, Message, ParentRef
+from devhost.durable.engine.state import Decisions, Instance, Message, ParentRef, Work
 from devhost.durable.engine.timers import DurableTimers
 from devhost.durable.store import Store
+from devhost.functions.model import FunctionInfo, HostConfig, LoadedApp
+from devhost.functions.threads import DaemonThreadPool
 
 TS = "2026-01-01T00:00:00.000000Z"
 
@@ -261,3 +265,68 @@ def test_fail_now_leaves_a_finished_instance_alone() -> None:
     child.status = "Completed"
     Endings(site).fail_now(child, "late")
     assert site.saved == [] and site.appended == []
+
+
+class _ActivitySite:
+    """The engine primitives ``ActivityRunner`` names in ``ActivitySite``: real values, delivery recorded."""
+
+    def __init__(self, functions: list[FunctionInfo]) -> None:
+        self.app = LoadedApp(root=Path("."), host=HostConfig(), functions=functions)
+        self.client_binding: Callable[[], str] | None = None
+        self.activities_run = 0
+        self._active_activities = 0
+        self._timeout: float | None = None
+        self._fault: str | None = None
+        self._instances: dict[str, Instance] = {}
+        self._activities = {f.name.lower(): f for f in functions}
+        self._work_queue: asyncio.Queue[Work | None] | None = None
+        self._pool: DaemonThreadPool | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.delivered: list[tuple[str, Message]] = []
+
+    def _deliver(self, instance_id: str, message: Message) -> None:
+        self.delivered.append((instance_id, message))
+
+    def _unknown_function_message(self, name: str, kind: str) -> str:
+        return f"no {kind} named {name}"
+
+
+async def _double(n: int) -> int:
+    return n * 2
+
+
+def _run_work(site: _ActivitySite, names: list[str], *, open_tasks: bool = True) -> None:
+    inst = _instance()
+    site._instances[inst.id] = inst
+    work = [Work(i, inst.id, inst.execution_id, i, name, "21") for i, name in enumerate(names)]
+    for item in work if open_tasks else []:
+        inst.open[item.seq] = "a"
+
+    async def run() -> None:
+        site._loop = asyncio.get_running_loop()
+        site._work_queue = asyncio.Queue()
+        for item in [*work, None]:
+            site._work_queue.put_nowait(item)
+        await ActivityRunner(site).worker()
+
+    asyncio.run(run())
+
+
+def test_activity_runner_delivers_a_result_and_names_an_unknown_activity() -> None:
+    fn = FunctionInfo("double", "activity", {"name": "n"}, [], _double, durable_name="double", is_async=True)
+    site = _ActivitySite([fn])
+    _run_work(site, ["double", "missing"])
+    done, unknown = (message.event for _id, message in site.delivered)
+    assert (done["EventType"], done["TaskScheduledId"], done["Result"]) == (h.TASK_COMPLETED, 0, "42")
+    assert (unknown["EventType"], unknown["Reason"]) == (h.TASK_FAILED, "no activity named missing")
+    assert site.activities_run == 1 and site._active_activities == 0
+
+
+def test_activity_runner_skips_work_of_a_closed_task_and_runs_nothing_while_the_store_fails() -> None:
+    fn = FunctionInfo("double", "activity", {"name": "n"}, [], _double, durable_name="double", is_async=True)
+    site = _ActivitySite([fn])
+    _run_work(site, ["double"], open_tasks=False)  # e.g. the instance was terminated meanwhile
+    assert site.delivered == [] and site.activities_run == 0
+    site._fault = "disk full"
+    _run_work(site, ["double"])  # stays in the store: the reload after the fault queues it again
+    assert site.delivered == [] and site.activities_run == 0

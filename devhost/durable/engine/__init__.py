@@ -2,8 +2,8 @@
 
 The package is split along its seams. At the bottom, composed parts: objects of their own that the engine
 holds, each behind a typed interface. Timers and retries know nothing of the engine; endings, activities and
-rewind reach it only through the primitives their ``Site`` protocol names. Timers, retries and endings have
-unit tests of their own (tests/devhost/test_engine_parts.py):
+rewind reach it only through the primitives their ``Site`` protocol names. Timers, retries, endings and
+activities have unit tests of their own (tests/devhost/test_engine_parts.py):
 
 - ``state``: the in-memory instance, the messages and work items, one episode's decisions.
 - ``workers``: the queues of remote work offered to gRPC sidecar workers.
