@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from devhost.timeutil import parse_history_time
+from devhost.durable.timeutil import parse_history_time
 from tests.devhost.hostproc import APPS_DIR, REPO_ROOT, DevHostProcess
 
 APP_DIR = APPS_DIR / "bench_noop"
@@ -298,7 +298,7 @@ def machine() -> str:
 @contextmanager
 def app_host_with_definitions(prefix: str) -> Iterator[tuple[DevHostProcess, dict[str, str]]]:
     """The real app on a devhost process, its definitions table in Azurite (started here), and its key header."""
-    from devhost.azurite import Azurite
+    from devhost.storage.azurite import Azurite
 
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp, Azurite(Path(tmp) / "azurite") as azurite:
         env = {"AzureWebJobsStorage": azurite.connection_string, "DEFINITIONS_TABLE": "bench" + uuid.uuid4().hex[:8]}

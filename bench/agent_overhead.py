@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench._devhost import Figure, cpu_seconds, history, host_pid, machine, percentile, print_rows, print_table
-from devhost.timeutil import parse_history_time
+from devhost.durable.timeutil import parse_history_time
 from shared.jobs.agent import AgentLimits
 from tests.devhost.hostproc import DevHostProcess
 

@@ -46,7 +46,7 @@ def main(argv: list[str]) -> int:
     """Print the figures."""
     from azure.data.tables import TableServiceClient
 
-    from devhost.azurite import Azurite
+    from devhost.storage.azurite import Azurite
     from shared.definitions.catalog import app_catalog
     from shared.definitions.store import DefinitionStore
     from shared.definitions.validate import check, parse

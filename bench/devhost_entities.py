@@ -1,7 +1,7 @@
 """Durable Entities in the devhost engine: calls and signals per second on one entity.
 
 Method
-- An in-process ``devhost.engine.Engine`` (real SQLite file in a fresh temp dir) runs tests/apps/entity_counter.
+- An in-process ``devhost.durable.engine.Engine`` (real SQLite file in a fresh temp dir) runs tests/apps/entity_counter.
 - Fan-in: one orchestration makes ``n`` parallel ``call_entity(counter, "add", 1)`` calls and then a ``get``
   (n = 500 and 2,000); calls/s = n / (start to completion). Every call is a reply delivered to the
   orchestration, so this includes its replays.
@@ -21,8 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from devhost.engine import Engine
-from devhost.loader import load_app
+from devhost.durable.engine import Engine
+from devhost.functions.loader import load_app
 
 APP = Path(__file__).resolve().parents[1] / "tests" / "apps" / "entity_counter"
 

@@ -56,7 +56,7 @@ from bench._devhost import (
     timing_from_history,
     wait_until_none,
 )
-from devhost.timeutil import parse_history_time
+from devhost.durable.timeutil import parse_history_time
 from tests.devhost.hostproc import DevHostProcess
 
 STEPS = 5

@@ -1,7 +1,7 @@
 """What does Durable orchestration add to a real job? The same job, the same executors, the same latencies.
 
 Runs the mixed documents + SQL question two ways:
-- inline: the old design, one in-process loop calling the executors (devhost.inline drives the very
+- inline: the old design, one in-process loop calling the executors (devhost.durable.inline drives the very
   same orchestrator body, with no state kept);
 - durable: the app on a devhost process (SQLite state, replay, HTTP), timed from the history's
   ExecutionStarted to ExecutionCompleted.
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.latency import latencies_from_env, latency_clients
-from devhost.inline import InlineContext, run_inline
+from devhost.durable.inline import InlineContext, run_inline
 from orchestrators.job import job_orchestrator_body
 from shared.executors.runner import run_executor
 from shared.jobs.models import JobInput, JobRequest

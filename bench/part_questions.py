@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from bench._devhost import app_host_with_definitions, history, machine, percentile
-from devhost.timeutil import parse_history_time
+from devhost.durable.timeutil import parse_history_time
 from tests.devhost.hostproc import DevHostProcess
 
 WARMUP = 2

@@ -23,7 +23,7 @@ from typing import Any
 
 from bench._devhost import app_host_with_definitions, history, machine, percentile
 from bench.agent_overhead import agent_job_host, run_job
-from devhost.timeutil import parse_history_time
+from devhost.durable.timeutil import parse_history_time
 from tests.devhost.hostproc import DevHostProcess
 
 TOOL = "function.percent_change"

@@ -7,9 +7,9 @@ import logging
 import sys
 from pathlib import Path
 
-from devhost.http.easyauth import EasyAuthSimulation, PrincipalSpecError, SimulatedUser
-from devhost.http.server import CorsPolicy
-from devhost.logs import HostLogFormatter, HostLogHandler
+from devhost.functions.http.easyauth import EasyAuthSimulation, PrincipalSpecError, SimulatedUser
+from devhost.functions.http.server import CorsPolicy
+from devhost.functions.logs import HostLogFormatter, HostLogHandler
 from devhost.serve import (
     EXIT_USAGE,
     SYNC_MODES,
@@ -108,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     from devhost.jobs.commands import add_parser as add_jobs_parser  # noqa: PLC0415
 
     add_jobs_parser(sub)
-    from devhost.replay import add_parser as add_replay_parser  # noqa: PLC0415
+    from devhost.durable.replay import add_parser as add_replay_parser  # noqa: PLC0415
 
     add_replay_parser(sub)
     return parser
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None, *, engine_factory: EngineFactory | None 
 
         return jobs_main(args)
     if args.command == "replay":
-        from devhost.replay import main as replay_main  # noqa: PLC0415
+        from devhost.durable.replay import main as replay_main  # noqa: PLC0415
 
         return replay_main(args)
     if args.command != "serve":  # pragma: no cover - argparse enforces the choice

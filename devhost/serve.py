@@ -18,13 +18,20 @@ from typing import Any, Protocol
 
 import uvicorn
 
-from devhost.azurite import AzuriteError
-from devhost.http.durable_api import Engine
-from devhost.http.easyauth import ENV_FLAG, EasyAuthSimulation
-from devhost.http.keys import ENV_FUNCTION_KEY, ENV_MASTER_KEY, ENV_SYSTEM_KEY, HostKeys, KeysError, load_or_create_keys
-from devhost.http.server import DEVHOST_VERSION, CorsPolicy, DevHost
-from devhost.model import AppLoadError, LoadedApp
-from devhost.storage import DevelopmentStorage, start_development_storage
+from devhost.durable.http_api import Engine
+from devhost.functions.http.easyauth import ENV_FLAG, EasyAuthSimulation
+from devhost.functions.http.keys import (
+    ENV_FUNCTION_KEY,
+    ENV_MASTER_KEY,
+    ENV_SYSTEM_KEY,
+    HostKeys,
+    KeysError,
+    load_or_create_keys,
+)
+from devhost.functions.http.server import DEVHOST_VERSION, CorsPolicy, DevHost
+from devhost.functions.model import AppLoadError, LoadedApp
+from devhost.storage.azurite import AzuriteError
+from devhost.storage.connections import DevelopmentStorage, start_development_storage
 
 log = logging.getLogger("devhost")
 
@@ -77,7 +84,7 @@ class ServeOptions:
     reset_store: bool = False
     # Start Azurite when a setting is UseDevelopmentStorage=true (devhost/storage.py); --no-azurite turns it off.
     azurite: bool = True
-    # Serve the Durable Task gRPC sidecar protocol (devhost.sidecar) on this port; None: off.
+    # Serve the Durable Task gRPC sidecar protocol (devhost.durable.sidecar) on this port; None: off.
     grpc_port: int | None = None
 
 
@@ -210,7 +217,7 @@ async def run_host(
     on_started: Callable[[uvicorn.Server], None] | None = None,
 ) -> int:
     """Run the engine and the HTTP servers until a signal or a stop; the exit code."""
-    from devhost.loader import load_local_settings  # noqa: PLC0415 - imported when serving, not at CLI import
+    from devhost.functions.loader import load_local_settings  # noqa: PLC0415 - imported when serving, not at CLI import
 
     # The worker runs with cwd = app root; azure.durable_functions reads host.json from the cwd at import.
     os.chdir(options.app_dir)
@@ -252,14 +259,14 @@ async def _serve_app(
     on_started: Callable[[uvicorn.Server], None] | None,
     storage: DevelopmentStorage | None,
 ) -> int:
-    from devhost.loader import load_app  # noqa: PLC0415
+    from devhost.functions.loader import load_app  # noqa: PLC0415
 
     # A pure durabletask app (gRPC workers only) has no function_app.py: serve no functions then.
     app = load_app(options.app_dir, allow_missing_script=options.grpc_port is not None)
     options.data_dir.mkdir(parents=True, exist_ok=True)
     keys = load_or_create_keys(options.data_dir) if options.auth else None
     if engine_factory is None:
-        from devhost.engine import Engine as SqliteEngine  # noqa: PLC0415
+        from devhost.durable.engine import Engine as SqliteEngine  # noqa: PLC0415
 
         engine: HostEngine = SqliteEngine(
             app, options.data_dir, synchronous=options.sync.upper(), reset_store=options.reset_store
@@ -273,13 +280,13 @@ async def _serve_app(
     attach = getattr(engine, "attach_client", None)
     if callable(attach):  # activities with a durableClient binding call this host's Durable HTTP API
         attach(host.durable.binding_json)
-    from devhost.timers import ScheduleError, TimerTriggers  # noqa: PLC0415
+    from devhost.functions.timers import ScheduleError, TimerTriggers  # noqa: PLC0415
 
     try:
         timers = TimerTriggers(host)
     except ScheduleError as exc:
         raise AppLoadError(str(exc)) from None
-    from devhost.triggers_storage import StorageTriggers  # noqa: PLC0415
+    from devhost.storage.triggers import StorageTriggers  # noqa: PLC0415
 
     storage_triggers = StorageTriggers(host, os.environ, host_id=_host_id(options.app_dir))
     if options.grpc_port is not None:
@@ -335,7 +342,7 @@ async def _start_sidecar(options: ServeOptions, engine: HostEngine) -> Any:
     """The gRPC sidecar endpoint when asked for (after the engine started); raises SidecarPortError."""
     if options.grpc_port is None:
         return None
-    from devhost.sidecar.service import SidecarServer  # noqa: PLC0415 - grpc is imported only when asked for
+    from devhost.durable.sidecar.service import SidecarServer  # noqa: PLC0415 - grpc is imported only when asked for
 
     # Loopback only, whatever --host says: the protocol has no keys here, so only this machine may reach it.
     sidecar = SidecarServer(engine, "127.0.0.1", options.grpc_port)  # type: ignore[arg-type]

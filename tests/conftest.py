@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from devhost.azurite import Azurite
+from devhost.storage.azurite import Azurite
 from tests.devhost.hostproc import APPS_DIR, DevHostProcess
 
 HostFactory = Callable[..., DevHostProcess]

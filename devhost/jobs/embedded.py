@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import uvicorn
 
-from devhost.http.keys import load_or_create_keys
+from devhost.functions.http.keys import load_or_create_keys
 from devhost.serve import ServeOptions, bind_socket, run_host
 
 

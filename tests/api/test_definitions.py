@@ -16,7 +16,7 @@ import pytest
 import api.definitions as defs_api
 import api.llm as llm_api
 from api.errors import guarded
-from devhost.azurite import Azurite
+from devhost.storage.azurite import Azurite
 from shared.definitions import usage
 from shared.definitions.models import MAX_DEFINITION_BYTES
 from shared.definitions.store import reset_stores

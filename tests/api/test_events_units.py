@@ -17,7 +17,7 @@ from shared.runtime.streaming.azure import BlobPartialOutputStore, build_blob_st
 from shared.runtime.streaming.local import PartialOutputStore, SqlitePartialOutputStore
 
 if TYPE_CHECKING:
-    from devhost.azurite import Azurite
+    from devhost.storage.azurite import Azurite
 
 STREAMING = {"generate_response"}
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from devhost.loader import load_local_settings
-from devhost.model import AppLoadError
+from devhost.functions.loader import load_local_settings
+from devhost.functions.model import AppLoadError
 from tests.devhost.hostproc import APPS_DIR, REPO_ROOT, DevHostProcess
 
 

@@ -11,7 +11,7 @@ import pytest
 from azure.data.tables import TableServiceClient
 from pydantic import SecretStr
 
-from devhost.azurite import Azurite
+from devhost.storage.azurite import Azurite
 from shared.definitions import store as store_module
 from shared.definitions.models import Agent, Workflow
 from shared.definitions.store import (

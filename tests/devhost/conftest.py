@@ -10,8 +10,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from devhost.engine import Engine
-from devhost.loader import load_app
+from devhost.durable.engine import Engine
+from devhost.functions.loader import load_app
 
 APPS = Path(__file__).resolve().parents[1] / "apps"
 BASIC_APP = APPS / "durable_basic"

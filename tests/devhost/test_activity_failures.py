@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from devhost.engine import Engine
+from devhost.durable.engine import Engine
 from tests.devhost.conftest import EngineRunner, complete, sdk_input
 
 APP = """

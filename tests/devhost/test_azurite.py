@@ -15,7 +15,7 @@ import pytest
 from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob import BlobServiceClient
 
-from devhost.azurite import ACCOUNT_NAME, Azurite, AzuriteError
+from devhost.storage.azurite import ACCOUNT_NAME, Azurite, AzuriteError
 from tests.devhost.hostproc import REPO_ROOT
 
 
@@ -75,7 +75,7 @@ _STARTER = textwrap.dedent(
     import sys, time
     from pathlib import Path
     from azure.storage.blob import BlobServiceClient
-    from devhost.azurite import Azurite
+    from devhost.storage.azurite import Azurite
     emulator = Azurite(Path(sys.argv[1])).start()
     service = BlobServiceClient.from_connection_string(emulator.connection_string)
     service.create_container("last").upload_blob("words.txt", b"written just before the end")

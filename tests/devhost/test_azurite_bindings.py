@@ -19,7 +19,7 @@ from azure.data.tables import TableClient
 from azure.storage.blob import BlobServiceClient
 from azure.storage.queue import QueueClient
 
-from devhost.azurite import Azurite
+from devhost.storage.azurite import Azurite
 from tests.devhost.hostproc import APPS_DIR, DevHostProcess, wait_for
 
 APP = APPS_DIR / "storage_bindings"

@@ -11,10 +11,10 @@ from typing import Any
 import azure.functions as func
 from azure.storage.queue import QueueClient, TextBase64EncodePolicy
 
-from devhost.azurite import Azurite
-from devhost.http.httpmap import InvocationContext
-from devhost.model import FunctionInfo, HostConfig, LoadedApp
-from devhost.triggers_storage import StorageTarget, StorageTriggers
+from devhost.functions.invocation import InvocationContext
+from devhost.functions.model import FunctionInfo, HostConfig, LoadedApp
+from devhost.storage.azurite import Azurite
+from devhost.storage.triggers import StorageTarget, StorageTriggers
 
 
 def handle(msg: func.QueueMessage) -> None:

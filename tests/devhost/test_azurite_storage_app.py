@@ -18,7 +18,7 @@ from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob import BlobServiceClient
 from azure.storage.queue import QueueClient, TextBase64EncodePolicy
 
-from devhost.azurite import AzuriteEndpoints
+from devhost.storage.azurite import AzuriteEndpoints
 from tests.devhost.hostproc import APPS_DIR, DevHostProcess, wait_for
 
 APP = APPS_DIR / "storage_blobs"

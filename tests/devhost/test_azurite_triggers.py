@@ -8,10 +8,15 @@ import inspect
 import azure.functions as func
 import pytest
 
-from devhost.azurite import ACCOUNT_KEY, AzuriteEndpoints
-from devhost.model import AppLoadError, FunctionInfo, FunctionKind
-from devhost.storage import QueueOptions, asks_for_development_storage, development_storage_settings, queue_options
-from devhost.triggers_storage import StorageTarget, blob_pattern, plan_function, trigger_parameter_type
+from devhost.functions.model import AppLoadError, FunctionInfo, FunctionKind
+from devhost.storage.azurite import ACCOUNT_KEY, AzuriteEndpoints
+from devhost.storage.connections import (
+    QueueOptions,
+    asks_for_development_storage,
+    development_storage_settings,
+    queue_options,
+)
+from devhost.storage.triggers import StorageTarget, blob_pattern, plan_function, trigger_parameter_type
 
 CONNECTION = AzuriteEndpoints("127.0.0.1", 1, 2, 3).connection_string
 

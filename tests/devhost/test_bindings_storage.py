@@ -10,7 +10,8 @@ from typing import Any
 import azure.functions as func
 import pytest
 
-from devhost.bindings_storage import (
+from devhost.functions.model import FunctionInfo, FunctionKind
+from devhost.storage.bindings import (
     BindingError,
     OutValue,
     StorageBinding,
@@ -23,7 +24,6 @@ from devhost.bindings_storage import (
     plan_bindings,
     resolve_expression,
 )
-from devhost.model import FunctionInfo, FunctionKind
 
 # Never dialled: these tests need no storage (and stay out of the slow set, which is marked by what a module names).
 CONNECTION = "DefaultEndpointsProtocol=http;AccountName=acct;AccountKey=a2V5;BlobEndpoint=http://127.0.0.1:1/acct;"
@@ -203,7 +203,7 @@ def test_table_entities_take_keys_from_the_binding_and_need_them() -> None:
 
 
 def test_a_value_put_into_a_table_filter_stays_inside_its_quotes() -> None:
-    from devhost.bindings_storage import _odata_quote
+    from devhost.storage.bindings import _odata_quote
 
     attempt = {"who": "x' or PartitionKey ne '"}
     made = resolve_expression("Name eq '{who}'", attempt, escape=_odata_quote)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from devhost.engine import Engine
-from devhost.loader import load_app
+from devhost.durable.engine import Engine
+from devhost.functions.loader import load_app
 from tests.conftest import HostFactory
 from tests.devhost.conftest import BASIC_APP
 from tests.devhost.hostproc import APPS_DIR, DevHostProcess

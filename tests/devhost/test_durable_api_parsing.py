@@ -4,8 +4,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from devhost.http.durable_api import parse_bool, parse_datetime, parse_statuses
-from devhost.model import InvalidRequest
+from devhost.durable.http_api import parse_bool, parse_datetime, parse_statuses
+from devhost.functions.model import InvalidRequest
 
 
 @pytest.mark.parametrize(

@@ -20,8 +20,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from devhost.engine import Engine
-from devhost.http.durable_api import DurableHttpApi
+from devhost.durable.engine import Engine
+from devhost.durable.http_api import DurableHttpApi
 from tests.devhost.conftest import EngineRunner, complete, until
 
 ORIGIN = "http://testserver"

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from devhost import history as h
-from devhost import ids
-from devhost.engine import Instance
-from devhost.timeutil import epoch_to_history, epoch_to_status
+from devhost.durable import history as h
+from devhost.durable.engine import Instance
+from devhost.durable.timeutil import epoch_to_history, epoch_to_status
+from devhost.functions import ids
 
 
 def _plain_estate(inst: Instance) -> str:

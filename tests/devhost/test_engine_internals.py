@@ -13,9 +13,14 @@ from typing import Any
 import pytest
 from dateutil.parser import parse as dateutil_parse
 
-from devhost import history as h
-from devhost.logs import install_log_context, invocation_scope
-from devhost.timeutil import epoch_to_history, install_fast_timestamp_parser, make_fast_parser, parse_history_time
+from devhost.durable import history as h
+from devhost.durable.timeutil import (
+    epoch_to_history,
+    install_fast_timestamp_parser,
+    make_fast_parser,
+    parse_history_time,
+)
+from devhost.functions.logs import install_log_context, invocation_scope
 
 
 @pytest.mark.parametrize("cache_size", [65536, 16])
@@ -140,7 +145,7 @@ def test_log_records_carry_invocation_across_threads(caplog: pytest.LogCaptureFi
 def test_cached_namedtuple_behaves_like_namedtuple() -> None:
     from collections import namedtuple
 
-    from devhost.accel import cached_namedtuple, install_sdk_accelerations
+    from devhost.durable.accel import cached_namedtuple, install_sdk_accelerations
 
     first = cached_namedtuple("Payload", ("is_success", "task_id_key"))
     assert first is cached_namedtuple("Payload", ["is_success", "task_id_key"])

@@ -11,7 +11,7 @@ import sys
 import threading
 from pathlib import Path
 
-from devhost.engine import Engine
+from devhost.durable.engine import Engine
 from tests.devhost.conftest import APPS, EngineRunner, complete, sdk_input
 
 LIMITS_APP = APPS / "durable_limits"
@@ -83,8 +83,8 @@ def test_hub_name_and_database_file(run_engine: EngineRunner) -> None:
 STOP_SCRIPT = """
 import asyncio, sys
 from pathlib import Path
-from devhost.engine import Engine
-from devhost.loader import load_app
+from devhost.durable.engine import Engine
+from devhost.functions.loader import load_app
 
 async def main():
     engine = Engine(load_app(Path(sys.argv[1])), Path(sys.argv[2]))

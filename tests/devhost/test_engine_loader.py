@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from devhost.loader import load_app
-from devhost.model import AppLoadError
+from devhost.functions.loader import load_app
+from devhost.functions.model import AppLoadError
 
 BASIC = Path(__file__).resolve().parents[1] / "apps" / "durable_basic"
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from devhost.engine import Engine
-from devhost.model import (
+from devhost.durable.engine import Engine
+from devhost.functions.model import (
     InstanceAlreadyExists,
     InstanceGone,
     InstanceNotFound,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from devhost.engine import Engine
+from devhost.durable.engine import Engine
 from tests.devhost.conftest import EngineRunner, complete, event_input, sdk_input, until
 
 

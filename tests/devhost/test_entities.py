@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from devhost import history as h
-from devhost.engine import Engine, StoreUnavailable
-from devhost.engine.entities import ENTITY_BATCH
-from devhost.store import SCHEMA_VERSION, Store
+from devhost.durable import history as h
+from devhost.durable.engine import Engine, StoreUnavailable
+from devhost.durable.engine.entities import ENTITY_BATCH
+from devhost.durable.store import SCHEMA_VERSION, Store
 from tests.devhost.conftest import APPS, EngineRunner, complete, sdk_input
 
 COUNTER_APP = APPS / "entity_counter"

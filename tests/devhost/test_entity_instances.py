@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from devhost.engine import Engine
-from devhost.model import InstanceNotFound
+from devhost.durable.engine import Engine
+from devhost.functions.model import InstanceNotFound
 from tests.conftest import HostFactory
 from tests.devhost.conftest import APPS, EngineRunner
 from tests.devhost.hostproc import DevHostProcess

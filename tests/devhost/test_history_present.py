@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from devhost import history as h
+from devhost.durable import history as h
 
 
 def _events() -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ import random
 import threading
 from collections.abc import Callable
 
-from devhost.logs import HostLogFormatter, HostLogHandler, held_output, host_logger
+from devhost.functions.logs import HostLogFormatter, HostLogHandler, held_output, host_logger
 
 
 def _records_of(logger: logging.Logger, emit: Callable[[logging.Logger], None]) -> list[logging.LogRecord]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from devhost.http.server import CorsPolicy
+from devhost.functions.http.server import CorsPolicy
 from tests.conftest import HostFactory
 from tests.devhost.hostproc import APPS_DIR, DEFAULT_KEYS, REPO_ROOT
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from devhost.http.keys import KeysError, load_or_create_keys
+from devhost.functions.http.keys import KeysError, load_or_create_keys
 
 
 def test_generated_once_then_reused(tmp_path: Path) -> None:

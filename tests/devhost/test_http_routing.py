@@ -2,7 +2,7 @@
 
 import pytest
 
-from devhost.http.routing import RouteTable, RouteTemplate, RouteTemplateError, split_path
+from devhost.functions.http.routing import RouteTable, RouteTemplate, RouteTemplateError, split_path
 
 
 def _table(*templates: str, prefix: str = "api") -> RouteTable[str]:

@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from devhost import history as h
-from devhost.timeutil import parse_history_time
+from devhost.durable import history as h
+from devhost.durable.timeutil import parse_history_time
 from tests.devhost.hostproc import APPS_DIR, DevHostProcess
 
 APP = APPS_DIR / "kill_restart"

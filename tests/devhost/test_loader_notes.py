@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from devhost.loader import load_app
+from devhost.functions.loader import load_app
 from tests.devhost.hostproc import DevHostProcess
 
 APP = """

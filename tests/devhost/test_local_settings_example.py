@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from devhost.loader import read_host_config
+from devhost.functions.loader import read_host_config
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from devhost.store import BACKSTOP_CHECKPOINT_PAGES, CHECKPOINT_EVERY_COMMITS, InstanceRow, Store
+from devhost.durable.store import BACKSTOP_CHECKPOINT_PAGES, CHECKPOINT_EVERY_COMMITS, InstanceRow, Store
 
 
 def _row(instance_id: str) -> InstanceRow:

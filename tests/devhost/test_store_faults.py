@@ -20,10 +20,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-import devhost.store as store_module
-from devhost.engine import Engine, StoreUnavailable
-from devhost.loader import load_app
-from devhost.store import SCHEMA_VERSION, Store, StoreDamaged, StoreFault
+import devhost.durable.store as store_module
+from devhost.durable.engine import Engine, StoreUnavailable
+from devhost.durable.store import SCHEMA_VERSION, Store, StoreDamaged, StoreFault
+from devhost.functions.loader import load_app
 from tests.devhost.conftest import BASIC_APP, EngineRunner, complete
 from tests.devhost.hostproc import APPS_DIR, DEFAULT_KEYS, REPO_ROOT, DevHostProcess
 

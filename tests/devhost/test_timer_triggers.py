@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from azure.functions.timer import TimerRequest
 
-from devhost.timers import Schedule, ScheduleError, schedule_of, timer_payload, timer_request
+from devhost.functions.timers import Schedule, ScheduleError, schedule_of, timer_payload, timer_request
 from tests.devhost.hostproc import APPS_DIR, DevHostProcess
 
 T0 = datetime(2026, 1, 1, 0, 0, 0, tzinfo=UTC)  # a Thursday
@@ -51,7 +51,7 @@ def test_bad_schedules_are_refused_with_the_expression(bad: str) -> None:
 
 
 def test_setting_references_resolve_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from devhost.model import FunctionInfo
+    from devhost.functions.model import FunctionInfo
 
     fn = FunctionInfo(
         name="tick",

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from devhost.http.httpmap import InvocationContext
-from devhost.model import FunctionInfo, HostConfig, LoadedApp
-from devhost.triggers import TriggerLoops
+from devhost.functions.invocation import InvocationContext
+from devhost.functions.model import FunctionInfo, HostConfig, LoadedApp
+from devhost.functions.triggers import TriggerLoops
 
 
 def tick() -> None:

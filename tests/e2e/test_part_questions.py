@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from devhost.azurite import Azurite
+from devhost.storage.azurite import Azurite
 from tests.devhost.hostproc import REPO_ROOT, DevHostProcess
 from tests.e2e import sse
 from tests.jobs.jobclient import JobClient

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from devhost.inline import InlineContext, run_inline
+from devhost.durable.inline import InlineContext, run_inline
 from orchestrators.job import job_orchestrator_body
 from shared.executors.runner import run_executor
 from shared.providers.clients import Clients

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from devhost.inline import InlineContext, run_inline
+from devhost.durable.inline import InlineContext, run_inline
 from orchestrators.job import job_orchestrator_body
 from orchestrators.policy import error_options
 from shared.executors import run_python as run_python_module

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from devhost.azurite import Azurite
+from devhost.storage.azurite import Azurite
 from tests.devhost.hostproc import REPO_ROOT, DevHostProcess
 from tests.jobs.jobclient import JobClient
 from tests.runs.shapes import change

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from devhost.inline import InlineContext, run_inline
+from devhost.durable.inline import InlineContext, run_inline
 from orchestrators.job import job_orchestrator_body
 from shared.jobs.contracts import ExecutorOutput, Usage
 from shared.jobs.costs import CallPrices, Spend, next_call, over_max_cost

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from devhost.replay import gate, judge, load_fixture
+from devhost.durable.replay import gate, judge, load_fixture
 from tests.devhost.hostproc import APPS_DIR, REPO_ROOT, DevHostProcess
 
 HISTORIES = Path(__file__).with_name("histories")

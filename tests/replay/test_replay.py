@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from devhost.replay import Recorded, judge, load_fixture, recorded_actions, replay
+from devhost.durable.replay import Recorded, judge, load_fixture, recorded_actions, replay
 
 HISTORIES = sorted(Path(__file__).with_name("histories").glob("*.json"))
 

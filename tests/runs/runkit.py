@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from devhost.inline import InlineContext, run_inline
+from devhost.durable.inline import InlineContext, run_inline
 from orchestrators.job import job_orchestrator_body
 from orchestrators.workflow import workflow_part_body
 from shared.definitions.catalog import app_catalog

@@ -13,7 +13,7 @@ import pytest
 
 from api.errors import ApiError
 from api.jobs import _waiting_instance
-from devhost.inline import InlineContext, InlineTask, run_inline
+from devhost.durable.inline import InlineContext, InlineTask, run_inline
 from orchestrators.job import JobRun
 from orchestrators.part_questions import PartQuestions
 from orchestrators.workflow import workflow_part_body

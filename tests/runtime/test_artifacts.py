@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from devhost.azurite import Azurite
+from devhost.storage.azurite import Azurite
 from shared.jobs.contracts import ErrorCode, ProviderError
 from shared.runtime.artifacts import (
     ArtifactRef,

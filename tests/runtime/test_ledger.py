@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from devhost.history import present
+from devhost.durable.history import present
 from shared.runtime.ledger import (
     PRICES_DIR,
     STORAGE_PER_EPISODE,

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from azure.storage.blob import BlobServiceClient
 
-from devhost.azurite import Azurite
+from devhost.storage.azurite import Azurite
 from shared.jobs.contracts import ErrorCode, ProviderError
 from shared.runtime.settings import Settings
 from shared.runtime.streaming.azure import BlobPartialOutputStore, build_blob_store

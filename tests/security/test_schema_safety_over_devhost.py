@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from devhost.azurite import Azurite
+from devhost.storage.azurite import Azurite
 from tests.devhost.hostproc import REPO_ROOT, DevHostProcess, HostStartError
 from tests.fakes.counting_server import PLANTED, CountingServer
 from tests.jobs.jobclient import JobClient

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from playwright.sync_api import Page, expect
 
-from devhost.azurite import Azurite
+from devhost.storage.azurite import Azurite
 from tests.devhost.hostproc import REPO_ROOT, DevHostProcess
 from tests.jobs.jobclient import JobClient
 from tests.web.console import open_console, start_host, status_badge

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Locator, Page, expect
 
-from devhost.azurite import Azurite
+from devhost.storage.azurite import Azurite
 from tests.devhost.hostproc import DevHostProcess
 from tests.web.console import open_console, start_host, status_badge
 

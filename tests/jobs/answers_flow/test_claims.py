@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from devhost.azurite import Azurite
+from devhost.storage.azurite import Azurite
 from shared.runtime.answer_claims import (
     CLAIMS_CONTAINER,
     AnswerClaims,

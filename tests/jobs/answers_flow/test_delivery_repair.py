@@ -15,7 +15,7 @@ import pytest
 
 from api import jobs as api_jobs
 from api.errors import ApiError
-from devhost.azurite import Azurite
+from devhost.storage.azurite import Azurite
 from shared.jobs.models import JobState, Waiting
 from shared.runtime import answer_claims
 from shared.runtime.answer_claims import AnswerClaims, SqliteAnswerClaims, build_claims
