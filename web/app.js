@@ -1432,8 +1432,88 @@ function renderAnswer(data) {
         ? h('p', { class: 'answer-model muted', id: 'answer-model' }, 'Written by ', h('code', {}, model), '.')
         : null,
     h('div', { id: 'final-answer' }, renderAnswerText(data.answer.text, data.answer.citations)),
+    renderClaims(data.answer),
     answerFiles(data.files || []),
   );
+}
+
+// ----- checked claims ---------------------------------------------------------------------------
+
+const CLAIM_LABELS = { verified: 'Verified', unsupported: 'Unsupported', not_checkable: 'Not checkable' };
+
+/** Where a piece of evidence points, in a few words: "sql:sales row 0, return_count" or "policy.md#2, characters 10–64". */
+function evidenceLabel(e) {
+  if (e.row !== null && e.row !== undefined) return `${e.source_id} row ${e.row}${e.column ? `, ${e.column}` : ''}`;
+  if (e.start !== null && e.start !== undefined) return `${e.source_id}, characters ${e.start}–${e.end ?? 'end'}`;
+  return `${e.source_id} (all of it)`;
+}
+
+/**
+ * The answer's claims as the server's checker judged them (never re-judged here): the summary ("verified 5 of 6"),
+ * each claim with its verdict, the reason when it is not verified, and a button that shows its evidence.
+ */
+function renderClaims(answer) {
+  const claims = answer.claims || [];
+  if (!claims.length) return null;
+  const summary = (answer.claims_summary && answer.claims_summary.text) || `${claims.length} claims`;
+  return h(
+    'div',
+    { class: 'claims', id: 'claims' },
+    h('h4', { id: 'claims-summary' }, `Claims: ${summary}`),
+    h('ol', { class: 'claim-list' }, claims.map((c, i) => {
+      const status = (c.check && c.check.status) || 'unsupported';
+      const evidence = c.evidence || [];
+      return h(
+        'li',
+        { class: `claim claim-${status}`, dataset: { claim: String(i), status } },
+        h('span', { class: `badge claim-badge claim-badge-${status}` }, CLAIM_LABELS[status] || status),
+        ' ',
+        h('span', { class: 'claim-text' }, c.text),
+        status !== 'verified' && c.check && evidence.length ? h('p', { class: 'claim-reason muted' }, c.check.reason) : null,
+        evidence.length
+          ? h('button', { type: 'button', class: 'quiet small claim-evidence', title: evidence.map(evidenceLabel).join('; '), on: { click: () => showEvidence(evidence) } }, `Show the evidence (${evidence.map(evidenceLabel).join('; ')})`)
+          : h('p', { class: 'claim-reason' }, 'No evidence cited.'),
+      );
+    })),
+  );
+}
+
+/** Highlight a claim's evidence in the step results: the cells in their table, the span in its passage. */
+function showEvidence(evidence) {
+  const results = document.querySelector('#detail .slot-results');
+  if (!results) return;
+  results.querySelectorAll('.evidence-cell').forEach((el) => el.classList.remove('evidence-cell'));
+  results.querySelectorAll('mark.evidence-span').forEach((mark) => {
+    const p = mark.parentElement;
+    p.textContent = p.textContent; // back to one text node
+  });
+  let first = null;
+  for (const e of evidence) {
+    const target = [...results.querySelectorAll('[data-source-id]')].find((el) => el.dataset.sourceId === e.source_id);
+    if (!target) continue;
+    if (target.tagName === 'DETAILS') target.open = true;
+    const table = target.querySelector('table.data');
+    if (table && e.row !== null && e.row !== undefined) {
+      const col = [...table.querySelectorAll('thead th')].findIndex((th) => th.textContent === e.column);
+      const row = table.querySelectorAll('tbody tr')[e.row];
+      const td = row && col >= 0 ? row.children[col] : null;
+      if (td) {
+        td.classList.add('evidence-cell');
+        first = first || td;
+      }
+      continue;
+    }
+    const p = target.querySelector('.chunk-content');
+    if (p) {
+      const text = p.textContent;
+      const start = e.start ?? 0;
+      const end = e.end ?? text.length;
+      const mark = h('mark', { class: 'evidence-span' }, text.slice(start, end));
+      p.replaceChildren(text.slice(0, start), mark, text.slice(end));
+      first = first || mark;
+    }
+  }
+  if (first) first.scrollIntoView({ block: 'center' });
 }
 
 /** The charts and files the job's code wrote, under the answer they belong to, each leading to its step. */
