@@ -44,13 +44,14 @@ class Evidence(BaseModel):
 
     source_id: str
     # SQL cells: the row (0-based, in the order given) and the column name; no row = the whole result.
-    row: int | None = Field(default=None, ge=0)
+    # No bounds here: a writer's bad offset makes its claim unsupported, never the whole answer invalid.
+    row: int | None = None
     column: str | None = None
     # An operand feeds the figure's operation; a label must be named in the claim (the region, the quarter).
     role: Literal["operand", "label"] = "operand"
     # Passage spans: character offsets into the chunk's content; none = the whole chunk.
-    start: int | None = Field(default=None, ge=0)
-    end: int | None = Field(default=None, ge=0)
+    start: int | None = None
+    end: int | None = None
 
 
 class ClaimCheck(BaseModel):
@@ -61,7 +62,7 @@ class ClaimCheck(BaseModel):
 
 
 class Claim(BaseModel):
-    """One statement of the answer: a sentence or a figure, with its evidence (and, once checked, its verdict)."""
+    """One statement of the answer: a sentence or a figure, with its evidence (as the writer gives it)."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -221,7 +222,7 @@ class _Cells:
             if ev.row is None:
                 self.whole.append(source)
                 continue
-            if ev.row >= len(source.rows):
+            if not 0 <= ev.row < len(source.rows):
                 raise _Fail(f"cites row {ev.row} of {ev.source_id!r}, which has {len(source.rows)} rows")
             if ev.column is None or ev.column not in source.columns:
                 raise _Fail(f"cites column {ev.column!r} of {ev.source_id!r}, which has {source.columns}")
@@ -310,7 +311,7 @@ def _span(ev: Evidence, sources: Mapping[str, ClaimSource]) -> str:
         raise _Fail(f"cites a span of {ev.source_id!r}, a SQL result, not a passage")
     start = ev.start or 0
     end = len(source.content) if ev.end is None else ev.end
-    if end > len(source.content) or start >= end:
+    if start < 0 or end > len(source.content) or start >= end:
         raise _Fail(f"cites characters {start}-{end} of {ev.source_id!r}, which has {len(source.content)}")
     return source.content[start:end]
 

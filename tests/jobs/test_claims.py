@@ -120,6 +120,9 @@ def test_no_evidence_or_evidence_pointing_nowhere_is_unsupported() -> None:
         "unsupported"
     )
     assert check(text="120", figure="120", evidence=[cell(7, "return_count")])[0] == "unsupported"
+    assert check(text="120", figure="120", evidence=[cell(-1, "return_count")])[0] == "unsupported"
+    backwards = Evidence(source_id="policy#1", start=-5, end=10)
+    assert check(text="Returns are", evidence=[backwards])[0] == "unsupported"
     assert check(text="120", figure="120", evidence=[cell(0, "returns")])[0] == "unsupported"
 
 
