@@ -35,6 +35,18 @@ class Source(BaseModel):
     row_count: int | None = Field(default=None, ge=0)
     truncated: bool = False
     rows_shown: int | None = Field(default=None, ge=0)
+    # The verified query the SQL step used (shared/providers/sql/verified.py), if any.
+    verified_query: dict[str, Any] | None = None
+
+    def titled(self) -> Source:
+        """The source as the writer sees it: a verified query is named in its title, so the answer says so."""
+        vq = self.verified_query
+        if not vq:
+            return self
+        who = f", approved by {vq['approved_by']}" if vq.get("approved_by") else ""
+        when = f" on {str(vq['approved_at'])[:10]}" if vq.get("approved_at") else ""
+        note = f"verified query '{vq.get('name')}'{who}{when}"
+        return self.model_copy(update={"title": f"{self.title} ({note})" if self.title else note})
 
 
 class StepNotes(BaseModel):
@@ -76,11 +88,11 @@ class _Answer(StreamingRun):
         """Stream the answer, then keep only the citations that point at real sources."""
         inp, clients = self.inp, self.clients
         task = ResponseTask.model_validate(inp.task)
-        sources = [Source.model_validate(s) for s in inp.execution_context.sources]
+        sources = [Source.model_validate(s).titled() for s in inp.execution_context.sources]
         step_notes = StepNotes.model_validate({"notes": inp.execution_context.step_notes}).notes
         inputs: dict[str, object] = {
             "question": task.question,
-            "sources": [s.model_dump(mode="json") for s in sources],
+            "sources": [s.model_dump(mode="json", exclude={"verified_query"}) for s in sources],
             "step_notes": step_notes,
         }
         schema = inp.execution_context.output_schema

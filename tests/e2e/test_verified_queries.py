@@ -83,6 +83,12 @@ def test_a_later_job_reuses_it_with_another_region_and_retiring_stops_that(jobs:
     # The guard still ran: it capped the rows; the result is the database's own.
     assert "limit" in out["sql"].lower() and "'South'" in out["sql"]
     assert out["rows"] == direct(RETURNS_SQL.replace("{region}", "'South'"))
+    # The answer says which verified query answered, cites it, and its figure checks against the cells.
+    answer = view["answer"]
+    assert "verified query 'returns by region and quarter'" in answer["text"]
+    [cited] = [c for c in answer["citations"] if c["kind"] == "sql"]
+    assert "verified query" in (cited["title"] or "")
+    assert answer["claims"] and all(c["check"]["status"] == "verified" for c in answer["claims"])
 
     retired = jobs.http.delete("/api/verified-queries/returns-by-region-q3")
     assert retired.status_code == 200 and retired.json()["retired"] is True

@@ -608,6 +608,7 @@ def _answered_by_data(part: str, sql_results: Sequence[SqlResult]) -> bool:
     return False
 
 
+_VERIFIED_NOTE = re.compile(r"\((verified query '[^']*'[^()]*)\)$")
 _STATISTIC_WORDS = re.compile(r"\b(average|mean|median)\b", re.IGNORECASE)
 
 
@@ -664,6 +665,10 @@ def _sql_section(
     source_id = result.source_id or f"sql-{n}"
     summary, claims = summarize_sql_claims(question, result, formats, source_id)
     header = "From the data" if only else f"From the data ({result.question or f'query {n}'})"
+    # A verified query named in the source's title (generate_response puts it there) is said even when alone.
+    verified = _VERIFIED_NOTE.search(result.question or "")
+    if only and verified:
+        header = f"From the data ({verified.group(1)})"
     block = f"{header}: {summary} [{source_id}]"
     table = sql_table(result, formats)
     citation = Citation(
