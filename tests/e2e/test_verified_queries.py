@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -118,3 +122,27 @@ def test_a_verified_query_on_a_sensitive_table_still_needs_approval(jobs: JobCli
     [sql_step] = [s for s in view["steps"] if s["kind"] == "execute_azure_sql"]
     assert sql_step["output"]["verified_query"]["id"] == "contacts-by-segment"
     assert sql_step["output"]["sql"] == waiting["details"]["sql"]
+
+
+def test_the_cli_applies_lists_and_retires(jobs: JobClient, tmp_path: Path) -> None:
+    host = jobs.host
+    assert host.keys is not None
+    cli = [sys.executable, "-m", "devhost", "verified-queries"]
+    where = ["--url", host.base_url, "--key", host.keys.function]
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*cli, *args, *where], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+
+    spec = tmp_path / "orders.json"
+    spec.write_text(json.dumps(RETURNS | {"id": "orders-by-region-cli", "name": "from the CLI"}), encoding="utf-8")
+    applied = run("apply", "-f", str(spec))
+    assert applied.returncode == 0 and "saved verified query orders-by-region-cli" in applied.stdout, applied
+    assert "edited verified query orders-by-region-cli" in run("apply", "-f", str(spec)).stdout
+    listed = run("list", "--json")
+    assert "orders-by-region-cli" in [q["id"] for q in json.loads(listed.stdout)]
+    assert run("retire", "orders-by-region-cli").returncode == 0
+    assert "orders-by-region-cli" not in [q["id"] for q in json.loads(run("list", "--json").stdout)]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(RETURNS | {"id": "bad-cli", "sql": "DROP TABLE returns -- {region}"}), encoding="utf-8")
+    refused = run("apply", "-f", str(bad))
+    assert refused.returncode == 2 and "INVALID_VERIFIED_QUERY" in refused.stdout + refused.stderr
