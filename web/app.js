@@ -1778,14 +1778,60 @@ function sqlResult(step, out) {
     'article',
     { class: 'result result-sql', tabindex: '-1', dataset: { stepId: step.id, sourceId: out.source_id || `sql:${step.id}` } },
     h('h4', {}, `${step.id} · ${step.title}`),
+    out.verified_query
+      ? h('p', { class: 'verified-note' }, h('span', { class: 'badge claim-badge-verified' }, 'Verified query'), ` ${out.verified_query.name}`, out.verified_query.approved_by ? `, approved by ${out.verified_query.approved_by}` : '', out.verified_query.approved_at ? ` on ${String(out.verified_query.approved_at).slice(0, 10)}` : '')
+      : null,
     h('pre', { class: 'code sql' }, formatSql(out.sql)),
     out.tables && out.tables.length ? h('p', { class: 'muted' }, 'Tables: ', out.tables.join(', ')) : null,
+    out.sql && out.rows && !out.verified_query ? saveVerifiedForm(step, out) : null,
     out.columns
       ? dataTable(out.columns, out.rows || [], {
           caption: `${out.row_count ?? (out.rows || []).length} row${(out.row_count ?? (out.rows || []).length) === 1 ? '' : 's'}${out.truncated ? ' (truncated by the row cap)' : ''}`,
           label: `Result of ${step.id}`,
         })
       : null,
+  );
+}
+
+/**
+ * Save a statement that ran as a verified query (POST /api/verified-queries): its question and SQL with slots
+ * such as {region}, and each slot's allowed values. The server guards the statement and names any problem.
+ */
+function saveVerifiedForm(step, out) {
+  const slug = (text) => text.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '').replace(/^[^a-z]+/, '').slice(0, 60) || 'query';
+  const name = h('input', { type: 'text', class: 'vq-name', value: out.question || step.title, 'aria-label': 'Verified query name' });
+  const question = h('input', { type: 'text', class: 'vq-question', value: out.question || '', 'aria-label': 'Question it answers, with slots such as {region}' });
+  const sql = h('textarea', { class: 'vq-sql code', rows: '4', spellcheck: 'false', 'aria-label': 'Statement, with the same slots', value: out.sql });
+  const variables = h('textarea', { class: 'vq-variables', rows: '2', placeholder: 'region: North, South, East, West', 'aria-label': 'Slot values, one slot a line (name: value, value)' });
+  const status = h('p', { class: 'vq-status muted', role: 'status' });
+  const alertEl = h('div', { class: 'alert', hidden: true });
+  const save = async () => {
+    clearAlert(alertEl);
+    const slots = {};
+    for (const line of variables.value.split('\n').map((l) => l.trim()).filter(Boolean)) {
+      const [slot, values] = line.split(/:(.*)/s);
+      slots[slot.trim()] = { values: (values || '').split(',').map((v) => v.trim()).filter(Boolean) };
+    }
+    const body = { id: slug(name.value), name: name.value.trim(), question: question.value.trim(), sql: sql.value.trim(), variables: slots };
+    try {
+      const saved = await api('/api/verified-queries', { method: 'POST', body });
+      status.textContent = `Saved as verified query “${saved.id}”: later questions that match it use this statement.`;
+    } catch (err) {
+      handleAuth(err);
+      showAlert(alertEl, err, { title: 'Not saved:' });
+    }
+  };
+  return h(
+    'details',
+    { class: 'save-verified' },
+    h('summary', {}, 'Save as verified query'),
+    h('label', {}, 'Name ', name),
+    h('label', {}, 'Question (slots like {region}) ', question),
+    h('label', {}, 'Statement (the same slots) ', sql),
+    h('label', {}, 'Slot values ', variables),
+    h('button', { type: 'button', class: 'small vq-save', on: { click: save } }, 'Save'),
+    alertEl,
+    status,
   );
 }
 
