@@ -55,3 +55,23 @@ def test_slots_must_agree_and_values_must_be_plain() -> None:
         VerifiedQueryIn.model_validate(base | {"variables": {"region": {"values": ["a';--"]}}})
     ok = VerifiedQueryIn.model_validate(base | {"variables": {"region": {"values": ["West"]}}})
     assert sample_sql(ok).endswith("= 'West'")
+
+
+Q3 = "How many returns did the {region} region have in Q3?"
+
+
+@pytest.mark.parametrize(
+    ("question", "value"),
+    [
+        ("In Q3, how many returns did the West region have?", "West"),
+        ("Returns in the north region in Q3: how many?", "North"),
+        ("How many returns did the Q3 region have in South?", "South"),  # the same words: a reading, not meaning
+        ("How many returns did the South region have in Q2?", None),  # another quarter
+        ("How many refunds did the South region have in Q3?", None),  # another measure
+        ("How many returns did the South and North regions have in Q3?", None),  # two values for one slot
+    ],
+)
+def test_a_paraphrase_matches_only_with_the_same_words(question: str, value: str | None) -> None:
+    regions = Slot(values=["North", "South", "East", "West"])
+    found = match(question, [query(question=Q3, variables={"region": regions})])
+    assert (found.values["region"] if found else None) == value

@@ -127,24 +127,55 @@ def literal(value: str) -> str:
 
 
 def match(question: str, queries: list[VerifiedQuery]) -> Match | None:
-    """The first live verified query whose template the question matches, its slots filled, or None."""
-    asked = _normal(question)
-    for q in queries:
-        if q.retired:
-            continue
-        found = _pattern(q.question).fullmatch(asked)
-        if found is None:
-            continue
-        values: dict[str, str] = {}
-        for name, slot in q.variables.items():
-            given = found.group(name).strip()
-            canonical = next((v for v in slot.values if v.casefold() == given.casefold()), None)
-            if canonical is None:
-                break
-            values[name] = canonical
-        else:
+    """The first live verified query the question matches, its slots filled, or None.
+
+    The template first (its literal words in order); then a paraphrase: the question names one allowed value
+    per slot, and its other content words are exactly the template's (so "Q2" never matches a "Q3" template,
+    nor "fewest" a "most" one), whatever their order and the stop words around them.
+    """
+    live = [q for q in queries if not q.retired]
+    for q in live:
+        found = _pattern(q.question).fullmatch(_normal(question))
+        values = _canonical(q, {name: found.group(name).strip() for name in q.variables}) if found else None
+        if values is not None:
+            return Match(query=q, values=values, sql=fill(q.sql, values))
+    for q in live:
+        values = _paraphrase(question, q)
+        if values is not None:
             return Match(query=q, values=values, sql=fill(q.sql, values))
     return None
+
+
+def _canonical(q: VerifiedQuery, given: dict[str, str]) -> dict[str, str] | None:
+    """Each slot's value as the allowed list spells it; None when one is not allowed."""
+    values: dict[str, str] = {}
+    for name, slot in q.variables.items():
+        canonical = next((v for v in slot.values if v.casefold() == given[name].casefold()), None)
+        if canonical is None:
+            return None
+        values[name] = canonical
+    return values
+
+
+def _words(text: str) -> set[str]:
+    from shared.ingest.text import STOP_WORDS
+
+    words = re.findall(r"[a-z0-9]+", text.casefold())
+    return {w[:-1] if len(w) > 3 and w.endswith("s") else w for w in words if w not in STOP_WORDS}
+
+
+def _paraphrase(question: str, q: VerifiedQuery) -> dict[str, str] | None:
+    """The slot values when the question is a rewording of the template (see ``match``), else None."""
+    text = f" {_normal(question)} "
+    values: dict[str, str] = {}
+    for name, slot in q.variables.items():
+        named = [v for v in slot.values if re.search(rf"(?<![a-z0-9]){re.escape(v.casefold())}(?![a-z0-9])", text)]
+        if len(named) != 1:
+            return None
+        values[name] = named[0]
+        text = re.sub(rf"(?<![a-z0-9]){re.escape(named[0].casefold())}(?![a-z0-9])", " ", text)
+    template = _words(SLOT.sub(" ", q.question))
+    return values if template and _words(text) == template else None
 
 
 def fill(sql: str, values: dict[str, str]) -> str:
