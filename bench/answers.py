@@ -476,6 +476,7 @@ def _sources(outputs: dict[str, dict[str, Any]], wanted: list[str]) -> tuple[lis
                  "sql": out["sql"], "columns": out.get("columns", []), "rows": shown,
                  "row_count": out.get("row_count", len(rows)), "truncated": bool(out.get("truncated")),
                  "rows_shown": len(shown)}
+                | ({"verified_query": out["verified_query"]} if out.get("verified_query") else {})
             )  # fmt: skip
     return sources, cut
 

@@ -160,7 +160,8 @@ def _canonical(q: VerifiedQuery, given: dict[str, str]) -> dict[str, str] | None
 def _words(text: str) -> set[str]:
     from shared.ingest.text import STOP_WORDS
 
-    words = re.findall(r"[a-z0-9]+", text.casefold())
+    # "the West region's total" says what "the total in the West region" says: possessives go.
+    words = re.findall(r"[a-z0-9]+", re.sub(r"['’]s\b", "", text.casefold()))
     return {w[:-1] if len(w) > 3 and w.endswith("s") else w for w in words if w not in STOP_WORDS}
 
 
