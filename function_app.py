@@ -6,6 +6,7 @@ import azure.functions as func
 from activities import blueprint as activities_blueprint
 from api import blueprint as api_blueprint
 from api.definitions import blueprint as definitions_blueprint
+from api.verified_queries import blueprint as verified_queries_blueprint
 from orchestrators import blueprint as orchestrators_blueprint
 from shared.runtime.settings import check_settings_at_startup
 
@@ -16,5 +17,6 @@ check_settings_at_startup()
 app = df.DFApp(http_auth_level=func.AuthLevel.FUNCTION)
 app.register_functions(api_blueprint)
 app.register_functions(definitions_blueprint)
+app.register_functions(verified_queries_blueprint)
 app.register_functions(orchestrators_blueprint)
 app.register_functions(activities_blueprint)

@@ -481,6 +481,7 @@ def build_view(
     answer = None
     if isinstance(output, dict) and output.get("answer") is not None:
         answer = {"text": output["answer"], "citations": output.get("citations", [])}
+        answer |= answer_claims(steps)
     waiting = state.waiting if state and runtime not in TERMINAL_RUNTIME else None
 
     return {
@@ -623,6 +624,15 @@ def _artifact_refs(files: list[Any]) -> list[dict[str, Any]]:
         except ValidationError:
             continue
     return refs
+
+
+def answer_claims(steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """The answer's claims as the answer step checked them (shared/jobs/claims.py), or nothing."""
+    for step in reversed(steps):
+        out = step.get("output")
+        if step.get("kind") == "generate_response" and isinstance(out, dict) and out.get("claims"):
+            return {"claims": out["claims"], "claims_summary": out.get("claims_summary")}
+    return {}
 
 
 def _streams_now(entry: dict[str, Any]) -> bool:

@@ -18,6 +18,16 @@ from document facts checked by document id. Each answer is scored:
 - unanswered-correctly: an unanswerable question whose answer (or the step the user is asked about)
   says plainly that it is not found, and cites no passage.
 
+Citations are scored from the answer's claims (shared/jobs/claims.py), each checked by the same checker as
+in a job:
+
+- claims verified: the share of the answer's claims the checker verifies against their own evidence (the
+  analogue of groundedness);
+- citation precision: of every source a claim cites (its cells of one SQL result, or its span of one passage),
+  the share that supports the claim on its own;
+- citation recall: of the expected facts an answer states (the figure, the row's label, the document fact),
+  the share stated in a verified claim that cites the source holding it (the SQL result, the expected document).
+
 "unsupported" counts answers that state an overall fact ("has the highest", "the lowest is") about a
 result that did not reach the answer whole. Targets: every unanswerable question answered as such,
 0 unsupported. Prints figures; asserts nothing.
@@ -57,6 +67,8 @@ class Run:
     citations: list[dict[str, Any]] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)  # failed-step messages and ask_user questions
     truncated: bool = False  # a SQL result did not reach the answer whole
+    claims: list[dict[str, Any]] = field(default_factory=list)  # as the answer step checked them
+    sources: list[dict[str, Any]] = field(default_factory=list)  # what the answer step was given
 
 
 def _db() -> sqlite3.Connection:
@@ -121,18 +133,68 @@ def _cites(run: Run, prefix: str) -> bool:
 
 
 @dataclass
+class Fact:
+    """An expected fact of a question: whether the answer states it, and whether a claim carries it, cited."""
+
+    stated: Callable[[Run], bool]
+    carried: Callable[[dict[str, Any]], bool]  # a verified claim that states it and cites its source
+
+
+@dataclass
 class Question:
     """A held-out question, its category and how to score an answer."""
 
     category: str  # "sql" | "documents" | "mixed" | "unanswerable"
     text: str
     check: Callable[[Run], Score]
+    facts: list[Fact] = field(default_factory=list)
+
+
+def _verified(claim: dict[str, Any]) -> bool:
+    return (claim.get("check") or {}).get("status") == "verified"
+
+
+def _cites_sql(claim: dict[str, Any]) -> bool:
+    return any(e.get("column") or e.get("row") is not None for e in claim.get("evidence", []))
+
+
+def _value_fact(expected: float, fmt: str) -> Fact:
+    """The expected figure, in a verified claim on SQL cells (a ratio written as a percentage)."""
+    from shared.jobs.claims import parse_figure
+
+    def carried(claim: dict[str, Any]) -> bool:
+        written = parse_figure(str(claim.get("figure") or ""))
+        if written is None or not (_verified(claim) and _cites_sql(claim)):
+            return False
+        number = written.number / 100 if written.percent and fmt == "ratio" else written.number
+        return abs(number - expected) <= max(written.tolerance, 0.011)
+
+    return Fact(lambda r: has_value(r.answer, expected, fmt) != "wrong", carried)
+
+
+def _label_fact(expected: str) -> Fact:
+    """The expected row, named in a verified claim on SQL cells."""
+
+    def carried(claim: dict[str, Any]) -> bool:
+        return _verified(claim) and _cites_sql(claim) and expected.lower() in str(claim.get("text", "")).lower()
+
+    return Fact(lambda r: expected.lower() in r.answer.split("\n\n")[0].lower(), carried)
+
+
+def _doc_fact(fact: str, doc: str) -> Fact:
+    """The document fact, in a verified claim citing a span of the expected document."""
+
+    def carried(claim: dict[str, Any]) -> bool:
+        cited = any(str(e.get("source_id", "")).startswith(doc) for e in claim.get("evidence", []))
+        return _verified(claim) and cited and fact.lower() in str(claim.get("text", "")).lower()
+
+    return Fact(lambda r: fact.lower() in r.answer.lower(), carried)
 
 
 def value_q(text: str, sql: str, fmt: str) -> Question:
     """A SQL question whose answer is one figure."""
     expected = scalar(sql)
-    return Question("sql", text, lambda r: has_value(r.answer, expected, fmt))
+    return Question("sql", text, lambda r: has_value(r.answer, expected, fmt), [_value_fact(expected, fmt)])
 
 
 def label_q(text: str, sql: str) -> Question:
@@ -143,7 +205,7 @@ def label_q(text: str, sql: str) -> Question:
         first = r.answer.split("\n\n")[0]
         return "correct" if expected.lower() in first.lower() else "wrong"
 
-    return Question("sql", text, check)
+    return Question("sql", text, check, [_label_fact(expected)])
 
 
 def partial_q(text: str, sql: str) -> Question:
@@ -167,7 +229,7 @@ def doc_q(text: str, fact: str, doc: str, category: str = "documents") -> Questi
             return "wrong"
         return "correct" if _cites(r, doc) else "partial"
 
-    return Question(category, text, check)
+    return Question(category, text, check, [_doc_fact(fact, doc)])
 
 
 def mixed_q(text: str, sql: str, fmt: str, fact: str, doc: str) -> Question:
@@ -179,7 +241,7 @@ def mixed_q(text: str, sql: str, fmt: str, fact: str, doc: str) -> Question:
         doc_ok = fact.lower() in r.answer.lower() and _cites(r, doc)
         return "correct" if data_ok and doc_ok else ("partial" if data_ok or doc_ok else "wrong")
 
-    return Question("mixed", text, check)
+    return Question("mixed", text, check, [_value_fact(expected, fmt), _doc_fact(fact, doc)])
 
 
 def unanswerable_q(text: str) -> Question:
@@ -414,6 +476,7 @@ def _sources(outputs: dict[str, dict[str, Any]], wanted: list[str]) -> tuple[lis
                  "sql": out["sql"], "columns": out.get("columns", []), "rows": shown,
                  "row_count": out.get("row_count", len(rows)), "truncated": bool(out.get("truncated")),
                  "rows_shown": len(shown)}
+                | ({"verified_query": out["verified_query"]} if out.get("verified_query") else {})
             )  # fmt: skip
     return sources, cut
 
@@ -439,6 +502,8 @@ def run_question(clients: Any, question: str) -> Run:
             else:
                 run.answer = out["result"]["answer"]
                 run.citations = out["result"].get("citations", [])
+                run.claims = out["result"].get("claims", [])
+                run.sources = sources
             continue
         out = _call(clients, kind, task)
         if out["status"] == "failed":
@@ -446,6 +511,62 @@ def run_question(clients: Any, question: str) -> Run:
         else:
             outputs[step["id"]] = out["result"] or {}
     return run
+
+
+@dataclass
+class CitationScore:
+    """Claims and citations summed over questions: verified claims, precision and recall of their citations."""
+
+    claims: int = 0
+    verified: int = 0
+    cited: int = 0  # (claim, source) pairs
+    supporting: int = 0  # of those, the pairs whose source supports the claim on its own
+    facts_stated: int = 0
+    facts_carried: int = 0
+
+    def add(self, q: Question, run: Run) -> None:
+        """Score one answer's claims (checked again here, per cited source) and its expected facts."""
+        from shared.jobs.claims import Claim, ClaimSource, check_claims
+
+        sources = [ClaimSource.model_validate(s) for s in run.sources]
+        formats = _formats()
+        self.claims += len(run.claims)
+        self.verified += sum(1 for c in run.claims if _verified(c))
+        for raw in run.claims:
+            claim = Claim.model_validate(raw)
+            for source_id in dict.fromkeys(e.source_id for e in claim.evidence):
+                alone = claim.model_copy(update={"evidence": [e for e in claim.evidence if e.source_id == source_id]})
+                [checked] = check_claims([alone], sources, formats)
+                self.cited += 1
+                self.supporting += checked.check.status == "verified"
+        for fact in q.facts:
+            if fact.stated(run):
+                self.facts_stated += 1
+                self.facts_carried += any(fact.carried(c) for c in run.claims)
+
+    def lines(self) -> list[str]:
+        """The figures, as printed."""
+
+        def pct(a: int, b: int) -> str:
+            return f"{100 * a / b:.0f}% ({a}/{b})" if b else "n/a"
+
+        return [
+            f"claims verified: {pct(self.verified, self.claims)}",
+            f"citation precision (each cited source supports its claim): {pct(self.supporting, self.cited)}",
+            f"citation recall (each stated fact carried by a verified claim citing its source): "
+            f"{pct(self.facts_carried, self.facts_stated)}",
+        ]
+
+
+_FORMATS: dict[str, str] = {}
+
+
+def _formats() -> dict[str, str]:
+    if not _FORMATS:
+        from shared.providers.sql.catalog import load_catalog
+
+        _FORMATS.update({m.name: m.format for m in load_catalog().metrics})
+    return _FORMATS
 
 
 CATEGORIES = ("sql", "documents", "mixed", "unanswerable")
@@ -460,12 +581,14 @@ def main(argv: list[str]) -> int:
     qs = questions()
     table: dict[str, Counter[str]] = {c: Counter() for c in CATEGORIES}
     unsupported = 0
+    cites = CitationScore()
     with tempfile.TemporaryDirectory() as tmp:
         clients = _clients(Path(tmp))
         for q in qs:
             run = run_question(clients, q.text)
             score = q.check(run)
             table[q.category][score] += 1
+            cites.add(q, run)
             if run.truncated and OVERALL.search(run.answer):
                 unsupported += 1
             if args.verbose:
@@ -473,6 +596,10 @@ def main(argv: list[str]) -> int:
                 for m in run.messages:
                     print(f"  step message: {m}")
                 print("  " + run.answer.replace("\n", "\n  ")[:900])
+                for claim in run.claims:
+                    verdict = claim.get("check") or {}
+                    text = str(claim.get("text"))[:100]
+                    print(f"  claim {verdict.get('status')}: {text} ({verdict.get('reason')})")
     print(f"{len(qs)} held-out questions, offline model, sample data")
     print()
     print(f"{'category':<14}" + "".join(f"{s:>22}" for s in SCORES) + f"{'total':>8}")
@@ -484,6 +611,8 @@ def main(argv: list[str]) -> int:
         f"\nunanswerable said so: {unanswerable['unanswered-correctly']}/{sum(unanswerable.values())}; "
         f"answers drawing an overall conclusion from a partial result: {unsupported}"
     )
+    print()
+    print("\n".join(cites.lines()))
     return 0
 
 

@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None, *, engine_factory: EngineFactory | None 
         from devhost.jobs.ask import main as ask_main  # noqa: PLC0415
 
         return ask_main(args)
-    if args.command in ("jobs", "agents", "workflows", "teams"):
+    if args.command in ("jobs", "agents", "workflows", "teams", "verified-queries"):
         from devhost.jobs.commands import main as jobs_main  # noqa: PLC0415
 
         return jobs_main(args)

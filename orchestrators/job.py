@@ -429,6 +429,8 @@ class JobRun:
                         "truncated": bool(out.get("truncated")),
                         "rows_shown": len(shown),
                     }
+                    # Only when the step used one: the inputs of jobs without it stay as they were (replay).
+                    | ({"verified_query": out["verified_query"]} if out.get("verified_query") else {})
                 )
         # A passage several lookups found is one source, and the contract takes at most MAX_ANSWER_SOURCES
         # (an agent job may make 64 lookups).

@@ -1433,8 +1433,88 @@ function renderAnswer(data) {
         ? h('p', { class: 'answer-model muted', id: 'answer-model' }, 'Written by ', h('code', {}, model), '.')
         : null,
     h('div', { id: 'final-answer' }, renderAnswerText(data.answer.text, data.answer.citations)),
+    renderClaims(data.answer),
     answerFiles(data.files || []),
   );
+}
+
+// ----- checked claims ---------------------------------------------------------------------------
+
+const CLAIM_LABELS = { verified: 'Verified', unsupported: 'Unsupported', not_checkable: 'Not checkable' };
+
+/** Where a piece of evidence points, in a few words: "sql:sales row 0, return_count" or "policy.md#2, characters 10–64". */
+function evidenceLabel(e) {
+  if (e.row !== null && e.row !== undefined) return `${e.source_id} row ${e.row}${e.column ? `, ${e.column}` : ''}`;
+  if (e.start !== null && e.start !== undefined) return `${e.source_id}, characters ${e.start}–${e.end ?? 'end'}`;
+  return `${e.source_id} (all of it)`;
+}
+
+/**
+ * The answer's claims as the server's checker judged them (never re-judged here): the summary ("verified 5 of 6"),
+ * each claim with its verdict, the reason when it is not verified, and a button that shows its evidence.
+ */
+function renderClaims(answer) {
+  const claims = answer.claims || [];
+  if (!claims.length) return null;
+  const summary = (answer.claims_summary && answer.claims_summary.text) || `${claims.length} claims`;
+  return h(
+    'div',
+    { class: 'claims', id: 'claims' },
+    h('h4', { id: 'claims-summary' }, `Claims: ${summary}`),
+    h('ol', { class: 'claim-list' }, claims.map((c, i) => {
+      const status = (c.check && c.check.status) || 'unsupported';
+      const evidence = c.evidence || [];
+      return h(
+        'li',
+        { class: `claim claim-${status}`, dataset: { claim: String(i), status } },
+        h('span', { class: `badge claim-badge claim-badge-${status}` }, CLAIM_LABELS[status] || status),
+        ' ',
+        h('span', { class: 'claim-text' }, c.text),
+        status !== 'verified' && c.check && evidence.length ? h('p', { class: 'claim-reason muted' }, c.check.reason) : null,
+        evidence.length
+          ? h('button', { type: 'button', class: 'quiet small claim-evidence', title: evidence.map(evidenceLabel).join('; '), on: { click: () => showEvidence(evidence) } }, `Show the evidence (${evidence.map(evidenceLabel).join('; ')})`)
+          : h('p', { class: 'claim-reason' }, 'No evidence cited.'),
+      );
+    })),
+  );
+}
+
+/** Highlight a claim's evidence in the step results: the cells in their table, the span in its passage. */
+function showEvidence(evidence) {
+  const results = document.querySelector('#detail .slot-results');
+  if (!results) return;
+  results.querySelectorAll('.evidence-cell').forEach((el) => el.classList.remove('evidence-cell'));
+  results.querySelectorAll('mark.evidence-span').forEach((mark) => {
+    const p = mark.parentElement;
+    p.textContent = p.textContent; // back to one text node
+  });
+  let first = null;
+  for (const e of evidence) {
+    const target = [...results.querySelectorAll('[data-source-id]')].find((el) => el.dataset.sourceId === e.source_id);
+    if (!target) continue;
+    if (target.tagName === 'DETAILS') target.open = true;
+    const table = target.querySelector('table.data');
+    if (table && e.row !== null && e.row !== undefined) {
+      const col = [...table.querySelectorAll('thead th')].findIndex((th) => th.textContent === e.column);
+      const row = table.querySelectorAll('tbody tr')[e.row];
+      const td = row && col >= 0 ? row.children[col] : null;
+      if (td) {
+        td.classList.add('evidence-cell');
+        first = first || td;
+      }
+      continue;
+    }
+    const p = target.querySelector('.chunk-content');
+    if (p) {
+      const text = p.textContent;
+      const start = e.start ?? 0;
+      const end = e.end ?? text.length;
+      const mark = h('mark', { class: 'evidence-span' }, text.slice(start, end));
+      p.replaceChildren(text.slice(0, start), mark, text.slice(end));
+      first = first || mark;
+    }
+  }
+  if (first) first.scrollIntoView({ block: 'center' });
 }
 
 /** The charts and files the job's code wrote, under the answer they belong to, each leading to its step. */
@@ -1699,14 +1779,60 @@ function sqlResult(step, out) {
     'article',
     { class: 'result result-sql', tabindex: '-1', dataset: { stepId: step.id, sourceId: out.source_id || `sql:${step.id}` } },
     h('h4', {}, `${step.id} · ${step.title}`),
+    out.verified_query
+      ? h('p', { class: 'verified-note' }, h('span', { class: 'badge claim-badge-verified' }, 'Verified query'), ` ${out.verified_query.name}`, out.verified_query.approved_by ? `, approved by ${out.verified_query.approved_by}` : '', out.verified_query.approved_at ? ` on ${String(out.verified_query.approved_at).slice(0, 10)}` : '')
+      : null,
     h('pre', { class: 'code sql' }, formatSql(out.sql)),
     out.tables && out.tables.length ? h('p', { class: 'muted' }, 'Tables: ', out.tables.join(', ')) : null,
+    out.sql && out.rows && !out.verified_query ? saveVerifiedForm(step, out) : null,
     out.columns
       ? dataTable(out.columns, out.rows || [], {
           caption: `${out.row_count ?? (out.rows || []).length} row${(out.row_count ?? (out.rows || []).length) === 1 ? '' : 's'}${out.truncated ? ' (truncated by the row cap)' : ''}`,
           label: `Result of ${step.id}`,
         })
       : null,
+  );
+}
+
+/**
+ * Save a statement that ran as a verified query (POST /api/verified-queries): its question and SQL with slots
+ * such as {region}, and each slot's allowed values. The server guards the statement and names any problem.
+ */
+function saveVerifiedForm(step, out) {
+  const slug = (text) => text.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '').replace(/^[^a-z]+/, '').slice(0, 60) || 'query';
+  const name = h('input', { type: 'text', class: 'vq-name', value: out.question || step.title, 'aria-label': 'Verified query name' });
+  const question = h('input', { type: 'text', class: 'vq-question', value: out.question || '', 'aria-label': 'Question it answers, with slots such as {region}' });
+  const sql = h('textarea', { class: 'vq-sql code', rows: '4', spellcheck: 'false', 'aria-label': 'Statement, with the same slots', value: out.sql });
+  const variables = h('textarea', { class: 'vq-variables', rows: '2', placeholder: 'region: North, South, East, West', 'aria-label': 'Slot values, one slot a line (name: value, value)' });
+  const status = h('p', { class: 'vq-status muted', role: 'status' });
+  const alertEl = h('div', { class: 'alert', hidden: true });
+  const save = async () => {
+    clearAlert(alertEl);
+    const slots = {};
+    for (const line of variables.value.split('\n').map((l) => l.trim()).filter(Boolean)) {
+      const [slot, values] = line.split(/:(.*)/s);
+      slots[slot.trim()] = { values: (values || '').split(',').map((v) => v.trim()).filter(Boolean) };
+    }
+    const body = { id: slug(name.value), name: name.value.trim(), question: question.value.trim(), sql: sql.value.trim(), variables: slots };
+    try {
+      const saved = await api('/api/verified-queries', { method: 'POST', body });
+      status.textContent = `Saved as verified query “${saved.id}”: later questions that match it use this statement.`;
+    } catch (err) {
+      handleAuth(err);
+      showAlert(alertEl, err, { title: 'Not saved:' });
+    }
+  };
+  return h(
+    'details',
+    { class: 'save-verified' },
+    h('summary', {}, 'Save as verified query'),
+    h('label', {}, 'Name ', name),
+    h('label', {}, 'Question (slots like {region}) ', question),
+    h('label', {}, 'Statement (the same slots) ', sql),
+    h('label', {}, 'Slot values ', variables),
+    h('button', { type: 'button', class: 'small vq-save', on: { click: save } }, 'Save'),
+    alertEl,
+    status,
   );
 }
 

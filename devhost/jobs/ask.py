@@ -217,6 +217,7 @@ def render_result(view: dict[str, Any]) -> Group:
             for c in answer["citations"]:
                 cites.add_row(c.get("source_id", ""), c.get("kind", ""), (c.get("quote") or c.get("title") or "")[:90])
             parts.append(cites)
+        parts += render_claims(answer)
     for step in view.get("steps", []):
         out = step.get("output") or {}
         if "rows" in out and "columns" in out:
@@ -241,6 +242,41 @@ def render_result(view: dict[str, Any]) -> Group:
     if cost:
         parts.append(Text(cost))  # plain text: meter names are not markup
     return Group(*parts)
+
+
+CLAIM_MARKS = {"verified": "[green]✓ verified[/]", "not_checkable": "[yellow]? not checkable[/]"}
+
+
+def evidence_text(evidence: dict[str, Any]) -> str:
+    """One piece of evidence in a few words: ``sql:sales row 0 return_count`` or ``policy.md#2 chars 10-64``."""
+    where = str(evidence.get("source_id", ""))
+    if evidence.get("row") is not None:
+        return f"{where} row {evidence['row']} {evidence.get('column') or ''}".rstrip()
+    if evidence.get("start") is not None or evidence.get("end") is not None:
+        return f"{where} chars {evidence.get('start') or 0}-{evidence.get('end') or ''}"
+    return f"{where} (whole)"
+
+
+def render_claims(answer: dict[str, Any]) -> list[Any]:
+    """The checker's summary ("verified 5 of 6") and each claim with its evidence; unsupported ones flagged red."""
+    claims = answer.get("claims") or []
+    if not claims:
+        return []
+    summary = (answer.get("claims_summary") or {}).get("text") or f"{len(claims)} claims"
+    table = Table(title=f"claims: {summary}")
+    table.add_column("check")
+    table.add_column("claim")
+    table.add_column("evidence")
+    for claim in claims:
+        check = claim.get("check") or {}
+        status = check.get("status", "unsupported")
+        mark = CLAIM_MARKS.get(status, "[bold red]✗ UNSUPPORTED[/]")
+        text = str(claim.get("text", ""))[:90]
+        if status != "verified":
+            text += f"\n[dim]{check.get('reason', '')}[/]"
+        cited = ", ".join(evidence_text(e) for e in claim.get("evidence") or []) or "[red]no evidence[/]"
+        table.add_row(mark, text, cited)
+    return [table]
 
 
 def describe_error(error: dict[str, Any]) -> str:

@@ -39,6 +39,8 @@ from devhost.jobs.definitions import run as run_definitions
 from devhost.jobs.fork import ForkCliError
 from devhost.jobs.fork import add_parsers as add_fork_parsers
 from devhost.jobs.fork import run as run_fork
+from devhost.jobs.verified import add_parsers as add_verified_parsers
+from devhost.jobs.verified import run as run_verified
 
 STATUSES = ["pending", "running", "waiting_for_user", "completed", "failed", "cancelled"]
 EXIT_FOR_STATUS = {"completed": EXIT_COMPLETED, "failed": EXIT_FAILED, "cancelled": EXIT_CANCELLED}
@@ -82,6 +84,7 @@ def add_parser(sub: Any) -> None:
     add_fork_parsers(actions, common)
     # agents|workflows|teams list|show|apply: the same host options.
     add_definition_parsers(sub, common)
+    add_verified_parsers(sub, common)
 
 
 def _client(args: argparse.Namespace) -> tuple[httpx.Client, str]:
@@ -200,6 +203,8 @@ def main(args: argparse.Namespace) -> int:
     client, url = _client(args)
     try:
         with client:
+            if args.command == "verified-queries":
+                return run_verified(args, client, url, console)
             if args.command != "jobs":
                 return run_definitions(args, client, url, console)
             return _run(args, client, url, console)

@@ -9,6 +9,7 @@ it is exactly the guarded statement a human approved.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -23,6 +24,9 @@ from shared.providers.sql.guard import GuardResult, guard_sql
 
 if TYPE_CHECKING:
     from shared.providers.clients import Clients
+    from shared.providers.sql.verified import Match
+
+logger = logging.getLogger(__name__)
 
 
 class SqlTask(BaseModel):
@@ -105,6 +109,10 @@ def execute_azure_sql(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
     usage = chosen.usage
     model_used: str | None = chosen.model_used
     sql = task.sql
+    # A statement a person approved before for this kind of question comes first (still guarded and approved below).
+    verified = None if sql else find_verified(task.question, clients)
+    if verified is not None:
+        sql = verified.sql
     if not sql:
         response = call_llm(
             inp,
@@ -134,6 +142,9 @@ def execute_azure_sql(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
             model_used=model_used,
             result={"sql": sql, "executed": False},
         )
+    if verified is None and task.sql:
+        # An approved (or edited back) statement that is a verified query's is still that query: say so.
+        verified = same_verified(task.question, verdict.sql, clients, database.dialect)
     sensitive = sorted(t for t in verdict.tables if catalog.is_sensitive(t))
     if access.sql_mode == "draft":
         draft = {
@@ -142,7 +153,7 @@ def execute_azure_sql(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
             "sensitive_tables": sensitive,
             "draft": True,
             "database": chosen.as_dict(),
-        }
+        } | ({"verified_query": verified.describe()} if verified else {})
         return ExecutorOutput(status="success", result=draft, usage=usage, model_used=model_used)
 
     # The approval covers one exact statement: the guarded text a human saw is the text that runs.
@@ -187,7 +198,29 @@ def execute_azure_sql(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
         source_id=f"sql:{inp.execution_context.step_id or inp.task_id}",
     )
     body = {**result.model_dump(mode="json"), "database": chosen.as_dict()}
+    if verified is not None:
+        body["verified_query"] = verified.describe()
     return ExecutorOutput(status="success", result=body, usage=usage, model_used=model_used)
+
+
+def find_verified(question: str, clients: Clients) -> Match | None:
+    """The verified query matching the question, its slots filled; None when none matches or none can be read."""
+    from shared.providers.sql.verified import get_verified_store, match
+
+    try:
+        store = get_verified_store(clients.settings)
+        return match(question, store.list()) if store is not None else None
+    except Exception as exc:  # the store is an aid: without it the SQL is written as before
+        logger.warning("verified queries could not be read (%s): writing the SQL instead", type(exc).__name__)
+        return None
+
+
+def same_verified(question: str, guarded_sql: str, clients: Clients, dialect: str) -> Match | None:
+    """The verified query matching the question when its guarded statement is exactly ``guarded_sql``."""
+    candidate = find_verified(question, clients)
+    if candidate is None or guard_step_sql(candidate.sql, clients, dialect).sql != guarded_sql:
+        return None
+    return candidate
 
 
 def _previous_attempt_lines(inp: ExecutorInput) -> list[str] | None:

@@ -10,6 +10,7 @@ from shared.executors import register
 from shared.executors.common import call_llm, usage_of
 from shared.executors.streaming import STREAM_OBSERVER as STREAM_OBSERVER
 from shared.executors.streaming import Chunks, StreamingRun
+from shared.jobs.claims import ClaimSource, check_claims, summarize
 from shared.jobs.contracts import AnswerResult, ExecutorInput, ExecutorOutput
 from shared.providers.interfaces import LLMTask
 from shared.providers.llm.shaped import check_output_schema
@@ -34,6 +35,18 @@ class Source(BaseModel):
     row_count: int | None = Field(default=None, ge=0)
     truncated: bool = False
     rows_shown: int | None = Field(default=None, ge=0)
+    # The verified query the SQL step used (shared/providers/sql/verified.py), if any.
+    verified_query: dict[str, Any] | None = None
+
+    def titled(self) -> Source:
+        """The source as the writer sees it: a verified query is named in its title, so the answer says so."""
+        vq = self.verified_query
+        if not vq:
+            return self
+        who = f", approved by {vq['approved_by']}" if vq.get("approved_by") else ""
+        when = f" on {str(vq['approved_at'])[:10]}" if vq.get("approved_at") else ""
+        note = f"verified query '{vq.get('name')}'{who}{when}"
+        return self.model_copy(update={"title": f"{self.title} ({note})" if self.title else note})
 
 
 class StepNotes(BaseModel):
@@ -75,11 +88,11 @@ class _Answer(StreamingRun):
         """Stream the answer, then keep only the citations that point at real sources."""
         inp, clients = self.inp, self.clients
         task = ResponseTask.model_validate(inp.task)
-        sources = [Source.model_validate(s) for s in inp.execution_context.sources]
+        sources = [Source.model_validate(s).titled() for s in inp.execution_context.sources]
         step_notes = StepNotes.model_validate({"notes": inp.execution_context.step_notes}).notes
         inputs: dict[str, object] = {
             "question": task.question,
-            "sources": [s.model_dump(mode="json") for s in sources],
+            "sources": [s.model_dump(mode="json", exclude={"verified_query"}) for s in sources],
             "step_notes": step_notes,
         }
         schema = inp.execution_context.output_schema
@@ -95,11 +108,29 @@ class _Answer(StreamingRun):
         answer = response.output
         cited = [c for c in answer.citations if c.source_id in known]
         dropped = len(answer.citations) - len(cited)
+        # Every claim is checked against the sources it cites, by code, never a model: a failing one is marked.
+        claims = check_claims(
+            answer.claims, [ClaimSource.model_validate(s.model_dump()) for s in sources], _formats(clients)
+        )
         answer = AnswerResult(answer=answer.answer, citations=cited)
         status: Literal["success", "partial"] = "partial" if dropped and not cited else "success"
+        checked: dict[str, Any] = {}
+        if claims:
+            checked = {
+                "claims": [c.model_dump(mode="json", exclude_defaults=False) for c in claims],
+                "claims_summary": summarize(claims).model_dump(mode="json"),
+            }
         return ExecutorOutput(
             status=status,
-            result=answer.model_dump(mode="json") | {"dropped_citations": dropped},
+            result=answer.model_dump(mode="json", exclude={"claims"}) | {"dropped_citations": dropped} | checked,
             usage=usage_of(response, clients),
             model_used=response.model_used,
         )
+
+
+def _formats(clients: Clients) -> dict[str, str]:
+    """The catalog's formats by metric name (a ratio is written as a percentage); none when there is no catalog."""
+    try:
+        return {m.name: m.format for m in clients.catalog.metrics}
+    except Exception:  # no SQL catalog configured: figures are compared as plain numbers
+        return {}

@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from shared.jobs.claims import Claim
+
 
 class ErrorCode(StrEnum):
     """Stable error codes of the contract. Only the codes in ``RETRYABLE_CODES`` are worth a retry."""
@@ -300,3 +302,5 @@ class AnswerResult(BaseModel):
 
     answer: str
     citations: list[Citation] = Field(default_factory=list)
+    # Each statement with the cells or passage span it rests on; the answer step checks them (shared/jobs/claims.py).
+    claims: list[Claim] = Field(default_factory=list)

@@ -43,6 +43,7 @@ INJECTION = (
 ANSWER = {
     "answer": "Done [sql:t1].",
     "citations": [{"source_id": "sql:t1", "kind": "sql", "title": "x", "quote": None}],
+    "claims": [],
 }
 
 

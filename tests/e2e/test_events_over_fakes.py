@@ -80,7 +80,7 @@ def test_a_retried_answer_attempt_is_superseded_and_the_next_one_streams(llm: Fa
     llm.reset()
     llm.script_job(
         plan=JsonReply(_plan()),
-        write_answer=JsonReply({"answer": ANSWER, "citations": []}, chunks=25, chunk_delay_s=0.06),
+        write_answer=JsonReply({"answer": ANSWER, "citations": [], "claims": []}, chunks=25, chunk_delay_s=0.06),
     )
     llm.script(StreamErrorReply(BROKEN, code="server_error", chunk_delay_s=0.15), task="write_answer")
     jobs = JobClient(host)

@@ -101,6 +101,7 @@ def answer(doc_source: str) -> dict[str, Any]:
             {"source_id": "sql:sales", "kind": "sql", "title": "Returns by region in Q3", "quote": None},
             {"source_id": doc_source, "kind": "document", "title": "Returns policy", "quote": None},
         ],
+        "claims": [],
     }
 
 

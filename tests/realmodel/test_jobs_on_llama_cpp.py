@@ -143,3 +143,8 @@ def test_sql_documents_and_answer_steps_on_the_real_server(llama: LlamaServer, t
             # Citations only point at the sources it was given.
             cited = {c["source_id"] for c in out["result"].get("citations", [])}
             assert cited <= {s["source_id"] for s in sources}, out
+            # Whatever claims the tiny model makes come back checked by the checker, never taken as they are.
+            claims = out["result"].get("claims", [])
+            print(f"| {mode} | claims | {(out['result'].get('claims_summary') or {}).get('text', 'none')}")
+            statuses = {"verified", "unsupported", "not_checkable"}
+            assert all(c["check"]["status"] in statuses and c["check"]["reason"] for c in claims), claims

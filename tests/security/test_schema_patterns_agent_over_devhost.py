@@ -32,7 +32,7 @@ AOAI_KEY = "fake-aoai-key-patterns"
 CATASTROPHIC = r"^([\s\S]+)+Z$"
 # Python's re would need about 2**5000 steps to refuse this text; RE2 reads it once.
 LONG = "x" * 5_000
-ANSWER = {"answer": "Done.", "citations": []}
+ANSWER = {"answer": "Done.", "citations": [], "claims": []}
 
 
 class NotesApi:

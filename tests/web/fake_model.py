@@ -47,7 +47,7 @@ def policy_answer(points: int) -> str:
 def answer_reply(text: str, *, chunks: int, chunk_delay_s: float) -> JsonReply:
     """The answer writer's reply ``text`` citing SOURCE, streamed in ``chunks`` deltas ``chunk_delay_s`` apart."""
     citations = [{"source_id": SOURCE, "kind": "document", "title": "Returns policy", "quote": None}]
-    return JsonReply({"answer": text, "citations": citations}, chunks=chunks, chunk_delay_s=chunk_delay_s)
+    return JsonReply({"answer": text, "citations": citations, "claims": []}, chunks=chunks, chunk_delay_s=chunk_delay_s)
 
 
 def start_fake_model_host(llm: FakeOpenAI, data: Path) -> DevHostProcess:

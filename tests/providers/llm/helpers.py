@@ -61,6 +61,7 @@ ANSWER = {
         {"source_id": "sql:sales", "kind": "sql", "title": "Sales by region", "quote": None},
         {"source_id": "policy#1", "kind": "document", "title": "Refund policy", "quote": "within 14 days"},
     ],
+    "claims": [],
 }
 
 SOURCES = [

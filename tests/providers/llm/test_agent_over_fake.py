@@ -41,6 +41,7 @@ Refund escalations go to the escalation desk within two business days.
 ANSWER = {
     "answer": "Refunds follow the returns policy; there are four regions [sql:t1].",
     "citations": [{"source_id": "sql:t1", "kind": "sql", "title": "Regions", "quote": None}],
+    "claims": [],
 }
 
 

@@ -48,6 +48,7 @@ SQL = {"sql": "SELECT name FROM regions ORDER BY name LIMIT 10", "tables": ["reg
 ANSWER = {
     "answer": "There are four regions: East, North, South and West [sql:sales].",
     "citations": [{"source_id": "sql:sales", "kind": "sql", "title": "Regions", "quote": None}],
+    "claims": [],
 }
 
 

@@ -169,7 +169,8 @@ def test_a_schema_the_endpoint_refuses_fails_the_step_with_a_stable_code(fake_op
 
 def test_a_refusal_in_a_mode_the_model_served_before_blames_the_schema(fake_openai: FakeOpenAI) -> None:
     llm_clients = clients_for(fake_openai)
-    fake_openai.always(JsonReply({"answer": "Refunds take 14 days.", "citations": []}), task="write_answer")
+    reply = {"answer": "Refunds take 14 days.", "citations": [], "claims": []}
+    fake_openai.always(JsonReply(reply), task="write_answer")
     assert run_executor(payload(None), clients=llm_clients)["status"] == "success"
     assert "output schema" not in fake_openai.requests_for("write_answer")[0].system_text
     fake_openai.script(json_schema_unsupported_error(), task="write_answer")  # the same words as a mode refusal

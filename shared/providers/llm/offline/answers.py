@@ -59,6 +59,7 @@ from typing import Any
 from shared.ingest.chunking import split_sentences
 from shared.ingest.text import STOP_WORDS, bound_snippet
 from shared.ingest.text import SYNONYMS as INDEX_SYNONYMS
+from shared.jobs.claims import Claim, Evidence
 from shared.jobs.contracts import AnswerResult, Chunk, Citation, SqlResult
 
 MIN_COVERAGE = 0.3
@@ -463,10 +464,10 @@ def _partial_sentence(result: SqlResult, rows: _Rows, labels: Sequence[int]) -> 
     )
 
 
-def _at_extreme(valued: Sequence[tuple[list[Any], float]], pick: Callable[[Iterable[float]], float]) -> list[list[Any]]:
-    """The rows whose measure is the extreme value ``pick`` (``min`` or ``max``) chooses, in row order."""
+def _at_extreme(valued: Sequence[tuple[int, float]], pick: Callable[[Iterable[float]], float]) -> list[int]:
+    """The rows (their indexes) whose measure is the extreme value ``pick`` (``min`` or ``max``) chooses, in order."""
     extreme = pick(v for _, v in valued)
-    return [r for r, v in valued if v == extreme]
+    return [i for i, v in valued if v == extreme]
 
 
 def _fixed_clause(rows: _Rows, constant: Sequence[int], labels: Sequence[int]) -> str:
@@ -475,41 +476,96 @@ def _fixed_clause(rows: _Rows, constant: Sequence[int], labels: Sequence[int]) -
     return f" ({fixed})" if fixed else ""
 
 
-def _ranking_sentence(question: str, rows: _Rows, measure: int, labels: Sequence[int], constant: Sequence[int]) -> str:
+def _row_claim(
+    text: str, source_id: str, rows: _Rows, measure: int, picked: Sequence[int], labels: Sequence[int]
+) -> Claim:
+    """A figure claim: the measure of the picked rows (all equal), the rows named by their label cells."""
+    column = rows.columns[measure]
+    evidence = [Evidence(source_id=source_id, row=i, column=column) for i in picked]
+    evidence += [
+        Evidence(source_id=source_id, row=i, column=rows.columns[c], role="label")
+        for i in picked
+        for c in labels
+        if c < len(rows.rows[i]) and rows.rows[i][c] is not None
+    ]
+    return Claim(text=text, figure=rows.cell(measure, rows.rows[picked[0]]), evidence=evidence)
+
+
+def _ranking_sentence(
+    question: str, rows: _Rows, measure: int, labels: Sequence[int], constant: Sequence[int], source_id: str
+) -> tuple[str, list[Claim]]:
     """Name the row(s) with the highest measure (lowest if the question asks for the least), and the other end."""
     count = f"{len(rows.rows)} rows"
-    valued = [(r, v) for r in rows.rows if (v := _as_number(r[measure] if measure < len(r) else None)) is not None]
+    valued = [
+        (i, v)
+        for i, r in enumerate(rows.rows)
+        if (v := _as_number(r[measure] if measure < len(r) else None)) is not None
+    ]
+    whole = Claim(
+        text=f"across {count}", figure=str(len(rows.rows)), operation="count", evidence=[Evidence(source_id=source_id)]
+    )
     if not valued:
-        return f"The query returned {count}."
+        return f"The query returned {count}.", [whole.model_copy(update={"text": f"The query returned {count}."})]
     low = bool(_LOW_WORDS.search(question))
     word, opposite = ("lowest", "highest") if low else ("highest", "lowest")
     best = _at_extreme(valued, min if low else max)
-    who = " and ".join(rows.label(r, labels) for r in best[:3]) + (" (and others)" if len(best) > 3 else "")
+    who = " and ".join(rows.label(rows.rows[i], labels) for i in best[:3]) + (" (and others)" if len(best) > 3 else "")
     verb = "share" if len(best) > 1 else "has"
-    text = f"{who} {verb} the {word} {_humanize(rows.columns[measure])} ({rows.cell(measure, best[0])})"
+    text = f"{who} {verb} the {word} {_humanize(rows.columns[measure])} ({rows.cell(measure, rows.rows[best[0]])})"
+    claims = [_row_claim(text, source_id, rows, measure, best[:3], labels)]
     if len(valued) >= 3:
         other = _at_extreme(valued, max if low else min)[0]
-        text += f"; the {opposite} is {rows.label(other, labels)} ({rows.cell(measure, other)})"
-    return f"{text}, across {count}{_fixed_clause(rows, constant, labels)}."
+        clause = f"the {opposite} is {rows.label(rows.rows[other], labels)} ({rows.cell(measure, rows.rows[other])})"
+        claims.append(_row_claim(clause, source_id, rows, measure, [other], labels))
+        text += f"; {clause}"
+    claims.append(whole)
+    return f"{text}, across {count}{_fixed_clause(rows, constant, labels)}.", claims
 
 
 def summarize_sql(question: str, result: SqlResult, formats: Mapping[str, str] | None = None) -> str:
     """One or two plain sentences about a result's rows (no claims beyond the rows)."""
+    return summarize_sql_claims(question, result, formats)[0]
+
+
+def summarize_sql_claims(
+    question: str, result: SqlResult, formats: Mapping[str, str] | None = None, source_id: str = "sql"
+) -> tuple[str, list[Claim]]:
+    """The sentences of ``summarize_sql`` and their claims: each figure with the cells it comes from."""
     if not result.rows:
-        return "The query returned no rows."
+        return "The query returned no rows.", []
     rows = _Rows(_columns(result), result.rows, formats or {})
     measure = _measure_index(rows.columns, rows.rows)
     partial = is_partial(result)
     if len(rows.rows) == 1 and not partial:
-        pairs = ", ".join(f"{_humanize(c)}: {rows.cell(i, rows.rows[0])}" for i, c in enumerate(rows.columns))
-        return f"The query returned one row — {pairs}."
+        row = rows.rows[0]
+        text = "The query returned one row — " + ", ".join(
+            f"{_humanize(c)}: {rows.cell(i, row)}" for i, c in enumerate(rows.columns)
+        )
+        numbers = [i for i in range(len(rows.columns)) if _as_number(row[i] if i < len(row) else None) is not None]
+        # The row is named by its other cells (the region), each figure by its own cell.
+        named_by = [
+            Evidence(source_id=source_id, row=0, column=c, role="label")
+            for i, c in enumerate(rows.columns)
+            if i not in numbers and i < len(row) and row[i] is not None
+        ]
+        claims = [
+            Claim(
+                text=f"{text}.",
+                figure=rows.cell(i, row),
+                evidence=[Evidence(source_id=source_id, row=0, column=rows.columns[i]), *named_by],
+            )
+            for i in numbers
+        ]
+        return f"{text}.", claims
     # Columns with one value in every row (e.g. the quarter asked about) are said once, not per row.
     labels, constant = _label_columns(rows, measure)
     if partial:
-        return _partial_sentence(result, rows, labels)
+        return _partial_sentence(result, rows, labels), []
     if measure is None:
-        return f"The query returned {len(rows.rows)} rows."
-    return _ranking_sentence(question, rows, measure, labels, constant)
+        text = f"The query returned {len(rows.rows)} rows."
+        whole = [Evidence(source_id=source_id)]
+        return text, [Claim(text=text, figure=str(len(rows.rows)), operation="count", evidence=whole)]
+    return _ranking_sentence(question, rows, measure, labels, constant, source_id)
 
 
 def sql_table(result: SqlResult, formats: Mapping[str, str] | None = None) -> str:
@@ -552,6 +608,7 @@ def _answered_by_data(part: str, sql_results: Sequence[SqlResult]) -> bool:
     return False
 
 
+_VERIFIED_NOTE = re.compile(r"\((verified query '[^']*'[^()]*)\)$")
 _STATISTIC_WORDS = re.compile(r"\b(average|mean|median)\b", re.IGNORECASE)
 
 
@@ -598,16 +655,20 @@ def compose_answer_offline(
     notes = [" ".join(n.split()) for n in step_notes if n and n.strip()]
     if not notes:
         return answer
-    return AnswerResult(answer="\n\n".join([*notes, answer.answer]), citations=answer.citations)
+    return answer.model_copy(update={"answer": "\n\n".join([*notes, answer.answer])})
 
 
 def _sql_section(
     question: str, n: int, result: SqlResult, formats: Mapping[str, str] | None, only: bool
-) -> tuple[str, Citation]:
+) -> tuple[str, Citation, list[Claim]]:
     """The answer's block for the ``n``-th SQL result (summary and table) and its ``sql`` citation."""
     source_id = result.source_id or f"sql-{n}"
-    summary = summarize_sql(question, result, formats)
+    summary, claims = summarize_sql_claims(question, result, formats, source_id)
     header = "From the data" if only else f"From the data ({result.question or f'query {n}'})"
+    # A verified query named in the source's title (generate_response puts it there) is said even when alone.
+    verified = _VERIFIED_NOTE.search(result.question or "")
+    if only and verified:
+        header = f"From the data ({verified.group(1)})"
     block = f"{header}: {summary} [{source_id}]"
     table = sql_table(result, formats)
     citation = Citation(
@@ -616,7 +677,7 @@ def _sql_section(
         title=result.question or "SQL query",
         quote=bound_snippet(" ".join(result.sql.split()), MAX_QUOTE_CHARS) or None,
     )
-    return (f"{block}\n\n{table}" if table else block), citation
+    return (f"{block}\n\n{table}" if table else block), citation, claims
 
 
 @dataclass
@@ -627,14 +688,22 @@ class _DocumentAnswer:
     used: dict[int, _Sentence] = field(default_factory=dict)
     unanswered: list[str] = field(default_factory=list)
     seen: set[tuple[str, str]] = field(default_factory=set)
+    claims: list[Claim] = field(default_factory=list)
 
-    def quote(self, found: Sequence[tuple[_Sentence, str]]) -> None:
-        """Add a line for each sentence found, once per sentence and source."""
+    def quote(self, found: Sequence[tuple[_Sentence, str]], contents: Mapping[str, str]) -> None:
+        """Add a line for each sentence found, once per sentence and source, and its claim with its span."""
         for s, source_id in found:
             key = (s.text, source_id)
             if key not in self.seen:
                 self.seen.add(key)
                 self.lines.append(f"- {bound_snippet(s.text, MAX_SENTENCE_CHARS)} [{source_id}]")
+                start = contents.get(source_id, "").find(s.text)
+                span = (
+                    Evidence(source_id=source_id, start=start, end=start + len(s.text))
+                    if start >= 0
+                    else Evidence(source_id=source_id)  # the sentence was rejoined across lines: the whole chunk
+                )
+                self.claims.append(Claim(text=s.text, evidence=[span]))
 
     def citations(self, chunks: Sequence[Chunk]) -> list[Citation]:
         """A ``document`` citation for each chunk used, quoting its best sentence, in retrieval order."""
@@ -654,13 +723,14 @@ def _read_documents(
 ) -> _DocumentAnswer:
     """Answer each part of the question from the chunks; ``searched`` says whether any source was consulted."""
     docs = _DocumentAnswer()
+    contents = {c.source_id: c.content for c in chunks}
     for part, text in question_parts:
         by_data = _answered_by_data(part, sql_results)
         # A part the data answers reads documents only when they were fetched for it alone.
         if by_data and len(question_parts) > 1:
             continue
         found, cover = _document_lines(text, chunks, docs.used) if chunks else ([], coverage(text, []))
-        docs.quote(found)
+        docs.quote(found, contents)
         if not found and not by_data and searched:
             docs.unanswered.append(not_found_sentence(part, cover.missing))
     return docs
@@ -674,10 +744,12 @@ def _compose(
 ) -> AnswerResult:
     parts: list[str] = []
     citations: list[Citation] = []
+    claims: list[Claim] = []
     for n, result in enumerate(sql_results, start=1):
-        block, citation = _sql_section(question, n, result, formats, only=len(sql_results) == 1)
+        block, citation, found = _sql_section(question, n, result, formats, only=len(sql_results) == 1)
         parts.append(block)
         citations.append(citation)
+        claims += found
 
     # A chunk that is mostly planted instructions is dropped before ranking, so it is neither quoted
     # nor cited and does not push the genuine chunks down the retrieval order either.
@@ -687,6 +759,7 @@ def _compose(
     if docs.lines:
         parts.append("\n".join(["From the documents:", *docs.lines]))
         citations += docs.citations(kept)
+        claims += docs.claims
     if docs.unanswered and not parts and len(question_parts) == 1:
         missing = coverage(question, kept).missing
         detail = f" They do not mention {_quoted_list(missing[:5])}." if missing else ""
@@ -694,4 +767,4 @@ def _compose(
     parts += docs.unanswered
     if not parts:
         return AnswerResult(answer=NOTHING_FOUND, citations=[])
-    return AnswerResult(answer="\n\n".join(parts), citations=citations)
+    return AnswerResult(answer="\n\n".join(parts), citations=citations, claims=claims)

@@ -141,6 +141,7 @@ def test_nothing_relevant_is_said_plainly() -> None:
     assert compose_answer_offline("Which region had the most returns?", [], []).model_dump() == {
         "answer": NOTHING_FOUND,
         "citations": [],
+        "claims": [],
     }
     unrelated = [Chunk(source_id="x.md#1", title="Gardening", content="Tomatoes need full sun and regular water.")]
     result = compose_answer_offline("What is the restocking fee?", unrelated, [])

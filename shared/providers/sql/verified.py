@@ -1,0 +1,299 @@
+"""Verified queries: SQL statements a person approved, saved with the question they answer, reused by the SQL step.
+
+A verified query holds a question template with variable parts (``Returns in the {region} region in Q3``),
+the statement with the same slots (``... WHERE g.name = {region}``), the allowed values of each slot, the
+catalog version it was written against, and who approved it and when. The SQL step looks for one whose
+template matches the question (case, spaces and end punctuation aside) before it asks a writer; it fills
+the slots with the question's values, each one of the slot's allowed values and written as a SQL string
+literal (never spliced as code), and the statement then goes through the same guard and the same approval
+as any other: a verified query that reads a sensitive table still needs a person's approval of this exact
+statement in this job.
+
+They are stored next to the definitions (Table Storage; Azurite locally), in the table
+``<DEFINITIONS_TABLE>verified``: one row per query, retired rather than deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+if TYPE_CHECKING:
+    from azure.data.tables import TableClient
+
+    from shared.runtime.settings import Settings
+
+logger = logging.getLogger(__name__)
+PARTITION = "verified"
+SLOT = re.compile(r"\{([a-z][a-z0-9_]{0,31})\}")
+# A value the question gives a slot: words, digits, spaces, dots and dashes (no quotes, no SQL punctuation).
+VALUE = r"[A-Za-z0-9][A-Za-z0-9 .\-]{0,59}?"
+MAX_QUERIES = 500
+# The SQL step reads the store before writing SQL: an unreachable store must cost little, not a long retry.
+_CLIENT: dict[str, Any] = {"retry_total": 1, "connection_timeout": 3, "read_timeout": 10}
+
+
+class Slot(BaseModel):
+    """A variable part: the values the question may give it (matched without regard to case)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    values: list[str] = Field(min_length=1, max_length=200)
+
+    @field_validator("values")
+    @classmethod
+    def _plain(cls, values: list[str]) -> list[str]:
+        for v in values:
+            if not re.fullmatch(VALUE.removesuffix("?"), v):
+                raise ValueError(f"value {v!r} must be 1-60 letters, digits, spaces, dots or dashes")
+        return values
+
+
+class VerifiedQueryIn(BaseModel):
+    """What a person saves: the question template, the statement, its slots (the API's request body)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(pattern=r"^[a-z][a-z0-9-]{0,62}$")
+    name: str = Field(min_length=1, max_length=200)
+    question: str = Field(min_length=3, max_length=500)
+    sql: str = Field(min_length=1, max_length=20_000)
+    variables: dict[str, Slot] = Field(default_factory=dict, max_length=8)
+    # Where it was approved (a job and its SQL step), for the record.
+    approved_in: str | None = Field(default=None, max_length=200)
+
+    @model_validator(mode="after")
+    def _slots_agree(self) -> VerifiedQueryIn:
+        asked, used = set(SLOT.findall(self.question)), set(SLOT.findall(self.sql))
+        declared = set(self.variables)
+        if asked != declared or used != declared:
+            raise ValueError(
+                f"the question's slots {sorted(asked)}, the statement's {sorted(used)} and the variables "
+                f"{sorted(declared)} must be the same"
+            )
+        return self
+
+
+class VerifiedQuery(VerifiedQueryIn):
+    """A stored verified query: who approved it and when, against which catalog, and whether it is retired."""
+
+    approved_by: str | None = None
+    approved_at: str
+    catalog_version: str
+    retired: bool = False
+
+
+class Match(BaseModel):
+    """A verified query matching a question, with the statement its values fill in."""
+
+    query: VerifiedQuery
+    values: dict[str, str]
+    sql: str
+
+    def describe(self) -> dict[str, Any]:
+        """What the SQL step's output says about it (and the view shows)."""
+        q = self.query
+        return {
+            "id": q.id,
+            "name": q.name,
+            "values": self.values,
+            "approved_by": q.approved_by,
+            "approved_at": q.approved_at,
+            "catalog_version": q.catalog_version,
+        }
+
+
+def _normal(text: str) -> str:
+    return " ".join(text.casefold().split()).strip(" ?.!")
+
+
+def _pattern(template: str) -> re.Pattern[str]:
+    """The template as a regular expression over normalised text: literal parts exact, each slot a value."""
+    names = SLOT.findall(template)
+    pieces = [re.escape(re.sub(r"\s+", " ", p)) for p in SLOT.sub("\x00", _normal(template)).split("\x00")]
+    regex = "".join(p + (f"(?P<{names[i]}>{VALUE})" if i < len(names) else "") for i, p in enumerate(pieces))
+    return re.compile(regex.replace(r"\ ", r"\s+"))
+
+
+def literal(value: str) -> str:
+    """A value as a SQL string literal (the value pattern has no quotes; doubling them is belt and braces)."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def match(question: str, queries: list[VerifiedQuery]) -> Match | None:
+    """The first live verified query the question matches, its slots filled, or None.
+
+    The template first (its literal words in order); then a paraphrase: the question names one allowed value
+    per slot, and its other content words are exactly the template's (so "Q2" never matches a "Q3" template,
+    nor "fewest" a "most" one), whatever their order and the stop words around them.
+    """
+    live = [q for q in queries if not q.retired]
+    for q in live:
+        found = _pattern(q.question).fullmatch(_normal(question))
+        values = _canonical(q, {name: found.group(name).strip() for name in q.variables}) if found else None
+        if values is not None:
+            return Match(query=q, values=values, sql=fill(q.sql, values))
+    for q in live:
+        values = _paraphrase(question, q)
+        if values is not None:
+            return Match(query=q, values=values, sql=fill(q.sql, values))
+    return None
+
+
+def _canonical(q: VerifiedQuery, given: dict[str, str]) -> dict[str, str] | None:
+    """Each slot's value as the allowed list spells it; None when one is not allowed."""
+    values: dict[str, str] = {}
+    for name, slot in q.variables.items():
+        canonical = next((v for v in slot.values if v.casefold() == given[name].casefold()), None)
+        if canonical is None:
+            return None
+        values[name] = canonical
+    return values
+
+
+def _words(text: str) -> set[str]:
+    from shared.ingest.text import STOP_WORDS
+
+    # "the West region's total" says what "the total in the West region" says: possessives go.
+    words = re.findall(r"[a-z0-9]+", re.sub(r"['’]s\b", "", text.casefold()))
+    return {w[:-1] if len(w) > 3 and w.endswith("s") else w for w in words if w not in STOP_WORDS}
+
+
+def _paraphrase(question: str, q: VerifiedQuery) -> dict[str, str] | None:
+    """The slot values when the question is a rewording of the template (see ``match``), else None."""
+    text = f" {_normal(question)} "
+    values: dict[str, str] = {}
+    for name, slot in q.variables.items():
+        named = [v for v in slot.values if re.search(rf"(?<![a-z0-9]){re.escape(v.casefold())}(?![a-z0-9])", text)]
+        if len(named) != 1:
+            return None
+        values[name] = named[0]
+        text = re.sub(rf"(?<![a-z0-9]){re.escape(named[0].casefold())}(?![a-z0-9])", " ", text)
+    template = _words(SLOT.sub(" ", q.question))
+    return values if template and _words(text) == template else None
+
+
+def fill(sql: str, values: dict[str, str]) -> str:
+    """The statement with each slot replaced by its value as a SQL string literal."""
+    return SLOT.sub(lambda m: literal(values[m.group(1)]), sql)
+
+
+def sample_sql(query: VerifiedQueryIn) -> str:
+    """The statement with each slot set to its first allowed value (to guard it when it is saved)."""
+    return fill(query.sql, {name: slot.values[0] for name, slot in query.variables.items()})
+
+
+def now() -> str:
+    """The approval time as stored (UTC, ISO 8601)."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+# --- the store ------------------------------------------------------------------------------------------
+
+
+class VerifiedQueryStore:
+    """Verified queries as rows of one table (the definitions' storage account)."""
+
+    def __init__(self, table: TableClient) -> None:
+        self.table = table
+        self._ready = False
+        self._lock = threading.Lock()
+
+    def _ensure(self) -> None:
+        from azure.core.exceptions import ResourceExistsError
+
+        with self._lock:
+            if self._ready:
+                return
+            try:
+                self.table.create_table()
+            except ResourceExistsError:
+                pass
+            self._ready = True
+
+    def list(self, *, include_retired: bool = False) -> list[VerifiedQuery]:
+        """Every verified query (the live ones unless asked), by id."""
+        self._ensure()
+        rows = self.table.query_entities(f"PartitionKey eq '{PARTITION}'", results_per_page=MAX_QUERIES)
+        out = [VerifiedQuery.model_validate_json(r["body"]) for r in rows]
+        return sorted((q for q in out if include_retired or not q.retired), key=lambda q: q.id)
+
+    def get(self, query_id: str) -> VerifiedQuery | None:
+        """One verified query (retired ones too), or None."""
+        from azure.core.exceptions import ResourceNotFoundError
+
+        self._ensure()
+        try:
+            row = self.table.get_entity(PARTITION, query_id)
+        except ResourceNotFoundError:
+            return None
+        return VerifiedQuery.model_validate_json(row["body"])
+
+    def put(self, query: VerifiedQuery, *, create: bool) -> bool:
+        """Save a query; with ``create`` only when the id is free (False when it is taken)."""
+        from azure.core.exceptions import ResourceExistsError
+        from azure.data.tables import UpdateMode
+
+        self._ensure()
+        entity = {"PartitionKey": PARTITION, "RowKey": query.id, "body": query.model_dump_json()}
+        if create:
+            try:
+                self.table.create_entity(entity)
+            except ResourceExistsError:
+                return False
+            return True
+        self.table.upsert_entity(entity, mode=UpdateMode.REPLACE)
+        return True
+
+
+def catalog_version(catalog_json: str) -> str:
+    """A short digest of the catalog a query was verified against."""
+    import hashlib
+
+    return hashlib.sha256(catalog_json.encode("utf-8")).hexdigest()[:12]
+
+
+def build_verified_store(settings: Settings) -> VerifiedQueryStore | None:
+    """The store on the definitions' table service, or None when none is configured (no verified queries then)."""
+    import os
+
+    from azure.data.tables import TableServiceClient
+
+    name = f"{settings.definitions_table}verified"
+    if settings.definitions_table_endpoint or os.environ.get("AzureWebJobsStorage__tableServiceUri"):
+        from azure.identity import DefaultAzureCredential
+
+        endpoint = settings.definitions_table_endpoint or os.environ["AzureWebJobsStorage__tableServiceUri"]
+        credential = DefaultAzureCredential(managed_identity_client_id=settings.azure_client_id)
+        service = TableServiceClient(endpoint=endpoint, credential=credential, **_CLIENT)
+    elif settings.azurewebjobsstorage is not None:
+        try:
+            service = TableServiceClient.from_connection_string(
+                settings.azurewebjobsstorage.get_secret_value(), **_CLIENT
+            )
+        except ValueError:
+            return None
+    else:
+        return None
+    return VerifiedQueryStore(service.get_table_client(name))
+
+
+_stores: dict[str, VerifiedQueryStore | None] = {}
+_stores_lock = threading.Lock()
+
+
+def get_verified_store(settings: Settings) -> VerifiedQueryStore | None:
+    """The process-wide store for these settings, built once (None when no table service is configured)."""
+    key = json.dumps(
+        [settings.definitions_table, settings.definitions_table_endpoint, bool(settings.azurewebjobsstorage)]
+    )
+    with _stores_lock:
+        if key not in _stores:
+            _stores[key] = build_verified_store(settings)
+        return _stores[key]
