@@ -7,6 +7,7 @@ import azure.durable_functions as df
 
 from shared.executors import executor_types
 from shared.executors.runner import run_executor
+from shared.providers.clients import get_clients
 
 blueprint = df.Blueprint()
 
@@ -14,7 +15,7 @@ blueprint = df.Blueprint()
 def _make_activity(executor_type: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
     def activity(payload: dict[str, Any]) -> dict[str, Any]:
         """Run one step through the executor contract."""
-        return run_executor(payload, expected_type=executor_type)
+        return run_executor(payload, expected_type=executor_type, clients=get_clients)
 
     activity.__name__ = activity.__qualname__ = executor_type
     return activity

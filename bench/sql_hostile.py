@@ -28,9 +28,9 @@ from typing import Any
 
 from shared.jobs.contracts import ProviderError
 from shared.providers.sql.catalog import load_catalog
-from shared.providers.sql.guard import guard_sql
 from shared.providers.sql.sqlite import SqliteOdbcDatabase, open_sample_database
 from shared.runtime.settings import get_settings
+from shared.runtime.sqlguard.guard import guard_sql
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "sql" / "hostile_corpus.json"
 LIMIT_MB = 64.0

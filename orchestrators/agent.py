@@ -31,7 +31,9 @@ from shared.executors import (
 from shared.jobs.agent import (
     FORMAT_OUTPUT,
     GET_JOB_STATE,
+    PYTHON_TOOL,
     REQUEST_USER_FEEDBACK,
+    RUN_PYTHON,
     AgentLimits,
     AgentToolCall,
     AgentTurn,
@@ -40,7 +42,6 @@ from shared.jobs.agent import (
 from shared.jobs.contracts import ErrorCode, ExecutorOutput, SqlAccess
 from shared.jobs.models import StepState
 from shared.jobs.plan import AskUserInput, PlanStep
-from shared.tools.python import PYTHON_TOOL, RUN_PYTHON
 
 if TYPE_CHECKING:
     from orchestrators.job import Gen, JobRun

@@ -17,12 +17,11 @@ from pydantic import ValidationError
 from orchestrators.agent import AgentLoop
 from orchestrators.outcomes import JobStop
 from shared.executors import StepInputError, apply_edits, check_plan, lookup_kinds
-from shared.jobs.agent import REQUEST_USER_FEEDBACK, ToolCallRecord
+from shared.jobs.agent import PYTHON_TOOL, REQUEST_USER_FEEDBACK, RUN_PYTHON, ToolCallRecord
 from shared.jobs.contracts import ErrorCode
 from shared.jobs.fork import LOAD_FORK_BASE, ForkBase, ForkBaseResult, WorkflowBase, edited_input
 from shared.jobs.models import StepState
 from shared.jobs.plan import Plan
-from shared.tools.python import PYTHON_TOOL, RUN_PYTHON
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator

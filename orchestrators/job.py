@@ -18,7 +18,7 @@ import json
 import logging
 from collections.abc import Callable, Generator
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -42,6 +42,7 @@ from shared.executors import (
     validate_step_input,
 )
 from shared.executors import uses_llm as executor_uses_llm
+from shared.jobs.agent import PYTHON_TOOL
 from shared.jobs.contracts import (
     Constraints,
     ErrorCode,
@@ -78,8 +79,6 @@ from shared.jobs.plan import (
     SupervisorDecision,
 )
 from shared.jobs.runs import LIMIT_TEXT, REPORT_PART, RUN_LIMIT_EXCEEDED
-from shared.runtime import telemetry
-from shared.tools.python import PYTHON_TOOL
 
 logger = logging.getLogger(__name__)
 
@@ -122,6 +121,30 @@ def set_run_walker(walker: Callable[[JobRun], Any]) -> None:
     """Install the walker of workflow and team runs (orchestrators/__init__.py does, once)."""
     global _run_walker
     _run_walker = walker
+
+
+class JobEvents(Protocol):
+    """Where a job's status and cost events go: ``shared.runtime.telemetry`` (function_app.py installs it)."""
+
+    def log_job_status(
+        self, *, job_id: str, status: str, previous_status: str | None, error_code: str | None, waiting_kind: str | None
+    ) -> None:
+        """Log a status change (called once, never on replay)."""
+
+    def log_job_cost(self, *, job_id: str, status: str, events: Any, owner: str | None, workflow: str | None) -> Any:
+        """Log a finished job's cost ledger (called once, never on replay)."""
+
+
+# The telemetry reads settings and price files, so the orchestrator does not import it: function_app.py
+# installs it here (no import of I/O from orchestrator code; an import-linter contract holds it). Without
+# it (a test driving JobRun) a status change is only logged as text.
+_job_events: JobEvents | None = None
+
+
+def set_job_events(events: JobEvents) -> None:
+    """Install where job status and cost events go (function_app.py does, once)."""
+    global _job_events
+    _job_events = events
 
 
 class JobRun:
@@ -176,21 +199,24 @@ class JobRun:
         self.ctx.set_custom_status(custom_status(self.state))
         if self.state.status != self.last_status:
             if not self.ctx.is_replaying:
-                telemetry.log_job_status(
-                    job_id=self.job.job_id,
-                    status=self.state.status,
-                    previous_status=self.last_status,
-                    error_code=self.state.error.code if self.state.error else None,
-                    waiting_kind=self.state.waiting.kind if self.state.waiting else None,
-                )
-                if self.state.status in ("completed", "failed") and not self.part_of_run:
-                    telemetry.log_job_cost(  # the job's ledger from its own history (shared/runtime/ledger.py)
+                if _job_events is None:
+                    logger.info("job %s is %s", self.job.job_id, self.state.status)
+                else:
+                    _job_events.log_job_status(
                         job_id=self.job.job_id,
                         status=self.state.status,
-                        events=getattr(self.ctx, "histories", None),
-                        owner=self.job.owner.id if self.job.owner else None,
-                        workflow=self.job.run.id if self.job.run else None,
+                        previous_status=self.last_status,
+                        error_code=self.state.error.code if self.state.error else None,
+                        waiting_kind=self.state.waiting.kind if self.state.waiting else None,
                     )
+                    if self.state.status in ("completed", "failed") and not self.part_of_run:
+                        _job_events.log_job_cost(  # the job's ledger from its own history (shared/runtime/ledger.py)
+                            job_id=self.job.job_id,
+                            status=self.state.status,
+                            events=getattr(self.ctx, "histories", None),
+                            owner=self.job.owner.id if self.job.owner else None,
+                            workflow=self.job.run.id if self.job.run else None,
+                        )
             self.last_status = self.state.status
 
     def add_usage(self, step: StepState | None, usage: Usage, executor_type: str = PLAN) -> None:

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrators.outcomes import EditedTask, ExpiredAnswer, JobStop
 from shared.executors import StepInputError, apply_edits, get_executor
+from shared.jobs.agent import PYTHON_TOOL
 from shared.jobs.contracts import ErrorCode, ExecutorOutput
 from shared.jobs.plan import PlanStep
-from shared.tools.python import PYTHON_TOOL
 
 if TYPE_CHECKING:
     from orchestrators.job import Gen, JobRun

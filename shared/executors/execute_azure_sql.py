@@ -20,7 +20,7 @@ from shared.executors.decisions import Decided, DecisionHook, decide
 from shared.jobs.contracts import ErrorCode, ExecutorInput, ExecutorOutput, ProviderError, SqlAccess, SqlResult
 from shared.jobs.plan import SqlDraft
 from shared.providers.interfaces import LLMTask
-from shared.providers.sql.guard import GuardResult, guard_sql
+from shared.runtime.sqlguard.guard import GuardResult, guard_sql
 
 if TYPE_CHECKING:
     from shared.providers.clients import Clients
@@ -57,9 +57,8 @@ def choose_sql_tool(task: SqlTask, inp: ExecutorInput, clients: Clients) -> Deci
     With one database configured there is nothing to decide. A statement a human approved runs on the
     database it was approved for (the orchestrator pins it in the execution context after the draft).
     """
-    from shared.providers.sql.family import member
-
     settings = clients.settings
+    member = clients.database_member
     options = {p: f"{member(p).description} ({member(p).dialect} dialect)" for p in settings.sql_providers}
     pinned = SqlAccess.of(inp.execution_context).sql_database
     if pinned is not None:

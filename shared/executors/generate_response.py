@@ -13,7 +13,7 @@ from shared.executors.streaming import Chunks, StreamingRun
 from shared.jobs.claims import ClaimSource, check_claims, summarize
 from shared.jobs.contracts import AnswerResult, ExecutorInput, ExecutorOutput
 from shared.providers.interfaces import LLMTask
-from shared.providers.llm.shaped import check_output_schema
+from shared.runtime.output_schema import check_output_schema
 
 if TYPE_CHECKING:
     from shared.providers.clients import Clients

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from shared.executors import get_executor
 from shared.jobs.contracts import ErrorCode, ExecutorInput, ExecutorOutput, ProviderError
+
+if TYPE_CHECKING:
+    from shared.providers.clients import Clients
 
 logger = logging.getLogger(__name__)
 
@@ -19,9 +23,14 @@ def _validation_message(exc: ValidationError) -> str:
     return f"invalid executor input at {where}: {first.get('msg', 'invalid')}"
 
 
-def run_executor(payload: Any, *, expected_type: str | None = None, clients: Any = None) -> dict[str, Any]:
-    """Run the executor named by ``payload`` and return the contract output as plain JSON."""
-    from shared.providers.clients import get_clients
+def run_executor(
+    payload: Any, *, clients: Clients | Callable[[], Clients], expected_type: str | None = None
+) -> dict[str, Any]:
+    """Run the executor named by ``payload`` and return the contract output as plain JSON.
+
+    ``clients`` is the providers, or the factory that builds them (the activities pass ``get_clients``, so a
+    settings error still becomes the step's failure here, not an activity exception).
+    """
     from shared.runtime import telemetry
 
     try:
@@ -46,7 +55,7 @@ def run_executor(payload: Any, *, expected_type: str | None = None, clients: Any
         carrier=ctx.trace,
     ) as span:
         try:
-            output = spec.run(inp, clients or get_clients())
+            output = spec.run(inp, clients() if callable(clients) else clients)
         except ProviderError as exc:
             model = exc.model_used or ctx.model
             output = ExecutorOutput.failure(

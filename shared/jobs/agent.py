@@ -18,6 +18,10 @@ from pydantic import BaseModel, ConfigDict, Field
 REQUEST_USER_FEEDBACK = "request_user_feedback"
 FORMAT_OUTPUT = "format_output"
 GET_JOB_STATE = "get_job_state"
+# The python tool family's tool and the step kind that runs it (shared/tools/python.py,
+# shared/executors/run_python.py): named here so the orchestrator need not import the tool's module.
+PYTHON_TOOL = "python.run"
+RUN_PYTHON = "run_python"
 # Tool names as the model writes them: a step kind, an Executor tool, or "<family>.<name>".
 TOOL_NAME = r"^[a-z][a-z0-9_]{0,31}(\.[A-Za-z0-9_.-]{1,64})?$"
 

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from shared.providers.interfaces import LLMProvider, Retriever, SqlDatabase
     from shared.providers.sql.catalog import Catalog
+    from shared.providers.sql.family import DatabaseMember
 
 T = TypeVar("T")
 
@@ -63,6 +64,12 @@ class Clients:
         from shared.providers.sql.family import open_database
 
         return self._get(f"database:{provider}", lambda: open_database(self.settings, provider))
+
+    def database_member(self, provider: str) -> DatabaseMember:
+        """What the database family says of a member: its description, dialect and aliases (choose_sql_tool)."""
+        from shared.providers.sql.family import member
+
+        return member(provider)
 
     @property
     def llm(self) -> LLMProvider:

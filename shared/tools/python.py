@@ -13,6 +13,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
+# Named in shared.jobs.agent (the orchestrator reads them there); re-exported for the tool's other users.
+from shared.jobs.agent import PYTHON_TOOL as PYTHON_TOOL
+from shared.jobs.agent import RUN_PYTHON as RUN_PYTHON
 from shared.jobs.contracts import ErrorCode
 from shared.tools import register_family
 from shared.tools.base import Tool, ToolContext, ToolFailure, ToolSpec
@@ -23,9 +26,6 @@ if TYPE_CHECKING:
     from shared.sandbox.base import Sandbox
 
 FAMILY = "python"
-PYTHON_TOOL = "python.run"
-# The step kind that runs it (shared/executors/run_python.py).
-RUN_PYTHON = "run_python"
 INPUT_NAME = r"^[a-z][a-z0-9_]{0,31}$"
 STEP_REF = r"^[a-z0-9_-]{1,32}$"
 # Names the sandbox itself defines for the code.

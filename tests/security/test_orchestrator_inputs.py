@@ -31,8 +31,8 @@ from shared.jobs.plan import Plan, PlanStep
 from shared.providers.clients import Clients
 from shared.providers.interfaces import QueryRows
 from shared.providers.sql.catalog import load_catalog
-from shared.providers.sql.guard import guard_sql
 from shared.runtime.settings import Settings
+from shared.runtime.sqlguard.guard import guard_sql
 from tests.fakes.openai_server import FakeOpenAI, JsonReply
 
 CONTACTS_SQL = "SELECT email, phone FROM customer_contacts"

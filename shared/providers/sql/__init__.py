@@ -1,1 +1,1 @@
-"""SQL: the guard, the catalog, and the databases (SQLite sample over ODBC, Azure SQL)."""
+"""SQL: the catalog and the databases (SQLite sample over ODBC, Azure SQL); the guard is shared/runtime/sqlguard."""

@@ -52,7 +52,7 @@ _MEMBERS: dict[str, DatabaseMember] = {}
 # Modules of this package that are not members: importing them registers nothing.
 _MODULES = PackageModules(
     "shared.providers.sql",
-    skip={"family", "guard", "bounds", "columns", "catalog", "sampledata", "odbc", "sqlite_limits"},
+    skip={"family", "catalog", "sampledata", "odbc", "sqlite_limits"},
 )
 
 

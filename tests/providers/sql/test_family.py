@@ -10,8 +10,8 @@ from shared.jobs.contracts import ErrorCode, ProviderError
 from shared.providers.llm.offline.sql_writer import write_sql_offline
 from shared.providers.sql import family
 from shared.providers.sql.catalog import load_catalog
-from shared.providers.sql.guard import GuardReason, guard_sql
 from shared.runtime.settings import Settings
+from shared.runtime.sqlguard.guard import GuardReason, guard_sql
 
 CATALOG = load_catalog()
 ALLOWED = CATALOG.allowed_tables()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from shared.providers.sql.catalog import load_catalog
-from shared.providers.sql.guard import GuardReason, GuardResult, guard_sql
+from shared.runtime.sqlguard.guard import GuardReason, GuardResult, guard_sql
 
 CATALOG = load_catalog()
 COLUMNS = CATALOG.columns()

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-import shared.providers.sql.guard
+import shared.runtime.sqlguard.guard
 from shared.jobs.contracts import ErrorCode, ProviderError
 from shared.providers.sql import sqlite_limits
 from shared.providers.sql.sampledata import sensitive_db_path
@@ -29,7 +29,7 @@ def _no_guard(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the SQL guard must not be involved in the database barrier")
 
-    monkeypatch.setattr(shared.providers.sql.guard, "guard_sql", refuse)
+    monkeypatch.setattr(shared.runtime.sqlguard.guard, "guard_sql", refuse)
     yield
 
 

@@ -10,8 +10,8 @@ import sqlglot
 
 from shared.providers.llm.offline.sql_writer import catalog_covers, coverage_score, interpret, write_sql_offline
 from shared.providers.sql.catalog import load_catalog
-from shared.providers.sql.guard import guard_sql
 from shared.providers.sql.sqlite import SqliteOdbcDatabase
+from shared.runtime.sqlguard.guard import guard_sql
 
 CATALOG = load_catalog()
 

@@ -15,9 +15,9 @@ import sqlglot
 from sqlglot import exp
 
 from shared.providers.sql.catalog import load_catalog
-from shared.providers.sql.guard import GuardReason, GuardResult, guard_sql
 from shared.providers.sql.sampledata import sensitive_db_path
 from shared.providers.sql.sqlite import SqliteOdbcDatabase
+from shared.runtime.sqlguard.guard import GuardReason, GuardResult, guard_sql
 
 CORPUS: list[dict[str, Any]] = json.loads((Path(__file__).parent / "guard_corpus.json").read_text(encoding="utf-8"))
 DEFAULT_ALLOWED = load_catalog().allowed_tables()

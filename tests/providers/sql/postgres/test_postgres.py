@@ -14,10 +14,10 @@ from shared.jobs.contracts import ErrorCode, ProviderError
 from shared.providers.llm.offline.sql_writer import write_sql_offline
 from shared.providers.sql import family
 from shared.providers.sql.catalog import load_catalog
-from shared.providers.sql.guard import GuardReason, guard_sql
 from shared.providers.sql.postgres import ENTRA_SCOPE, PostgresDatabase, PostgresLogin, build_postgres_database
 from shared.providers.sql.sqlite import SqliteOdbcDatabase
 from shared.runtime.settings import Settings
+from shared.runtime.sqlguard.guard import GuardReason, guard_sql
 from tests.providers.sql.postgres.conftest import DBNAME, READER, Sample
 from tests.providers.sql.postgres.server import new_password
 

@@ -37,7 +37,7 @@ Checks, in order:
    servers) never; every other table must be on the allow-list (case-insensitive, default schema
    ``dbo`` / ``main`` / ``public`` optional). CTE names are resolved by scope,
    so a CTE does not hide a real table of the same name elsewhere in the query.
-5b. Resources (``shared/providers/sql/bounds.py``): no expression may build a string longer than 32 x the longest
+5b. Resources (``shared/runtime/sqlguard/bounds.py``): no expression may build a string longer than 32 x the longest
    stored value + 64K characters, followed through CTEs and derived tables (``printf``/``format``
    widths, ``replace``, ``replicate``, ``space``, ``hex``, concatenation); recursive CTEs only in a
    shape whose rows and strings cannot grow. A violation is ``RESOURCE_LIMIT``.
@@ -66,7 +66,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.tokenizer_core import Token, TokenType
 
-from shared.providers.sql.bounds import (
+from shared.runtime.sqlguard.bounds import (
     TABLE_FUNCTIONS,
     GrowthChecker,
     LimitError,
@@ -75,7 +75,7 @@ from shared.providers.sql.bounds import (
     function_rule,
     is_operator,
 )
-from shared.providers.sql.columns import unknown_column
+from shared.runtime.sqlguard.columns import unknown_column
 
 GuardDialect = Literal["sqlite", "tsql", "postgres"]
 MAX_SQL_CHARS = 20_000
@@ -368,7 +368,7 @@ class _Guard:
                 name = self._check_table(node)
                 if name is not None:
                     tables.add(name)
-        # Last: bound the length of every string the query can build (shared/providers/sql/bounds.py).
+        # Last: bound the length of every string the query can build (shared/runtime/sqlguard/bounds.py).
         GrowthChecker(root, read_dialect).run()
         return tables
 
