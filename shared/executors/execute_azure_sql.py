@@ -204,11 +204,8 @@ def execute_azure_sql(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
 
 def find_verified(question: str, clients: Clients) -> Match | None:
     """The verified query matching the question, its slots filled; None when none matches or none can be read."""
-    from shared.providers.sql.verified import get_verified_store, match
-
     try:
-        store = get_verified_store(clients.settings)
-        return match(question, store.list()) if store is not None else None
+        return clients.verified_match(question)
     except Exception as exc:  # the store is an aid: without it the SQL is written as before
         logger.warning("verified queries could not be read (%s): writing the SQL instead", type(exc).__name__)
         return None

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from shared.providers.interfaces import LLMProvider, Retriever, SqlDatabase
     from shared.providers.sql.catalog import Catalog
     from shared.providers.sql.family import DatabaseMember
+    from shared.providers.sql.verified import Match
 
 T = TypeVar("T")
 
@@ -70,6 +71,13 @@ class Clients:
         from shared.providers.sql.family import member
 
         return member(provider)
+
+    def verified_match(self, question: str) -> Match | None:
+        """The verified query matching a question, its slots filled (None: none matches, or none are stored)."""
+        from shared.providers.sql.verified import get_verified_store, match
+
+        store = get_verified_store(self.settings)
+        return match(question, store.list()) if store is not None else None
 
     @property
     def llm(self) -> LLMProvider:

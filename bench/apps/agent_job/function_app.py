@@ -24,7 +24,7 @@ from orchestrators import blueprint as orchestrators_blueprint
 from shared.executors import executor_types
 from shared.executors.runner import run_executor
 from shared.jobs.agent import FORMAT_OUTPUT, AgentToolCall, AgentTurn
-from shared.providers.clients import Clients, set_clients
+from shared.providers.clients import Clients, get_clients, set_clients
 from shared.providers.interfaces import LLMRequest, LLMResponse, LLMTask, T
 from shared.runtime.settings import get_settings
 
@@ -62,7 +62,7 @@ def _timed(executor_type: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
         """Run one step through the executor contract, timing the call."""
         started = time.perf_counter()
         try:
-            return run_executor(payload, expected_type=executor_type)
+            return run_executor(payload, expected_type=executor_type, clients=get_clients)
         finally:
             spent = time.perf_counter() - started
             if _TIMES:
