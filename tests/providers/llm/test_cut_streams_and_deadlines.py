@@ -1,0 +1,85 @@
+"""Issue 26 over the fake server: a stream the server cut is not the model's answer, and deadlines hold.
+
+llama.cpp's server ends a running stream with ``[DONE]`` and no finish reason when another request arrives, and
+sends only ``: ping`` comments while it reads a long prompt; the fake does both on cue.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.executors.runner import run_executor
+from shared.jobs.contracts import RETRYABLE_CODES, ErrorCode, ProviderError
+from shared.jobs.plan import SqlDraft
+from shared.providers.clients import Clients
+from shared.providers.llm.openai import OpenAIChatProvider, build_llm_provider
+from shared.runtime.settings import Settings
+from tests.fakes.openai_server import CutStreamReply, FakeOpenAI, JsonReply, PingReply
+from tests.providers.llm.helpers import SQL_DRAFT, sql_request
+from tests.providers.llm.test_executors_over_fake import PLAN, _payload, clients  # noqa: F401 (fixture)
+
+# A plan cut mid-JSON, as the server sent it before it dropped the request.
+CUT_PLAN = ['{"steps": [{"id": "docs", "kind": "consult_rag", ', '"title": "Docs", "input": {"qu']
+
+
+def _provider(base_url: str, api: str = "chat") -> OpenAIChatProvider:
+    return build_llm_provider(Settings(llm_provider="openai", openai_base_url=base_url, llm_api=api))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("ending", ["done", "drop"])
+def test_a_stream_ended_without_a_finish_reason_is_an_upstream_failure(fake_openai: FakeOpenAI, ending: str) -> None:
+    fake_openai.always(CutStreamReply(['{"sql": "SELECT region, SUM(amo'], ending=ending))  # type: ignore[arg-type]
+    with pytest.raises(ProviderError) as info:
+        _provider(fake_openai.base_url).generate(sql_request())
+    error = info.value
+    assert error.code == ErrorCode.UPSTREAM_ERROR and error.code in RETRYABLE_CODES, error.message
+    assert "EOF" not in error.message and "not a valid" not in error.message
+    assert error.output is None  # nothing to show the model: it is not its answer
+    # The prompt was read and part of an answer generated: both count.
+    assert error.usage is not None and error.usage.tokens_input > 0 and error.usage.tokens_output > 0
+
+
+def test_a_cut_stream_that_happens_to_be_valid_json_is_still_not_an_answer(fake_openai: FakeOpenAI) -> None:
+    # The cut fell right after a complete object: without a finish reason it is still not the model's answer.
+    fake_openai.always(CutStreamReply(['{"sql": "SELECT 1"}']))
+    with pytest.raises(ProviderError) as info:
+        _provider(fake_openai.base_url).generate(sql_request())
+    assert info.value.code == ErrorCode.UPSTREAM_ERROR
+
+
+def test_a_stream_with_no_chunk_at_all_stays_a_final_error_naming_the_context_window(fake_openai: FakeOpenAI) -> None:
+    fake_openai.always(CutStreamReply([], ending="nothing"))
+    with pytest.raises(ProviderError) as info:
+        _provider(fake_openai.base_url).generate(sql_request())
+    assert info.value.code == ErrorCode.BAD_REQUEST and info.value.code not in RETRYABLE_CODES
+    assert "without output or a finish reason" in info.value.message and "context window" in info.value.message
+
+
+def test_a_cut_plan_is_retried_not_repaired(fake_openai: FakeOpenAI, clients: Clients) -> None:  # noqa: F811
+    fake_openai.script(CutStreamReply(CUT_PLAN), task="plan")
+    out = run_executor(_payload("plan", {"question": "What is the refund policy?"}), clients=clients)
+    assert out["status"] == "failed" and out["error"]["code"] == "UPSTREAM_ERROR"
+    # No rejected output: the policy's repair turn is only for the model's own invalid reply.
+    assert not (out.get("result") or {}).get("rejected_output")
+    fake_openai.always(JsonReply(PLAN), task="plan")
+    again = run_executor(_payload("plan", {"question": "What is the refund policy?"}), clients=clients)
+    assert again["status"] == "success", again
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_keep_alive_comments_do_not_stretch_the_deadline(fake_openai: FakeOpenAI, api: str) -> None:
+    # 200 pings 0.05 s apart (10 s) before the answer; the call has 1 s. The httpx read timeout restarts at
+    # every ping, so only the call's own watchdog can stop it: the server sees the client go long before its end.
+    fake_openai.always(PingReply(count=200, every_s=0.05, then=JsonReply(SQL_DRAFT)))
+    with pytest.raises(ProviderError) as info:
+        _provider(fake_openai.base_url, api).generate(sql_request(timeout_s=1))
+    assert info.value.code == ErrorCode.MODEL_TIMEOUT, info.value.message
+    assert "within 1s" in info.value.message
+    assert 0 < fake_openai.pings_sent < 200
+
+
+def test_pings_within_the_deadline_are_harmless(fake_openai: FakeOpenAI) -> None:
+    fake_openai.always(PingReply(count=3, every_s=0.01, then=JsonReply(SQL_DRAFT)))
+    response = _provider(fake_openai.base_url).generate(sql_request(timeout_s=30))
+    assert response.output == SqlDraft.model_validate(SQL_DRAFT) and fake_openai.pings_sent == 3
