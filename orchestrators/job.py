@@ -473,6 +473,10 @@ class JobRun:
                 repaired = f"{first_problem}; after one repair turn: " if first_problem else ""
                 what = "planning" if executor_type == PLAN else "the Executor"
                 raise JobStop(error.code, f"{what} failed: {repaired}{error.message}"[:2000])
+            elif decision.action == "ask_user" and step is None:
+                # Planning out of automatic tries on a transient fault: a person may try again or abort.
+                yield from self.ask_to_retry(executor_type, error)
+                model_index, tries_on_model = 0, 0
             elif decision.action == "give_up_quietly" or step is None:
                 return None
             else:
@@ -620,6 +624,23 @@ class JobRun:
             edited = _redraft(task, apply_edits(executor_type, task, reply.edits()))
             return EditedTask(edited) if reapprove_edits else edited
         raise JobStop(error.code, f"{error.message} (aborted by the user)", step.id)
+
+    def ask_to_retry(self, executor_type: str, error: ExecutorError) -> Gen:
+        """A call that is no step (planning) failed for now: wait for a person to retry it, or stop the job."""
+        what = "planning" if executor_type == PLAN else executor_type
+        failed = f"{what} failed ({error.code}): {error.message}"
+        if not self.can_ask:
+            raise JobStop(error.code, failed[:2000])
+        reply = yield from self.ask(
+            None,
+            "error",
+            f"{failed[:900]}. Try again, or abort the job?",
+            ["retry", "abort"],
+            default=None,
+            details={"error": {"code": error.code, "message": error.message}},
+        )
+        if reply.action() != "retry":
+            raise JobStop(error.code, f"{failed} (aborted by the user)"[:2000])
 
     def budgets(self) -> list[tuple[str, Budget, int, float]]:
         """Each budget in force with the tokens and cost used against it: the job's, and the agent node's."""

@@ -70,3 +70,44 @@ def test_a_valid_plan_takes_one_planning_call() -> None:
     result, _ = run(script)
     assert result["status"] == "completed"
     assert [p["task_id"] for p in plan_calls(script)] == ["j1:plan:1"]
+
+
+# --- Planning out of automatic tries on a transient fault (issue 26): a person may retry or abort ----------------
+
+
+def _down(message: str = "could not reach the LLM endpoint http://127.0.0.1:9/v1: ConnectError") -> dict[str, Any]:
+    out = ExecutorOutput.failure("UPSTREAM_ERROR", message, retry_after_ms=5000)  # type: ignore[arg-type]
+    return out.model_dump(mode="json")
+
+
+def test_planning_out_of_tries_waits_for_a_person_who_may_retry() -> None:
+    script = Script(
+        plan=[_down(), _down(), _down(), ok(PLAN)], consult_rag=[ok(RAG_OK)], generate_response=[ok(ANSWER_OK)]
+    )
+    asked: list[str] = []
+
+    def answer(event: str) -> Any:
+        asked.append(event)
+        return {"answer": "retry"}
+
+    result, ctx = run(script, answer)
+    assert result["status"] == "completed", result
+    assert asked == ["answer:job-q1"]  # a question of the job, not of a step
+    assert [p["task_id"] for p in plan_calls(script)] == [f"j1:plan:{n}" for n in (1, 2, 3, 4)]
+    assert ctx.custom_status["status"] == "completed" and ctx.custom_status["plan_status"] == "planned"
+
+
+def test_planning_out_of_tries_is_aborted_by_a_person_with_its_error() -> None:
+    script = Script(plan=[_down()] * 3)
+    result, _ = run(script, lambda event: {"answer": "abort"})
+    assert result["status"] == "failed" and result["error"]["code"] == "UPSTREAM_ERROR"
+    assert "planning failed (UPSTREAM_ERROR): could not reach" in result["error"]["message"]
+    assert result["error"]["message"].endswith("(aborted by the user)")
+    assert len(plan_calls(script)) == 3
+
+
+def test_a_plan_the_model_got_wrong_still_fails_without_a_question() -> None:
+    script = Script(plan=[rejected("bad", output=None)])
+    asked: list[str] = []
+    result, _ = run(script, lambda event: asked.append(event))
+    assert result["status"] == "failed" and asked == []

@@ -36,10 +36,11 @@ Decisions (documented here because callers depend on them):
   streaming) → MODEL_TIMEOUT; Azure's 400 ``content_filter`` → CONTENT_FILTERED; 401/403 and
   credential failures → AUTH_FAILED; a 404 on the Responses API → CONFIG_ERROR naming the path and
   ``LLM_API=chat``; other 4xx → BAD_REQUEST; 5xx, connection errors (naming the URL and the cause, and
-  whether the stream had started), failed Responses and errors inside a stream → UPSTREAM_ERROR. A chat stream
-  that ends without a finish reason (``[DONE]`` or a dropped connection) was cut by the server, not finished by
-  the model: UPSTREAM_ERROR (retried), never validated as output; with no chunk at all it is BAD_REQUEST
-  naming the context window (llama.cpp's refusal of a too-long prompt).
+  whether the stream had started; retried no sooner than ``UNREACHABLE_RETRY_MS``, to outlast a restart),
+  failed Responses and errors inside a stream → UPSTREAM_ERROR. A chat stream that ends without a finish
+  reason (``[DONE]`` or a dropped connection) was cut by the server, not finished by the model: UPSTREAM_ERROR
+  (retried), never validated as output; with no chunk at all it is BAD_REQUEST naming the context window
+  (llama.cpp's refusal of a too-long prompt).
   The SDK's own retries are off (``max_retries=0``): the orchestrator owns retries.
 - ``model_used``: on Azure, the deployment name that was called (Azure reports the underlying model
   name in ``model``, which is not what a user configures or allow-lists); elsewhere the ``model``
@@ -420,6 +421,11 @@ def map_openai_error(
     return ProviderError(ErrorCode.UPSTREAM_ERROR, f"LLM call failed: {type(exc).__name__}: {exc}"[:1500])
 
 
+# The least wait before retrying a server that refused the connection or broke it: a local server that restarts
+# (llama.cpp loads a small model in a few seconds) is back before the policy's tries run out (3 tries: 10 s).
+UNREACHABLE_RETRY_MS = 5_000
+
+
 def _connection_error(exc: BaseException, *, started: bool) -> ProviderError:
     """A connection that could not be made, or (``started``) broke while the answer streamed."""
     url = _request_url(exc) or "the LLM endpoint"
@@ -427,7 +433,7 @@ def _connection_error(exc: BaseException, *, started: bool) -> ProviderError:
         message = f"the connection to {url} broke mid-stream ({_root_cause(exc)}); the server may have died"
     else:
         message = f"could not reach the LLM endpoint {url}: {_root_cause(exc)}"
-    return ProviderError(ErrorCode.UPSTREAM_ERROR, message[:1500])
+    return ProviderError(ErrorCode.UPSTREAM_ERROR, message[:1500], retry_after_ms=UNREACHABLE_RETRY_MS)
 
 
 def _status_error(exc: openai.APIStatusError, *, model: str, api: ApiKind) -> ProviderError:

@@ -6,13 +6,15 @@ sends only ``: ping`` comments while it reads a long prompt; the fake does both 
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 from shared.executors.runner import run_executor
 from shared.jobs.contracts import RETRYABLE_CODES, ErrorCode, ProviderError
 from shared.jobs.plan import SqlDraft
 from shared.providers.clients import Clients
-from shared.providers.llm.openai import OpenAIChatProvider, build_llm_provider
+from shared.providers.llm.openai import UNREACHABLE_RETRY_MS, OpenAIChatProvider, build_llm_provider
 from shared.runtime.settings import Settings
 from tests.fakes.openai_server import CutStreamReply, FakeOpenAI, JsonReply, PingReply
 from tests.providers.llm.helpers import SQL_DRAFT, sql_request
@@ -83,3 +85,14 @@ def test_pings_within_the_deadline_are_harmless(fake_openai: FakeOpenAI) -> None
     fake_openai.always(PingReply(count=3, every_s=0.01, then=JsonReply(SQL_DRAFT)))
     response = _provider(fake_openai.base_url).generate(sql_request(timeout_s=30))
     assert response.output == SqlDraft.model_validate(SQL_DRAFT) and fake_openai.pings_sent == 3
+
+
+def test_a_server_that_refuses_connections_is_retried_after_a_restart_s_worth() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    with pytest.raises(ProviderError) as info:
+        _provider(f"http://127.0.0.1:{port}/v1").generate(sql_request(timeout_s=5))
+    assert info.value.code == ErrorCode.UPSTREAM_ERROR
+    # With the policy's 3 tries, two waits of at least this outlast a local server's ~5 s restart.
+    assert info.value.retry_after_ms == UNREACHABLE_RETRY_MS >= 5000
