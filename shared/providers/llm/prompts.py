@@ -38,7 +38,7 @@ PROMPT_VERSIONS: dict[LLMTask, str] = {
     LLMTask.WRITE_SQL: "v3",
     LLMTask.WRITE_ANSWER: "v4",  # v4: an agent's output schema makes "answer" an object
     LLMTask.SUPERVISE: "v2",
-    LLMTask.AGENT_TURN: "v2",  # v2: a workflow's agent brings its instructions
+    LLMTask.AGENT_TURN: "v3",  # v2: a workflow's agent brings its instructions; v3: what changes comes last
     LLMTask.DECIDE: "v1",
 }
 
