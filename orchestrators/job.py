@@ -215,15 +215,27 @@ class JobRun:
             return self.finish_failed(stop.info)
         self.state.status = "completed"
         self.state.step_index = len(self.state.steps)
+        unsupported = answer.get("unsupported") if answer else None
+        if isinstance(unsupported, str):
+            self.note_unsupported(unsupported)
         self.publish()
         self.log("completed; %s tokens", self.state.usage.total_tokens)
         return JobResult(
             status="completed",
             answer=answer.get("answer") if answer else None,
             citations=answer.get("citations", []) if answer else [],
+            unsupported=unsupported[:500] if isinstance(unsupported, str) else None,
             usage=self.state.usage,
             outputs=answer.get("outputs") if answer and self.job.run is not None else None,
         ).model_dump(mode="json")
+
+    def note_unsupported(self, reason: str) -> None:
+        """An answer without support: its step says so, where the view shows it, and the log."""
+        for step in reversed(self.state.steps):
+            if _writes_answer(step.kind) and step.state == "succeeded":
+                step.note = f"the answer has no support: {reason}"[:300]
+                break
+        self.log("completed with an answer that has no support: %s", reason[:200])
 
     def finish_failed(self, info: ErrorInfo) -> dict[str, Any]:
         """Record the failure at its step and end the job."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -96,10 +97,29 @@ class _Answer(StreamingRun):
         cited = [c for c in answer.citations if c.source_id in known]
         dropped = len(answer.citations) - len(cited)
         answer = AnswerResult(answer=answer.answer, citations=cited)
-        status: Literal["success", "partial"] = "partial" if dropped and not cited else "success"
+        unsupported: str | None = None
+        if is_placeholder(answer.answer):
+            # A small model may copy the reply shape's placeholder; it is no answer and never reaches a person.
+            unsupported = f"the model wrote the prompt's placeholder {answer.answer.strip()[:80]!r}, not an answer"
+            answer = AnswerResult(answer=f"No answer could be written: {unsupported}.", citations=[])
+        elif dropped and not cited:
+            unsupported = f"none of its {dropped} citations points at a source the job found"
+        status: Literal["success", "partial"] = "partial" if unsupported else "success"
+        extra: dict[str, Any] = {"dropped_citations": dropped}
+        if unsupported:
+            extra["unsupported"] = unsupported
         return ExecutorOutput(
             status=status,
-            result=answer.model_dump(mode="json") | {"dropped_citations": dropped},
+            result=answer.model_dump(mode="json") | extra,
             usage=usage_of(response, clients),
             model_used=response.model_used,
         )
+
+
+# The whole answer is one angle-bracketed phrase, as the prompts' reply shapes write them ("<the answer>").
+_PLACEHOLDER_RE = re.compile(r"\s*<[^<>\n]{1,80}>\s*")
+
+
+def is_placeholder(text: str) -> bool:
+    """Whether an answer is only a template placeholder (``<the answer>``) copied from the prompt."""
+    return _PLACEHOLDER_RE.fullmatch(text) is not None

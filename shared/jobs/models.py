@@ -290,6 +290,8 @@ class JobResult(BaseModel):
     status: Literal["completed", "failed"]
     answer: str | None = None
     citations: list[dict[str, Any]] = Field(default_factory=list)
+    # Why the answer has no support (no valid citation, or no answer at all): a person must not take it as found.
+    unsupported: str | None = None
     usage: Usage = Field(default_factory=Usage)
     error: ErrorInfo | None = None
     # A workflow or team run: its named outputs.
