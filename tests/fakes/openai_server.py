@@ -76,6 +76,9 @@ class JsonReply(Reply):
     chunk_delay_s: float = 0.0
     expect: FormatKind | None = None
     check_schema: bool = True
+    # Where a stream that was asked for usage carries it: its own chunk (OpenAI), the finishing chunk (some
+    # OpenAI-compatible servers), or nowhere (llama-cpp-python's server).
+    usage_chunk: Literal["separate", "final", "none"] = "separate"
 
 
 @dataclass
@@ -660,6 +663,7 @@ class FakeOpenAI:
             usage=usage,
             chunks=max(1, getattr(reply, "chunks", 3)),
             chunk_delay_s=getattr(reply, "chunk_delay_s", 0.0),
+            usage_chunk=getattr(reply, "usage_chunk", "separate"),
         )
 
 
@@ -674,6 +678,7 @@ class _Out:
     usage: tuple[int, int]
     chunks: int
     chunk_delay_s: float
+    usage_chunk: str = "separate"
 
     def pieces(self) -> list[str]:
         size = max(1, -(-len(self.text) // self.chunks))
@@ -754,13 +759,15 @@ def _chat_body(req: RecordedRequest, out: _Out) -> dict[str, Any]:
     }
 
 
-def _chunk(out: _Out, delta: dict[str, Any], finish: str | None = None, usage: bool = False) -> str:
+def _chunk(
+    out: _Out, delta: dict[str, Any], finish: str | None = None, usage: bool = False, choices: bool = True
+) -> str:
     data: dict[str, Any] = {
         "id": f"chatcmpl-fake{out.ident}",
         "object": "chat.completion.chunk",
         "created": int(time.time()),
         "model": out.model,
-        "choices": [] if usage else [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}] if choices else [],
     }
     if usage:
         data["usage"] = _chat_usage(out)
@@ -786,9 +793,10 @@ async def _chat_stream(req: RecordedRequest, out: _Out) -> AsyncIterator[str]:
                 yield _chunk(out, {"content": piece})
     if out.tool_name is not None and finish == "stop":
         finish = "tool_calls"
-    yield _chunk(out, {}, finish)
-    if (req.body.get("stream_options") or {}).get("include_usage"):
-        yield _chunk(out, {}, usage=True)
+    asked = bool((req.body.get("stream_options") or {}).get("include_usage"))
+    yield _chunk(out, {}, finish, usage=asked and out.usage_chunk == "final")
+    if asked and out.usage_chunk == "separate":
+        yield _chunk(out, {}, usage=True, choices=False)
     yield "data: [DONE]\n\n"
 
 

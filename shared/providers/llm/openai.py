@@ -50,7 +50,8 @@ Decisions (documented here because callers depend on them):
   deadline whatever the server sends: keep-alive comments restart httpx's read timeout, so a watchdog cuts the
   connection when it passes (deadline.py). The output is buffered
   and the JSON parsed once, at the end. When the stream reports no usage (llama.cpp ignores
-  ``include_usage``), tokens are estimated from the text and the response says so (``usage_estimated``).
+  ``include_usage``), tokens are estimated from the text, calibrated per model (usage.py), and the response
+  says so (``usage_estimated``).
   With ``request.on_delta`` set, ``on_delta`` gets prose, like the offline provider's: the decoded text of
   the output type's first ``str`` field (``AnswerResult.answer``) as it arrives, picked out of the
   JSON deltas by an incremental scanner (``JsonTextFieldStream``); output types without a ``str``
@@ -86,6 +87,7 @@ from shared.providers.interfaces import LLMRequest, LLMResponse, T
 from shared.providers.llm.deadline import events_within
 from shared.providers.llm.prompts import PromptError, RenderedPrompt, render_prompt
 from shared.providers.llm.shaped import check_output_schema, requires_all, shape_reply, wire_schema
+from shared.providers.llm.usage import TokenCalibration
 
 if TYPE_CHECKING:
     from azure.core.credentials import TokenCredential
@@ -671,12 +673,15 @@ class _RawOutput:
     opened: bool = False
     received: list[str] = field(default_factory=list)
 
-    def estimate_usage(self) -> None:
-        """Count tokens from the text when the server reported none (it ignored ``include_usage``)."""
+    def estimate_usage(self, calibration: TokenCalibration, model: str) -> None:
+        """Count tokens from the text when the server reported none (it ignored ``include_usage``); else learn
+        from its count how this model's estimates compare (usage.py)."""
+        output = self.text or "".join(self.received)
         if self.usage_seen:
+            calibration.learn(model, (self.prompt_text, output), (self.tokens_in, self.tokens_out))
             return
-        self.tokens_in = estimate_tokens(self.prompt_text)
-        self.tokens_out = estimate_tokens(self.text or "".join(self.received))
+        self.tokens_in = calibration.estimate(model, self.prompt_text)
+        self.tokens_out = calibration.estimate(model, output)
         self.usage_estimated = True
 
     def usage(self) -> Usage:
@@ -725,6 +730,8 @@ class OpenAIChatProvider:
         self.served_modes: dict[str, set[WireMode]] = {}
         # Reasoning models (o-series, gpt-5) reject any temperature but the default.
         self.no_temperature_models: set[str] = set()
+        # How each model's token counts compare with the text estimate, for calls whose server reports none.
+        self.calibration = TokenCalibration()
 
     @property
     def json_schema_unsupported(self) -> bool:
@@ -759,7 +766,7 @@ class OpenAIChatProvider:
         if raw is None:
             raise ProviderError(ErrorCode.BAD_REQUEST, f"the LLM endpoint kept rejecting the request for {model!r}")
         model_used = model if self.endpoint_kind == "azure_openai" else (raw.model or model)
-        raw.estimate_usage()
+        raw.estimate_usage(self.calibration, model)
         if raw.usage_estimated:
             logger.info("the LLM endpoint reported no usage for %s; tokens are estimated from the text", model_used)
         try:
@@ -814,7 +821,7 @@ class OpenAIChatProvider:
         """Map a failed call and attach what it spent: a stream that opened had its prompt read."""
         error = map_openai_error(exc, model=model, timeout_s=request.timeout_s, api=self.api, started=holder.opened)
         if holder.opened and error.usage is None:
-            holder.estimate_usage()
+            holder.estimate_usage(self.calibration, model)
             error.usage = holder.usage()
             error.model_used = holder.model or model
         return error

@@ -6,6 +6,8 @@ sends only ``: ping`` comments while it reads a long prompt; the fake does both 
 
 from __future__ import annotations
 
+import json
+import math
 import socket
 
 import pytest
@@ -15,6 +17,7 @@ from shared.jobs.contracts import RETRYABLE_CODES, ErrorCode, ProviderError
 from shared.jobs.plan import SqlDraft
 from shared.providers.clients import Clients
 from shared.providers.llm.openai import UNREACHABLE_RETRY_MS, OpenAIChatProvider, build_llm_provider
+from shared.providers.llm.usage import DEFAULT_FACTOR
 from shared.runtime.settings import Settings
 from tests.fakes.openai_server import CutStreamReply, FakeOpenAI, JsonReply, PingReply
 from tests.providers.llm.helpers import SQL_DRAFT, sql_request
@@ -96,3 +99,31 @@ def test_a_server_that_refuses_connections_is_retried_after_a_restart_s_worth() 
     assert info.value.code == ErrorCode.UPSTREAM_ERROR
     # With the policy's 3 tries, two waits of at least this outlast a local server's ~5 s restart.
     assert info.value.retry_after_ms == UNREACHABLE_RETRY_MS >= 5000
+
+
+# --- Token counts: the server's when it reports them, a calibrated estimate when not ---------------------------
+
+
+def test_usage_on_the_finishing_chunk_is_taken(fake_openai: FakeOpenAI) -> None:
+    fake_openai.always(JsonReply(SQL_DRAFT, usage=(321, 45), usage_chunk="final"))
+    response = _provider(fake_openai.base_url).generate(sql_request())
+    assert (response.tokens_input, response.tokens_output, response.usage_estimated) == (321, 45, False)
+
+
+def test_unreported_usage_is_estimated_high_then_calibrated_by_the_models_reported_counts(
+    fake_openai: FakeOpenAI,
+) -> None:
+    provider = _provider(fake_openai.base_url)
+    fake_openai.always(JsonReply(SQL_DRAFT, usage_chunk="none"))
+    first = provider.generate(sql_request(model="m"))
+    plain = math.ceil(len(fake_openai.requests[-1].system_text + "\n" + fake_openai.requests[-1].user_text) / 4)
+    assert first.usage_estimated and first.tokens_input == math.ceil(plain * DEFAULT_FACTOR)
+    # A call of the same model that the server counted: its counts were twice the text estimate.
+    fake_openai.always(JsonReply(SQL_DRAFT, usage=(2 * plain, 2 * math.ceil(len(json.dumps(SQL_DRAFT)) / 4))))
+    reported = provider.generate(sql_request(model="m"))
+    assert not reported.usage_estimated and 1.9 < provider.calibration.factor("m") < 2.1
+    fake_openai.always(JsonReply(SQL_DRAFT, usage_chunk="none"))
+    again = provider.generate(sql_request(model="m"))
+    assert again.usage_estimated and again.tokens_input == math.ceil(plain * provider.calibration.factor("m"))
+    # Another model has learned nothing.
+    assert provider.calibration.factor("other") == DEFAULT_FACTOR
