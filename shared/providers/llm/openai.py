@@ -251,11 +251,16 @@ def shaped_output_schema(output_type: type[BaseModel], agent_schema: dict[str, A
     return OutputSchema(SHAPED_SCHEMA_NAME, full, False, full)
 
 
+# Item counts a grammar may keep: small ones cost a few rules, and they stop a small model that repeats a list item
+# (a plan's step) until max_tokens cuts it.
+_GRAMMAR_MAX_ITEMS = 16
+
+
 def _grammar_safe(node: Any) -> Any:
-    """The schema without length, count and pattern bounds, for servers that compile it to a grammar.
+    """The schema without length and pattern bounds, or large counts, for servers that compile it to a grammar.
 
     llama.cpp expands ``maxLength: 20000`` into 20,000 nested rules and dies on it; pydantic checks the
-    bounds after the call anyway.
+    bounds after the call anyway. Item counts up to ``_GRAMMAR_MAX_ITEMS`` stay.
     """
     if isinstance(node, list):
         return [_grammar_safe(item) for item in node]
@@ -263,6 +268,9 @@ def _grammar_safe(node: Any) -> Any:
         return node
     out: dict[str, Any] = {}
     for key, value in node.items():
+        if key in ("minItems", "maxItems") and isinstance(value, int) and 0 <= value <= _GRAMMAR_MAX_ITEMS:
+            out[key] = value
+            continue
         if key in _STRICT_DROP or key == "description":
             continue
         if key in ("properties", "$defs"):

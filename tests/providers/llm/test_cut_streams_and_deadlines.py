@@ -127,3 +127,15 @@ def test_unreported_usage_is_estimated_high_then_calibrated_by_the_models_report
     assert again.usage_estimated and again.tokens_input == math.ceil(plain * provider.calibration.factor("m"))
     # Another model has learned nothing.
     assert provider.calibration.factor("other") == DEFAULT_FACTOR
+
+
+def test_a_grammar_keeps_small_item_counts_so_a_repeated_step_cannot_run_to_max_tokens() -> None:
+    from shared.executors.plan import plan_output_model
+    from shared.providers.llm.openai import _grammar_safe, output_schema
+
+    steps = _grammar_safe(output_schema(plan_output_model()).full_schema)["properties"]["steps"]
+    assert (steps["minItems"], steps["maxItems"]) == (1, 12)
+    assert _grammar_safe({"type": "array", "maxItems": 500, "items": {"type": "string", "maxLength": 9}}) == {
+        "type": "array",
+        "items": {"type": "string"},
+    }
