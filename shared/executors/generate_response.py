@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from shared.executors import register
 from shared.executors.common import call_llm, usage_of
 from shared.executors.streaming import STREAM_OBSERVER as STREAM_OBSERVER
-from shared.executors.streaming import Chunks, StreamingRun
+from shared.executors.streaming import Chunks, StreamingRun, TextChunk
 from shared.jobs.contracts import AnswerResult, ExecutorInput, ExecutorOutput
 from shared.providers.interfaces import LLMTask
 from shared.providers.llm.shaped import check_output_schema
@@ -87,6 +87,12 @@ class _Answer(StreamingRun):
         if schema is not None:
             # Bounded before any call, whatever the provider: it goes into the prompt and the request.
             inputs["output_schema"] = check_output_schema(schema)
+        elif not sources:
+            # Nothing was found, and every statement must come from a source: the answer is "not found", said
+            # plainly without a model call (a small model given no source tends to invent or to copy the prompt).
+            text = not_found_answer(step_notes)
+            yield TextChunk(text)
+            return ExecutorOutput(status="success", result={"answer": text, "citations": [], "dropped_citations": 0})
         response = yield from self.model(
             lambda on_delta: call_llm(
                 inp, clients, LLMTask.WRITE_ANSWER, inputs, AnswerResult, on_delta=on_delta, output_schema=schema
@@ -114,6 +120,12 @@ class _Answer(StreamingRun):
             usage=usage_of(response, clients),
             model_used=response.model_used,
         )
+
+
+def not_found_answer(step_notes: list[str]) -> str:
+    """The answer when no lookup returned a source: not found, with what did not run and why."""
+    text = "I could not find anything to answer this: no lookup returned a source."
+    return " ".join([text, *step_notes])[:4000]
 
 
 # The whole answer is one angle-bracketed phrase, as the prompts' reply shapes write them ("<the answer>").

@@ -122,6 +122,8 @@ def test_a_job_of_each_mode_completes_with_a_supported_answer_or_says_not_found(
         f"{len(answer.get('citations') or [])} citations | "
         f"{str(answer.get('text'))[:300]!r} | {(view.get('error') or {}).get('message', '')[:300]}"
     )
+    for step in steps:  # what each step did, for the tier's record
+        print(f"|   {step['id']} {step['kind']} {step.get('state')}: {step.get('message') or step.get('error') or ''}")
     assert view["status"] == "completed", view.get("error") or view.get("waiting")
     text = str(answer.get("text") or "")
     assert text and "unsupported" not in answer, answer

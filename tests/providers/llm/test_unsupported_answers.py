@@ -78,3 +78,16 @@ def test_the_job_view_shows_why_an_answer_has_no_support() -> None:
     assert shown["answer"]["unsupported"] == "the model wrote x"
     plain = view({"status": "completed"}, runtime="Completed", output={"status": "completed", "answer": "ok"})
     assert "unsupported" not in plain["answer"]
+
+
+def test_with_no_source_the_answer_is_not_found_without_a_model_call(
+    fake_openai: FakeOpenAI,
+    clients: Clients,  # noqa: F811
+) -> None:
+    notes = ["The step 'Sales' did not run: the user rejected its SQL query."]
+    out = run_executor(
+        _payload("generate_response", {"question": "Refunds?"}, sources=[], step_notes=notes), clients=clients
+    )
+    assert out["status"] == "success" and fake_openai.requests_for("write_answer") == []
+    assert out["result"]["answer"].startswith("I could not find anything") and notes[0] in out["result"]["answer"]
+    assert out["result"]["citations"] == [] and out["usage"]["total_tokens"] == 0
