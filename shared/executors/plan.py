@@ -37,6 +37,12 @@ class PlanTask(BaseModel):
     repair: PlanRepair | None = None
 
 
+# The step ids the schema offers the model: a server that constrains output to the schema (a grammar, strict mode)
+# can then only write one of these, and "depends_on" only names one of them (a small model wrote a field name
+# there). Only what the model is shown: ``Plan`` still takes any valid id.
+SCHEMA_STEP_IDS = [f"s{n}" for n in range(1, 13)]
+
+
 class _AnyOfSchema(BaseModel):
     """A model whose JSON schema writes tagged unions as plain anyOf (what strict structured output accepts)."""
 
@@ -44,8 +50,14 @@ class _AnyOfSchema(BaseModel):
 
     @classmethod
     def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        """The pydantic schema with each ``oneOf`` + ``discriminator`` written as ``anyOf``."""
-        return _any_of(super().model_json_schema(*args, **kwargs))  # type: ignore[no-any-return]
+        """The pydantic schema with each ``oneOf`` + ``discriminator`` written as ``anyOf``, step ids as an enum."""
+        schema = _any_of(super().model_json_schema(*args, **kwargs))
+        for definition in schema.get("$defs", {}).values():
+            props = definition.get("properties", {})
+            if "id" in props and "depends_on" in props and "kind" in props:
+                props["id"] = {"type": "string", "enum": SCHEMA_STEP_IDS}
+                props["depends_on"]["items"] = {"type": "string", "enum": SCHEMA_STEP_IDS}
+        return schema  # type: ignore[no-any-return]
 
 
 def _any_of(node: Any) -> Any:

@@ -32,3 +32,15 @@ def test_validation_still_takes_any_name_so_the_orchestrator_can_refuse_it() -> 
     assert isinstance(turn, AgentTurn) and turn.tool_calls[0].tool == "arguments_json"
     assert model.__name__ == "AgentTurn" and turn_output_model(("consult_rag", "format_output")) is model
     assert "enum" not in _tool_schema(AgentTurn.model_json_schema())
+
+
+def test_the_plan_schema_offers_step_ids_from_a_list_and_depends_on_names_only_them() -> None:
+    from shared.executors.plan import SCHEMA_STEP_IDS, plan_output_model
+    from shared.jobs.plan import Plan
+
+    model = plan_output_model()
+    step = model.model_json_schema()["$defs"]["ConsultRagStep"]["properties"]
+    assert step["id"]["enum"] == step["depends_on"]["items"]["enum"] == SCHEMA_STEP_IDS
+    # Only the schema shown: a plan with other ids still validates.
+    plan = {"steps": [{"id": "docs", "kind": "consult_rag", "title": "Docs", "input": {"query": "refunds"}}]}
+    assert model.model_validate(plan) and Plan.model_validate(plan)
