@@ -143,8 +143,31 @@ def plan(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
     )
 
 
+def _earlier_dependencies(raw: dict[str, Any]) -> dict[str, Any]:
+    """The plan with each step's ``depends_on`` cut to ids of earlier steps.
+
+    A step can only use what ran before it, so a reference to itself, a later step or no step at all means
+    nothing; dropping it loses nothing (an answer step without dependencies uses every earlier output). Small
+    models write such references ("s1" depending on "s1" and "s2") and would otherwise fail planning for them.
+    """
+    steps = raw.get("steps")
+    if not isinstance(steps, list):
+        return raw
+    seen: list[str] = []
+    cleaned: list[Any] = []
+    for step in steps:
+        if isinstance(step, dict) and isinstance(step.get("depends_on"), list):
+            kept = [d for d in step["depends_on"] if d in seen]
+            step = {**step, "depends_on": list(dict.fromkeys(kept))}
+        cleaned.append(step)
+        if isinstance(step, dict) and isinstance(step.get("id"), str):
+            seen.append(step["id"])
+    return {**raw, "steps": cleaned}
+
+
 def _checked_plan(raw: dict[str, Any], kinds: dict[str, str]) -> Plan | str:
     """The plan checked against the registry (kinds, typed inputs, an answer step), or what is wrong with it."""
+    raw = _earlier_dependencies(raw)
     unknown = [s.get("kind") for s in raw.get("steps", []) if s.get("kind") not in ORCHESTRATOR_KINDS | kinds]
     if unknown:
         return f"the plan uses unknown step kinds {unknown}; known: {sorted(kinds)}"

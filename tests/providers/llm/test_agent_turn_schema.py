@@ -44,3 +44,28 @@ def test_the_plan_schema_offers_step_ids_from_a_list_and_depends_on_names_only_t
     # Only the schema shown: a plan with other ids still validates.
     plan = {"steps": [{"id": "docs", "kind": "consult_rag", "title": "Docs", "input": {"query": "refunds"}}]}
     assert model.model_validate(plan) and Plan.model_validate(plan)
+
+
+def test_dependencies_on_no_earlier_step_are_dropped_not_fatal(fake_openai: FakeOpenAI, clients: Clients) -> None:  # noqa: F811
+    plan = {
+        "steps": [
+            {
+                "id": "s1",
+                "kind": "consult_rag",
+                "title": "Docs",
+                "input": {"query": "refunds"},
+                "depends_on": ["s1", "s2"],
+            },
+            {
+                "id": "s2",
+                "kind": "generate_response",
+                "title": "Answer",
+                "input": {"question": "Refunds?"},
+                "depends_on": ["s1", "ask_user", "s1"],
+            },
+        ]
+    }
+    fake_openai.always(JsonReply(plan), task="plan")
+    out = run_executor(_payload("plan", {"question": "Refunds?"}), clients=clients)
+    assert out["status"] == "success", out
+    assert [s["depends_on"] for s in out["result"]["steps"]] == [[], ["s1"]]
