@@ -192,7 +192,8 @@ class Waiting(BaseModel):
     """The question a waiting job asks the user."""
 
     question_id: str
-    step_id: str | None
+    # None: a question of the job itself (planning out of tries); the published state omits it then.
+    step_id: str | None = None
     kind: Literal["approval", "error", "clarify"]
     question: str = Field(max_length=1000)
     options: list[str]

@@ -8,8 +8,11 @@ from typing import Any
 
 import pytest
 
+from api.view import build_view
+from devhost.inline import InlineContext, run_inline
+from orchestrators.job import job_orchestrator_body
 from shared.jobs.contracts import ExecutorOutput, Usage
-from tests.jobs.test_policy_inline import ANSWER_OK, PLAN, RAG_OK, Script, ok, run
+from tests.jobs.test_policy_inline import ANSWER_OK, PLAN, RAG_OK, Script, job_input, ok, run
 
 BAD_PLAN = {"steps": [{"id": "s1", "kind": "consult_rag", "title": "docs", "input": {"query": "refunds"}}]}
 
@@ -85,12 +88,17 @@ def test_planning_out_of_tries_waits_for_a_person_who_may_retry() -> None:
         plan=[_down(), _down(), _down(), ok(PLAN)], consult_rag=[ok(RAG_OK)], generate_response=[ok(ANSWER_OK)]
     )
     asked: list[str] = []
+    ctx = InlineContext(job_input(), script, lambda event: answer(event))
 
     def answer(event: str) -> Any:
         asked.append(event)
+        # The published state reads back, and the job view shows the question (no step: the job asks).
+        shown = build_view({"instanceId": "j1", "runtimeStatus": "Running", "customStatus": ctx.custom_status}, {})
+        assert shown["status"] == "waiting_for_user" and shown["waiting"]["step_id"] is None
+        assert shown["waiting"]["options"] == ["retry", "abort"]
         return {"answer": "retry"}
 
-    result, ctx = run(script, answer)
+    result = run_inline(job_orchestrator_body, ctx)
     assert result["status"] == "completed", result
     assert asked == ["answer:job-q1"]  # a question of the job, not of a step
     assert [p["task_id"] for p in plan_calls(script)] == [f"j1:plan:{n}" for n in (1, 2, 3, 4)]
