@@ -482,6 +482,9 @@ def build_view(
     if isinstance(output, dict) and output.get("answer") is not None:
         answer = {"text": output["answer"], "citations": output.get("citations", [])}
         answer |= answer_claims(steps)
+        if output.get("unsupported"):
+            # Why the answer has no support: shown with it, so no one takes it for something found.
+            answer["unsupported"] = output["unsupported"]
     waiting = state.waiting if state and runtime not in TERMINAL_RUNTIME else None
 
     return {

@@ -260,15 +260,27 @@ class JobRun:
             return self.finish_failed(stop.info)
         self.state.status = "completed"
         self.state.step_index = len(self.state.steps)
+        unsupported = answer.get("unsupported") if answer else None
+        if isinstance(unsupported, str):
+            self.note_unsupported(unsupported)
         self.publish()
         self.log("completed; %s tokens", self.state.usage.total_tokens)
         return JobResult(
             status="completed",
             answer=answer.get("answer") if answer else None,
             citations=answer.get("citations", []) if answer else [],
+            unsupported=unsupported[:500] if isinstance(unsupported, str) else None,
             usage=self.state.usage,
             outputs=answer.get("outputs") if answer and self.job.run is not None else None,
         ).model_dump(mode="json")
+
+    def note_unsupported(self, reason: str) -> None:
+        """An answer without support: its step says so, where the view shows it, and the log."""
+        for step in reversed(self.state.steps):
+            if _writes_answer(step.kind) and step.state == "succeeded":
+                step.note = f"the answer has no support: {reason}"[:300]
+                break
+        self.log("completed with an answer that has no support: %s", reason[:200])
 
     def finish_failed(self, info: ErrorInfo) -> dict[str, Any]:
         """Record the failure at its step and end the job."""
@@ -525,6 +537,10 @@ class JobRun:
                 repaired = f"{first_problem}; after one repair turn: " if first_problem else ""
                 what = "planning" if executor_type == PLAN else "the Executor"
                 raise JobStop(error.code, f"{what} failed: {repaired}{error.message}"[:2000])
+            elif decision.action == "ask_user" and step is None:
+                # Planning out of automatic tries on a transient fault: a person may try again or abort.
+                yield from self.ask_to_retry(executor_type, error)
+                model_index, tries_on_model = 0, 0
             elif decision.action == "give_up_quietly" or step is None:
                 return None
             else:
@@ -713,6 +729,23 @@ class JobRun:
                 step_id,
             )
         return {"sandbox_seconds_left": left}
+
+    def ask_to_retry(self, executor_type: str, error: ExecutorError) -> Gen:
+        """A call that is no step (planning) failed for now: wait for a person to retry it, or stop the job."""
+        what = "planning" if executor_type == PLAN else executor_type
+        failed = f"{what} failed ({error.code}): {error.message}"
+        if not self.can_ask:
+            raise JobStop(error.code, failed[:2000])
+        reply = yield from self.ask(
+            None,
+            "error",
+            f"{failed[:900]}. Try again, or abort the job?",
+            ["retry", "abort"],
+            default=None,
+            details={"error": {"code": error.code, "message": error.message}},
+        )
+        if reply.action() != "retry":
+            raise JobStop(error.code, f"{failed} (aborted by the user)"[:2000])
 
     def budgets(self) -> list[tuple[str, Budget, int, float]]:
         """Each budget in force with the tokens and cost used against it: the job's, and the agent node's."""

@@ -85,7 +85,9 @@ def decide(failure: Failure, standing: Standing, policy: RetryPolicy) -> Decisio
         # An invalid plan gets one repair turn: the planner sees its reply and the problems found in it.
         if failure.code == ErrorCode.BAD_REQUEST and failure.repairable and not standing.repaired:
             return Decision("repair")
-        return Decision("stop")
+        # Out of automatic tries on a transient fault (a local server restarting, a cut stream): a person may
+        # try again later or abort, as for any step; a plan the model got wrong is final.
+        return Decision("ask_user" if failure.retryable else "stop")
     if standing.caller == "supervise":
         return Decision("give_up_quietly")  # a failed Supervisor never blocks the job: deterministic code goes on
     if standing.caller == "executor":

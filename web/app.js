@@ -1432,6 +1432,9 @@ function renderAnswer(data) {
       : model
         ? h('p', { class: 'answer-model muted', id: 'answer-model' }, 'Written by ', h('code', {}, model), '.')
         : null,
+    data.answer.unsupported
+      ? h('p', { class: 'warning', id: 'answer-unsupported', role: 'note' }, 'This answer has no support: ', data.answer.unsupported, '. Do not take it as found.')
+      : null,
     h('div', { id: 'final-answer' }, renderAnswerText(data.answer.text, data.answer.citations)),
     renderClaims(data.answer),
     answerFiles(data.files || []),

@@ -6,7 +6,8 @@ input model), the Executor's own tools and the family tools the job allows; noth
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -81,6 +82,31 @@ def tool_catalog(
     return catalog
 
 
+class _OfferedToolsTurn(AgentTurn):
+    """An ``AgentTurn`` whose JSON schema names the offered tools: ``tool`` is an enum of them.
+
+    Only the schema sent to the model changes: a server that constrains output to it (llama.cpp's grammar,
+    strict structured output) cannot produce another name, so a small model cannot invent one. Validation stays
+    ``AgentTurn``'s: where nothing constrains the output, an unknown name is refused by the orchestrator and
+    shown to the model like any refused call, instead of failing the turn.
+    """
+
+    offered: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """AgentTurn's schema with the offered tool names as the enum of ``tool``."""
+        schema = super().model_json_schema(*args, **kwargs)
+        schema["$defs"]["AgentToolCall"]["properties"]["tool"]["enum"] = list(cls.offered)
+        return schema
+
+
+@lru_cache(maxsize=64)
+def turn_output_model(names: tuple[str, ...]) -> type[AgentTurn]:
+    """The output type of a turn that offers ``names`` (one class per set of names; the schema cache keys on it)."""
+    return type("AgentTurn", (_OfferedToolsTurn,), {"offered": names, "__module__": __name__})
+
+
 def _schema(model: type[BaseModel]) -> dict[str, Any]:
     schema = model.model_json_schema()
     schema.pop("title", None)
@@ -91,16 +117,18 @@ def _schema(model: type[BaseModel]) -> dict[str, Any]:
 def agent_turn(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
     """Ask the Executor model for its reasoning and the tool calls it makes now."""
     task = AgentTurnTask.model_validate(inp.task)
+    catalog = tool_catalog(inp.execution_context.allowed_tools, clients, task.lookups)
     inputs: dict[str, object] = {
         "question": task.question,
-        "tools": tool_catalog(inp.execution_context.allowed_tools, clients, task.lookups),
+        "tools": catalog,
         "transcript": [record.model_dump(mode="json") for record in task.transcript],
         "turns_left": task.turns_left,
         "calls_left": task.calls_left,
     }
     if task.instructions:
         inputs["instructions"] = task.instructions
-    response = call_llm(inp, clients, LLMTask.AGENT_TURN, inputs, AgentTurn)
+    names = tuple(sorted(str(tool["name"]) for tool in catalog))
+    response = call_llm(inp, clients, LLMTask.AGENT_TURN, inputs, turn_output_model(names))
     return ExecutorOutput(
         status="success",
         result=response.output.model_dump(mode="json"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -9,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from shared.executors import register
 from shared.executors.common import call_llm, usage_of
 from shared.executors.streaming import STREAM_OBSERVER as STREAM_OBSERVER
-from shared.executors.streaming import Chunks, StreamingRun
+from shared.executors.streaming import Chunks, StreamingRun, TextChunk
 from shared.jobs.claims import ClaimSource, check_claims, summarize
 from shared.jobs.contracts import AnswerResult, ExecutorInput, ExecutorOutput
 from shared.providers.interfaces import LLMTask
@@ -99,6 +100,12 @@ class _Answer(StreamingRun):
         if schema is not None:
             # Bounded before any call, whatever the provider: it goes into the prompt and the request.
             inputs["output_schema"] = check_output_schema(schema)
+        elif not sources:
+            # Nothing was found, and every statement must come from a source: the answer is "not found", said
+            # plainly without a model call (a small model given no source tends to invent or to copy the prompt).
+            text = not_found_answer(step_notes)
+            yield TextChunk(text)
+            return ExecutorOutput(status="success", result={"answer": text, "citations": [], "dropped_citations": 0})
         response = yield from self.model(
             lambda on_delta: call_llm(
                 inp, clients, LLMTask.WRITE_ANSWER, inputs, AnswerResult, on_delta=on_delta, output_schema=schema
@@ -113,16 +120,24 @@ class _Answer(StreamingRun):
             answer.claims, [ClaimSource.model_validate(s.model_dump()) for s in sources], _formats(clients)
         )
         answer = AnswerResult(answer=answer.answer, citations=cited)
-        status: Literal["success", "partial"] = "partial" if dropped and not cited else "success"
-        checked: dict[str, Any] = {}
+        unsupported: str | None = None
+        if is_placeholder(answer.answer):
+            # A small model may copy the reply shape's placeholder; it is no answer and never reaches a person.
+            unsupported = f"the model wrote the prompt's placeholder {answer.answer.strip()[:80]!r}, not an answer"
+            answer = AnswerResult(answer=f"No answer could be written: {unsupported}.", citations=[])
+            claims = []
+        elif dropped and not cited:
+            unsupported = f"none of its {dropped} citations points at a source the job found"
+        status: Literal["success", "partial"] = "partial" if unsupported else "success"
+        extra: dict[str, Any] = {"dropped_citations": dropped}
+        if unsupported:
+            extra["unsupported"] = unsupported
         if claims:
-            checked = {
-                "claims": [c.model_dump(mode="json", exclude_defaults=False) for c in claims],
-                "claims_summary": summarize(claims).model_dump(mode="json"),
-            }
+            extra["claims"] = [c.model_dump(mode="json", exclude_defaults=False) for c in claims]
+            extra["claims_summary"] = summarize(claims).model_dump(mode="json")
         return ExecutorOutput(
             status=status,
-            result=answer.model_dump(mode="json", exclude={"claims"}) | {"dropped_citations": dropped} | checked,
+            result=answer.model_dump(mode="json", exclude={"claims"}) | extra,
             usage=usage_of(response, clients),
             model_used=response.model_used,
         )
@@ -134,3 +149,18 @@ def _formats(clients: Clients) -> dict[str, str]:
         return {m.name: m.format for m in clients.catalog.metrics}
     except Exception:  # no SQL catalog configured: figures are compared as plain numbers
         return {}
+
+
+def not_found_answer(step_notes: list[str]) -> str:
+    """The answer when no lookup returned a source: not found, with what did not run and why."""
+    text = "I could not find anything to answer this: no lookup returned a source."
+    return " ".join([text, *step_notes])[:4000]
+
+
+# The whole answer is one angle-bracketed phrase, as the prompts' reply shapes write them ("<the answer>").
+_PLACEHOLDER_RE = re.compile(r"\s*<[^<>\n]{1,80}>\s*")
+
+
+def is_placeholder(text: str) -> bool:
+    """Whether an answer is only a template placeholder (``<the answer>``) copied from the prompt."""
+    return _PLACEHOLDER_RE.fullmatch(text) is not None

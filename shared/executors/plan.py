@@ -37,6 +37,12 @@ class PlanTask(BaseModel):
     repair: PlanRepair | None = None
 
 
+# The step ids the schema offers the model: a server that constrains output to the schema (a grammar, strict mode)
+# can then only write one of these, and "depends_on" only names one of them (a small model wrote a field name
+# there). Only what the model is shown: ``Plan`` still takes any valid id.
+SCHEMA_STEP_IDS = [f"s{n}" for n in range(1, 13)]
+
+
 class _AnyOfSchema(BaseModel):
     """A model whose JSON schema writes tagged unions as plain anyOf (what strict structured output accepts)."""
 
@@ -44,8 +50,14 @@ class _AnyOfSchema(BaseModel):
 
     @classmethod
     def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        """The pydantic schema with each ``oneOf`` + ``discriminator`` written as ``anyOf``."""
-        return _any_of(super().model_json_schema(*args, **kwargs))  # type: ignore[no-any-return]
+        """The pydantic schema with each ``oneOf`` + ``discriminator`` written as ``anyOf``, step ids as an enum."""
+        schema = _any_of(super().model_json_schema(*args, **kwargs))
+        for definition in schema.get("$defs", {}).values():
+            props = definition.get("properties", {})
+            if "id" in props and "depends_on" in props and "kind" in props:
+                props["id"] = {"type": "string", "enum": SCHEMA_STEP_IDS}
+                props["depends_on"]["items"] = {"type": "string", "enum": SCHEMA_STEP_IDS}
+        return schema  # type: ignore[no-any-return]
 
 
 def _any_of(node: Any) -> Any:
@@ -131,8 +143,31 @@ def plan(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
     )
 
 
+def _earlier_dependencies(raw: dict[str, Any]) -> dict[str, Any]:
+    """The plan with each step's ``depends_on`` cut to ids of earlier steps.
+
+    A step can only use what ran before it, so a reference to itself, a later step or no step at all means
+    nothing; dropping it loses nothing (an answer step without dependencies uses every earlier output). Small
+    models write such references ("s1" depending on "s1" and "s2") and would otherwise fail planning for them.
+    """
+    steps = raw.get("steps")
+    if not isinstance(steps, list):
+        return raw
+    seen: list[str] = []
+    cleaned: list[Any] = []
+    for step in steps:
+        if isinstance(step, dict) and isinstance(step.get("depends_on"), list):
+            kept = [d for d in step["depends_on"] if d in seen]
+            step = {**step, "depends_on": list(dict.fromkeys(kept))}
+        cleaned.append(step)
+        if isinstance(step, dict) and isinstance(step.get("id"), str):
+            seen.append(step["id"])
+    return {**raw, "steps": cleaned}
+
+
 def _checked_plan(raw: dict[str, Any], kinds: dict[str, str]) -> Plan | str:
     """The plan checked against the registry (kinds, typed inputs, an answer step), or what is wrong with it."""
+    raw = _earlier_dependencies(raw)
     unknown = [s.get("kind") for s in raw.get("steps", []) if s.get("kind") not in ORCHESTRATOR_KINDS | kinds]
     if unknown:
         return f"the plan uses unknown step kinds {unknown}; known: {sorted(kinds)}"

@@ -218,7 +218,8 @@ class Waiting(BaseModel):
     """The question a waiting job asks the user."""
 
     question_id: str
-    step_id: str | None
+    # None: a question of the job itself (planning out of tries); the published state omits it then.
+    step_id: str | None = None
     kind: Literal["approval", "error", "clarify"]
     question: str = Field(max_length=1000)
     options: list[str]
@@ -318,6 +319,8 @@ class JobResult(BaseModel):
     status: Literal["completed", "failed"]
     answer: str | None = None
     citations: list[dict[str, Any]] = Field(default_factory=list)
+    # Why the answer has no support (no valid citation, or no answer at all): a person must not take it as found.
+    unsupported: str | None = None
     usage: Usage = Field(default_factory=Usage)
     error: ErrorInfo | None = None
     # A workflow or team run: its named outputs.

@@ -76,6 +76,9 @@ class JsonReply(Reply):
     chunk_delay_s: float = 0.0
     expect: FormatKind | None = None
     check_schema: bool = True
+    # Where a stream that was asked for usage carries it: its own chunk (OpenAI), the finishing chunk (some
+    # OpenAI-compatible servers), or nowhere (llama-cpp-python's server).
+    usage_chunk: Literal["separate", "final", "none"] = "separate"
 
 
 @dataclass
@@ -152,6 +155,31 @@ class StreamErrorReply(Reply):
     code: str = "server_error"
     message: str = "The server had an error while processing your request."
     chunk_delay_s: float = 0.0
+
+
+@dataclass
+class CutStreamReply(Reply):
+    """Start a chat stream, send ``deltas``, then end it without a finish reason.
+
+    ``ending`` "done": ``data: [DONE]`` (llama.cpp's server when another request interrupts a running one);
+    "drop": the connection breaks mid-body; "nothing": no chunk at all, then ``[DONE]`` (llama.cpp's answer to a
+    prompt beyond its context window).
+    """
+
+    deltas: list[str]
+    ending: Literal["done", "drop", "nothing"] = "done"
+
+
+@dataclass
+class PingReply(Reply):
+    """Send SSE keep-alive comments (``: ping``) ``every_s`` apart, ``count`` times, then ``then``.
+
+    How many were sent is in ``FakeOpenAI.pings_sent``: fewer than ``count`` means the client went away.
+    """
+
+    count: int
+    every_s: float
+    then: Reply
 
 
 def _error_body(message: str, *, type_: str | None, code: str | None, param: str | None = None) -> dict[str, Any]:
@@ -400,6 +428,8 @@ class FakeOpenAI:
         self._loopback: LoopbackServer | None = None
         self.port = 0
         self._counter = 0
+        # Keep-alive comments sent by ``PingReply`` replies.
+        self.pings_sent = 0
 
     # --- lifecycle ---
 
@@ -537,6 +567,10 @@ class FakeOpenAI:
             return _error_response(reply)
         if isinstance(reply, StreamErrorReply):
             return _sse(_stream_error_events(req, reply))
+        if isinstance(reply, CutStreamReply):
+            return _sse(_cut_stream(req, reply))
+        if isinstance(reply, PingReply):
+            return _sse(self._pings(req, reply))
         if isinstance(reply, SchemaReply):
             built = self._from_schema(req, reply)
             if isinstance(built, str):
@@ -552,6 +586,18 @@ class FakeOpenAI:
             return _sse(events)
         body = _chat_body(req, out) if req.api == "chat" else _responses_body(req, out)
         return JSONResponse(body)
+
+    async def _pings(self, req: RecordedRequest, reply: PingReply) -> AsyncIterator[str]:
+        """Keep-alive comments, then the reply's own events (streamed replies only)."""
+        for _ in range(reply.count):
+            yield ": ping\n\n"
+            with self._lock:
+                self.pings_sent += 1
+            await asyncio.sleep(reply.every_s)
+        then = self._respond(req, reply.then)
+        assert isinstance(then, StreamingResponse)
+        async for event in then.body_iterator:
+            yield event if isinstance(event, str) else bytes(event).decode()
 
     def _from_schema(self, req: RecordedRequest, reply: SchemaReply) -> JsonReply | str:
         """The reply as a ``JsonReply`` of a value built from the request's schema, or what went wrong."""
@@ -617,6 +663,7 @@ class FakeOpenAI:
             usage=usage,
             chunks=max(1, getattr(reply, "chunks", 3)),
             chunk_delay_s=getattr(reply, "chunk_delay_s", 0.0),
+            usage_chunk=getattr(reply, "usage_chunk", "separate"),
         )
 
 
@@ -631,6 +678,7 @@ class _Out:
     usage: tuple[int, int]
     chunks: int
     chunk_delay_s: float
+    usage_chunk: str = "separate"
 
     def pieces(self) -> list[str]:
         size = max(1, -(-len(self.text) // self.chunks))
@@ -711,13 +759,15 @@ def _chat_body(req: RecordedRequest, out: _Out) -> dict[str, Any]:
     }
 
 
-def _chunk(out: _Out, delta: dict[str, Any], finish: str | None = None, usage: bool = False) -> str:
+def _chunk(
+    out: _Out, delta: dict[str, Any], finish: str | None = None, usage: bool = False, choices: bool = True
+) -> str:
     data: dict[str, Any] = {
         "id": f"chatcmpl-fake{out.ident}",
         "object": "chat.completion.chunk",
         "created": int(time.time()),
         "model": out.model,
-        "choices": [] if usage else [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}] if choices else [],
     }
     if usage:
         data["usage"] = _chat_usage(out)
@@ -743,9 +793,10 @@ async def _chat_stream(req: RecordedRequest, out: _Out) -> AsyncIterator[str]:
                 yield _chunk(out, {"content": piece})
     if out.tool_name is not None and finish == "stop":
         finish = "tool_calls"
-    yield _chunk(out, {}, finish)
-    if (req.body.get("stream_options") or {}).get("include_usage"):
-        yield _chunk(out, {}, usage=True)
+    asked = bool((req.body.get("stream_options") or {}).get("include_usage"))
+    yield _chunk(out, {}, finish, usage=asked and out.usage_chunk == "final")
+    if asked and out.usage_chunk == "separate":
+        yield _chunk(out, {}, usage=True, choices=False)
     yield "data: [DONE]\n\n"
 
 
@@ -900,6 +951,23 @@ async def _stream_error_events(req: RecordedRequest, reply: StreamErrorReply) ->
         {"type": "error", "code": reply.code, "message": reply.message, "param": None, "sequence_number": seq + 1},
         "error",
     )
+
+
+async def _cut_stream(req: RecordedRequest, reply: CutStreamReply) -> AsyncIterator[str]:
+    model = str(req.body.get("model", "fake-model"))
+
+    def chunk(delta: dict[str, Any]) -> str:
+        choice = {"index": 0, "delta": delta, "finish_reason": None}
+        data = {"id": "chatcmpl-cut", "object": "chat.completion.chunk", "created": 0, "model": model}
+        return _event(data | {"choices": [choice]})
+
+    if reply.ending != "nothing":
+        yield chunk({"role": "assistant", "content": ""})
+        for piece in reply.deltas:
+            yield chunk({"content": piece})
+    if reply.ending == "drop":
+        raise ConnectionResetError("fake: the connection drops mid-stream")
+    yield "data: [DONE]\n\n"
 
 
 @pytest.fixture

@@ -8,8 +8,11 @@ from typing import Any
 
 import pytest
 
+from api.view import build_view
+from devhost.durable.inline import InlineContext, run_inline
+from orchestrators.job import job_orchestrator_body
 from shared.jobs.contracts import ExecutorOutput, Usage
-from tests.jobs.test_policy_inline import ANSWER_OK, PLAN, RAG_OK, Script, ok, run
+from tests.jobs.test_policy_inline import ANSWER_OK, PLAN, RAG_OK, Script, job_input, ok, run
 
 BAD_PLAN = {"steps": [{"id": "s1", "kind": "consult_rag", "title": "docs", "input": {"query": "refunds"}}]}
 
@@ -70,3 +73,49 @@ def test_a_valid_plan_takes_one_planning_call() -> None:
     result, _ = run(script)
     assert result["status"] == "completed"
     assert [p["task_id"] for p in plan_calls(script)] == ["j1:plan:1"]
+
+
+# --- Planning out of automatic tries on a transient fault (issue 26): a person may retry or abort ----------------
+
+
+def _down(message: str = "could not reach the LLM endpoint http://127.0.0.1:9/v1: ConnectError") -> dict[str, Any]:
+    out = ExecutorOutput.failure("UPSTREAM_ERROR", message, retry_after_ms=5000)  # type: ignore[arg-type]
+    return out.model_dump(mode="json")
+
+
+def test_planning_out_of_tries_waits_for_a_person_who_may_retry() -> None:
+    script = Script(
+        plan=[_down(), _down(), _down(), ok(PLAN)], consult_rag=[ok(RAG_OK)], generate_response=[ok(ANSWER_OK)]
+    )
+    asked: list[str] = []
+    ctx = InlineContext(job_input(), script, lambda event: answer(event))
+
+    def answer(event: str) -> Any:
+        asked.append(event)
+        # The published state reads back, and the job view shows the question (no step: the job asks).
+        shown = build_view({"instanceId": "j1", "runtimeStatus": "Running", "customStatus": ctx.custom_status}, {})
+        assert shown["status"] == "waiting_for_user" and shown["waiting"]["step_id"] is None
+        assert shown["waiting"]["options"] == ["retry", "abort"]
+        return {"answer": "retry"}
+
+    result = run_inline(job_orchestrator_body, ctx)
+    assert result["status"] == "completed", result
+    assert asked == ["answer:job-q1"]  # a question of the job, not of a step
+    assert [p["task_id"] for p in plan_calls(script)] == [f"j1:plan:{n}" for n in (1, 2, 3, 4)]
+    assert ctx.custom_status["status"] == "completed" and ctx.custom_status["plan_status"] == "planned"
+
+
+def test_planning_out_of_tries_is_aborted_by_a_person_with_its_error() -> None:
+    script = Script(plan=[_down()] * 3)
+    result, _ = run(script, lambda event: {"answer": "abort"})
+    assert result["status"] == "failed" and result["error"]["code"] == "UPSTREAM_ERROR"
+    assert "planning failed (UPSTREAM_ERROR): could not reach" in result["error"]["message"]
+    assert result["error"]["message"].endswith("(aborted by the user)")
+    assert len(plan_calls(script)) == 3
+
+
+def test_a_plan_the_model_got_wrong_still_fails_without_a_question() -> None:
+    script = Script(plan=[rejected("bad", output=None)])
+    asked: list[str] = []
+    result, _ = run(script, lambda event: asked.append(event))
+    assert result["status"] == "failed" and asked == []

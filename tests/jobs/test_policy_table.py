@@ -33,7 +33,10 @@ ROWS = [
     # content errors go to the user for a step, end planning, and never block the job from a Supervisor
     (("SQL_REJECTED", False, None, 0, 0, 2, True, "step"), Decision("ask_user")),
     (("BAD_REQUEST", False, None, 0, 0, 1, True, "plan"), Decision("stop")),
-    (("UPSTREAM_ERROR", True, None, 2, 0, 1, True, "plan"), Decision("stop")),
+    # planning out of automatic tries on a transient fault waits for a person (retry or abort)
+    (("UPSTREAM_ERROR", True, None, 2, 0, 1, True, "plan"), Decision("ask_user")),
+    (("MODEL_TIMEOUT", True, None, 2, 1, 2, True, "plan"), Decision("ask_user")),
+    (("UPSTREAM_ERROR", True, 5000, 1, 0, 1, True, "plan"), Decision("retry", 5000)),
     (("BAD_REQUEST", False, None, 0, 0, 1, True, "supervise"), Decision("give_up_quietly")),
     # an Executor turn that failed: answer from what was found, unless the job cannot work at all
     (("BAD_REQUEST", False, None, 0, 0, 1, True, "executor"), Decision("give_up_quietly")),

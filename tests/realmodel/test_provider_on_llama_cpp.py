@@ -2,11 +2,13 @@
 
 Each test is one of issue 10's findings, reproduced on the server that showed it: a refused output
 mode (HTTP 500), no Responses API, an output cut behind ``finish_reason: "tool_calls"``, streams
-without usage, a server killed mid-stream, a timeout that must free the single slot.
+without usage, a server killed mid-stream, a timeout that must free the single slot; and issue 26's stream
+that another request interrupts.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -162,3 +164,31 @@ def test_a_prompt_beyond_the_context_window_is_named_not_disguised(own_llama: Ll
     while "exceed context window" not in own_llama.output() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert "exceed context window" in own_llama.output()
+
+
+def test_a_stream_another_request_interrupts_is_an_upstream_failure_not_the_models_answer(
+    llama: LlamaServer,
+) -> None:
+    # llama.cpp's server (interrupt_requests, on by default) ends a running stream with [DONE] and no finish
+    # reason as soon as another request waits for the model: any two jobs or users on one server.
+    other = openai.OpenAI(base_url=llama.base_url, api_key="x", max_retries=0)
+    interrupted: list[str] = []
+
+    def interrupt_on_first_delta(_delta: str) -> None:
+        if interrupted:
+            return
+        interrupted.append("sent")
+        threading.Thread(
+            target=lambda: other.completions.create(model=MODEL_NAME, prompt="Hi", max_tokens=1, timeout=TIMEOUT_S),
+            daemon=True,
+        ).start()
+
+    # The grammar (auto mode) makes the reply start with the "sql" field, whose text reaches on_delta at once.
+    with pytest.raises(ProviderError) as info:
+        provider(llama).generate(
+            sql_request(max_tokens=400, timeout_s=TIMEOUT_S, temperature=1.0, on_delta=interrupt_on_first_delta)
+        )
+    assert interrupted, info.value.message
+    assert info.value.code == ErrorCode.UPSTREAM_ERROR, info.value.message
+    assert "without a finish reason" in info.value.message and "not a valid" not in info.value.message
+    assert info.value.usage is not None and info.value.usage.tokens_output > 0  # what it generated still counts

@@ -36,15 +36,22 @@ Decisions (documented here because callers depend on them):
   streaming) → MODEL_TIMEOUT; Azure's 400 ``content_filter`` → CONTENT_FILTERED; 401/403 and
   credential failures → AUTH_FAILED; a 404 on the Responses API → CONFIG_ERROR naming the path and
   ``LLM_API=chat``; other 4xx → BAD_REQUEST; 5xx, connection errors (naming the URL and the cause, and
-  whether the stream had started), failed Responses and errors inside a stream → UPSTREAM_ERROR.
+  whether the stream had started; retried no sooner than ``UNREACHABLE_RETRY_MS``, to outlast a restart),
+  failed Responses and errors inside a stream → UPSTREAM_ERROR. A chat stream that ends without a finish
+  reason (``[DONE]`` or a dropped connection) was cut by the server, not finished by the model: UPSTREAM_ERROR
+  (retried), never validated as output; with no chunk at all it is BAD_REQUEST naming the context window
+  (llama.cpp's refusal of a too-long prompt).
   The SDK's own retries are off (``max_retries=0``): the orchestrator owns retries.
 - ``model_used``: on Azure, the deployment name that was called (Azure reports the underlying model
   name in ``model``, which is not what a user configures or allow-lists); elsewhere the ``model``
   the response reports (for OpenAI a dated snapshot, priced by its prefix), else the requested one.
 - Streaming: every call streams (SSE), so giving up (deadline, timeout) closes the connection and a
-  single-slot local server stops generating instead of queueing the retry; the output is buffered
+  single-slot local server stops generating instead of queueing the retry. ``timeout_s`` is the whole call's
+  deadline whatever the server sends: keep-alive comments restart httpx's read timeout, so a watchdog cuts the
+  connection when it passes (deadline.py). The output is buffered
   and the JSON parsed once, at the end. When the stream reports no usage (llama.cpp ignores
-  ``include_usage``), tokens are estimated from the text and the response says so (``usage_estimated``).
+  ``include_usage``), tokens are estimated from the text, calibrated per model (usage.py), and the response
+  says so (``usage_estimated``).
   With ``request.on_delta`` set, ``on_delta`` gets prose, like the offline provider's: the decoded text of
   the output type's first ``str`` field (``AnswerResult.answer``) as it arrives, picked out of the
   JSON deltas by an incremental scanner (``JsonTextFieldStream``); output types without a ``str``
@@ -77,8 +84,10 @@ from pydantic import BaseModel, ValidationError
 from shared.jobs.contracts import ErrorCode, ProviderError, Usage
 from shared.jobs.tokens import estimate_tokens
 from shared.providers.interfaces import LLMRequest, LLMResponse, T
+from shared.providers.llm.deadline import events_within
 from shared.providers.llm.prompts import PromptError, RenderedPrompt, render_prompt
 from shared.providers.llm.shaped import check_output_schema, requires_all, shape_reply, wire_schema
+from shared.providers.llm.usage import TokenCalibration
 
 if TYPE_CHECKING:
     from azure.core.credentials import TokenCredential
@@ -242,11 +251,16 @@ def shaped_output_schema(output_type: type[BaseModel], agent_schema: dict[str, A
     return OutputSchema(SHAPED_SCHEMA_NAME, full, False, full)
 
 
+# Item counts a grammar may keep: small ones cost a few rules, and they stop a small model that repeats a list item
+# (a plan's step) until max_tokens cuts it.
+_GRAMMAR_MAX_ITEMS = 16
+
+
 def _grammar_safe(node: Any) -> Any:
-    """The schema without length, count and pattern bounds, for servers that compile it to a grammar.
+    """The schema without length and pattern bounds, or large counts, for servers that compile it to a grammar.
 
     llama.cpp expands ``maxLength: 20000`` into 20,000 nested rules and dies on it; pydantic checks the
-    bounds after the call anyway.
+    bounds after the call anyway. Item counts up to ``_GRAMMAR_MAX_ITEMS`` stay.
     """
     if isinstance(node, list):
         return [_grammar_safe(item) for item in node]
@@ -254,6 +268,9 @@ def _grammar_safe(node: Any) -> Any:
         return node
     out: dict[str, Any] = {}
     for key, value in node.items():
+        if key in ("minItems", "maxItems") and isinstance(value, int) and 0 <= value <= _GRAMMAR_MAX_ITEMS:
+            out[key] = value
+            continue
         if key in _STRICT_DROP or key == "description":
             continue
         if key in ("properties", "$defs"):
@@ -414,6 +431,11 @@ def map_openai_error(
     return ProviderError(ErrorCode.UPSTREAM_ERROR, f"LLM call failed: {type(exc).__name__}: {exc}"[:1500])
 
 
+# The least wait before retrying a server that refused the connection or broke it: a local server that restarts
+# (llama.cpp loads a small model in a few seconds) is back before the policy's tries run out (3 tries: 10 s).
+UNREACHABLE_RETRY_MS = 5_000
+
+
 def _connection_error(exc: BaseException, *, started: bool) -> ProviderError:
     """A connection that could not be made, or (``started``) broke while the answer streamed."""
     url = _request_url(exc) or "the LLM endpoint"
@@ -421,7 +443,7 @@ def _connection_error(exc: BaseException, *, started: bool) -> ProviderError:
         message = f"the connection to {url} broke mid-stream ({_root_cause(exc)}); the server may have died"
     else:
         message = f"could not reach the LLM endpoint {url}: {_root_cause(exc)}"
-    return ProviderError(ErrorCode.UPSTREAM_ERROR, message[:1500])
+    return ProviderError(ErrorCode.UPSTREAM_ERROR, message[:1500], retry_after_ms=UNREACHABLE_RETRY_MS)
 
 
 def _status_error(exc: openai.APIStatusError, *, model: str, api: ApiKind) -> ProviderError:
@@ -650,8 +672,6 @@ class _RawOutput:
     refusal: str | None = None
     tool_name: str | None = None
     tokens_in: int = 0
-    # A chat stream that closed without any finish reason: the server gave up mid-response.
-    unfinished: bool = False
     tokens_out: int = 0
     model: str | None = None
     usage_seen: bool = False
@@ -661,12 +681,15 @@ class _RawOutput:
     opened: bool = False
     received: list[str] = field(default_factory=list)
 
-    def estimate_usage(self) -> None:
-        """Count tokens from the text when the server reported none (it ignored ``include_usage``)."""
+    def estimate_usage(self, calibration: TokenCalibration, model: str) -> None:
+        """Count tokens from the text when the server reported none (it ignored ``include_usage``); else learn
+        from its count how this model's estimates compare (usage.py)."""
+        output = self.text or "".join(self.received)
         if self.usage_seen:
+            calibration.learn(model, (self.prompt_text, output), (self.tokens_in, self.tokens_out))
             return
-        self.tokens_in = estimate_tokens(self.prompt_text)
-        self.tokens_out = estimate_tokens(self.text or "".join(self.received))
+        self.tokens_in = calibration.estimate(model, self.prompt_text)
+        self.tokens_out = calibration.estimate(model, output)
         self.usage_estimated = True
 
     def usage(self) -> Usage:
@@ -682,9 +705,9 @@ def _strip_fences(text: str) -> str:
     return stripped
 
 
-def _deadline_check(deadline: float, model: str, timeout_s: float) -> None:
-    if time.monotonic() > deadline:
-        raise ProviderError(ErrorCode.MODEL_TIMEOUT, f"model {model!r} did not finish within {timeout_s:g}s")
+def _timed_out(model: str, timeout_s: float) -> Callable[[], ProviderError]:
+    """The error of a call whose overall deadline passed while its answer streamed."""
+    return lambda: ProviderError(ErrorCode.MODEL_TIMEOUT, f"model {model!r} did not finish within {timeout_s:g}s")
 
 
 class OpenAIChatProvider:
@@ -715,6 +738,8 @@ class OpenAIChatProvider:
         self.served_modes: dict[str, set[WireMode]] = {}
         # Reasoning models (o-series, gpt-5) reject any temperature but the default.
         self.no_temperature_models: set[str] = set()
+        # How each model's token counts compare with the text estimate, for calls whose server reports none.
+        self.calibration = TokenCalibration()
 
     @property
     def json_schema_unsupported(self) -> bool:
@@ -749,7 +774,7 @@ class OpenAIChatProvider:
         if raw is None:
             raise ProviderError(ErrorCode.BAD_REQUEST, f"the LLM endpoint kept rejecting the request for {model!r}")
         model_used = model if self.endpoint_kind == "azure_openai" else (raw.model or model)
-        raw.estimate_usage()
+        raw.estimate_usage(self.calibration, model)
         if raw.usage_estimated:
             logger.info("the LLM endpoint reported no usage for %s; tokens are estimated from the text", model_used)
         try:
@@ -804,7 +829,7 @@ class OpenAIChatProvider:
         """Map a failed call and attach what it spent: a stream that opened had its prompt read."""
         error = map_openai_error(exc, model=model, timeout_s=request.timeout_s, api=self.api, started=holder.opened)
         if holder.opened and error.usage is None:
-            holder.estimate_usage()
+            holder.estimate_usage(self.calibration, model)
             error.usage = holder.usage()
             error.model_used = holder.model or model
         return error
@@ -829,16 +854,6 @@ class OpenAIChatProvider:
         text = _strip_fences(raw.text)
         if request.output_schema is not None:
             text = _shaped_text(text, request, request.output_schema, model)
-        if not text and raw.unfinished:
-            # The stream closed without a finish reason: the server gave up mid-response (llama.cpp does
-            # this when the prompt plus max_tokens exceeds its context window) and said so only in its log.
-            # Not retried: the same request fails the same way; a person can still retry.
-            raise ProviderError(
-                ErrorCode.BAD_REQUEST,
-                f"the LLM server ended the response for {model!r} without output or a finish reason; see the "
-                f"server's log (a prompt of ~{raw.tokens_in} tokens, plus max_tokens={request.max_tokens}, may "
-                "exceed the model's context window)",
-            )
         if not text:
             raise ProviderError(ErrorCode.BAD_REQUEST, f"{model!r} returned no output for {request.task}")
         try:
@@ -939,7 +954,7 @@ class OpenAIChatProvider:
             kwargs["tool_choice"] = {"type": "function", "function": {"name": name}}
         stream = self.client.chat.completions.create(stream=True, stream_options={"include_usage": True}, **kwargs)
         holder.opened = True
-        return _read_chat_stream(stream, sink, deadline, model, request.timeout_s, holder)
+        return _read_chat_stream(stream, sink, deadline, model, request, holder)
 
     # --- Responses ---
 
@@ -1012,25 +1027,6 @@ def _tool_name(request: LLMRequest[Any]) -> str:
     return f"return_{request.task.value}"
 
 
-def _chat_output(completion: Any) -> _RawOutput:
-    raw = _RawOutput(text="", model=completion.model or None)
-    if completion.usage is not None:
-        _take_chat_usage(raw, completion.usage)
-    if not completion.choices:
-        raise ProviderError(ErrorCode.UPSTREAM_ERROR, "the LLM endpoint returned no choices")
-    choice = completion.choices[0]
-    raw.finish = choice.finish_reason
-    message = choice.message
-    raw.refusal = getattr(message, "refusal", None)
-    raw.text = message.content or ""
-    if not raw.text and message.tool_calls:
-        call = message.tool_calls[0]
-        function = getattr(call, "function", None)
-        raw.tool_name = getattr(function, "name", None) or getattr(call, "type", "tool")
-        raw.text = getattr(function, "arguments", None) or ""
-    return raw
-
-
 @dataclass
 class _ChatParts:
     """The pieces of a chat stream's first choice, gathered as the chunks come."""
@@ -1041,12 +1037,19 @@ class _ChatParts:
 
 
 def _read_chat_stream(
-    stream: Any, on_delta: Callable[[str], None], deadline: float, model: str, timeout_s: float, raw: _RawOutput
+    stream: Any,
+    on_delta: Callable[[str], None],
+    deadline: float,
+    model: str,
+    request: LLMRequest[Any],
+    raw: _RawOutput,
 ) -> _RawOutput:
+    timeout_s, max_tokens = request.timeout_s, request.max_tokens
     parts = _ChatParts()
+    chunks = 0
     with stream:
-        for chunk in stream:
-            _deadline_check(deadline, model, timeout_s)
+        for chunk in events_within(stream, deadline, _timed_out(model, timeout_s)):
+            chunks += 1
             if chunk.model:
                 raw.model = chunk.model
             if chunk.usage is not None:
@@ -1054,12 +1057,37 @@ def _read_chat_stream(
             for choice in chunk.choices:
                 if choice.index == 0:
                     _read_chat_choice(choice, parts, on_delta, raw)
-    raw.unfinished = raw.finish is None
     raw.text = "".join(parts.content) or "".join(parts.arguments)
     if parts.content:
         raw.tool_name = None
     raw.refusal = "".join(parts.refusal) or None
+    if raw.finish is None:
+        raise _unfinished(raw, chunks, model, max_tokens)
     return raw
+
+
+def _unfinished(raw: _RawOutput, chunks: int, model: str, max_tokens: int) -> ProviderError:
+    """A chat stream that ended without a finish reason: the server stopped the response, the model did not.
+
+    With chunks sent, the answer was cut (llama.cpp's server ends a running stream with ``[DONE]`` and no finish
+    reason whenever another request arrives, its default ``interrupt_requests``; a proxy or a dying server may
+    drop it): an upstream failure, retried, never judged as the model's output. With nothing sent, the server
+    refused the request before generating (llama.cpp does when the prompt plus max_tokens exceeds its context
+    window, and says so only in its log): the same request fails the same way, so it is final.
+    """
+    if not chunks:
+        return ProviderError(
+            ErrorCode.BAD_REQUEST,
+            f"the LLM server ended the response for {model!r} without output or a finish reason; see the "
+            f"server's log (a prompt of ~{estimate_tokens(raw.prompt_text)} tokens, plus max_tokens={max_tokens}, "
+            "may exceed the model's context window)",
+        )
+    return ProviderError(
+        ErrorCode.UPSTREAM_ERROR,
+        f"the LLM server ended the stream for {model!r} without a finish reason after {len(raw.text)} characters: "
+        "the response was cut upstream (llama.cpp's server does this to a running request when another one "
+        "arrives, unless started with --interrupt_requests false), not finished by the model",
+    )
 
 
 def _take_chat_usage(raw: _RawOutput, usage: Any) -> None:
@@ -1138,8 +1166,7 @@ def _read_responses_stream(
     final: _RawOutput | None = None
     tool_name: str | None = None
     with stream:
-        for event in stream:
-            _deadline_check(deadline, model, timeout_s)
+        for event in events_within(stream, deadline, _timed_out(model, timeout_s)):
             kind = getattr(event, "type", "")
             if kind == "response.output_text.delta":
                 text.append(event.delta)

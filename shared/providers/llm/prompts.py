@@ -36,9 +36,10 @@ PROMPTS_DIR = Path(__file__).resolve().parents[3] / "prompts"
 PROMPT_VERSIONS: dict[LLMTask, str] = {
     LLMTask.PLAN: "v4",
     LLMTask.WRITE_SQL: "v3",
-    LLMTask.WRITE_ANSWER: "v5",  # v4: an agent's output schema makes "answer" an object; v5: checked claims
+    # v4: an agent's output schema makes "answer" an object; v5: checked claims, the reply shape in words
+    LLMTask.WRITE_ANSWER: "v5",
     LLMTask.SUPERVISE: "v2",
-    LLMTask.AGENT_TURN: "v2",  # v2: a workflow's agent brings its instructions
+    LLMTask.AGENT_TURN: "v3",  # v2: a workflow's agent brings its instructions; v3: what changes comes last
     LLMTask.DECIDE: "v1",
 }
 

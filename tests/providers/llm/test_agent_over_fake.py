@@ -214,8 +214,8 @@ def test_calls_of_one_turn_run_as_parallel_steps_of_that_turn(fake: FakeOpenAI, 
     assert [(r["id"], r["success"]) for r in seen] == [("a", True), ("b", True), ("c", True)]
     assert seen[2]["data"]["tool_calls_left"] == 12 - 3
     # Told what is left of its bounds: 8 turns and 12 calls by default.
-    assert "you have 8 turns and 12 tool calls left" in turns(fake)[0].system_text
-    assert "you have 7 turns and 9 tool calls left" in turns(fake)[1].system_text
+    assert "you have 8 turns and 12 tool calls left" in turns(fake)[0].user_text
+    assert "you have 7 turns and 9 tool calls left" in turns(fake)[1].user_text
 
 
 def test_a_tool_error_comes_back_in_the_envelope_and_the_model_recovers(fake: FakeOpenAI, clients: Clients) -> None:
@@ -258,7 +258,7 @@ def test_a_model_that_never_stops_is_held_to_max_turns_and_the_job_answers(fake:
     run = Run(clients, "What is the refund window?", never_asked, agent={"max_turns": 3, "max_tool_calls": 50})
     assert run.result["status"] == "completed" and run.result["answer"] == ANSWER["answer"]
     assert run.names == ["agent_turn", "consult_rag"] * 3 + ["generate_response"]
-    assert [f"you have {n} turns" in r.system_text for n, r in zip((3, 2, 1), turns(fake), strict=True)] == [True] * 3
+    assert [f"you have {n} turns" in r.user_text for n, r in zip((3, 2, 1), turns(fake), strict=True)] == [True] * 3
     assert run.ctx.custom_status["turns"] == 3
 
 
