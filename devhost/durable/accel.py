@@ -5,18 +5,28 @@
   invocation (about 0.1 ms each, a large share of a short episode). The module's ``namedtuple``
   name is replaced with a memoised version: same typename and fields give the same class, whose
   instances behave identically.
+- ``DurableOrchestrationContext.from_json`` JSON-decodes the whole history on every episode. Inside
+  ``predecoded(text, value)`` a call with that very string object takes ``value`` (what
+  ``json.loads(text)`` gives, built by ``devhost.durable.decoded`` from a cached prefix) instead;
+  any other string is decoded as before.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import importlib
+import json
+from collections.abc import Iterator
 from typing import Any
 
 from devhost.durable.timeutil import install_fast_timestamp_parser
 
 _installed = False
+# (context text, its decoded value) while an episode runs, else None. Only the dispatcher's thread
+# sets it; from_json on other threads never matches the text object, so it decodes as before.
+_predecoded: tuple[str, dict[str, Any]] | None = None
 
 
 @functools.cache
@@ -32,6 +42,27 @@ def cached_namedtuple(typename: str, field_names: Any, **kwargs: Any) -> Any:
     return _cached_namedtuple(typename, key)
 
 
+@contextlib.contextmanager
+def predecoded(text: str, value: dict[str, Any]) -> Iterator[None]:
+    """While inside, ``from_json(text)`` (that same object) uses ``value`` instead of decoding ``text``."""
+    global _predecoded
+    _predecoded = (text, value)
+    try:
+        yield
+    finally:
+        _predecoded = None
+
+
+def _from_json(cls: Any, json_string: str) -> Any:
+    """The SDK's ``from_json`` (``cls(**json.loads(json_string))``), taking a predecoded value when offered."""
+    global _predecoded
+    offered = _predecoded
+    if offered is not None and offered[0] is json_string:
+        _predecoded = None  # used once: the SDK gets a dict no one else holds
+        return cls(**offered[1])
+    return cls(**json.loads(json_string))
+
+
 def install_sdk_accelerations() -> None:
     """Install all SDK accelerations (idempotent)."""
     global _installed
@@ -41,4 +72,7 @@ def install_sdk_accelerations() -> None:
     executor = importlib.import_module("azure.durable_functions.models.TaskOrchestrationExecutor")
     if getattr(executor, "namedtuple", None) is collections.namedtuple:
         setattr(executor, "namedtuple", cached_namedtuple)  # noqa: B010 - module attribute patch
+    context = importlib.import_module("azure.durable_functions.models.DurableOrchestrationContext")
+    context_cls = context.DurableOrchestrationContext
+    context_cls.from_json = classmethod(_from_json)
     _installed = True
