@@ -9,6 +9,9 @@
   ``predecoded(text, value)`` a call with that very string object takes ``value`` (what
   ``json.loads(text)`` gives, built by ``devhost.durable.decoded`` from a cached prefix) instead;
   any other string is decoded as before.
+- ``azure.functions``' Durable JSON codec reads ``AZURE_FUNCTIONS_DURABLE_STRICT_TYPING`` through
+  ``os.environ.get`` on every payload it encodes or decodes (each task result, on every replay). The
+  replacement reads the same live variable from ``os.environ``'s own dict (POSIX), a plain dict lookup.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import contextlib
 import functools
 import importlib
 import json
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -63,6 +67,25 @@ def _from_json(cls: Any, json_string: str) -> Any:
     return cls(**json.loads(json_string))
 
 
+def _fast_strict_mode(codec: Any) -> Any:
+    """``codec._is_strict_mode`` reading the variable from ``os.environ._data``; None where that is not POSIX's."""
+    if os.name != "posix" or not isinstance(getattr(os.environ, "_data", None), dict):
+        return None
+    original = codec._is_strict_mode
+    key = os.environ.encodekey(codec._STRICT_ENV_VAR)
+    truthy = codec._TRUTHY
+
+    def is_strict_mode() -> bool:
+        environ = os.environ
+        try:
+            raw = environ._data.get(key)  # type: ignore[attr-defined]
+        except AttributeError:  # os.environ replaced by something else (a test's patch)
+            return bool(original())
+        return raw is not None and environ.decodevalue(raw).strip().lower() in truthy
+
+    return is_strict_mode
+
+
 def install_sdk_accelerations() -> None:
     """Install all SDK accelerations (idempotent)."""
     global _installed
@@ -75,4 +98,8 @@ def install_sdk_accelerations() -> None:
     context = importlib.import_module("azure.durable_functions.models.DurableOrchestrationContext")
     context_cls = context.DurableOrchestrationContext
     context_cls.from_json = classmethod(_from_json)
+    codec = importlib.import_module("azure.functions._durable_functions")
+    fast = _fast_strict_mode(codec) if hasattr(codec, "_is_strict_mode") else None
+    if fast is not None:
+        setattr(codec, "_is_strict_mode", fast)  # noqa: B010 - module attribute patch
     _installed = True

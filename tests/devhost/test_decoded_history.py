@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from devhost.durable import accel
 from devhost.durable.decoded import DecodedHistories
 
@@ -73,3 +75,14 @@ def test_from_json_takes_the_predecoded_value_only_for_that_text() -> None:
         assert DurableOrchestrationContext.from_json(text).instance_id == "predecoded"
         assert DurableOrchestrationContext.from_json(text).instance_id == "i1"  # offered once only
     assert DurableOrchestrationContext.from_json(text).instance_id == "i1"
+
+
+def test_strict_mode_reads_the_live_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    accel.install_sdk_accelerations()
+    from azure.functions import _durable_functions as codec  # noqa: PLC0415
+
+    for value, expected in (("", False), (" TRUE ", True), ("yes", True), ("0", False), ("1", True)):
+        monkeypatch.setenv("AZURE_FUNCTIONS_DURABLE_STRICT_TYPING", value)
+        assert codec._is_strict_mode() is expected
+    monkeypatch.delenv("AZURE_FUNCTIONS_DURABLE_STRICT_TYPING")
+    assert codec._is_strict_mode() is False
