@@ -10,6 +10,7 @@ from typing import Any
 from devhost.durable import history as h
 from devhost.durable.accel import predecoded
 from devhost.durable.actions import ActionType, flatten
+from devhost.durable.decoded import MIN_CACHED_EVENTS
 from devhost.durable.engine.core import CUSTOM_STATUS_LIMIT_KB, MAX_BATCH, OUT_OF_PROC_MARKER, flog, log
 from devhost.durable.engine.handlers import ActionHandlers
 from devhost.durable.engine.retries import retry_step
@@ -141,7 +142,10 @@ class Episodes(ActionHandlers):
             + ',"upperSchemaVersion":1,"upperSchemaVersionNew":2}'
         )
         context_json = '{"history":[' + history_text + tail
-        decoded = self._decoded.context(inst.id, inst.joined, fresh, tail)
+        # A short history decodes as fast as the cache could splice it: the SDK decodes it, as before.
+        decoded = None
+        if len(inst.texts) >= MIN_CACHED_EVENTS:
+            decoded = self._decoded.context(inst.id, inst.joined, fresh, tail)
         invocation_id = ids.invocation_id()
         flog.info("Executing 'Functions.%s' (Reason='(null)', Id=%s)", fn.name, invocation_id)
         started = time.perf_counter()
@@ -149,8 +153,11 @@ class Episodes(ActionHandlers):
         state: dict[str, Any] | None = None
         error: str | None = None
         try:
-            with predecoded(context_json, decoded):
+            if decoded is None:
                 state = json.loads(fn.user_function(context_json))
+            else:
+                with predecoded(context_json, decoded):
+                    state = json.loads(fn.user_function(context_json))
         except Exception as exc:
             text = str(exc)
             at = text.find(OUT_OF_PROC_MARKER)
