@@ -8,6 +8,9 @@ import pytest
 
 from devhost.durable import accel
 from devhost.durable.decoded import DecodedHistories
+from devhost.durable.engine import Engine
+from tests.devhost.conftest import EngineRunner, complete, sdk_input
+from tests.devhost.hostproc import APPS_DIR
 
 TAIL = '],"input":{"n":1},"instanceId":"i1","isReplaying":true,"parentInstanceId":null}'
 
@@ -86,3 +89,19 @@ def test_strict_mode_reads_the_live_variable(monkeypatch: pytest.MonkeyPatch) ->
         assert codec._is_strict_mode() is expected
     monkeypatch.delenv("AZURE_FUNCTIONS_DURABLE_STRICT_TYPING")
     assert codec._is_strict_mode() is False
+
+
+def test_long_chain_runs_on_the_cache_with_the_same_history(run_engine: EngineRunner) -> None:
+    async def body(engine: Engine) -> None:
+        iid = await engine.start_instance("chain", None, sdk_input({"steps": 40}))
+        status = await complete(engine, iid)
+        assert status["runtimeStatus"] == "Completed", status
+        assert status["output"]["steps"] == 40
+        assert engine._decoded.hits > 20  # the later episodes took the decoded prefix
+        full = await engine.get_status(iid, show_history=True)
+        assert full is not None
+        kinds = [e["EventType"] for e in full["historyEvents"]]
+        assert kinds == ["ExecutionStarted"] + ["TaskCompleted"] * 40 + ["ExecutionCompleted"]
+        assert engine._decoded._count == 0  # forgotten when the instance ended
+
+    run_engine(body, app_dir=APPS_DIR / "bench_noop")
