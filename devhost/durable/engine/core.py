@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from devhost.durable import history as h
+from devhost.durable.decoded import DecodedHistories
 from devhost.durable.engine.activities import ActivityRunner
 from devhost.durable.engine.endings import Endings
 from devhost.durable.engine.state import EntityInstance, Instance, Message, ParentRef, Work
@@ -145,6 +146,7 @@ class EngineCore:
         self.client_binding: Callable[[], str] | None = None
         # Counters for tests and benchmarks (episodes replayed, activity executions started).
         self.episodes_run = 0
+        self._decoded = DecodedHistories()  # decoded history prefixes: an episode decodes only its new events
         self.activities_run = 0
         self.entity_batches_run = 0
 

@@ -8,7 +8,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from devhost.durable import history as h
+from devhost.durable.accel import predecoded
 from devhost.durable.actions import ActionType, flatten
+from devhost.durable.decoded import MIN_CACHED_EVENTS
 from devhost.durable.engine.core import CUSTOM_STATUS_LIMIT_KB, MAX_BATCH, OUT_OF_PROC_MARKER, flog, log
 from devhost.durable.engine.handlers import ActionHandlers
 from devhost.durable.engine.retries import retry_step
@@ -62,6 +64,8 @@ class Episodes(ActionHandlers):
         self.episodes_run += 1
         self._consume(batch)
         self._apply(inst, new_events, state, error, retry_msg, batch, ts, ts_epoch)
+        if inst.status in TERMINAL_STATES:
+            self._decoded.forget(inst.id)
         inst.last_end = time.monotonic()
         inst.last_cost = time.time() - now
         if inst.inbox and inst.status not in TERMINAL_STATES:
@@ -126,10 +130,8 @@ class Episodes(ActionHandlers):
         fresh = ",".join([h.unplayed(t) for t in rendered])
         history_text = f"{inst.joined},{fresh}" if inst.joined else fresh
         p = inst.parent
-        context_json = (
-            '{"history":['
-            + history_text
-            + '],"input":'
+        tail = (
+            '],"input":'
             + (inst.input_text if inst.input_text is not None else "null")
             + ',"instanceId":'
             + h.dumps(inst.id)
@@ -139,6 +141,11 @@ class Episodes(ActionHandlers):
             + (h.dumps(p.instance_id) if p else "null")
             + ',"upperSchemaVersion":1,"upperSchemaVersionNew":2}'
         )
+        context_json = '{"history":[' + history_text + tail
+        # A short history decodes as fast as the cache could splice it: the SDK decodes it, as before.
+        decoded = None
+        if len(inst.texts) >= MIN_CACHED_EVENTS:
+            decoded = self._decoded.context(inst.id, inst.joined, fresh, tail)
         invocation_id = ids.invocation_id()
         flog.info("Executing 'Functions.%s' (Reason='(null)', Id=%s)", fn.name, invocation_id)
         started = time.perf_counter()
@@ -146,7 +153,11 @@ class Episodes(ActionHandlers):
         state: dict[str, Any] | None = None
         error: str | None = None
         try:
-            state = json.loads(fn.user_function(context_json))
+            if decoded is None:
+                state = json.loads(fn.user_function(context_json))
+            else:
+                with predecoded(context_json, decoded):
+                    state = json.loads(fn.user_function(context_json))
         except Exception as exc:
             text = str(exc)
             at = text.find(OUT_OF_PROC_MARKER)
