@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import pty
@@ -9,13 +10,16 @@ import re
 import select
 import shlex
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyte
 import pytest
 
 from tests.devhost.hostproc import REPO_ROOT, DevHostProcess
@@ -130,9 +134,23 @@ def test_errors_are_sentences(host: DevHostProcess) -> None:
     assert "no host is running at http://127.0.0.1:9" in no_host.stdout
 
 
+SCREEN_ROWS, SCREEN_COLUMNS = 50, 200
+
+
+def screen_of(raw: str) -> list[str]:
+    """What a person can read after this output: the lines scrolled off the top, then the screen, as a terminal
+    shows them once every cursor move is applied (a line drawn over is gone)."""
+    screen = pyte.HistoryScreen(SCREEN_COLUMNS, SCREEN_ROWS, history=100_000)
+    pyte.Stream(screen).feed(raw)
+    scrolled = ["".join(line[x].data for x in range(SCREEN_COLUMNS)) for line in screen.history.top]
+    return [line.rstrip() for line in [*scrolled, *screen.display]]
+
+
 def run_in_pty(args: list[str], on_output: Any, timeout: float = 200) -> tuple[int, str]:
     """Run ``python -m devhost *args`` on a pty; ``on_output(seen, proc, master)`` reacts to what it printed."""
     master, slave = pty.openpty()
+    # A terminal of 50 rows and 200 columns (rich reads its size; tests/devhost/jobs emulate the same screen).
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", SCREEN_ROWS, SCREEN_COLUMNS, 0, 0))
     proc = subprocess.Popen(
         [sys.executable, "-m", "devhost", *args],
         cwd=REPO_ROOT,
@@ -250,6 +268,13 @@ def test_a_refused_answer_is_shown_and_asked_again(host: DevHostProcess, command
     assert "the job still waits on this question: answer it again" in refused
     assert "approve/edit/reject/abort" in refused  # asked again, below the reason
     assert "answer by " in out and "after that the job fails (WAIT_EXPIRED)" in out  # the deadline
+    # On the terminal (not only in the byte stream): the typed SQL, the reason, the question again and the
+    # approval typed at it, in that order; the live table, drawn again afterwards, covers none of them.
+    screen = "\n".join(screen_of(raw))
+    typed_at = screen.find("new sql: DELETE FROM returns")
+    reason_at = screen.find("the answer was not accepted")
+    approved_at = screen.rfind("reject/abort]: approve")
+    assert 0 <= typed_at < reason_at < approved_at, screen
 
 
 def test_the_exit_4_hint_names_the_question_and_commands_that_run_as_printed(host: DevHostProcess) -> None:
