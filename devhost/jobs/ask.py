@@ -724,6 +724,5 @@ def main(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     finally:
         if embedded is not None:
-            embedded.stop()
-            console.print("Host stopped.")
+            embedded.stop()  # the host says "Host stopped." itself
     return code
