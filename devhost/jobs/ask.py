@@ -362,6 +362,9 @@ def ask_user(console: Console, waiting: dict[str, Any]) -> dict[str, Any]:
     if deadline:
         console.print(f"[dim]{escape(deadline)}[/]")
     details = waiting.get("details") or {}
+    if isinstance(details.get("refused_edit"), str):
+        # The job refused the last edit itself (a field the step does not take) and asks again.
+        console.print(f"[red]your last edit was not applied:[/] {escape(details['refused_edit'])}")
     code = code_of(details)
     if code is not None:
         show_code(console, details, code)

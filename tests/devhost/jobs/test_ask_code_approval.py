@@ -118,3 +118,10 @@ def test_a_sql_approval_is_unchanged(monkeypatch: pytest.MonkeyPatch) -> None:
     reply, shown = answer(waiting, "edit\nSELECT 2\n", monkeypatch)
     assert reply["answer"] == {"action": "edit", "sql": "SELECT 2"}
     assert "inputs the code reads" not in shown
+
+
+def test_an_edit_the_job_refused_is_said_before_the_question_is_asked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    refused = "answer.allow_sensitive: this step does not take allow_sensitive"
+    waiting = {**APPROVAL, "details": {**APPROVAL["details"], "refused_edit": refused}}
+    _, shown = answer(waiting, "approve\n", monkeypatch)
+    assert f"your last edit was not applied: {refused}" in shown
