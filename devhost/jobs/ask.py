@@ -104,6 +104,20 @@ def add_parser(sub: Any) -> None:
     )
     ask.add_argument("--max-turns", type=int, default=None, help="agent mode: most Executor turns")
     ask.add_argument("--max-tool-calls", type=int, default=None, help="agent mode: most tool calls")
+    ask.add_argument(
+        "--wait-seconds",
+        type=int,
+        default=None,
+        help="how long each question and approval waits for you (default: the host's JOB_USER_WAIT_TIMEOUT_SECONDS, "
+        "3 days; at most 7 days)",
+    )
+    ask.add_argument(
+        "--on-wait-expiry",
+        choices=["fail", "default"],
+        default=None,
+        help="an unanswered question: fail the job (default) or take its default answer (a clarifying question's "
+        "first option, skip for a failed step); an unanswered approval always fails",
+    )
     ask.add_argument("--no-input", action="store_true", help="never prompt; exit 4 if the job waits for input")
     ask.add_argument("--json", action="store_true", help="print the final job view as JSON")
     ask.add_argument("--keep-serving", action="store_true", help="keep a host started here running afterwards")
@@ -118,10 +132,15 @@ def build_request(args: argparse.Namespace) -> dict[str, Any]:
         constraints["allowed_models"] = args.model
     if args.budget_tokens:
         constraints["budget"] = {"max_total_tokens": args.budget_tokens}
-    approval = {"sql": args.approval}
+    approval: dict[str, Any] = {"sql": args.approval}
     if getattr(args, "approval_python", None):
         approval["python"] = args.approval_python
+    if getattr(args, "wait_seconds", None):
+        approval["timeout_seconds"] = args.wait_seconds
     body: dict[str, Any] = {"question": args.question, "mode": args.mode, "approval": approval}
+    wait = {"timeout_seconds": getattr(args, "wait_seconds", None), "on_expiry": getattr(args, "on_wait_expiry", None)}
+    if any(v is not None for v in wait.values()):
+        body["wait"] = {k: v for k, v in wait.items() if v is not None}
     if constraints:
         body["constraints"] = constraints
     # The server checks the names and bounds; the CLI only gathers them. Any mode may allow tools (python.run).
