@@ -96,14 +96,13 @@ class DevHostProcess:
 
     def _asks_for_storage(self) -> bool:
         """Whether the environment or the app's local.settings.json names any storage (then devhost decides)."""
-        settings: dict[str, Any] = {**os.environ, **self.extra_env}
+        settings = {**os.environ, **self.extra_env}
+        if any("AzureWebJobsStorage" in k or "UseDevelopmentStorage" in v for k, v in settings.items()):
+            return True
         local = self.app_dir / "local.settings.json"
-        if local.is_file():
-            values = json.loads(local.read_text(encoding="utf-8")).get("Values") or {}
-            settings.update({k: v for k, v in values.items() if isinstance(v, str)})
-        return any(
-            "AzureWebJobsStorage" in name or "UseDevelopmentStorage" in value for name, value in settings.items()
-        )
+        # Read as bytes: a test may hand devhost a file it must refuse (not UTF-8, not JSON).
+        raw = local.read_bytes() if local.is_file() else b""
+        return b"AzureWebJobsStorage" in raw or b"UseDevelopmentStorage" in raw
 
     def environment(self) -> dict[str, str]:
         """Environment for the subprocess: keys pinned, repo importable, unbuffered output."""
