@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -123,7 +124,7 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevHostProcess]:
     with pytest.MonkeyPatch.context() as patch:
         for name in [k for k in os.environ if k.startswith("AzureWebJobsStorage")]:
             patch.delenv(name)
-        proc = DevHostProcess(REPO_ROOT, tmp_path_factory.mktemp("fresh") / "data")
+        proc = DevHostProcess(REPO_ROOT, tmp_path_factory.mktemp("fresh") / "data", default_storage=True)
         proc.start()
     yield proc
     proc.stop()
@@ -203,3 +204,57 @@ def test_the_readme_names_only_tools_the_default_app_has() -> None:
         [sys.executable, "-m", "devhost", "ask", "--help"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60
     )
     assert "http.weather" not in helped.stdout and "function.growth_rate" in helped.stdout
+
+
+def readme_blocks() -> list[list[str]]:
+    """The lines of each bash block of README.md."""
+    return [
+        block.strip().splitlines()
+        for block in re.findall(r"```bash\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.DOTALL)
+    ]
+
+
+def test_the_readme_commands_run_as_printed(host: DevHostProcess, tmp_path: Path) -> None:
+    # Every devhost command of the README without a placeholder, and its curl session, as printed: only the
+    # host's address differs (and the key file, which a fresh clone's `make run` writes to .devhost/).
+    assert host.keys is not None
+    commands = [
+        line.split("   #")[0].strip()
+        for block in readme_blocks()
+        for line in block
+        if line.startswith(".venv/bin/python -m devhost ") and not re.search(r"[A-Z]{2,}_ID|<\w+>", line)
+    ]
+    assert len(commands) >= 8, commands
+    env = {**os.environ, "DEVHOST_URL": host.base_url, "DEVHOST_FUNCTION_KEY": host.keys.function, "COLUMNS": "200"}
+    for command in commands:
+        done = subprocess.run(
+            command,
+            shell=True,
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
+        # 4: a job that asks a person, run without a terminal (it prints how to answer).
+        assert done.returncode in (0, 4), f"{command}: {done.returncode}\n{done.stdout}\n{done.stderr}"
+        if done.returncode == 4:
+            assert "jobs answer" in done.stdout, done.stdout
+    (tmp_path / ".devhost").mkdir()
+    (tmp_path / ".devhost" / "keys.json").write_text(json.dumps({"functionKeys": {"default": host.keys.function}}))
+    session = next(block for block in readme_blocks() if any(line.startswith("curl ") for line in block))
+    setup = "\n".join(line for line in session if not line.startswith("curl "))
+    job = None
+    for line in (line for line in session if line.startswith("curl ")):
+        line = line.split("  #")[0].replace("localhost:7071", host.base_url.removeprefix("http://"))
+        if "<job>" in line:
+            assert job, line
+            line = line.replace("<job>", job)
+        done = subprocess.run(
+            ["bash", "-c", f"set -e\n{setup}\n{line}"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+        answer = json.loads(done.stdout)
+        assert not isinstance(answer.get("error"), dict), f"{line}: {answer}"
+        job = answer.get("id", job)
