@@ -855,7 +855,7 @@ class JobRun:
                 default = None
                 expiry_note = (
                     f"the approval of a statement that reads the sensitive table(s) {sensitive} expired after "
-                    f"{policy.timeout_seconds} s; an expired wait never approves a sensitive read "
+                    f"{self.approval_seconds} s; an expired wait never approves a sensitive read "
                     "(on_timeout=approve applies only to other statements)"
                 )
             reply = yield from self.ask(
@@ -870,7 +870,7 @@ class JobRun:
                     "sensitive_tables": sensitive,
                     **({"database": database} if database else {}),
                 },
-                timeout_seconds=policy.timeout_seconds,
+                timeout_seconds=self.approval_seconds,
                 expiry_falls_back=policy.on_timeout != "fail",
                 expiry_message=expiry_note,
                 edit_of=(spec.kind, run_task),
@@ -919,6 +919,8 @@ class JobRun:
             raise JobStop("NO_ONE_TO_ASK", f"a part of a run cannot wait for a person: {question[:300]}", _id(step))
         wait = self.job.request.wait
         seconds = timeout_seconds or wait.timeout_seconds or self.job.policy.user_wait_seconds
+        falls_back = expiry_falls_back if expiry_falls_back is not None else wait.on_expiry == "default"
+        fallback = default if falls_back else None
         while True:
             question_id = self._next_question_id(step)
             now = self.ctx.current_utc_datetime
@@ -933,6 +935,7 @@ class JobRun:
                 details=details or {},
                 asked_at=now.isoformat(),
                 expires_at=expires.isoformat(),
+                expiry_default=fallback,
                 step_kind=step.kind if step else None,
             )
             resume_state = self._start_waiting(step, waiting)
@@ -953,13 +956,17 @@ class JobRun:
             if refused is not None:
                 details = {**(details or {}), "refused_edit": refused[:300]}
             # An invalid or refused answer: the same question is asked again.
-        falls_back = expiry_falls_back if expiry_falls_back is not None else wait.on_expiry == "default"
-        if falls_back and default is not None:
-            self.log("question %s expired; proceeding with %s", question_id, default)
+        if fallback is not None:
+            self.log("question %s expired; proceeding with %s", question_id, fallback)
             self.publish()
-            return ExpiredAnswer(answer=default)
+            return ExpiredAnswer(answer=fallback)
         message = expiry_message or f"no answer to '{question[:200]}' within {seconds} s"
         raise JobStop("WAIT_EXPIRED", message, step.id if step else None)
+
+    @property
+    def approval_seconds(self) -> int:
+        """How long an approval waits: the request's approval.timeout_seconds, else the app's wait setting."""
+        return self.job.request.approval.timeout_seconds or self.job.policy.user_wait_seconds
 
     @property
     def can_ask(self) -> bool:

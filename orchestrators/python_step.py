@@ -9,7 +9,6 @@ and hands that to the executor in the execution context. An expired wait never a
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from orchestrators.outcomes import EditedTask, ExpiredAnswer, JobStop
@@ -53,11 +52,56 @@ def value_of(out: dict[str, Any]) -> Any:
     return out
 
 
+# The answer step keeps 300 characters of a note (shared/executors/generate_response.py StepNotes).
+NOTE_CHARS = 300
+
+
 def result_note(title: str, out: dict[str, Any]) -> str:
-    """What the answer is told of a run_python step: its result and the files it made."""
-    value = json.dumps(out.get("result"), default=str)[:600]
-    files = ", ".join(str(f.get("name")) for f in out.get("files") or [] if isinstance(f, dict))
-    return f"The step '{title}' computed (run_python): result = {value}" + (f"; files: {files}." if files else ".")
+    """What the answer is told of a run_python step: its result in words (never JSON cut mid-object), its files."""
+    names = [str(f.get("name"))[:60] for f in out.get("files") or [] if isinstance(f, dict)]
+    made = f" It made the file(s) {', '.join(names[:3])}{' and more' if len(names) > 3 else ''}." if names else ""
+    shown = title if len(title) <= 80 else f"{title[:79]}…"
+    head = f"The step '{shown}' computed with Python: "
+    return f"{head}{describe_result(out.get('result'), NOTE_CHARS - len(head) - len(made) - 1)}.{made}"
+
+
+def describe_result(value: Any, budget: int = NOTE_CHARS) -> str:
+    """A computed result as prose: each top-level value in brief, whole ones only, within ``budget`` characters."""
+    if not isinstance(value, dict):
+        brief = f"result {_brief(value)}"
+        return brief if len(brief) <= budget else "a result too long to quote"
+    parts: list[str] = []
+    used = 0
+    for index, (key, item) in enumerate(value.items()):
+        part = f"{str(key)[:60]} {_brief(item)}"
+        rest = len(value) - index
+        more = f"; and {rest} more value(s)" if rest > 1 else ""
+        if used + len(part) + len(more) > budget:
+            parts.append(f"and {rest} more value(s)")
+            break
+        parts.append(part)
+        used += len(part) + 2
+    return "; ".join(parts) if parts else "an empty result"
+
+
+def _brief(value: Any) -> str:
+    """One value in words: a number or short text as is, a list or mapping by its size and first names."""
+    if value is None or isinstance(value, bool | int):
+        return f"= {value}"
+    if isinstance(value, float):
+        return f"= {value:.6g}"
+    if isinstance(value, str):
+        return f"= {value[:120]!r}" if len(value) <= 120 else f"= {value[:117]!r}…"
+    if isinstance(value, list):
+        if len(value) <= 6 and all(v is None or isinstance(v, bool | int | float | str) for v in value):
+            shown = ", ".join(_brief(v)[2:][:40] for v in value)
+            return f"= [{shown}]"
+        return f"(a list of {len(value)} values)"
+    if isinstance(value, dict):
+        keys = ", ".join(str(k)[:30] for k in list(value)[:4])
+        more = ", …" if len(value) > 4 else ""
+        return f"(a table of {len(value)} entries: {keys}{more})"
+    return f"= {str(value)[:120]}"
 
 
 class PythonStep:
@@ -151,10 +195,10 @@ class PythonStep:
             APPROVAL_OPTIONS,
             default="reject" if policy.on_timeout == "reject" else None,
             details=details,
-            timeout_seconds=policy.timeout_seconds,
+            timeout_seconds=run.approval_seconds,
             expiry_falls_back=policy.on_timeout == "reject",
             expiry_message=(
-                f"the approval of the Python code of step {self.step.id} expired after {policy.timeout_seconds} s; "
+                f"the approval of the Python code of step {self.step.id} expired after {run.approval_seconds} s; "
                 "an expired wait never approves code"
             ),
             edit_of=(self.spec.kind, task),

@@ -453,9 +453,11 @@ class WorkflowWalk:
             "approval" if approval else "clarify",
             question[:1000],
             list(node.options),
-            default=None,
+            default=node.on_timeout,
             free_text=node.free_text or not node.options,
             timeout_seconds=node.timeout_seconds,
+            # A node that declares its on_timeout answer goes on with it; one that does not fails at the deadline.
+            expiry_falls_back=node.on_timeout is not None,
         )
         said = reply.action() if isinstance(reply.answer, str) else json.dumps(reply.answer)
         if approval and said == REJECT:

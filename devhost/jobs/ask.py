@@ -6,7 +6,7 @@ the stream is polled.
 Uses a running host when one answers at ``--url``; otherwise starts one in this process on a free
 port (with the app and data directories given). Exit codes: 0 completed, 1 failed, 2 usage or
 connection error, 3 cancelled, 4 waiting for input with ``--no-input``, 130 interrupted (Ctrl+C; the job
-keeps running and ``python -m devhost jobs attach`` follows it again). With ``--json`` stdout carries only
+keeps running and the printed ``jobs attach`` command follows it again). With ``--json`` stdout carries only
 the final job view as JSON; the live view goes to stderr.
 """
 
@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -36,7 +37,15 @@ from rich.table import Table
 from rich.text import Text
 
 from devhost.jobs.cost import cost_line
-from devhost.jobs.stream import AnswerDraft, EventStream, StreamLost, StreamUnavailable, apply_to_view, event_line
+from devhost.jobs.stream import (
+    AnswerDraft,
+    EventStream,
+    StreamLost,
+    StreamUnavailable,
+    apply_to_view,
+    event_line,
+    local_time,
+)
 
 EXIT_COMPLETED, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED, EXIT_WAITING = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED = 130
@@ -91,10 +100,26 @@ def add_parser(sub: Any) -> None:
         "--tools",
         action="append",
         default=None,
-        help="tools the job allows (comma-separated or repeated, e.g. python.run, http.weather)",
+        help="tools the job allows (comma-separated or repeated), e.g. python.run, function.growth_rate, "
+        "function.percent_change, function.summary_statistics; http.* and mcp.* tools are the ones TOOLS_HTTP and "
+        "TOOLS_MCP_SERVERS configure",
     )
     ask.add_argument("--max-turns", type=int, default=None, help="agent mode: most Executor turns")
     ask.add_argument("--max-tool-calls", type=int, default=None, help="agent mode: most tool calls")
+    ask.add_argument(
+        "--wait-seconds",
+        type=int,
+        default=None,
+        help="how long each question and approval waits for you (default: the host's JOB_USER_WAIT_TIMEOUT_SECONDS, "
+        "3 days; at most 7 days)",
+    )
+    ask.add_argument(
+        "--on-wait-expiry",
+        choices=["fail", "default"],
+        default=None,
+        help="an unanswered question: fail the job (default) or take its default answer (a clarifying question's "
+        "first option, skip for a failed step); an unanswered approval always fails",
+    )
     ask.add_argument("--no-input", action="store_true", help="never prompt; exit 4 if the job waits for input")
     ask.add_argument("--json", action="store_true", help="print the final job view as JSON")
     ask.add_argument("--keep-serving", action="store_true", help="keep a host started here running afterwards")
@@ -109,10 +134,15 @@ def build_request(args: argparse.Namespace) -> dict[str, Any]:
         constraints["allowed_models"] = args.model
     if args.budget_tokens:
         constraints["budget"] = {"max_total_tokens": args.budget_tokens}
-    approval = {"sql": args.approval}
+    approval: dict[str, Any] = {"sql": args.approval}
     if getattr(args, "approval_python", None):
         approval["python"] = args.approval_python
+    if getattr(args, "wait_seconds", None):
+        approval["timeout_seconds"] = args.wait_seconds
     body: dict[str, Any] = {"question": args.question, "mode": args.mode, "approval": approval}
+    wait = {"timeout_seconds": getattr(args, "wait_seconds", None), "on_expiry": getattr(args, "on_wait_expiry", None)}
+    if any(v is not None for v in wait.values()):
+        body["wait"] = {k: v for k, v in wait.items() if v is not None}
     if constraints:
         body["constraints"] = constraints
     # The server checks the names and bounds; the CLI only gathers them. Any mode may allow tools (python.run).
@@ -203,8 +233,21 @@ def render_live(view: dict[str, Any], draft: AnswerDraft | None = None) -> Group
     return Group(*parts)
 
 
-def render_result(view: dict[str, Any]) -> Group:
-    """The answer, its citations and the SQL result tables."""
+def artifact_lines(view: dict[str, Any], url: str | None) -> list[str]:
+    """Each file a step wrote (a run_python chart, a CSV) with the URL that serves it (function key needed)."""
+    base = (url or "").rstrip("/")
+    lines = []
+    for step in view.get("steps") or []:
+        for item in step.get("artifacts") or []:
+            if isinstance(item, dict) and item.get("ref"):
+                where = f"{base}/api/jobs/{view['id']}/artifacts/{item['ref']}"
+                about = f"{item.get('name')} ({item.get('media_type')}, {item.get('size')} bytes)"
+                lines.append(f"{step.get('id')}: {about} {where}")
+    return lines
+
+
+def render_result(view: dict[str, Any], url: str | None = None) -> Group:
+    """The answer, its citations, the files steps wrote (with their URLs) and the SQL result tables."""
     parts: list[Any] = []
     answer = view.get("answer")
     if answer:
@@ -218,6 +261,10 @@ def render_result(view: dict[str, Any]) -> Group:
                 cites.add_row(c.get("source_id", ""), c.get("kind", ""), (c.get("quote") or c.get("title") or "")[:90])
             parts.append(cites)
         parts += render_claims(answer)
+    files = artifact_lines(view, url)
+    if files:
+        parts.append(Text("files (open with the function key: header x-functions-key, or ?code=<key>):"))
+        parts.extend(Text(f"  {line}") for line in files)
     for step in view.get("steps", []):
         out = step.get("output") or {}
         if "rows" in out and "columns" in out:
@@ -309,15 +356,76 @@ def http_problem(response: httpx.Response, url: str) -> str:
     return f"the host answered {response.status_code} {response.reason_phrase}"
 
 
+DEFAULT_URL = "http://127.0.0.1:7071"
+
+
+def cli_command(*args: str, url: str | None = None) -> str:
+    """A devhost command that runs as printed: this interpreter (no activated venv needed), relative when under cwd."""
+    python = Path(sys.executable)
+    try:
+        shown = str(python.relative_to(Path.cwd()))
+    except ValueError:
+        shown = str(python)
+    words = [shown, "-m", "devhost", *args]
+    if url and url.rstrip("/") != DEFAULT_URL:
+        words += ["--url", url]
+    return shlex.join(words)
+
+
+# The connection options given on the command line (--key, --data, --app), which printed commands repeat.
+_GIVEN: list[str] = []
+
+
+def remember_connection(args: argparse.Namespace) -> None:
+    """Keep the connection options this command was given, so the commands it prints reach the same host."""
+    _GIVEN.clear()
+    for flag in ("key", "app", "data"):
+        value = getattr(args, flag, None)
+        if value and not (flag == "app" and value == "."):
+            _GIVEN.extend([f"--{flag}", str(value)])
+
+
 def attach_hint(job_id: str, url: str) -> str:
     """The command that follows a job again."""
-    return f"python -m devhost jobs attach {job_id} --url {url}"
+    return cli_command("jobs", "attach", job_id, *_GIVEN, url=url)
+
+
+def answer_hint(job_id: str, question_id: str, url: str, answer: str = "<answer>") -> str:
+    """The command that answers a job's question."""
+    return cli_command("jobs", "answer", job_id, answer, "--question-id", question_id, *_GIVEN, url=url)
+
+
+def deadline_text(waiting: dict[str, Any], now: datetime | None = None) -> str | None:
+    """When the question expires and what happens then, as a sentence (None when the view has no deadline)."""
+    expires = waiting.get("expires_at")
+    if not expires:
+        return None
+    try:
+        moment = datetime.fromisoformat(str(expires).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    left = int((moment - (now or datetime.now(UTC))).total_seconds())
+    hours, minutes = divmod(max(0, left) // 60, 60)
+    days, hours = divmod(hours, 24)
+    span = f"{days} d {hours} h" if days else f"{hours} h {minutes} min" if hours else f"{minutes} min"
+    fallback = waiting.get("expiry_default")
+    then = f"the job goes on with '{fallback}'" if fallback else "the job fails (WAIT_EXPIRED)"
+    when = local_time(expires, date=True)
+    return f"answer by {when} (in {span}); after that {then}"
 
 
 def ask_user(console: Console, waiting: dict[str, Any]) -> dict[str, Any]:
     """Ask the job's question in the terminal; returns the feedback body."""
     console.print(Panel(escape(waiting["question"]), title=f"the job asks ({waiting['kind']})", border_style="magenta"))
+    deadline = deadline_text(waiting)
+    if deadline:
+        console.print(f"[dim]{escape(deadline)}[/]")
     details = waiting.get("details") or {}
+    if isinstance(details.get("refused_edit"), str):
+        # The job refused the last edit itself (a field the step does not take) and asks again.
+        console.print(f"[red]your last edit was not applied:[/] {escape(details['refused_edit'])}")
     code = code_of(details)
     if code is not None:
         show_code(console, details, code)
@@ -447,34 +555,113 @@ def read_view(client: httpx.Client, job_id: str) -> dict[str, Any]:
     return view
 
 
+class LiveView:
+    """The live progress display. A prompt stops it; it starts afresh below what was typed (a restarted rich
+    ``Live`` would move the cursor up by its last height and draw over the prompt, the answer and the error)."""
+
+    def __init__(self, console: Console, renderable: Any) -> None:
+        self.console = console
+        self.renderable = renderable
+        self.live: Live | None = None
+
+    def __enter__(self) -> LiveView:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Draw the display (again) from the cursor on."""
+        if self.live is None:
+            self.live = Live(self.renderable, console=self.console, refresh_per_second=8, transient=False)
+            self.live.start()
+
+    def stop(self) -> None:
+        """Leave the last frame on screen and stop drawing."""
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+            if not self.console.is_terminal:
+                self.console.line()  # rich ends the last frame's line itself only on a terminal
+
+    def update(self, renderable: Any) -> None:
+        """Show this instead."""
+        self.renderable = renderable
+        if self.live is not None:
+            self.live.update(renderable)
+
+
+def waiting_hint(view: dict[str, Any], url: str) -> str:
+    """What to do about a question no one may answer here: its id, the CLI command and the POST."""
+    waiting = view["waiting"]
+    question_id = waiting["question_id"]
+    options = waiting.get("options") or []
+    example = options[0] if options else "<your answer>"
+    lines = [
+        f"the job waits for input: {waiting['question']}",
+        f"question_id: {question_id}" + (f"  options: {', '.join(options)}" if options else ""),
+    ]
+    deadline = deadline_text(waiting)
+    if deadline:
+        lines.append(deadline)
+    lines += [
+        "answer with:",
+        f"  {answer_hint(view['id'], question_id, url, example)}",
+        f"  or POST {url}/api/jobs/{view['id']}/feedback "
+        + json.dumps({"answer": example, "question_id": question_id}),
+        "then follow it with:",
+        f"  {attach_hint(view['id'], url)}",
+    ]
+    return "\n".join(lines)
+
+
 def answer_if_asked(
-    client: httpx.Client, view: dict[str, Any], console: Console, live: Live, answered: set[str], *, interactive: bool
+    client: httpx.Client,
+    view: dict[str, Any],
+    console: Console,
+    live: LiveView,
+    answered: set[str],
+    *,
+    interactive: bool,
 ) -> bool:
-    """Answer the question the job waits on, once; returns False when it waits and no one may answer here."""
+    """Answer the question the job waits on, once; returns False when it waits and no one may answer here.
+
+    An answer the server refuses (400: an option not offered, an edit the guard rejects) is shown with its
+    reason and the same question is asked again, for as long as the job waits on it.
+    """
     waiting = view.get("waiting")
     if view.get("status") != "waiting_for_user" or not waiting or waiting["question_id"] in answered:
         return True
+    url = str(client.base_url).rstrip("/")
     live.stop()
     if not interactive:
-        console.print(
-            f"[magenta]the job waits for input:[/] {escape(waiting['question'])} "
-            f"(answer with POST /api/jobs/{view['id']}/feedback)"
-        )
+        console.print()
+        console.print(waiting_hint(view, url), markup=False, highlight=False, soft_wrap=True)
         return False
-    reply = ask_user(console, waiting)
-    posted = client.post(f"/api/jobs/{view['id']}/feedback", json=reply)
-    if posted.status_code >= 400:
-        console.print(f"[red]{http_problem(posted, str(client.base_url).rstrip('/'))}[/]")
-    else:
-        answered.add(waiting["question_id"])
+    while True:
+        reply = ask_user(console, waiting)
+        posted = client.post(f"/api/jobs/{view['id']}/feedback", json=reply)
+        if posted.status_code < 400:
+            answered.add(waiting["question_id"])
+            break
+        console.print(f"[red]the answer was not accepted:[/] {escape(http_problem(posted, url))}")
+        now = read_view(client, view["id"])
+        still = now.get("waiting") or {}
+        if now.get("status") != "waiting_for_user" or still.get("question_id") != waiting["question_id"]:
+            # Answered elsewhere, expired or moved on: the stream tells what comes next.
+            answered.add(waiting["question_id"])
+            break
+        console.print("[yellow]the job still waits on this question: answer it again[/]")
+        waiting = still
     live.start()
     return True
 
 
-def finish(view: dict[str, Any], console: Console) -> tuple[int, Any]:
+def finish(view: dict[str, Any], console: Console, url: str) -> tuple[int, Any]:
     """Print the job's result; its exit code and view."""
     console.print()
-    console.print(render_result(view))
+    console.print(render_result(view, url))
     code = {"completed": EXIT_COMPLETED, "failed": EXIT_FAILED, "cancelled": EXIT_CANCELLED}[view["status"]]
     return code, view
 
@@ -486,19 +673,21 @@ def follow_stream(client: httpx.Client, job_id: str, console: Console, *, intera
     draft = AnswerDraft()
     try:
         view = read_view(client, job_id)
-        with Live(render_live(view), console=console, refresh_per_second=8, transient=False) as live:
+        with LiveView(console, render_live(view)) as live:
 
             def resumed(last_id: str | None, why: str) -> None:
-                live.console.print(f"[yellow]stream interrupted ({escape(why)}); resuming after {last_id}[/]")
+                console.print(f"[yellow]stream interrupted ({escape(why)}); resuming after {last_id}[/]")
 
             for event in EventStream(client, job_id, on_break=resumed):
                 if not draft.apply(event):
                     line = event_line(event, seen)
                     if line:
-                        live.console.print(line, markup=False, highlight=False)
+                        console.print(line, markup=False, highlight=False)
                     if not apply_to_view(view, event) or event.type in VIEW_EVENTS:
                         view = read_view(client, job_id)
                     if event.type == "end":
+                        # The last frame is the table alone: the answer is printed once, in the result below.
+                        live.update(render_progress(view))
                         break
                     if event.type == "question" and not answer_if_asked(
                         client, view, console, live, answered, interactive=interactive
@@ -509,7 +698,7 @@ def follow_stream(client: httpx.Client, job_id: str, console: Console, *, intera
     except ViewUnreadable as exc:
         console.print(f"[red]{escape(str(exc))}[/]")
         return EXIT_USAGE, None
-    return finish(view, console)
+    return finish(view, console, str(client.base_url).rstrip("/"))
 
 
 def poll_job(client: httpx.Client, job_id: str, console: Console, *, interactive: bool) -> tuple[int, Any]:
@@ -517,19 +706,20 @@ def poll_job(client: httpx.Client, job_id: str, console: Console, *, interactive
     answered: set[str] = set()
     view: dict[str, Any] = {}
     try:
-        with Live(console=console, refresh_per_second=8, transient=False) as live:
+        with LiveView(console, "") as live:
             while True:
                 view = read_view(client, job_id)
-                live.update(render_live(view))
                 if view.get("status") in ("completed", "failed", "cancelled"):
+                    live.update(render_progress(view))
                     break
+                live.update(render_live(view))
                 if not answer_if_asked(client, view, console, live, answered, interactive=interactive):
                     return EXIT_WAITING, view
                 time.sleep(0.25)
     except ViewUnreadable as exc:
         console.print(f"[red]{escape(str(exc))}[/]")
         return EXIT_USAGE, None
-    return finish(view, console)
+    return finish(view, console, str(client.base_url).rstrip("/"))
 
 
 def _host_is_up(url: str) -> bool:
@@ -560,6 +750,7 @@ def main(args: argparse.Namespace) -> int:
 
     # With --json stdout is the job view alone (for jq); everything for people goes to stderr.
     console = Console(stderr=bool(args.json))
+    remember_connection(args)
     app_dir = Path(args.app).resolve()
     data_dir = Path(args.data).resolve() if args.data else app_dir / ".devhost"
     url = args.url.rstrip("/")
@@ -597,6 +788,5 @@ def main(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     finally:
         if embedded is not None:
-            embedded.stop()
-            console.print("Host stopped.")
+            embedded.stop()  # the host says "Host stopped." itself
     return code

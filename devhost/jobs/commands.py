@@ -17,8 +17,10 @@ from typing import Any
 
 import httpx
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from devhost.jobs.ask import (
     EXIT_CANCELLED,
@@ -26,10 +28,14 @@ from devhost.jobs.ask import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_USAGE,
+    answer_hint,
     attach_hint,
+    cli_command,
+    deadline_text,
     follow_job,
     http_problem,
     key_for,
+    remember_connection,
     render_progress,
     render_result,
 )
@@ -39,6 +45,7 @@ from devhost.jobs.definitions import run as run_definitions
 from devhost.jobs.fork import ForkCliError
 from devhost.jobs.fork import add_parsers as add_fork_parsers
 from devhost.jobs.fork import run as run_fork
+from devhost.jobs.stream import local_time
 from devhost.jobs.verified import add_parsers as add_verified_parsers
 from devhost.jobs.verified import run as run_verified
 
@@ -107,39 +114,52 @@ def _get(client: httpx.Client, url: str, path: str, params: dict[str, Any] | Non
 
 
 def render_list(jobs: list[dict[str, Any]]) -> Table:
-    """The compact table of ``jobs list``."""
+    """The table of ``jobs list``: each job's id with its question below it, so 80 columns show both."""
     table = Table(title=f"{len(jobs)} job(s), newest first", expand=False)
-    for column in ("id", "status", "created", "question"):
-        table.add_column(column, no_wrap=column != "question")
+    table.add_column("job / question", min_width=32, ratio=1)
+    table.add_column("status", no_wrap=True)
+    table.add_column("created", max_width=16)
     for job in jobs:
-        created = str(job.get("created_at") or "")[:19].replace("T", " ")
-        table.add_row(str(job.get("id")), str(job.get("status")), created, str(job.get("question") or "")[:70])
+        question = str(job.get("question") or "")
+        question = question if len(question) <= 160 else f"{question[:159]}…"
+        cell = Text(str(job.get("id")))
+        cell.append(f"\n{question}", style="dim")
+        table.add_row(cell, str(job.get("status")), local_time(job.get("created_at"), date=True))
     return table
 
 
-def render_show(view: dict[str, Any], console: Console) -> None:
+def render_show(view: dict[str, Any], console: Console, url: str) -> None:
     """The job view of ``jobs show``."""
     console.print(f"question: {view.get('question')}", markup=False, highlight=False)
+    times = [f"created {local_time(view.get('created_at'), date=True)}"]
+    if view.get("status") in EXIT_FOR_STATUS and view.get("updated_at"):
+        times.append(f"ended {local_time(view.get('updated_at'), date=True)}")
+    console.print(", ".join(times), markup=False, highlight=False)
     console.print(render_progress(view))
     waiting = view.get("waiting")
     if waiting:
         options = ", ".join(waiting.get("options") or []) or "free text"
+        deadline = deadline_text(waiting)
         console.print(
             Panel(
-                f"{waiting.get('question')}\noptions: {options}\nquestion_id: {waiting.get('question_id')}",
+                escape(
+                    f"{waiting.get('question')}\noptions: {options}\nquestion_id: {waiting.get('question_id')}"
+                    + (f"\n{deadline}" if deadline else "")
+                ),
                 title=f"the job asks ({waiting.get('kind')})",
                 border_style="magenta",
             )
         )
+        first = (waiting.get("options") or ["<answer>"])[0]
         console.print(
-            f"answer with: python -m devhost jobs answer {view.get('id')} <answer> "
-            f"--question-id {waiting.get('question_id')}",
+            f"answer with: {answer_hint(str(view.get('id')), str(waiting.get('question_id')), url, first)}",
             markup=False,
             highlight=False,
             soft_wrap=True,
         )
+        console.print(f"follow it with: {attach_hint(str(view.get('id')), url)}", markup=False, highlight=False)
     if view.get("status") in EXIT_FOR_STATUS:
-        console.print(render_result(view))
+        console.print(render_result(view, url))
 
 
 def _run(args: argparse.Namespace, client: httpx.Client, url: str, console: Console) -> int:
@@ -162,7 +182,7 @@ def _run(args: argparse.Namespace, client: httpx.Client, url: str, console: Cons
         if args.json:
             print(json.dumps(view, indent=2))
         else:
-            render_show(view, console)
+            render_show(view, console, url)
         return EXIT_FOR_STATUS.get(str(view.get("status")), 0)
     if command == "attach":
         _get(client, url, path, {"log_limit": 1})  # a sentence for an unknown job before the live view starts
@@ -172,9 +192,7 @@ def _run(args: argparse.Namespace, client: httpx.Client, url: str, console: Cons
             console.print(f"\n[yellow]stopped following job {args.job_id}[/] (it keeps running); attach again with:")
             console.print(attach_hint(args.job_id, url), markup=False, highlight=False, soft_wrap=True)
             return EXIT_INTERRUPTED
-        if view is not None:
-            console.print()
-            console.print(render_result(view))
+        # follow_job printed the result already (once).
         if args.json and view is not None:
             print(json.dumps(view, indent=2))
         return code
@@ -200,6 +218,7 @@ def _run(args: argparse.Namespace, client: httpx.Client, url: str, console: Cons
 def main(args: argparse.Namespace) -> int:
     """Run one ``jobs`` action; returns the exit code."""
     console = Console(stderr=bool(args.json))
+    remember_connection(args)
     client, url = _client(args)
     try:
         with client:
@@ -213,7 +232,7 @@ def main(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     except httpx.ConnectError:
         console.print(
-            f"[red]error:[/] no host is running at {url} (start one with `python -m devhost serve`, or pass --url)",
+            f"[red]error:[/] no host is running at {url} (start one with `{cli_command('serve')}`, or pass --url)",
             highlight=False,
         )
         return EXIT_USAGE

@@ -13,6 +13,7 @@ import json
 import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import quote
 
@@ -168,9 +169,20 @@ def _int(value: Any, default: int = 0) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
-def _clock(at: Any) -> str:
+def local_time(at: Any, *, date: bool = False) -> str:
+    """An ISO timestamp as local time with its zone (``11:02:03 UTC``); the text itself when it does not parse."""
     text = str(at or "")
-    return text[11:19] if len(text) >= 19 else text
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return text
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone().strftime("%Y-%m-%d %H:%M %Z" if date else "%H:%M:%S %Z")
+
+
+def _clock(at: Any) -> str:
+    return local_time(at)
 
 
 def step_line(data: dict[str, Any]) -> str:

@@ -13,6 +13,7 @@ and why it cannot be used, and host.json's queue options.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import typing
@@ -24,6 +25,9 @@ from typing import Any
 from devhost.functions.model import AppLoadError
 from devhost.storage.azurite import Azurite, AzuriteError
 
+# The value `func init` writes for the host storage in local.settings.json, and what devhost assumes without one.
+DEVELOPMENT_STORAGE = "UseDevelopmentStorage=true"
+log = logging.getLogger("devhost")
 _DEVELOPMENT = re.compile(r"\s*UseDevelopmentStorage\s*=\s*true\s*;?\s*", re.IGNORECASE)
 
 
@@ -45,11 +49,14 @@ class DevelopmentStorage:
     settings: list[str]
     environ: MutableMapping[str, str]
     saved: dict[str, str] = field(default_factory=dict)
+    # Whether AzureWebJobsStorage was unset and got the local default (development storage).
+    defaulted: bool = False
 
     def describe(self) -> str:
         """The one line the host prints at start."""
+        why = f"; {DEFAULT_CONNECTION} was not set, so the local default" if self.defaulted else ""
         return (
-            f"Storage: Azurite (development storage for {', '.join(self.settings)}) at blob "
+            f"Storage: Azurite (development storage for {', '.join(self.settings)}{why}) at blob "
             f"{self.emulator.url('blob')}, queue {self.emulator.url('queue')}, table {self.emulator.url('table')}; "
             f"data in {self.emulator.location}"
         )
@@ -59,7 +66,22 @@ class DevelopmentStorage:
         saved, self.saved = self.saved, {}
         for name, value in saved.items():
             self.environ[name] = value
+        if self.defaulted:
+            self.environ.pop(DEFAULT_CONNECTION, None)
         self.emulator.stop()
+
+
+def default_host_storage(environ: MutableMapping[str, str]) -> bool:
+    """Give an app that sets no host storage the local default `func init` writes: development storage.
+
+    Every Functions app has ``AzureWebJobsStorage``; locally it is ``UseDevelopmentStorage=true`` unless set
+    (a connection string, or an identity-based ``AzureWebJobsStorage__*`` connection, is left alone).
+    Returns whether the default was applied.
+    """
+    if DEFAULT_CONNECTION in environ or any(key.startswith(f"{DEFAULT_CONNECTION}__") for key in environ):
+        return False
+    environ[DEFAULT_CONNECTION] = DEVELOPMENT_STORAGE
+    return True
 
 
 def start_development_storage(
@@ -67,9 +89,11 @@ def start_development_storage(
 ) -> DevelopmentStorage | None:
     """Start Azurite when a setting asks for development storage (None when none does).
 
-    Raises AzuriteError naming the setting when Azurite cannot start.
+    Raises AzuriteError naming the setting when Azurite cannot start; an AzureWebJobsStorage that was only
+    the local default is then left unset again, with a warning (the app runs without host storage).
     """
     env = os.environ if environ is None else environ
+    defaulted = default_host_storage(env)
     names = development_storage_settings(env)
     if not names:
         return None
@@ -77,9 +101,18 @@ def start_development_storage(
     try:
         emulator.start()
     except AzuriteError as exc:
+        if defaulted and names == [DEFAULT_CONNECTION]:
+            env.pop(DEFAULT_CONNECTION, None)
+            log.warning(
+                "%s is not set and its local default, development storage, is not available: %s",
+                DEFAULT_CONNECTION,
+                exc,
+            )
+            return None
         asked = ", ".join(f"{name}=UseDevelopmentStorage=true" for name in names)
         raise AzuriteError(f"the app's settings ask for development storage ({asked}), but {exc}") from None
     storage = DevelopmentStorage(emulator, names, env, {name: env[name] for name in names})
+    storage.defaulted = defaulted
     for name in names:
         env[name] = emulator.connection_string
     return storage

@@ -180,7 +180,11 @@ class HumanNode(_Node):
         default_factory=list, max_length=8
     )
     free_text: bool = False
+    # None: the app's JOB_USER_WAIT_TIMEOUT_SECONDS (or the run's wait.timeout_seconds).
     timeout_seconds: int | None = Field(default=None, ge=1, le=7 * 86_400)
+    # The answer the run takes when no one answers in time (one of options, or any text with free_text);
+    # None: the run fails with WAIT_EXPIRED.
+    on_timeout: str | None = Field(default=None, min_length=1, max_length=100)
 
 
 class ConditionNode(_Node):

@@ -70,6 +70,11 @@ def field_schema(schema: JsonSchema, path: list[str], root: JsonSchema | None = 
     current = resolve_refs(schema, root)
     for index, part in enumerate(path):
         kinds = types_of(current)
+        if part.isdigit() and kinds is not None and "array" in kinds:
+            # An item of a list by its index (``rows.0.0``: the first row's first value), as a run resolves it.
+            items = current.get("items")
+            current = resolve_refs(items, root) if isinstance(items, dict) else ANY
+            continue
         if kinds is not None and "object" not in kinds:
             where = ".".join(path[:index]) or "the output"
             return f"{where} is {describe(current)}, it has no field {part!r}"

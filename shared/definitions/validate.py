@@ -370,6 +370,9 @@ class WorkflowCheck:
         if not node.options and not node.free_text:
             message = f"human node {node.id!r} needs options or free_text: true, or nobody can answer it"
             self.add(self.node_path(node.id, "options"), "INVALID_FIELD", message, node.id)
+        if node.on_timeout is not None and not node.free_text and node.on_timeout not in node.options:
+            message = f"human node {node.id!r}: on_timeout {node.on_timeout!r} is not one of its options"
+            self.add(self.node_path(node.id, "on_timeout"), "INVALID_FIELD", message, node.id)
         if self.typed:
             self.mapping(self.node_path(node.id, "question"), node.question, {"type": "string"}, node.id)
 

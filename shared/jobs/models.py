@@ -58,7 +58,8 @@ class ApprovalPolicy(BaseModel):
     # never: code runs without asking; always: a human approves every run_python step's code before it runs;
     # writes_files: the code runs once keeping nothing, and a human approves it when it wrote files.
     python: Literal["never", "always", "writes_files"] = "never"
-    timeout_seconds: int = Field(default=3600, ge=1, le=7 * 86_400)
+    # None: the app's JOB_USER_WAIT_TIMEOUT_SECONDS (3 days unless set), the same as every other wait.
+    timeout_seconds: int | None = Field(default=None, ge=1, le=7 * 86_400)
     on_timeout: Literal["fail", "approve", "reject"] = "fail"
 
 
@@ -67,6 +68,8 @@ class WaitPolicy(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    # None: the app's JOB_USER_WAIT_TIMEOUT_SECONDS. "default": an expired question takes its default answer
+    # (a clarifying question's first option, "skip" for a failed step) instead of failing with WAIT_EXPIRED.
     timeout_seconds: int | None = Field(default=None, ge=1, le=7 * 86_400)
     on_expiry: Literal["fail", "default"] = "fail"
 
@@ -99,7 +102,7 @@ class RetryPolicy(BaseModel):
     max_attempts_per_model: int = Field(default=3, ge=1, le=10)
     first_retry_ms: int = Field(default=1000, ge=1)
     max_retry_ms: int = Field(default=60_000, ge=1)
-    user_wait_seconds: int = Field(default=86_400, ge=1)
+    user_wait_seconds: int = Field(default=259_200, ge=1)
     # USD per output token of each allowed model (for the cost reserve of the budget check).
     output_price: dict[str, float] = Field(default_factory=dict)
     # USD per call of each priced family tool the run may call (TOOL_PRICES), for the same check.
@@ -227,6 +230,8 @@ class Waiting(BaseModel):
     details: dict[str, Any] = Field(default_factory=dict)
     asked_at: str
     expires_at: str
+    # The answer the job takes at expires_at; None: the job fails then (WAIT_EXPIRED).
+    expiry_default: str | None = None
     # Set by the orchestrators only. The instance that waits for the answer: None for the job itself, else a
     # part of its run (a parallel branch, a sub-workflow) whose question the job shows and the API answers.
     instance: str | None = None

@@ -358,7 +358,9 @@ class Settings(BaseSettings):
     sql_timeout_seconds: int = Field(default=15, ge=1, le=600)
 
     # --- Jobs ------------------------------------------------------------------------------
-    job_user_wait_timeout_seconds: int = Field(default=86_400, ge=1)
+    # How long a job waits for a person (an approval or a question) unless its request or node says otherwise:
+    # 3 days, so a question asked on a Friday afternoon is still open on Monday morning.
+    job_user_wait_timeout_seconds: int = Field(default=259_200, ge=1, le=7 * 86_400)
     job_max_step_attempts: int = Field(default=3, ge=1, le=10)
     job_retry_first_interval_ms: int = Field(default=1_000, ge=1)
     # Where a streamed answer waits for the view (shared/runtime/streaming/local.py): "auto" = Azure Blob when the

@@ -370,6 +370,9 @@ def test_a_human_node_must_be_answerable_and_defaults_fit_their_input() -> None:
     issue = one("workflow", wf(human))
     assert (issue.path, issue.code) == ("nodes.0.options", "INVALID_FIELD")
     check("workflow", wf({**human, "free_text": True}), SAVED, CATALOG)
+    late = one("workflow", wf({**human, "options": ["yes", "no"], "on_timeout": "maybe"}))
+    assert (late.path, late.code) == ("nodes.0.on_timeout", "INVALID_FIELD") and "'maybe'" in late.message
+    check("workflow", wf({**human, "options": ["yes", "no"], "on_timeout": "no"}), SAVED, CATALOG)
     bad = one(
         "workflow", {**wf(ask()), "inputs": {"region": {"type": "string"}, "n": {"type": "integer", "default": "x"}}}
     )

@@ -62,6 +62,7 @@ class DevHostProcess:
         extra_args: list[str] | None = None,
         env: Mapping[str, str] | None = None,
         grace_s: float | None = None,
+        default_storage: bool = False,
     ) -> None:
         self.app_dir = Path(app_dir)
         self.data_dir = Path(data_dir)
@@ -71,6 +72,9 @@ class DevHostProcess:
         self.extra_args = list(extra_args or [])
         self.extra_env = dict(env or {})
         self.grace_s = grace_s
+        # devhost gives an app with no AzureWebJobsStorage development storage (Azurite, ~1-2 s per start). Tests
+        # whose app uses no storage skip it; default_storage=True keeps what a fresh clone gets.
+        self.default_storage = default_storage
         self.proc: subprocess.Popen[bytes] | None = None
         self.port: int | None = None
         self._client: httpx.Client | None = None
@@ -86,7 +90,19 @@ class DevHostProcess:
             cmd.append("--no-auth")
         if self.grace_s is not None:
             cmd += ["--grace", str(self.grace_s)]
+        if not self.default_storage and not self._asks_for_storage():
+            cmd.append("--no-azurite")
         return cmd + self.extra_args
+
+    def _asks_for_storage(self) -> bool:
+        """Whether the environment or the app's local.settings.json names any storage (then devhost decides)."""
+        settings = {**os.environ, **self.extra_env}
+        if any("AzureWebJobsStorage" in k or "UseDevelopmentStorage" in v for k, v in settings.items()):
+            return True
+        local = self.app_dir / "local.settings.json"
+        # Read as bytes: a test may hand devhost a file it must refuse (not UTF-8, not JSON).
+        raw = local.read_bytes() if local.is_file() else b""
+        return b"AzureWebJobsStorage" in raw or b"UseDevelopmentStorage" in raw
 
     def environment(self) -> dict[str, str]:
         """Environment for the subprocess: keys pinned, repo importable, unbuffered output."""

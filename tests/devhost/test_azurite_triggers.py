@@ -4,17 +4,20 @@ host.json's queue options, blob path patterns, and why a storage-triggered funct
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 
 import azure.functions as func
 import pytest
 
 from devhost.functions.model import AppLoadError, FunctionInfo, FunctionKind
-from devhost.storage.azurite import ACCOUNT_KEY, AzuriteEndpoints
+from devhost.storage.azurite import ACCOUNT_KEY, AzuriteEndpoints, AzuriteError
 from devhost.storage.connections import (
     QueueOptions,
     asks_for_development_storage,
+    default_host_storage,
     development_storage_settings,
     queue_options,
+    start_development_storage,
 )
 from devhost.storage.triggers import StorageTarget, blob_pattern, plan_function, trigger_parameter_type
 
@@ -180,3 +183,23 @@ def test_a_runnable_function_gets_its_connection_and_resource(monkeypatch: pytes
 def test_a_function_devhost_cannot_run_says_why(fn: FunctionInfo, environ: dict[str, str], reason: str) -> None:
     plan = plan_function(fn, environ)
     assert isinstance(plan, str) and plan.startswith("not run: ") and reason in plan, plan
+
+
+def test_an_unset_host_storage_defaults_to_development_storage() -> None:
+    env: dict[str, str] = {}
+    assert default_host_storage(env) and env == {"AzureWebJobsStorage": "UseDevelopmentStorage=true"}
+    for kept in ({"AzureWebJobsStorage": CONNECTION}, {"AzureWebJobsStorage__accountName": "acct"}):
+        given = dict(kept)
+        assert not default_host_storage(given) and given == kept
+
+
+def test_the_default_is_dropped_with_a_warning_when_azurite_cannot_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("DEVHOST_AZURITE", str(tmp_path / "no-azurite"))
+    env: dict[str, str] = {}
+    assert start_development_storage(tmp_path, env) is None
+    assert env == {} and "AzureWebJobsStorage is not set" in caplog.text
+    asked = {"AzureWebJobsStorage": "UseDevelopmentStorage=true"}
+    with pytest.raises(AzuriteError, match="ask for development storage"):
+        start_development_storage(tmp_path, asked)  # asked for by the app: still a clear refusal

@@ -69,7 +69,8 @@ def test_a_planned_job_computes_the_growth_rate_and_charts_it(jobs: JobClient) -
     assert output["result"]["growth_rate"] == pytest.approx(expected_growth(), abs=1e-6)
     assert output["result"]["from"] == "2025-01" and output["result"]["to"] == "2025-12"
     assert output["sandbox"]["provider"] == "local" and output["sandbox"]["wall_ms"] > 0
-    assert "(run_python)" in view["answer"]["text"]  # the answer is told what the code computed
+    # The answer is told what the code computed, in words (never a JSON object cut short).
+    assert "computed with Python: " in view["answer"]["text"] and "growth_rate = " in view["answer"]["text"]
     chart = chart_of(view, "s2")
     got = fetch(jobs, job_id, chart["ref"])
     assert got.status_code == 200 and got.content.startswith(PNG_MAGIC) and len(got.content) == chart["size"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -162,6 +163,59 @@ def test_unanswered_question_expires() -> None:
     script = Script(plan=[ok(PLAN)], consult_rag=[fail("SEARCH_ERROR")], generate_response=[ok(ANSWER_OK)])
     result, _ = run(script, None, wait={"timeout_seconds": 1, "on_expiry": "default"})
     assert result["status"] == "completed"  # the declared default for a failed step is skip
+
+
+def first_question(script: Script, reply: str, **request: Any) -> dict[str, Any]:
+    """The waiting question of the job's custom status when it is first asked (then answered with ``reply``)."""
+    seen: list[dict[str, Any]] = []
+    contexts: list[InlineContext] = []
+
+    def answer(event: str) -> Any:
+        seen.append(contexts[0].custom_status["waiting"])
+        return {"answer": reply}
+
+    contexts.append(InlineContext(job_input(**request), script, answer))
+    run_inline(job_orchestrator_body, contexts[0])
+    assert seen, contexts[0].custom_status
+    return seen[0]
+
+
+def deadline_of(waiting: dict[str, Any]) -> float:
+    """Seconds from the question to its deadline."""
+    asked, expires = (datetime.fromisoformat(waiting[k]) for k in ("asked_at", "expires_at"))
+    return (expires - asked).total_seconds()
+
+
+@pytest.mark.parametrize(
+    ("request_args", "deadline_s", "fallback"),
+    [
+        ({}, 3 * 86_400, None),  # the default wait: 3 days, then WAIT_EXPIRED
+        ({"wait": {"on_expiry": "default"}}, 3 * 86_400, "skip"),
+        ({"wait": {"timeout_seconds": 600, "on_expiry": "default"}}, 600, "skip"),
+    ],
+)
+def test_the_waiting_question_says_its_deadline_and_what_happens_at_it(
+    request_args: dict[str, Any], deadline_s: int, fallback: str | None
+) -> None:
+    script = Script(plan=[ok(PLAN)], consult_rag=[fail("SEARCH_ERROR")], generate_response=[ok(ANSWER_OK)])
+    waiting = first_question(script, "skip", **request_args)
+    assert deadline_of(waiting) == deadline_s and waiting.get("expiry_default") == fallback
+
+
+@pytest.mark.parametrize(
+    ("approval", "deadline_s", "fallback"),
+    [
+        ({"sql": "always"}, 3 * 86_400, None),  # as long as any question
+        ({"sql": "always", "timeout_seconds": 60, "on_timeout": "reject"}, 60, "reject"),
+    ],
+)
+def test_an_approval_waits_as_long_as_any_question_unless_it_says_otherwise(
+    approval: dict[str, Any], deadline_s: int, fallback: str | None
+) -> None:
+    draft = ok({"sql": "SELECT 1", "tables": ["returns"], "sensitive_tables": [], "draft": True})
+    script = Script(plan=[ok(SQL_PLAN)], execute_azure_sql=[draft], generate_response=[ok(ANSWER_OK)])
+    waiting = first_question(script, "reject", approval=approval)
+    assert deadline_of(waiting) == deadline_s and waiting.get("expiry_default") == fallback
 
 
 def test_planning_failure_fails_the_job() -> None:

@@ -83,6 +83,20 @@ def test_an_invalid_answer_to_a_human_node_is_asked_again() -> None:
     assert result["status"] == "completed" and result["outputs"] == {"result": {"answer": "a"}}
 
 
+def test_an_unanswered_human_node_takes_its_declared_on_timeout_answer_or_fails() -> None:
+    # Waits out a 1 s durable timer each; no answer is given.
+    declared = {
+        "id": "w",
+        "name": "W",
+        "nodes": [human("ask", "Ship?", ["yes", "no"], timeout_seconds=1, on_timeout="no")],
+    }
+    result, _ = start(Activities(defs(declared)), "workflow", "w")
+    assert result["status"] == "completed" and result["outputs"] == {"result": {"answer": "no"}}
+    silent = {"id": "w", "name": "W", "nodes": [human("ask", "Ship?", ["yes", "no"], timeout_seconds=1)]}
+    result, _ = start(Activities(defs(silent)), "workflow", "w")
+    assert result["status"] == "failed" and result["error"]["code"] == "WAIT_EXPIRED"
+
+
 PARALLEL: dict[str, Any] = {
     "id": "fan",
     "name": "Fan",

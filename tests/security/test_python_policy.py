@@ -159,7 +159,7 @@ def test_inputs_are_resolved_by_the_orchestrator_from_earlier_outputs() -> None:
     assert call["task"] == GROWTH
     # The answer is told what the code computed.
     answer_ctx = next(p for n, p in h.calls if n == "generate_response")["execution_context"]
-    assert any("run_python" in note and "0.2" in note for note in answer_ctx["step_notes"])
+    assert any("computed with Python" in note and "0.2" in note for note in answer_ctx["step_notes"])
 
 
 def test_an_input_naming_no_earlier_step_stops_the_job() -> None:

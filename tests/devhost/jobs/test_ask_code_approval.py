@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import io
 import sys
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from rich.console import Console
 
-from devhost.jobs.ask import ask_user
+from devhost.jobs.ask import ask_user, deadline_text
 
 CODE = "growth = rows['revenue'].iloc[-1] / rows['revenue'].iloc[0] - 1\nresult = {'growth_rate': growth}\n"
 APPROVAL: dict[str, Any] = {
@@ -118,3 +120,24 @@ def test_a_sql_approval_is_unchanged(monkeypatch: pytest.MonkeyPatch) -> None:
     reply, shown = answer(waiting, "edit\nSELECT 2\n", monkeypatch)
     assert reply["answer"] == {"action": "edit", "sql": "SELECT 2"}
     assert "inputs the code reads" not in shown
+
+
+def test_an_edit_the_job_refused_is_said_before_the_question_is_asked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    refused = "answer.allow_sensitive: this step does not take allow_sensitive"
+    waiting = {**APPROVAL, "details": {**APPROVAL["details"], "refused_edit": refused}}
+    _, shown = answer(waiting, "approve\n", monkeypatch)
+    assert f"your last edit was not applied: {refused}" in shown
+
+
+def test_the_deadline_is_said_with_its_zone_and_what_happens_at_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    now = datetime(2026, 11, 28, 11, 0, tzinfo=UTC)
+    waiting = {**APPROVAL, "expires_at": "2026-12-01T12:30:00+00:00"}
+    said = deadline_text(waiting, now)
+    assert said == "answer by 2026-12-01 12:30 UTC (in 3 d 1 h); after that the job fails (WAIT_EXPIRED)"
+    soon = deadline_text({**waiting, "expires_at": "2026-11-28T11:45:00Z", "expiry_default": "reject"}, now)
+    assert soon == "answer by 2026-11-28 11:45 UTC (in 45 min); after that the job goes on with 'reject'"
+    assert deadline_text({**APPROVAL}) is None
+    monkeypatch.undo()
+    time.tzset()  # the process's own zone again

@@ -68,3 +68,8 @@ def test_ask_shows_the_code_takes_an_edit_and_asks_again(
     # The edited code is asked about again before it runs.
     assert "Approve this Python code" in second and EDITED in second
     assert "answer" in out
+    # The chart the code drew is named with the URL that serves it.
+    assert re.search(r"chart\.png \(image/png, \d+ bytes\) http://127\.0\.0\.1:\d+/api/jobs/\w+/artifacts/", out), out
+    # What the code computed reaches the answer as words, never as a JSON object.
+    answer = " ".join(out.rpartition("─ answer ─")[2].replace("│", " ").split())
+    assert "computed with Python: " in answer and "result = {" not in answer, answer

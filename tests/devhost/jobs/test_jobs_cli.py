@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import pty
+import re
 import select
+import shlex
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyte
 import pytest
 
 from tests.devhost.hostproc import REPO_ROOT, DevHostProcess
@@ -128,9 +134,23 @@ def test_errors_are_sentences(host: DevHostProcess) -> None:
     assert "no host is running at http://127.0.0.1:9" in no_host.stdout
 
 
+SCREEN_ROWS, SCREEN_COLUMNS = 50, 200
+
+
+def screen_of(raw: str) -> list[str]:
+    """What a person can read after this output: the lines scrolled off the top, then the screen, as a terminal
+    shows them once every cursor move is applied (a line drawn over is gone)."""
+    screen = pyte.HistoryScreen(SCREEN_COLUMNS, SCREEN_ROWS, history=100_000)
+    pyte.Stream(screen).feed(raw)
+    scrolled = ["".join(line[x].data for x in range(SCREEN_COLUMNS)) for line in screen.history.top]
+    return [line.rstrip() for line in [*scrolled, *screen.display]]
+
+
 def run_in_pty(args: list[str], on_output: Any, timeout: float = 200) -> tuple[int, str]:
     """Run ``python -m devhost *args`` on a pty; ``on_output(seen, proc, master)`` reacts to what it printed."""
     master, slave = pty.openpty()
+    # A terminal of 50 rows and 200 columns (rich reads its size; tests/devhost/jobs emulate the same screen).
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", SCREEN_ROWS, SCREEN_COLUMNS, 0, 0))
     proc = subprocess.Popen(
         [sys.executable, "-m", "devhost", *args],
         cwd=REPO_ROOT,
@@ -214,3 +234,97 @@ def test_serve_refuses_an_unusable_data_path_in_one_line(tmp_path: Path, kind: s
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0 and "Traceback" not in result.stderr
     assert result.stderr.startswith(f"error: --data {data}: ")
+
+
+def plain(raw: str) -> str:
+    """What a person reads: the terminal's colours and cursor moves taken out."""
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", raw)
+
+
+@pytest.mark.parametrize("command", ["ask", "attach"])
+def test_a_refused_answer_is_shown_and_asked_again(host: DevHostProcess, command: str) -> None:
+    # The SQL guard refuses a DELETE (400 INVALID_ANSWER): the reason is shown and the question asked again,
+    # in ask and in jobs attach alike; then an approval finishes the job.
+    typed = ["edit", "DELETE FROM returns", "approve"]
+    sent: list[str] = []
+
+    def respond(seen: bytes, proc: subprocess.Popen[bytes], master: int) -> None:
+        text = plain(seen.decode(errors="replace"))
+        prompts = text.count("approve/edit/reject/abort") + text.count("new sql")
+        if prompts > len(sent) and len(sent) < len(typed):
+            os.write(master, f"{typed[len(sent)]}\n".encode())
+            sent.append(typed[len(sent)])
+
+    if command == "ask":
+        args = ["ask", MIXED_Q, *target(host), "--approval", "always"]
+    else:
+        args = ["jobs", "attach", waiting_job(host)["id"], *target(host)]
+    code, raw = run_in_pty(args, respond)
+    out = plain(raw)
+    assert sent == typed, out
+    assert code == 0, out
+    refused = out.split("DELETE FROM returns", 1)[1]
+    assert "the answer was not accepted" in refused and "INVALID_ANSWER" in refused
+    assert "the job still waits on this question: answer it again" in refused
+    assert "approve/edit/reject/abort" in refused  # asked again, below the reason
+    assert "answer by " in out and "after that the job fails (WAIT_EXPIRED)" in out  # the deadline
+    # On the terminal (not only in the byte stream): the typed SQL, the reason, the question again and the
+    # approval typed at it, in that order; the live table, drawn again afterwards, covers none of them.
+    screen = "\n".join(screen_of(raw))
+    typed_at = screen.find("new sql: DELETE FROM returns")
+    reason_at = screen.find("the answer was not accepted")
+    approved_at = screen.rfind("reject/abort]: approve")
+    assert 0 <= typed_at < reason_at < approved_at, screen
+
+
+def test_the_exit_4_hint_names_the_question_and_commands_that_run_as_printed(host: DevHostProcess) -> None:
+    result = devhost("ask", MIXED_Q, *target(host), "--approval", "always", "--no-input")
+    assert result.returncode == 4, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("the job waits for input: "))
+    assert lines[start - 1].strip() == ""  # on its own line, not glued to the table
+    question_id = lines[start + 1].split()[1]
+    assert lines[start + 1].startswith(f"question_id: {question_id}")
+    assert lines[start + 2].startswith("answer by ")
+    answer = lines[start + 4].strip()
+    assert answer.startswith(".venv/bin/python -m devhost jobs answer ") and f"--question-id {question_id}" in answer
+    assert '"question_id": "' + question_id + '"' in lines[start + 5]
+    attach = lines[start + 7].strip()
+    assert attach.startswith(".venv/bin/python -m devhost jobs attach ")
+    # The printed commands run as printed (the --key given is repeated): no activated venv, from the repo.
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env["PATH"] = "/usr/bin:/bin"
+    answered = subprocess.run(shlex.split(answer), cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, env=env)
+    assert answered.returncode == 0, answered.stdout + answered.stderr
+    followed = subprocess.run(
+        shlex.split(attach),
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=200,
+        stdin=subprocess.DEVNULL,
+        env={**env, "COLUMNS": "200"},
+    )
+    assert followed.returncode == 0, followed.stdout + followed.stderr
+    # The answer is printed once: the last live frame is the table, the draft panel does not stay above it.
+    assert followed.stdout.count("─ answer ─") == 1, followed.stdout
+    assert "writing the answer" not in followed.stdout
+
+
+def test_jobs_list_at_80_columns_shows_the_question_and_times_with_their_zone(host: DevHostProcess) -> None:
+    view = waiting_job(host)
+    result = subprocess.run(
+        [sys.executable, "-m", "devhost", "jobs", "list", *target(host)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "80", "TZ": "UTC"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80
+    assert view["id"] in result.stdout
+    words = " ".join(result.stdout.split())
+    assert "Which region had the most returns" in words and " UTC" in result.stdout
+    shown = devhost("jobs", "show", view["id"], *target(host))
+    assert "created " in shown.stdout and " UTC" in shown.stdout and "answer by " in shown.stdout

@@ -66,6 +66,19 @@ def _lookup(kind: str, text: str, n: int) -> AgentToolCall:
     return _call(kind, {field: text[:2000]}, n)
 
 
+# A citation marker another answer carries ("[policies/returns.md#3]", "[sql:s1]"): not words to look up.
+_CITATION = re.compile(r"\s*\[[^\[\]\s]+(?:#\d+|:[a-z0-9_-]+)\]")
+# A paragraph that introduces material handed over ("The previous member's output:", "What each member found:").
+_MATERIAL = re.compile(r"\n\s*\n[^\n]*:\s*\n", re.MULTILINE)
+
+
+def asked_part(prompt: str) -> str:
+    """What a prompt asks, without the material it hands over and without citation markers (nothing to search)."""
+    cut = _MATERIAL.search(prompt)
+    asked = prompt[: cut.start()] if cut and prompt[: cut.start()].strip() else prompt
+    return _CITATION.sub("", asked).strip()
+
+
 def agent_turn_offline(
     inputs: dict[str, Any],
     *,
@@ -75,7 +88,7 @@ def agent_turn_offline(
     docs_have: Callable[[str], bool],
 ) -> AgentTurn:
     """One deterministic Executor turn from the question and the calls so far."""
-    question = str(inputs.get("question") or "")
+    question = asked_part(str(inputs.get("question") or ""))
     calls: list[dict[str, Any]] = [c for c in inputs.get("transcript") or [] if isinstance(c, dict)]
     offered = {str(t.get("name")) for t in inputs.get("tools") or [] if isinstance(t, dict)}
     calls_left = int(inputs.get("calls_left") or 0)

@@ -242,7 +242,11 @@ class OfflineLLM:
         formats = {m.name: m.format for m in self._clients.catalog.metrics}
         notes = request.inputs.get("step_notes")
         step_notes = [str(n) for n in notes] if isinstance(notes, list) else []
-        answer = compose_answer_offline(str(request.inputs["question"]), chunks, sql_results, formats, step_notes)
+        from shared.providers.llm.offline.agent import asked_part
+
+        # Material a prompt hands over (a team member's output) is context, not a part of the question to answer.
+        question = asked_part(str(request.inputs["question"]))
+        answer = compose_answer_offline(question, chunks, sql_results, formats, step_notes)
         schema = request.inputs.get("output_schema")
         if isinstance(schema, dict):
             answer = _shaped(answer, schema, sql_results)
