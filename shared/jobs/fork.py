@@ -9,12 +9,12 @@ again). Only results travel: never an approval, never an execution context.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
 from shared.jobs.contracts import Usage
+from shared.jobs.durable_json import decode
 from shared.jobs.models import JobInput, JobState, StepState
 from shared.jobs.plan import ORCHESTRATOR_KINDS, Plan
 
@@ -90,18 +90,6 @@ class ForkBaseResult(BaseModel):
     base: ForkBase | None = None
     error_code: str | None = None
     error_message: str | None = Field(default=None, max_length=600)
-
-
-def decode(value: Any) -> Any:
-    """Undo the JSON-in-JSON encodings of Durable history inputs and results."""
-    for _ in range(4):
-        if not isinstance(value, str):
-            return value
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return value
-    return value
 
 
 def _task_ref(event: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:

@@ -26,7 +26,6 @@ the Flex meters and costs nothing of its own.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -37,6 +36,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.jobs.costs import CallPrices
+from shared.jobs.durable_json import decode
 from shared.runtime.pricing import find_price, tool_price
 from shared.runtime.settings import ModelPrice
 
@@ -153,18 +153,6 @@ def config_from_settings(settings: Any) -> CostConfig:
         search_provider=settings.search_provider,
         sql_provider=settings.sql_provider,
     )
-
-
-def decode(value: Any) -> Any:
-    """Undo the JSON-in-JSON encodings of Durable history payloads."""
-    for _ in range(4):
-        if not isinstance(value, str):
-            return value
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return value
-    return value
 
 
 @dataclass
