@@ -33,6 +33,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
+from azure.durable_functions.models.history import HistoryEventType
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.jobs.costs import CallPrices
@@ -52,30 +53,8 @@ STORAGE_PER_MESSAGE = 3
 STORAGE_PER_EPISODE = 3
 STORAGE_PER_JOB = 1
 
-# DTFx event types by number (devhost/history.py has the same list; shared/ may not import devhost).
-_TYPE_NAMES = (
-    "ExecutionStarted",
-    "ExecutionCompleted",
-    "ExecutionFailed",
-    "ExecutionTerminated",
-    "TaskScheduled",
-    "TaskCompleted",
-    "TaskFailed",
-    "SubOrchestrationInstanceCreated",
-    "SubOrchestrationInstanceCompleted",
-    "SubOrchestrationInstanceFailed",
-    "TimerCreated",
-    "TimerFired",
-    "OrchestratorStarted",
-    "OrchestratorCompleted",
-    "EventSent",
-    "EventRaised",
-    "ContinueAsNew",
-    "GenericEvent",
-    "HistoryState",
-    "ExecutionSuspended",
-    "ExecutionResumed",
-)
+# DTFx event types by number, as the status API names them ("TaskScheduled"), from the SDK's own enum.
+_TYPE_NAMES = {t.value: "".join(w.capitalize() for w in t.name.split("_")) for t in HistoryEventType}
 
 
 class PriceEntry(BaseModel):
@@ -201,9 +180,7 @@ class Counts:
 
 def _type(event: Mapping[str, Any]) -> str:
     kind = event.get("EventType")
-    if isinstance(kind, int) and 0 <= kind < len(_TYPE_NAMES):
-        return _TYPE_NAMES[kind]
-    return str(kind)
+    return _TYPE_NAMES.get(kind, str(kind)) if isinstance(kind, int) else str(kind)
 
 
 def _step_of(task_id: Any, name: str) -> str:
