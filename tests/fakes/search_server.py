@@ -812,7 +812,7 @@ def seed_index(
     from pydantic import SecretStr
 
     from shared.ingest.pipeline import ingest
-    from shared.providers.search.azure import build_azure_sink
+    from shared.providers.search.azure_index import build_azure_sink
     from shared.providers.search.azure_sink import AzureIngestSink
     from shared.runtime.settings import Settings
 

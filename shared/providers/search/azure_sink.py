@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from shared.ingest.pipeline import IngestError, register_sink
 from shared.jobs.contracts import ProviderError
-from shared.providers.search.azure import AzureSearchSink, build_azure_sink, document_key
+from shared.providers.search.azure_index import AzureSearchSink, build_azure_sink, document_key
 
 if TYPE_CHECKING:
     from shared.ingest.pipeline import IngestedChunk, IngestedDocument

@@ -21,7 +21,7 @@ chunks whose doc id starts with the prefix at a folder boundary or equals it (``
 keeps chunks of documents with that tag (front-matter tags and the top-level folder, see
 ``shared.ingest.pipeline``); a bare term is a doc-id prefix. Terms of the same kind are OR-ed, the two kinds
 are AND-ed. Anything else is ``ProviderError(INVALID_INPUT)``. The Azure retriever reads the same
-syntax (``shared.providers.search.azure.translate_filter``), so a filter works with either provider.
+syntax (``shared.providers.search.azure_fields.translate_filter``), so a filter works with either provider.
 
 Lazy build. The first search builds the index from ``documents_dir`` into ``index_path`` and later
 searches rebuild it when the folder's fingerprint (chunker version plus every file's path and

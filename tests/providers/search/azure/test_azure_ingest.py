@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.providers.search.azure import build_azure_retriever, document_key
+from shared.providers.search.azure import build_azure_retriever
+from shared.providers.search.azure_index import document_key
 from shared.runtime.settings import REPO_ROOT, Settings
 from tests.fakes.search_server import FakeSearchServer
 from tests.providers.search.azure.conftest import API_KEY, toy_embed

@@ -5,14 +5,9 @@ from __future__ import annotations
 import pytest
 
 from shared.jobs.contracts import ErrorCode, ProviderError
-from shared.providers.search.azure import (
-    VECTOR_FIELD,
-    build_azure_retriever,
-    build_azure_sink,
-    odata_eq,
-    odata_in,
-    validate_filter,
-)
+from shared.providers.search.azure import build_azure_retriever
+from shared.providers.search.azure_fields import VECTOR_FIELD, odata_eq, odata_in, validate_filter
+from shared.providers.search.azure_index import build_azure_sink
 from tests.fakes.credentials import StaticTokenCredential
 from tests.fakes.search_server import FakeSearchServer
 from tests.providers.search.azure.conftest import CORPUS, DIMS, azure_settings, toy_embed

@@ -10,7 +10,9 @@ from azure.identity import CredentialUnavailableError
 from pydantic import SecretStr
 
 from shared.jobs.contracts import RETRYABLE_CODES, ErrorCode, ProviderError
-from shared.providers.search.azure import build_azure_retriever, build_azure_sink, classify_search_error
+from shared.providers.search.azure import build_azure_retriever
+from shared.providers.search.azure_errors import classify_search_error
+from shared.providers.search.azure_index import build_azure_sink
 from tests.fakes.search_server import FakeSearchServer, Fault
 from tests.providers.search.azure.conftest import CORPUS, azure_settings, toy_embed
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from shared.jobs.contracts import Chunk, ErrorCode, ProviderError
-from shared.providers.search.azure import (
-    VECTOR_FIELD,
+from shared.providers.search.azure_fields import VECTOR_FIELD
+from shared.providers.search.azure_index import (
     AzureSearchSink,
     VectorizerConfig,
     build_azure_sink,
