@@ -16,12 +16,13 @@ import logging
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from shared.ingest.pipeline import IngestError, register_sink
+from shared.ingest.models import IngestError
+from shared.ingest.pipeline import register_sink
 from shared.jobs.contracts import ProviderError
 from shared.providers.search.azure_index import AzureSearchSink, build_azure_sink, document_key
 
 if TYPE_CHECKING:
-    from shared.ingest.pipeline import IngestedChunk, IngestedDocument
+    from shared.ingest.models import IngestedChunk, IngestedDocument
 
 logger = logging.getLogger(__name__)
 

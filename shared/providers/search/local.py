@@ -25,7 +25,7 @@ syntax (``shared.providers.search.azure_fields.translate_filter``), so a filter 
 
 Lazy build. The first search builds the index from ``documents_dir`` into ``index_path`` and later
 searches rebuild it when the folder's fingerprint (chunker version plus every file's path and
-SHA-256, see ``shared.ingest.pipeline.folder_fingerprint``) differs from the one stored in the index; the
+SHA-256, see ``shared.ingest.sources.folder_fingerprint``) differs from the one stored in the index; the
 folder is re-checked at most every ``refresh_interval_s`` and files are only re-hashed when their
 size or mtime changed. Builds write a temporary file next to the index and ``os.replace`` it into
 place, so readers see the old or the new index, never half of one. Threads of one process share a
@@ -65,15 +65,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from shared.ingest.chunking import CHUNKER_VERSION
-from shared.ingest.pipeline import (
-    HashCache,
-    IngestedDocument,
-    IngestError,
-    IngestReport,
-    folder_fingerprint,
-    ingest,
-    register_sink,
-)
+from shared.ingest.models import IngestedDocument, IngestError, IngestReport
+from shared.ingest.pipeline import ingest, register_sink
+from shared.ingest.sources import HashCache, folder_fingerprint
 from shared.ingest.text import STOP_WORDS, SYNONYMS, bound_snippet
 from shared.jobs.contracts import Chunk, ErrorCode, ProviderError
 from shared.providers.search.filter import split_filter_terms

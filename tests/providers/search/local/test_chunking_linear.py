@@ -20,7 +20,8 @@ from shared.ingest.chunking import (
     parse_plain,
     split_sentences,
 )
-from shared.ingest.pipeline import IngestedDocument, iter_documents
+from shared.ingest.models import IngestedDocument
+from shared.ingest.pipeline import iter_documents
 
 SIZE = 800_000
 

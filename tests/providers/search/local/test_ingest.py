@@ -13,16 +13,9 @@ import pytest
 
 from scripts.make_sample_pdf import BLOCKS, OUTPUT, TITLE, render_text_pdf
 from shared.ingest.chunking import chunk_sections, parse_markdown, parse_plain, split_sentences
-from shared.ingest.pipeline import (
-    IngestedDocument,
-    SkippedFile,
-    doc_id_for,
-    folder_fingerprint,
-    ingest,
-    iter_chunks,
-    iter_documents,
-    main,
-)
+from shared.ingest.models import IngestedDocument, SkippedFile
+from shared.ingest.pipeline import ingest, iter_chunks, iter_documents, main
+from shared.ingest.sources import doc_id_for, folder_fingerprint
 from shared.providers.search.local import LocalIndexSink, read_meta
 from shared.runtime.settings import REPO_ROOT
 from tests.providers.search.local.conftest import CORPUS_DIR, write_pdf

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from shared.ingest.pipeline import IngestedDocument, SkippedFile, discover, ingest, iter_documents, load_document, main
+from shared.ingest.models import IngestedDocument, SkippedFile
+from shared.ingest.pipeline import ingest, iter_documents, main
+from shared.ingest.sources import discover, load_document
 from shared.providers.search.local import LocalIndexSink
 
 SECRET = "root:x:0:0:TOP-SECRET-LINE"
