@@ -50,8 +50,7 @@ Checks, in order:
    the cap: the runner's ``fetchmany(max_rows + 1)`` still bounds what is read.
 7. Output columns without a name (``SUM(x)``) get a readable alias, because drivers name them
    inconsistently (the SQLite ODBC driver mangles names containing dots; SQL Server leaves them empty).
-8. The generated SQL is parsed and checked again before it is returned.
-"""
+8. The generated SQL is parsed and checked again before it is returned."""
 
 from __future__ import annotations
 
@@ -64,20 +63,41 @@ import sqlglot
 from pydantic import BaseModel, Field
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
-from sqlglot.tokenizer_core import Token, TokenType
+from sqlglot.tokenizer_core import Token
 
-from shared.runtime.sqlguard.bounds import (
-    TABLE_FUNCTIONS,
-    GrowthChecker,
-    LimitError,
-    check_gaps,
-    check_token_depth,
-    function_rule,
-    is_operator,
-)
+from shared.runtime.sqlguard.bounds import function_rule, is_operator
 from shared.runtime.sqlguard.columns import unknown_column
+from shared.runtime.sqlguard.denylists import (
+    ALLOWED_QUERY_OPTIONS,
+    ALLOWED_TABLE_HINTS,
+    FORBIDDEN_FUNCTION_PREFIXES,
+    FORBIDDEN_FUNCTIONS,
+    FORBIDDEN_NODES,
+    POSTGRES_SYSTEM_TABLE,
+    SAFE_TABLE_FUNCTIONS,
+    SQLITE_SYSTEM_TABLE,
+    STRING_TOKENS,
+    SYSTEM_DATABASES,
+    SYSTEM_FUNCTIONS,
+    SYSTEM_SCHEMAS,
+    TSQL_SYSTEM_TABLE,
+)
+from shared.runtime.sqlguard.growth import GrowthChecker
+from shared.runtime.sqlguard.lexical import LimitError, check_gaps, check_token_depth
+from shared.runtime.sqlguard.syntax import (
+    function_keys,
+    function_name,
+    is_cte_reference,
+    literal_int,
+    normalize_allowed,
+    outer_cap,
+    parse_problem,
+    read_problem,
+)
 
 GuardDialect = Literal["sqlite", "tsql", "postgres"]
+
+
 MAX_SQL_CHARS = 20_000
 
 
@@ -131,88 +151,10 @@ class _Reject(Exception):
 
 
 _DEFAULT_SCHEMA = {"sqlite": "main", "tsql": "dbo", "postgres": "public"}
+
+
 # Dialects without TOP: a TOP written for them is read as T-SQL and written back as LIMIT.
 _LIMIT_DIALECTS = frozenset({"sqlite", "postgres"})
-
-
-def _canon(name: str) -> str:
-    return name.lower().replace("_", "")
-
-
-# Statement and clause node types that must not appear anywhere in an accepted query.
-_FORBIDDEN_NODE_NAMES = (
-    "Insert", "Update", "Delete", "Merge", "Create", "Drop", "Alter", "AlterTable", "TruncateTable",
-    "Command", "Execute", "ExecuteSql", "Pragma", "Attach", "Detach", "Transaction", "Commit", "Rollback",
-    "Use", "Grant", "Revoke", "LoadData", "Copy", "Returning", "Lock", "Kill", "Declare", "DeclareItem",
-    "Analyze", "Cache", "Uncache", "Refresh", "Describe", "Show", "Set", "SetItem", "Summarize", "NextValueFor",
-    "Export", "Put", "Get",
-)  # fmt: skip
-_FORBIDDEN_NODES: tuple[type[exp.Expr], ...] = tuple(
-    t for name in _FORBIDDEN_NODE_NAMES if isinstance(t := getattr(exp, name, None), type)
-)
-
-# Functions with side effects, file or network access, or code execution.
-_FORBIDDEN_FUNCTIONS = frozenset(
-    _canon(n)
-    for n in {
-        # SQLite (core, shell and common extensions)
-        "load_extension", "readfile", "writefile", "edit", "fts3_tokenizer", "fsdir", "zipfile", "zipfile_cds",
-        "sqlar_compress", "sqlar_uncompress", "sqlite_dbpage", "sqlite_dbdata", "sqlite_dbptr", "shell_add_schema",
-        "shell_module_schema", "shell_escape_crnl", "shell_idquote", "lsmode", "eval", "sha3_query",
-        "randomblob", "zeroblob",  # no analytic use; a huge size argument exhausts memory before the timeout
-        # T-SQL
-        "openrowset", "opendatasource", "openquery", "openxml", "bulk", "pwdencrypt", "pwdcompare",
-        "sp_executesql", "xp_cmdshell", "xp_dirtree", "xp_fileexist", "xp_regread", "fn_get_audit_file",
-        "fn_xe_file_target_read_file", "fn_dblog", "fn_dump_dblog", "fn_trace_gettable", "sys_exec",
-        # PostgreSQL: settings, sequences (writes), SQL run from a string, large objects (files)
-        "set_config", "nextval", "setval", "currval", "lastval", "txid_current", "query_to_xml",
-        "query_to_xml_and_xmlschema", "query_to_xmlschema", "cursor_to_xml", "cursor_to_xmlschema", "table_to_xml",
-        "table_to_xml_and_xmlschema", "schema_to_xml", "database_to_xml", "ts_stat", "ts_debug",
-    }
-)  # fmt: skip
-# PostgreSQL's pg_* functions read files, settings and server state or signal backends; lo_* are large
-# objects (server files); dblink* reach other servers.
-_FORBIDDEN_FUNCTION_PREFIXES = ("xp_", "sp_", "fn_", "pg_", "lo_", "dblink")
-
-# Metadata and server-information functions: system catalog access.
-_SYSTEM_FUNCTIONS = frozenset(
-    _canon(n)
-    for n in {
-        "object_definition", "object_name", "object_id", "object_schema_name", "objectproperty", "objectpropertyex",
-        "schema_name", "schema_id", "col_name", "col_length", "columnproperty", "type_name", "type_id",
-        "indexproperty", "db_name", "db_id", "databasepropertyex", "serverproperty", "suser_name", "suser_sname",
-        "suser_id", "suser_sid", "user_name", "user_id", "current_user", "session_user", "system_user",
-        "has_perms_by_name", "has_dbaccess", "is_member", "is_srvrolemember", "is_rolemember", "permissions",
-        "login_property", "host_name", "host_id", "app_name", "original_login", "session_context", "context_info",
-        "file_name", "file_id", "filegroup_name", "fulltextcatalogproperty", "sqlite_compileoption_get",
-        "sqlite_compileoption_used", "sqlite_source_id", "sqlite_version", "sqlite_offset", "current_version",
-        "current_schema", "current_setting", "current_database", "current_schemas", "current_role",
-        "inet_server_addr", "inet_server_port", "inet_client_addr", "inet_client_port", "has_table_privilege",
-        "has_schema_privilege", "has_column_privilege", "has_database_privilege", "has_function_privilege",
-        "to_regclass", "obj_description", "col_description",
-    }
-)  # fmt: skip
-
-# Table-valued functions that only transform their arguments.
-_SAFE_TABLE_FUNCTIONS = TABLE_FUNCTIONS
-# T-SQL table hints that change neither what is read nor the plan's cost: NOLOCK (dirty reads of a
-# read-only analytics query are acceptable). INDEX(...), FORCESEEK, TABLOCK etc. can force costly plans.
-_ALLOWED_TABLE_HINTS = frozenset({"NOLOCK"})
-# Query options that only lower cost; MAXRECURSION only at or below the default 100 (0 means no limit).
-_ALLOWED_QUERY_OPTIONS = frozenset({"MAXDOP", "RECOMPILE"})
-
-_SYSTEM_SCHEMAS = frozenset({"sys", "information_schema", "pg_catalog", "pg_toast", "pg_temp"})
-_SYSTEM_DATABASES = frozenset({"master", "msdb", "model", "tempdb", "mssqlsystemresource"})
-_TSQL_SYSTEM_TABLE = re.compile(r"^sys[a-z0-9_]*$")
-_SQLITE_SYSTEM_TABLE = re.compile(r"^(sqlite_[a-z0-9_]*|pragma_[a-z0-9_]*)$")
-# PostgreSQL searches pg_catalog before the default schema: an unqualified pg_* name is a catalog relation.
-_POSTGRES_SYSTEM_TABLE = re.compile(r"^pg_[a-z0-9_]*$")
-
-_STRING_TOKENS = frozenset(
-    t for name in ("STRING", "NATIONAL_STRING", "RAW_STRING", "HEREDOC_STRING", "UNICODE_STRING", "BYTE_STRING",
-                   "HEX_STRING", "BIT_STRING")
-    if (t := getattr(TokenType, name, None)) is not None
-)  # fmt: skip
 
 
 def guard_sql(
@@ -251,7 +193,7 @@ class _Guard:
         self.dialect = dialect
         self.columns: Mapping[str, Collection[str]] | None = None
         self.default_schema = _DEFAULT_SCHEMA[dialect]
-        self.allowed = {_normalize_allowed(name, self.default_schema) for name in allowed if name and name.strip()}
+        self.allowed = {normalize_allowed(name, self.default_schema) for name in allowed if name and name.strip()}
         # One row more than the caller wants: the runner fetches max_rows + 1 and so can tell that the
         # result was cut (``truncated``) while returning at most max_rows rows.
         self.cap = max_rows + 1
@@ -279,9 +221,9 @@ class _Guard:
             raise _Reject(GuardReason.REWRITE_FAILED, f"could not write the SQL for {self.dialect}: {exc}") from exc
         # The SQL that runs is what the database will parse: check it once more, as that dialect.
         again = self._parse_one(out, self.dialect)
-        if self._check(again, self.dialect) != tables or _outer_cap(again, self.dialect) is None:
+        if self._check(again, self.dialect) != tables or outer_cap(again, self.dialect) is None:
             raise _Reject(GuardReason.REWRITE_FAILED, "the rewritten SQL did not pass the guard again")
-        cap = _outer_cap(again, self.dialect)
+        cap = outer_cap(again, self.dialect)
         return GuardResult(accepted=True, sql=out, tables=sorted(tables), row_cap=cap, notes=self.notes,
                            message="accepted")  # fmt: skip
 
@@ -291,7 +233,7 @@ class _Guard:
         try:
             tokens = list(sqlglot.Dialect.get_or_raise(dialect).tokenize(sql))
         except SqlglotError as exc:
-            raise _Reject(GuardReason.PARSE_ERROR, _read_problem(exc, sql)) from exc
+            raise _Reject(GuardReason.PARSE_ERROR, read_problem(exc, sql)) from exc
         # Before parsing: sqlglot parses nesting recursively.
         check_token_depth(tokens)
         return tokens
@@ -299,12 +241,12 @@ class _Guard:
     def _parse(self, sql: str) -> tuple[exp.Expr, str]:
         tokens = self._tokens(sql, self.dialect)
         for tok in tokens:
-            if tok.token_type not in _STRING_TOKENS and not tok.text.isascii():
+            if tok.token_type not in STRING_TOKENS and not tok.text.isascii():
                 raise _Reject(
                     GuardReason.INVALID_CHARACTERS,
                     f"non-ASCII characters outside string literals are not allowed (near {tok.text[:40]!r})",
                 )
-        words = [t.text.upper() for t in tokens if t.token_type not in _STRING_TOKENS]
+        words = [t.text.upper() for t in tokens if t.token_type not in STRING_TOKENS]
         try:
             root = self._parse_one(sql, self.dialect)
         except _Reject:
@@ -323,7 +265,7 @@ class _Guard:
         try:
             statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
         except SqlglotError as exc:
-            raise _Reject(GuardReason.PARSE_ERROR, _parse_problem(exc, dialect)) from exc
+            raise _Reject(GuardReason.PARSE_ERROR, parse_problem(exc, dialect)) from exc
         if not statements:
             raise _Reject(GuardReason.EMPTY, "the SQL has no statement")
         if len(statements) > 1:
@@ -348,7 +290,7 @@ class _Guard:
         for node in root.walk():
             if isinstance(node, exp.Into):
                 raise _Reject(GuardReason.SELECT_INTO, "SELECT ... INTO writes a table and is not allowed")
-            if _FORBIDDEN_NODES and isinstance(node, _FORBIDDEN_NODES):
+            if FORBIDDEN_NODES and isinstance(node, FORBIDDEN_NODES):
                 raise _Reject(
                     GuardReason.FORBIDDEN_STATEMENT,
                     f"{type(node).__name__.upper()} is not allowed anywhere in the query",
@@ -384,18 +326,16 @@ class _Guard:
             raise _Reject(GuardReason.VARIABLE, f"bind parameters are not allowed ({node.name}); write literal values")
         if isinstance(node, exp.WithTableHint):
             for hint in node.expressions:
-                if not (isinstance(hint, exp.Var) and hint.name.upper() in _ALLOWED_TABLE_HINTS):
+                if not (isinstance(hint, exp.Var) and hint.name.upper() in ALLOWED_TABLE_HINTS):
                     shown = hint.sql(dialect=self.dialect, comments=False)[:60]
                     raise _Reject(
                         GuardReason.HINT_NOT_ALLOWED,
-                        f"table hint {shown} is not allowed (allowed: {', '.join(sorted(_ALLOWED_TABLE_HINTS))})",
+                        f"table hint {shown} is not allowed (allowed: {', '.join(sorted(ALLOWED_TABLE_HINTS))})",
                     )
         elif isinstance(node, exp.QueryOption):
             option = node.this.name.upper() if isinstance(node.this, exp.Var) else ""
-            value = _literal_int(node.expression)
-            if option in _ALLOWED_QUERY_OPTIONS or (
-                option == "MAXRECURSION" and value is not None and 0 < value <= 100
-            ):
+            value = literal_int(node.expression)
+            if option in ALLOWED_QUERY_OPTIONS or (option == "MAXRECURSION" and value is not None and 0 < value <= 100):
                 return
             shown = node.sql(dialect=self.dialect, comments=False)[:60]
             raise _Reject(
@@ -407,11 +347,11 @@ class _Guard:
             raise _Reject(GuardReason.HINT_NOT_ALLOWED, f"query and index hints are not allowed ({shown})")
 
     def _check_function(self, node: exp.Func, *, allow_list: bool = True) -> None:
-        name = _function_name(node)
-        keys = _function_keys(node)
-        if keys & _FORBIDDEN_FUNCTIONS or name.startswith(_FORBIDDEN_FUNCTION_PREFIXES):
+        name = function_name(node)
+        keys = function_keys(node)
+        if keys & FORBIDDEN_FUNCTIONS or name.startswith(FORBIDDEN_FUNCTION_PREFIXES):
             raise _Reject(GuardReason.FORBIDDEN_FUNCTION, f"function {name}() is not allowed")
-        if keys & _SYSTEM_FUNCTIONS or name.startswith("pragma_"):
+        if keys & SYSTEM_FUNCTIONS or name.startswith("pragma_"):
             self._system(f"{name}()")
             return
         if allow_list and not is_operator(node) and function_rule(node) is None:
@@ -437,10 +377,10 @@ class _Guard:
         name = this.name.lower()
         db = table.db.lower()
         catalog = table.catalog.lower()
-        if not db and not catalog and _is_cte_reference(table):
+        if not db and not catalog and is_cte_reference(table):
             return None
         if catalog:
-            if catalog in _SYSTEM_DATABASES:
+            if catalog in SYSTEM_DATABASES:
                 self._system(f"{catalog}..{name}")
                 return f"{catalog}.{db}.{name}"
             raise _Reject(GuardReason.CROSS_DATABASE, f"other databases are not allowed: {table.sql()}")
@@ -449,7 +389,7 @@ class _Guard:
     def _check_schema_table(self, db: str, name: str) -> str:
         """A table of this database, by schema (the default one when none is named): allowed, system, or refused."""
         schema = db or self.default_schema
-        if self.dialect == "postgres" and not db and _POSTGRES_SYSTEM_TABLE.match(name):
+        if self.dialect == "postgres" and not db and POSTGRES_SYSTEM_TABLE.match(name):
             # Resolved in pg_catalog before the default schema, whatever the allow-list says.
             self._system(f"pg_catalog.{name}")
             return f"pg_catalog.{name}"
@@ -469,22 +409,22 @@ class _Guard:
                 GuardReason.CROSS_DATABASE, f"names with more than three parts are not allowed: {table.sql()}"
             )
         # A table-valued function: the function checks ran on it already.
-        name = _function_name(this)
-        if _function_keys(this) & _SAFE_TABLE_FUNCTIONS:
+        name = function_name(this)
+        if function_keys(this) & SAFE_TABLE_FUNCTIONS:
             return
-        if name.startswith("pragma_") or _function_keys(this) & _SYSTEM_FUNCTIONS:
+        if name.startswith("pragma_") or function_keys(this) & SYSTEM_FUNCTIONS:
             self._system(f"{name}()")
             return
         raise _Reject(GuardReason.FORBIDDEN_FUNCTION, f"table function {name}() is not allowed")
 
     def _is_system_table(self, schema: str, name: str) -> bool:
-        if schema in _SYSTEM_SCHEMAS:
+        if schema in SYSTEM_SCHEMAS:
             return True
-        if schema in {"main", "temp"} and _SQLITE_SYSTEM_TABLE.match(name):
+        if schema in {"main", "temp"} and SQLITE_SYSTEM_TABLE.match(name):
             return True
-        if self.dialect == "postgres" and (schema.startswith("pg_") or _POSTGRES_SYSTEM_TABLE.match(name)):
+        if self.dialect == "postgres" and (schema.startswith("pg_") or POSTGRES_SYSTEM_TABLE.match(name)):
             return True
-        return bool(schema == "dbo" and _TSQL_SYSTEM_TABLE.match(name))
+        return bool(schema == "dbo" and TSQL_SYSTEM_TABLE.match(name))
 
     # -- 6: row cap -------------------------------------------------------------------------------------
 
@@ -496,7 +436,7 @@ class _Guard:
         if isinstance(limit, exp.Fetch):
             return self._cap_fetch(root, limit)
         if isinstance(limit, exp.Limit):
-            count = _literal_int(limit.expression)
+            count = literal_int(limit.expression)
             if count is None or count < 0 or count > self.cap:
                 limit.set("expression", exp.Literal.number(self.cap))
                 self._note_tightened(count)
@@ -528,7 +468,7 @@ class _Guard:
 
     def _cap_fetch(self, root: exp.Expr, limit: exp.Fetch) -> exp.Expr:
         """FETCH FIRST n ROWS: n held to the cap (SQLite writes it as LIMIT)."""
-        count = _literal_int(limit.args.get("count"))
+        count = literal_int(limit.args.get("count"))
         keep = count if count is not None and 0 <= count <= self.cap else self.cap
         if keep != count:
             self._note_tightened(count)
@@ -542,9 +482,9 @@ class _Guard:
         # T-SQL has no TOP for UNION/EXCEPT/INTERSECT: cap with ORDER BY ... OFFSET 0 ROWS FETCH NEXT n.
         count = None
         if isinstance(limit, exp.Fetch):
-            count = _literal_int(limit.args.get("count"))
+            count = literal_int(limit.args.get("count"))
         elif isinstance(limit, exp.Limit):
-            count = _literal_int(limit.expression)
+            count = literal_int(limit.expression)
         keep = count if count is not None and 0 <= count <= self.cap else self.cap
         if limit is None:
             self.notes.append(f"row cap {self.cap} added")
@@ -585,120 +525,3 @@ class _Guard:
                 name, n = f"{base}_{n}", n + 1
             used.add(name)
             select.expressions[i].replace(exp.alias_(projection.copy(), name, quoted=False))
-
-
-def _normalize_allowed(name: str, default_schema: str) -> tuple[str, str]:
-    parts = [p.strip().strip('[]"`').lower() for p in name.strip().split(".")]
-    if len(parts) == 1:
-        return default_schema, parts[0]
-    return parts[-2], parts[-1]
-
-
-def _function_name(node: exp.Expr) -> str:
-    """The function's name as written (anonymous functions) or sqlglot's name for it, lower case."""
-    if isinstance(node, exp.Anonymous):
-        return str(node.name).lower()
-    if isinstance(node, exp.Func):
-        return node.sql_name().lower()
-    return ""
-
-
-def _function_keys(node: exp.Expr) -> set[str]:
-    """Canonical names of a function node (sqlglot may map e.g. sqlite_version() to CurrentVersion)."""
-    keys = {_canon(_function_name(node))}
-    if isinstance(node, exp.Func) and not isinstance(node, exp.Anonymous):
-        keys.add(_canon(type(node).__name__))
-    keys.discard("")
-    return keys
-
-
-def _literal_int(node: exp.Expr | None) -> int | None:
-    if isinstance(node, exp.Paren):
-        node = node.this
-    if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal) and not node.this.is_string:
-        value = _literal_int(node.this)
-        return None if value is None else -value
-    if isinstance(node, exp.Literal) and not node.is_string:
-        try:
-            return int(node.this)
-        except ValueError:
-            return None
-    return None
-
-
-def _is_cte_reference(table: exp.Table) -> bool:
-    """Whether an unqualified table name resolves to a CTE visible at its position."""
-    name = table.name.lower()
-    child: exp.Expr = table
-    parent = table.parent
-    via_cte: exp.CTE | None = None
-    while parent is not None:
-        if isinstance(child, exp.CTE):
-            via_cte = child
-        with_ = None if isinstance(parent, exp.With) else (parent.args.get("with_") or parent.args.get("with"))
-        if isinstance(with_, exp.With):
-            ctes = list(with_.expressions)
-            if child is with_ and via_cte is not None and via_cte in ctes:
-                # Inside a CTE: earlier CTEs and the CTE itself (T-SQL CTEs are implicitly recursive,
-                # and SQLite does not require the RECURSIVE keyword either). Later CTEs count as tables.
-                visible = ctes[: ctes.index(via_cte) + 1]
-            elif child is with_:
-                visible = []
-            else:
-                visible = ctes
-            if any(c.alias.lower() == name for c in visible):
-                return True
-        child, parent = parent, parent.parent
-    return False
-
-
-def _outer_cap(root: exp.Expr, dialect: str) -> int | None:
-    """The row limit of the outermost query (TOP, LIMIT or FETCH), or None when there is none."""
-    limit = root.args.get("limit")
-    if isinstance(limit, exp.Fetch):
-        return _literal_int(limit.args.get("count"))
-    if isinstance(limit, exp.Limit):
-        return _literal_int(limit.expression)
-    return None
-
-
-def outer_row_cap(sql: str, dialect: str) -> int | None:
-    """The literal row limit of the outermost query of ``sql`` (for tests and logs); None if absent."""
-    try:
-        return _outer_cap(sqlglot.parse_one(sql, read=dialect), dialect)
-    except SqlglotError:
-        return None
-
-
-_MISSING = re.compile(r"Required keyword: '\w+' missing for <class '[\w.]*?(\w+)'>")
-
-
-def _parse_problem(exc: SqlglotError, dialect: str) -> str:
-    """A parse failure in plain words, with where it is and the text around it (no parser internals)."""
-    errors = getattr(exc, "errors", None) or []
-    if not errors:
-        return f"the SQL does not parse as {dialect}: {_short(exc)}"
-    first = errors[0]
-    description = str(first.get("description") or "")
-    if _MISSING.match(description):
-        what = "something is missing"
-    elif description.startswith("Expecting "):
-        what = f"expected {description.removeprefix('Expecting ')!r}"
-    else:
-        what = "unexpected text"
-    near = f"{first.get('start_context', '')}{first.get('highlight', '')}{first.get('end_context', '')}"
-    near = " ".join(near.split())[-80:]
-    where = f"line {first.get('line')}, column {first.get('col')}"
-    return f"the SQL does not parse as {dialect}: {what} at {where}, near `{near}`"
-
-
-def _read_problem(exc: SqlglotError, sql: str) -> str:
-    """A tokenizer failure in plain words: almost always an unclosed string or quoted name."""
-    quotes = [q for q in ("'", '"', "`") if sql.count(q) % 2] + (["["] if sql.count("[") != sql.count("]") else [])
-    what = f"an unclosed {quotes[0]} (a string or quoted name never ends)" if quotes else "a character it cannot read"
-    return f"the SQL could not be read: {what}"
-
-
-def _short(exc: Exception) -> str:
-    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return re.sub(r"\x1b\[[0-9;]*m", "", text)[:300]
