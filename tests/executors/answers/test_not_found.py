@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from shared.jobs.contracts import Chunk, SqlResult
-from shared.providers.llm.offline.answers import DOCS_NOT_RELEVANT, compose_answer_offline, coverage, key_terms
+from shared.providers.llm.offline.answers import DOCS_NOT_RELEVANT, compose_answer_offline
+from shared.providers.llm.offline.passages import coverage, key_terms
 from shared.providers.search.local import LocalIndex
 
 UNCOVERED = [

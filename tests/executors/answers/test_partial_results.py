@@ -9,8 +9,9 @@ import pytest
 
 from shared.jobs.contracts import AnswerResult, SqlResult
 from shared.providers.interfaces import LLMRequest, LLMTask
-from shared.providers.llm.offline.answers import compose_answer_offline, format_value, is_partial, summarize_sql
+from shared.providers.llm.offline.answers import compose_answer_offline
 from shared.providers.llm.offline.model import OfflineLLM
+from shared.providers.llm.offline.sql_summary import format_value, is_partial, summarize_sql
 from shared.providers.llm.prompts import render_prompt
 
 CONCLUSION = re.compile(r"\b(has|have|share) the (highest|lowest)\b|\bthe (highest|lowest) is\b")

@@ -8,14 +8,8 @@ import pytest
 
 from shared.jobs.contracts import Chunk, SqlResult
 from shared.jobs.tokens import estimate_tokens
-from shared.providers.llm.offline.answers import (
-    DOCS_NOT_RELEVANT,
-    NOTHING_FOUND,
-    compose_answer_offline,
-    format_value,
-    sql_table,
-    summarize_sql,
-)
+from shared.providers.llm.offline.answers import DOCS_NOT_RELEVANT, NOTHING_FOUND, compose_answer_offline
+from shared.providers.llm.offline.sql_summary import format_value, sql_table, summarize_sql
 from shared.providers.search.local import LocalIndex
 
 _CITED = re.compile(r"^- (.*) \[([^\]]+)\]$")

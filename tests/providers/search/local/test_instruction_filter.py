@@ -10,7 +10,8 @@ import pytest
 from shared.ingest.chunking import split_sentences
 from shared.ingest.pipeline import iter_chunks
 from shared.jobs.contracts import Chunk
-from shared.providers.llm.offline.answers import compose_answer_offline, instruction_share, is_instruction_like
+from shared.providers.llm.offline.answers import compose_answer_offline
+from shared.providers.llm.offline.passages import instruction_share, is_instruction_like
 from shared.providers.search.local import LocalIndex
 from tests.providers.search.local.conftest import CORPUS_DIR, build
 
