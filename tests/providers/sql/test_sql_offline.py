@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import sqlglot
 
-from shared.providers.llm.offline.sql_writer import catalog_covers, coverage_score, interpret, write_sql_offline
+from shared.providers.llm.offline.question_reading import interpret
+from shared.providers.llm.offline.sql_writer import catalog_covers, coverage_score, write_sql_offline
 from shared.providers.sql.catalog import load_catalog
 from shared.providers.sql.sqlite import SqliteOdbcDatabase
 from shared.runtime.sqlguard.guard import guard_sql
