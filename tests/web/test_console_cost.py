@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Locator, Page, expect
 
 from tests.devhost.hostproc import DevHostProcess
 from tests.jobs.jobclient import JobClient
@@ -28,7 +28,7 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevHostProcess]:
     proc.stop()
 
 
-def row(page: Page, job_id: str) -> object:
+def row(page: Page, job_id: str) -> Locator:
     return page.locator(f".job-item[data-job-id='{job_id}']")
 
 
