@@ -181,3 +181,9 @@ def get_cost_summaries(settings: Settings) -> CostSummaries:
 def as_json(summary: CostSummary | None) -> dict[str, Any] | None:
     """A summary as the job list's ``cost`` (None: not ended yet, or not summed yet)."""
     return summary.model_dump(mode="json") if summary is not None else None
+
+
+def reset_cost_summaries() -> None:
+    """Forget built stores (tests, or after a settings change)."""
+    with _lock:
+        _stores.clear()
