@@ -62,7 +62,7 @@ ARTIFACT_MONTHS = 1.0
 STREAM_MONTHS = DONE_TTL_S / MONTH_S
 STORED = "storage.stored_bytes"
 # Activities whose text streams to the side store, and the result field that text ends in (the executor
-# registry's ``streams``; tests/runtime/test_ledger_stored.py checks the two agree).
+# registry's ``streams``; tests/runtime/test_ledger_totals.py checks the two agree).
 STREAMED_TEXT = {"generate_response": "answer"}
 
 # DTFx event types by number, as the status API names them ("TaskScheduled"), from the SDK's own enum.
