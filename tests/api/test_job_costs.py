@@ -76,12 +76,15 @@ def events(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
     return [r for r in caplog.records if getattr(r, "job.event", None) == telemetry.JOB_COST_EVENT]
 
 
-def test_the_timer_sums_a_terminated_job_once_and_logs_its_cost_event(caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize(("runtime", "status"), [("Terminated", "cancelled"), ("Failed", "failed")])
+def test_the_timer_sums_a_terminated_or_crashed_job_once_and_logs_its_cost_event(
+    caplog: pytest.LogCaptureFixture, runtime: str, status: str
+) -> None:
     shown = present(RECORDED["history"], show_history_output=True, show_input=True)
     client = FakeClient(
         {
-            "gone": Status("gone", "Terminated", historyEvents=shown),
-            "gone:b1": Status("gone:b1", "Terminated", historyEvents=shown),  # a part: summed in its run
+            "gone": Status("gone", runtime, historyEvents=shown),
+            "gone:b1": Status("gone:b1", runtime, historyEvents=shown),  # a part: summed in its run
         }
     )
     caplog.set_level(logging.INFO)
@@ -90,7 +93,7 @@ def test_the_timer_sums_a_terminated_job_once_and_logs_its_cost_event(caplog: py
     assert summed == 1 and client.reads == ["gone"]
     [event] = events(caplog)
     expected = view_cost(shown, "2026-11-24T01:10:53Z")
-    assert event.__dict__["job.id"] == "gone" and event.__dict__["job.status"] == "cancelled"
+    assert event.__dict__["job.id"] == "gone" and event.__dict__["job.status"] == status
     assert event.__dict__["job.cost.total"] == pytest.approx(expected["total"])
     kept = get_cost_summaries(get_settings()).get_many(["gone"])["gone"]
     assert kept.total == pytest.approx(expected["total"]) and kept.unknown == len(expected["unknown"])

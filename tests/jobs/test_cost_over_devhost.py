@@ -137,6 +137,9 @@ def test_max_cost_stops_before_the_call_that_would_cross_it_with_the_prices_the_
     assert view["error"]["message"].startswith("stopped before planning")
     assert view["error"]["message"].endswith("the meter that crosses it: flex.gb_seconds")
     assert not [e for e in history(host, job_id) if e["EventType"] == "TaskCompleted"]  # nothing ran
+    # A failed job gets its cost event too (the orchestrator's, once): what ran is its start alone.
+    [line] = [x for x in host.output().splitlines() if f"job {job_id} cost " in x]
+    assert f"job {job_id} cost {view['cost']['total']:.8f} USD" in line
     # The job's input keeps the per-call prices of the table in force when it started.
     params = {**host.system_code, "showInput": "true"}
     started = host.client.get(host.webhook(f"instances/{job_id}"), params=params).json()["input"]
