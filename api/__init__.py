@@ -8,6 +8,7 @@ from api.cost_report import register as register_costs
 from api.events import register as register_events
 from api.fork import register as register_fork
 from api.health import register as register_health
+from api.job_costs import register as register_job_costs
 from api.jobs import register as register_jobs
 from api.logs import register as register_logs
 from api.maintenance import register as register_maintenance
@@ -27,5 +28,6 @@ register_maintenance(blueprint)
 register_runs(blueprint)
 register_logs(blueprint)
 register_costs(blueprint)
+register_job_costs(blueprint)
 # On Azure the streams extension serves every HTTP function: the others keep their azure.functions types.
 adapt_http_functions(blueprint)

@@ -24,6 +24,7 @@ from api.auth import Caller
 from api.common import check_tools, forks_of, int_param, owned_status, parse_body, request_caller, route_auth_level
 from api.costs import part_histories
 from api.errors import ApiError, guarded, json_response
+from api.job_costs import attach_costs, remember
 from api.view import build_view, decode, job_status
 from shared.jobs.models import (
     ORCHESTRATOR_NAME,
@@ -143,6 +144,7 @@ async def view(req: func.HttpRequest, client: df.DurableOrchestrationClient, job
         status, job_links(req, job_id), log_cursor=cursor, log_limit=limit, retention_days=retention, parts=parts
     )
     view_body["forks"] = forks_of(job_id)
+    remember(job_id, status, view_body["cost"])  # an ended job's cost, kept once for the list (api/job_costs.py)
     return json_response(view_body)
 
 
@@ -675,6 +677,7 @@ async def list_jobs(
         now=time.time(),
         windows=windows,
     )
+    await attach_costs(page, binding_json)  # each ended job's kept cost summary (api/job_costs.py)
     return json_response({"jobs": page, "next_cursor": encode_cursor(cursor) if cursor else None})
 
 

@@ -147,6 +147,27 @@ function fmtCost(c, digits = costDigits([c])) {
   return digits === 0 ? '$0' : `$${c.toFixed(digits)}`;
 }
 
+/** An amount with its currency code ("USD 0.0000143"): three significant digits under a cent, else 2 to 4 decimals. */
+function fmtMoney(amount, currency) {
+  if (typeof amount !== 'number') return '—';
+  const small = amount !== 0 && Math.abs(amount) < 0.01;
+  const digits = small ? { maximumSignificantDigits: 3 } : { minimumFractionDigits: 2, maximumFractionDigits: 4 };
+  try {
+    return new Intl.NumberFormat('en-US', { style: 'currency', currency: currency || 'USD', currencyDisplay: 'code', ...digits }).format(amount);
+  } catch {
+    return `${currency || ''} ${amount}`.trim(); // a currency code Intl does not know: shown as the server wrote it
+  }
+}
+
+function plural(n, one, many = `${one}s`) {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
+/** A quantity as the ledger gives it (up to 6 decimals), grouped. */
+function fmtQuantity(q) {
+  return typeof q === 'number' ? q.toLocaleString('en-US', { maximumFractionDigits: 6 }) : '—';
+}
+
 // ----- numbers and SQL --------------------------------------------------------------------------
 
 const numberFormats = new Map();
@@ -691,9 +712,17 @@ function jobItem(job) {
       'a',
       { href: `#job=${encodeURIComponent(job.id)}`, class: 'job-link', 'aria-current': selected ? 'true' : null },
       h('span', { class: 'job-question' }, job.question || '(no question)'),
-      h('span', { class: 'job-meta' }, badge(job.status), ' ', timeEl(job.created_at)),
+      h('span', { class: 'job-meta' }, badge(job.status), ' ', timeEl(job.created_at), listCost(job.cost)),
     ),
   );
+}
+
+/** A listed job's cost (the server's summary, kept once the job ended): its priced total and the meters with no price. */
+function listCost(cost) {
+  if (!cost) return null;
+  const unknown = cost.unknown ? ` + ${cost.unknown} unknown` : '';
+  const title = cost.unknown ? `price unknown for ${plural(cost.unknown, 'meter')}: not in the total` : 'every meter priced';
+  return h('span', { class: 'job-cost', title }, `${fmtMoney(cost.total, cost.currency)}${unknown}`);
 }
 
 /** Whether a listed job matches the search words (all of them, in its question, id or status, any case). */
@@ -753,6 +782,15 @@ function updateListedStatus(id, status) {
   if (!item || item.status === status) return;
   item.status = status;
   const el = document.querySelector(`.job-item[data-job-id="${CSS.escape(id)}"]`);
+  if (el) el.replaceWith(jobItem(item));
+}
+
+/** Once the open job has ended, its list row shows the same ledger total as its header (until the list reloads). */
+function updateListedCost(v) {
+  const item = state.jobs.items.find((j) => j.id === v.id);
+  if (!item || item.cost || !TERMINAL.has(v.status) || !v.cost || v.cost.total == null) return;
+  item.cost = { total: v.cost.total, currency: v.cost.currency, unknown: (v.cost.unknown || []).length };
+  const el = document.querySelector(`.job-item[data-job-id="${CSS.escape(v.id)}"]`);
   if (el) el.replaceWith(jobItem(item));
 }
 
@@ -864,7 +902,7 @@ function dataTable(columns, rows, { caption, label } = {}) {
 
 // ----- the job detail ---------------------------------------------------------------------------
 
-const SLOTS = ['header', 'failure', 'actions', 'waiting', 'answer', 'citations', 'graph', 'steps', 'timeline', 'results', 'usage', 'fork', 'log'];
+const SLOTS = ['header', 'failure', 'actions', 'waiting', 'answer', 'citations', 'graph', 'steps', 'timeline', 'results', 'usage', 'cost', 'fork', 'log'];
 
 function section(title, id, ...children) {
   return h('section', { class: 'card', 'aria-labelledby': id }, h('h3', { id }, title), children);
@@ -968,7 +1006,18 @@ function renderHeader(d, v) {
       h('div', {}, h('dt', {}, 'Updated'), h('dd', { id: 'job-updated' }, timeEl(v.updated_at))),
       h('div', {}, h('dt', {}, 'Took'), h('dd', { id: 'job-took' }, tookText(v))),
       h('div', {}, h('dt', {}, 'Tokens'), h('dd', { id: 'job-tokens' }, tokensText(v))),
-      h('div', {}, h('dt', {}, 'Cost'), h('dd', { id: 'job-cost' }, costText(v))),
+      h(
+        'div',
+        {},
+        h('dt', {}, 'Cost'),
+        h(
+          'dd',
+          {},
+          h('span', { id: 'job-cost' }, costText(v)),
+          ' ',
+          h('button', { type: 'button', class: 'quiet small', id: 'cost-more', 'aria-controls': 'cost-breakdown', on: { click: () => openCostBreakdown(d) } }, 'Breakdown'),
+        ),
+      ),
       v.mode && v.mode !== 'deterministic' ? h('div', {}, h('dt', {}, 'Mode'), h('dd', {}, v.mode)) : null,
       h('div', {}, h('dt', {}, 'Updates'), h('dd', { id: 'job-updates' }, updatesText(d, v))),
     ),
@@ -996,10 +1045,119 @@ function tokensText(v) {
   return `${fmtNumber(total.total_tokens)} (${fmtNumber(total.tokens_input)} in, ${fmtNumber(total.tokens_output)} out)`;
 }
 
+/**
+ * The job's cost from its ledger (the view's `cost`): the priced total with its currency, and the meters with no
+ * price counted apart ("+ price unknown for 2 meters"), never as 0. While the job runs: "so far".
+ */
 function costText(v) {
-  const total = v.usage && v.usage.total;
-  if (!total) return '—';
-  return `${fmtCost(total.estimated_cost)}${total.estimated ? ' (estimated)' : ''}`;
+  const cost = v.cost;
+  if (!cost) return '—';
+  if (cost.total == null) return `not known: ${cost.error || 'no ledger'}`;
+  const unknown = (cost.unknown || []).length;
+  const priced = (cost.by_meter || []).some((m) => m.cost != null && m.included_in == null);
+  const parts = [];
+  if (priced || !unknown) parts.push(fmtMoney(cost.total, cost.currency));
+  if (unknown) parts.push(`${priced ? '+ ' : ''}price unknown for ${plural(unknown, 'meter')}`);
+  return `${parts.join(' ')}${TERMINAL.has(v.status) ? '' : ' so far'}`;
+}
+
+function openCostBreakdown(d) {
+  d.costOpen = true;
+  const box = document.getElementById('cost-breakdown');
+  if (!box) return;
+  box.open = true;
+  box.scrollIntoView({ block: 'nearest' });
+  box.querySelector('summary').focus();
+}
+
+/** What one meter cost: its amount, "included in …" (it runs inside another meter), or "price unknown" (never 0). */
+function meterCost(m, currency) {
+  if (m.included_in) return `included in ${m.included_in}`;
+  if (m.cost == null) return m.quantity > 0 ? 'price unknown' : '—';
+  return fmtMoney(m.cost, currency);
+}
+
+/** What the ledger tells of a meter besides its quantity (input and output tokens, rows read, bytes stored). */
+function meterDetail(detail) {
+  const entries = Object.entries(detail || {});
+  if (!entries.length) return null;
+  return h('div', { class: 'muted small meter-detail' }, entries.map(([k, val]) => `${k.replaceAll('_', ' ')} ${fmtQuantity(val)}`).join(', '));
+}
+
+/** The ledger on demand: by meter, by step, and the meters with no price with their quantities. */
+function renderCost(d, data) {
+  const { cost, status } = data;
+  if (!cost || cost.total == null) return null;
+  const currency = cost.currency;
+  const head = (cols) => h('thead', {}, h('tr', {}, cols.map((t, i) => h('th', { scope: 'col', class: i ? 'num' : null }, t))));
+  const meters = h(
+    'table',
+    { class: 'usage cost-meters', id: 'cost-by-meter' },
+    h('caption', {}, 'By meter'),
+    head(['Meter', 'Quantity', 'Unit', 'Unit price', 'Cost']),
+    h(
+      'tbody',
+      {},
+      (cost.by_meter || []).map((m) =>
+        h(
+          'tr',
+          { dataset: { meter: m.meter } },
+          h('th', { scope: 'row' }, h('code', {}, m.meter), meterDetail(m.detail)),
+          h('td', { class: 'num' }, fmtQuantity(m.quantity)),
+          h('td', { class: 'num' }, m.unit),
+          h('td', { class: 'num', title: m.price_key ? `price key ${m.price_key}` : null }, m.unit_price != null ? fmtMoney(m.unit_price, currency) : m.included_in ? '' : m.cost != null ? 'from settings' : 'unknown'),
+          h('td', { class: m.cost == null && !m.included_in ? 'num unknown-price' : 'num' }, meterCost(m, currency)),
+        ),
+      ),
+    ),
+    h('tfoot', {}, h('tr', { class: 'total' }, h('th', { scope: 'row', colspan: '4' }, 'Priced total'), h('td', { class: 'num' }, fmtMoney(cost.total, currency)))),
+  );
+  const steps = h(
+    'table',
+    { class: 'usage cost-steps', id: 'cost-by-step' },
+    h('caption', {}, 'By step'),
+    head(['Step', 'Cost', 'Price unknown for']),
+    h(
+      'tbody',
+      {},
+      (cost.by_step || []).map((s) =>
+        h(
+          'tr',
+          { dataset: { step: s.step_id } },
+          h('th', { scope: 'row' }, s.step_id),
+          h('td', { class: 'num' }, fmtMoney(s.cost, currency)),
+          h('td', { class: 'num' }, (s.unknown || []).join(', ')),
+        ),
+      ),
+    ),
+  );
+  const unknown = cost.unknown || [];
+  const unknownList = unknown.length
+    ? h(
+        'div',
+        { class: 'cost-unknown' },
+        h('h4', {}, 'Price unknown (not in the total)'),
+        h(
+          'ul',
+          { id: 'cost-unknown' },
+          unknown.map((u) => h('li', { dataset: { meter: u.meter } }, h('code', {}, u.meter), ` ${fmtQuantity(u.quantity)} ${u.unit}`, u.price_key ? h('span', { class: 'muted' }, ` (price key ${u.price_key})`) : null)),
+        ),
+      )
+    : null;
+  const table = cost.price_table || {};
+  const box = h(
+    'details',
+    { class: 'card cost-card', id: 'cost-breakdown', open: Boolean(d.costOpen) },
+    h('summary', {}, h('h3', { id: 'cost-title' }, `Cost: ${costText({ cost, status })}`)),
+    h('p', { class: 'muted' }, `Priced for ${cost.backend} on ${cost.hosting}, prices ${table.version || '?'} (${table.date || '?'}).`),
+    unknownList,
+    h('div', { class: 'table-wrap', role: 'region', 'aria-label': 'Cost by meter', tabindex: '0' }, meters),
+    h('div', { class: 'table-wrap', role: 'region', 'aria-label': 'Cost by step', tabindex: '0' }, steps),
+  );
+  box.addEventListener('toggle', () => {
+    d.costOpen = box.open;
+  });
+  return box;
 }
 
 function updatesText(d, v) {
@@ -1016,6 +1174,8 @@ function updateHeader(d, v) {
   }
   const updates = document.getElementById('job-updates');
   if (updates) updates.textContent = updatesText(d, v);
+  const more = document.getElementById('cost-more');
+  if (more) more.hidden = !v.cost || v.cost.total == null;
   for (const [id, text] of [['job-took', tookText(v)], ['job-tokens', tokensText(v)], ['job-cost', costText(v)]]) {
     const el = document.getElementById(id);
     if (el && el.textContent !== text) el.textContent = text;
@@ -2029,6 +2189,7 @@ function render(d, v) {
     d.lastStatus = v.status;
     updateListedStatus(v.id, v.status);
   }
+  updateListedCost(v);
   renderSlot(d, 'header', { q: v.question, s: v.status, id: v.id, c: v.created_at, m: v.mode }, () => renderHeader(d, v));
   updateHeader(d, v);
   renderSlot(d, 'actions', { terminal, failed: v.status === 'failed' }, ({ terminal: t, failed }) => renderActions(d, t, failed));
@@ -2054,6 +2215,7 @@ function render(d, v) {
   d.timeline.view(v);
   renderSlot(d, 'results', v.steps.map((s) => [s.id, s.state, s.output || null, s.draft || null]), () => renderResults(v.steps));
   renderSlot(d, 'usage', { usage: v.usage, agent, steps: v.steps.map((s) => ({ id: s.id, kind: s.kind, turn: s.turn })) }, renderUsage);
+  renderSlot(d, 'cost', { cost: v.cost, status: v.status }, (data) => renderCost(d, data));
   // A finished job (not a workflow run) may be re-run from a step, and compared with its origin or forks (web/fork.js).
   const forkable = terminal && !v.run;
   renderSlot(d, 'fork', forkable ? { id: v.id, from: v.forked_from, forks: v.forks || [], steps: v.steps.map((s) => [s.id, s.state]) } : null, () => renderFork(FORK_UI, v));

@@ -40,6 +40,7 @@ from shared.jobs.costs import CallPrices
 from shared.jobs.durable_json import decode
 from shared.runtime.pricing import find_price, tool_price
 from shared.runtime.settings import ModelPrice
+from shared.runtime.streaming.base import DONE_TTL_S
 
 PRICES_DIR = Path(__file__).resolve().parent / "prices"
 Backend = Literal["azure_storage", "dts_consumption", "dts_dedicated"]
@@ -52,6 +53,17 @@ _SQL, _RAG, _PYTHON, _TOOL = "execute_azure_sql", "consult_rag", "run_python", "
 STORAGE_PER_MESSAGE = 3
 STORAGE_PER_EPISODE = 3
 STORAGE_PER_JOB = 1
+
+# Stored bytes (docs/costs.md): a month is 30 days; a GB is 2**30 bytes; an artifact is charged one month of
+# keeping (nothing deletes it sooner); streamed text lives in the side store until DONE_TTL_S after its step.
+MONTH_S = 30 * 86_400
+GB = 2**30
+ARTIFACT_MONTHS = 1.0
+STREAM_MONTHS = DONE_TTL_S / MONTH_S
+STORED = "storage.stored_bytes"
+# Activities whose text streams to the side store, and the result field that text ends in (the executor
+# registry's ``streams``; tests/runtime/test_ledger_totals.py checks the two agree).
+STREAMED_TEXT = {"generate_response": "answer"}
 
 # DTFx event types by number, as the status API names them ("TaskScheduled"), from the SDK's own enum.
 _TYPE_NAMES = {t.value: "".join(w.capitalize() for w in t.name.split("_")) for t in HistoryEventType}
@@ -318,6 +330,8 @@ class _Book:
         self.detail: dict[str, dict[str, float]] = {}
         # Costs already known per meter and step (tokens and tools are priced by their own settings).
         self.known: dict[str, dict[str, float | None]] = {}
+        # Price units per quantity unit, for meters priced in another unit (stored byte-months per GB-month).
+        self.scale: dict[str, float] = {}
 
     def add(
         self,
@@ -330,8 +344,10 @@ class _Book:
         included: str | None = None,
         cost: float | None = None,
         priced_by_setting: bool = False,
+        scale: float = 1.0,
     ) -> None:
         self.units[meter], self.keys[meter], self.included[meter] = unit, key, included
+        self.scale[meter] = scale
         self.totals[meter] = self.totals.get(meter, 0.0) + quantity
         by_step = self.steps.setdefault(step, {})
         by_step[meter] = by_step.get(meter, 0.0) + quantity
@@ -419,6 +435,26 @@ def _executor_meters(book: _Book, call: Call, config: CostConfig, seconds: float
             )
 
 
+def _stored_bytes(book: _Book, call: Call) -> None:
+    """Bytes the call stored beside the job: its artifacts' sizes, and the text it streamed (UTF-8)."""
+    body = call.result.get("result")
+    body = body if isinstance(body, dict) else {}
+    files = body.get("files") if call.name == _PYTHON else None
+    artifact_bytes = sum(
+        int(f.get("size") or 0) for f in (files if isinstance(files, list) else []) if isinstance(f, dict)
+    )
+    field_name = STREAMED_TEXT.get(call.name)
+    text = body.get(field_name) if field_name else None
+    streamed = len(text.encode("utf-8")) if isinstance(text, str) else 0
+    if artifact_bytes + streamed == 0:
+        return
+    byte_months = artifact_bytes * ARTIFACT_MONTHS + streamed * STREAM_MONTHS
+    book.add(STORED, call.step, byte_months, unit="byte-month", key="storage.blob.gb_month", scale=1 / GB)
+    book.add_detail(STORED, "artifact_bytes", artifact_bytes)
+    book.add_detail(STORED, "artifacts", len(files) if isinstance(files, list) else 0)
+    book.add_detail(STORED, "streamed_text_bytes", streamed)
+
+
 def job_ledger(
     history: list[dict[str, Any]],
     config: CostConfig,
@@ -461,6 +497,7 @@ def _account(book: _Book, history: list[dict[str, Any]], config: CostConfig, pre
         _durable(book, call.step, config, actions=2, messages=2, episodes=0)
         _tokens(book, call, config)
         _executor_meters(book, call, config, seconds)
+        _stored_bytes(book, call)
     others = counts.actions - 2 * len(counts.calls)
     where = prefix + ORCHESTRATION
     book.add("flex.executions", where, counts.episodes, unit="execution", key=f"flex.{mode}.executions")
@@ -518,7 +555,7 @@ def _price(book: _Book, config: CostConfig, table: PriceTable) -> Ledger:
             parts = list(book.known[name].values())
             cost = None if any(p is None for p in parts) else _round(sum(p or 0.0 for p in parts))
         else:
-            cost = _round(quantity * unit_price) if unit_price is not None else None
+            cost = _round(quantity * unit_price * book.scale[name]) if unit_price is not None else None
         unit_prices[name] = unit_price
         meters.append(
             Meter(
@@ -545,7 +582,7 @@ def _price(book: _Book, config: CostConfig, table: PriceTable) -> Ledger:
                 else:
                     cost_sum += known
             elif unit_prices[name] is not None:
-                cost_sum += quantity * (unit_prices[name] or 0.0)
+                cost_sum += quantity * (unit_prices[name] or 0.0) * book.scale[name]
             else:
                 unknown.append(name)
         steps.append(

@@ -380,8 +380,6 @@ def log_job_cost(
     without a price, the models, and each meter's quantity and cost as JSON (the workbook groups by day, user,
     workflow, model and meter). Telemetry never fails a job: a ledger that cannot be built is a warning.
     """
-    import json
-
     try:
         from shared.runtime.ledger import history_rows, started_at, view_cost
 
@@ -390,6 +388,21 @@ def log_job_cost(
     except Exception as exc:  # noqa: BLE001 - telemetry must not fail the orchestration
         logger.warning("job %s: cost ledger not built: %s", job_id, exc)
         return None
+    return emit_job_cost(job_id=job_id, status=status, cost=cost, owner=owner, workflow=workflow, log=log)
+
+
+def emit_job_cost(
+    *,
+    job_id: str,
+    status: str,
+    cost: dict[str, Any],
+    owner: str | None = None,
+    workflow: str | None = None,
+    log: logging.Logger | logging.LoggerAdapter[logging.Logger] | None = None,
+) -> dict[str, Any] | None:
+    """Log the ``job.cost`` event of a ledger already built (the view's ``cost``); None when it has no total."""
+    import json
+
     if cost.get("total") is None:
         return None
     configure_telemetry()

@@ -51,10 +51,16 @@ def test_the_view_prices_the_job_for_the_configured_backend_and_plan(host: DevHo
     events = history(host, job_id)
     tasks = [e for e in events if e["EventType"] in ("TaskCompleted", "TaskFailed")]
     assert meters["durable.actions"]["quantity"] == 1 + 2 * len(tasks)
-    # Tokens of the offline model (price 0), the local index and SQLite (inside the function) are priced.
-    assert [(u["meter"], u["quantity"], u["price"]) for u in cost["unknown"]] == [
-        ("durable.actions", 1 + 2 * len(tasks), "unknown")
+    # Tokens of the offline model (price 0), the local index and SQLite (inside the function) are priced; the
+    # streamed answer's stored bytes have no blob price in the repo table (docs/costs.md).
+    assert [(u["meter"], u["price"]) for u in cost["unknown"]] == [
+        ("durable.actions", "unknown"),
+        ("storage.stored_bytes", "unknown"),
     ]
+    assert cost["unknown"][0]["quantity"] == 1 + 2 * len(tasks)
+    stored = meters["storage.stored_bytes"]
+    assert stored["detail"]["streamed_text_bytes"] == len(view["answer"]["text"].encode("utf-8")) > 0
+    assert stored["quantity"] == pytest.approx(stored["detail"]["streamed_text_bytes"] * 600 / (30 * 86400), abs=1e-6)
     seconds = sum((at(e["Timestamp"]) - at(e["ScheduledTime"])).total_seconds() for e in tasks)
     assert meters["flex.gb_seconds"]["quantity"] == pytest.approx(seconds * 4, abs=1e-4)
     assert meters["flex.gb_seconds"]["cost"] == pytest.approx(seconds * 4 * 0.000026, abs=1e-8)
@@ -131,6 +137,9 @@ def test_max_cost_stops_before_the_call_that_would_cross_it_with_the_prices_the_
     assert view["error"]["message"].startswith("stopped before planning")
     assert view["error"]["message"].endswith("the meter that crosses it: flex.gb_seconds")
     assert not [e for e in history(host, job_id) if e["EventType"] == "TaskCompleted"]  # nothing ran
+    # A failed job gets its cost event too (the orchestrator's, once): what ran is its start alone.
+    [line] = [x for x in host.output().splitlines() if f"job {job_id} cost " in x]
+    assert f"job {job_id} cost {view['cost']['total']:.8f} USD" in line
     # The job's input keeps the per-call prices of the table in force when it started.
     params = {**host.system_code, "showInput": "true"}
     started = host.client.get(host.webhook(f"instances/{job_id}"), params=params).json()["input"]
@@ -143,3 +152,65 @@ def test_max_cost_stops_before_the_call_that_would_cross_it_with_the_prices_the_
     # A budget the whole job fits in lets it finish.
     done = jobs.wait(jobs.submit(MIXED_Q, constraints={"budget": {"max_cost": 0.05}}), timeout_s=120)
     assert done["status"] == "completed", done.get("error")
+
+
+SQL_Q = "Which region had the most returns in Q3?"
+
+
+def job_cost_lines(host: DevHostProcess, job_id: str) -> list[str]:
+    return [line for line in host.output().splitlines() if f"job {job_id} cost " in line]
+
+
+def test_a_cancelled_job_is_charged_what_ran_once_in_its_view_its_list_row_and_its_event(host: DevHostProcess) -> None:
+    jobs = JobClient(host)
+    job_id = jobs.submit(SQL_Q, approval={"sql": "always"})
+    jobs.wait(job_id, {"waiting_for_user"})  # planned and drafted its SQL: two calls ran
+    assert jobs.cancel(job_id).status_code == 202
+    view = jobs.wait(job_id, {"cancelled"}, timeout_s=120)
+    cost = view["cost"]
+    meters = {m["meter"]: m for m in cost["by_meter"]}
+    # Counted here from the history the management API returns: what ran before the cancel, and the terminate.
+    events = history(host, job_id)
+    kinds = [e["EventType"] for e in events]
+    tasks = [e for e in events if e["EventType"] in ("TaskCompleted", "TaskFailed")]
+    assert len(tasks) >= 2 and "ExecutionTerminated" in kinds
+    expected = 1 + 2 * len(tasks) + sum(kinds.count(k) for k in ("TimerFired", "EventRaised", "ExecutionTerminated"))
+    assert meters["durable.actions"]["quantity"] == expected
+    seconds = sum((at(e["Timestamp"]) - at(e["ScheduledTime"])).total_seconds() for e in tasks)
+    assert meters["flex.gb_seconds"]["quantity"] == pytest.approx(seconds * 4, abs=1e-4) and seconds > 0
+    assert cost["total"] > 0 and cost["total"] == pytest.approx(sum(m["cost"] or 0 for m in cost["by_meter"]))
+    # The orchestrator never ran again: the API logged the job.cost event when it first saw the job ended.
+    lines = job_cost_lines(host, job_id)
+    assert lines == [lines[0]] and f"job {job_id} cost {cost['total']:.8f} USD" in lines[0]
+    # The job list shows the same total, and listing or viewing again logs nothing more.
+    listed = jobs.http.get("/api/jobs", params={"status": "cancelled", "limit": 100}).json()["jobs"]
+    row = next(j for j in listed if j["id"] == job_id)
+    assert row["cost"] == {
+        "total": pytest.approx(cost["total"]),
+        "currency": "USD",
+        "unknown": len(cost["unknown"]),
+        "complete": False,
+        "status": "cancelled",
+        "price_table": "2026-11",
+    }
+    jobs.view(job_id)
+    assert len(job_cost_lines(host, job_id)) == 1
+
+
+def test_the_job_list_shows_each_ended_jobs_cost_and_none_for_a_running_one(host: DevHostProcess) -> None:
+    jobs = JobClient(host)
+    waiting = jobs.submit(SQL_Q, approval={"sql": "always"})
+    jobs.wait(waiting, {"waiting_for_user"})
+    # A job no one viewed since it ended: the list sums it the first time it lists it (from its history).
+    unseen = jobs.submit(MIXED_Q)
+    host.wait_status(unseen, {"Completed"}, timeout_s=120)
+    listed = jobs.http.get("/api/jobs", params={"limit": 100}).json()["jobs"]
+    assert next(j for j in listed if j["id"] == waiting)["cost"] is None
+    assert next(j for j in listed if j["id"] == unseen)["cost"]["status"] == "completed"
+    ended = [j for j in listed if j["status"] in ("completed", "failed", "cancelled")]
+    assert ended
+    for row in ended:
+        cost = jobs.view(row["id"])["cost"]
+        assert row["cost"]["total"] == pytest.approx(cost["total"]), row["id"]
+        assert row["cost"]["unknown"] == len(cost["unknown"]) and row["cost"]["status"] == row["status"]
+    jobs.cancel(waiting)

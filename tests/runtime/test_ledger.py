@@ -136,7 +136,8 @@ def test_a_meter_without_a_price_is_unknown_never_zero() -> None:
     history = recorded("completed")
     ledger = job_ledger(history, config(backend="azure_storage", model_prices={}), TABLE)
     unknown = {u["meter"]: u for u in ledger.unknown}
-    assert set(unknown) == {"storage.transactions", "llm.tokens:offline"}
+    # The answer's streamed text was stored too (storage.blob.gb_month has no price in the repo table).
+    assert set(unknown) == {"storage.transactions", "llm.tokens:offline", "storage.stored_bytes"}
     assert unknown["storage.transactions"]["quantity"] == 43 and unknown["storage.transactions"]["price"] == "unknown"
     assert meter(ledger, "storage.transactions").cost is None
     assert meter(ledger, "llm.tokens:offline").cost is None
@@ -155,7 +156,8 @@ def test_each_step_carries_its_own_meters_and_the_orchestration_the_rest() -> No
     assert set(steps) == {"plan", "s1", "s2", "s3", "(orchestration)"}
     assert steps["s1"].meters["durable.actions"] == 2 and steps["(orchestration)"].meters["durable.actions"] == 1
     assert steps["s2"].meters["search.queries"] == 1
-    assert all(s.unknown == ["durable.actions"] for s in steps.values())
+    assert all(s.unknown == ["durable.actions"] for k, s in steps.items() if k != "s3")
+    assert steps["s3"].unknown == ["durable.actions", "storage.stored_bytes"]  # the streamed answer was stored
     assert sum(s.cost for s in steps.values()) == pytest.approx(ledger.total)
 
 
@@ -222,7 +224,7 @@ def test_settings_choose_the_backend_and_override_prices(tmp_path: Path) -> None
     settings = Settings(
         cost_durable_backend="azure_storage",
         cost_hosting="flex_on_demand",
-        cost_price_overrides={"storage.transactions": 0.0000004},
+        cost_price_overrides={"storage.transactions": 0.0000004, "storage.blob.gb_month": 0.02},
     )
     cost = view_cost(history, "2026-11-24T01:10:53Z", settings)
     storage = next(m for m in cost["by_meter"] if m["meter"] == "storage.transactions")
