@@ -44,7 +44,8 @@ from shared.jobs.models import StepState
 from shared.jobs.plan import AskUserInput, PlanStep
 
 if TYPE_CHECKING:
-    from orchestrators.job import Gen, JobRun
+    from orchestrators.job import JobRun
+    from orchestrators.run.record import Gen
 
 # What the model is shown of each result, and of how many earlier calls (the oldest are dropped first).
 MAX_RECORD_CHARS = 6000
@@ -269,7 +270,7 @@ class AgentLoop:
         run = self.run
         if self.parent is None:
             run.state.step_index = run.state.steps.index(step)
-        run.skip_reason = None
+        run.record.begin_step()
         record = yield from self.dispatch(call, call.arguments(), step)
         step.ended_at = run.now_iso()
         if record.success:
@@ -319,7 +320,7 @@ class AgentLoop:
                 }
             )
         if data is None:
-            reason = self.run.skip_reason or "it was skipped"
+            reason = self.run.record.skip_reason or "it was skipped"
             return record.model_copy(update={"error": {"code": "SKIPPED", "message": reason[:1000]}})
         bounded, cut = _bounded_flag(data)
         return record.model_copy(update={"success": True, "data": bounded, "truncated": cut})
@@ -337,7 +338,7 @@ class AgentLoop:
         spec = PlanStep(id=step.id, kind=kind, title=step.title, input=validate_step_input(kind, args))
         result = yield from self.run.run_step(spec, step)
         if result is not None:
-            self.run.outputs[step.id] = result
+            self.run.record.keep(step.id, result)
             self.found.append(result)
         return result
 
@@ -386,12 +387,12 @@ class AgentLoop:
         run.state.steps.append(step)
         run.state.step_index = len(run.state.steps) - 1
         step.started_at = run.now_iso()
-        run.skip_reason = None
+        run.record.begin_step()
         result = yield from run.run_step(spec, step)
         step.ended_at = run.now_iso()
         step.state = "succeeded" if result is not None else "skipped"
         if result is None:
-            step.note = run.skip_reason or "it was skipped"
+            step.note = run.record.skip_reason or "it was skipped"
         run.publish()
         return result
 

@@ -72,7 +72,7 @@ def run_fork(run: JobRun, walker: Callable[[JobRun], Any] | None) -> Generator[A
     carried = [c.step for c in base.carried]
     for item in base.carried:
         if item.output is not None:
-            run.outputs[item.step.id] = item.output
+            run.record.keep(item.step.id, item.output)
     run.state.plan_status = "planned"
     run.state.steps = carried + [StepState(id=s.id, kind=s.kind, title=s.title) for s in steps[base.index :]]
     run.state.status = "running"
@@ -94,7 +94,7 @@ def _run_agent_fork(run: JobRun, base: ForkBase) -> Generator[Any, Any, Any]:
     kept = lookup_kinds() | {PYTHON_TOOL, RUN_PYTHON}
     for item in base.carried:
         if item.output is not None and item.step.kind in kept:
-            run.outputs[item.step.id] = item.output
+            run.record.keep(item.step.id, item.output)
     loop.calls = len(base.carried)
     loop.replies = [answer for r in loop.transcript if (answer := _reply(r)) is not None]
     run.agent_mode = True
@@ -133,7 +133,7 @@ def _run_workflow_fork(run: JobRun, base: ForkBase, walker: Callable[[JobRun], A
             continue  # a branch's node comes back with its branch (its parallel node)
         walk.ended[node.id] = item.step.state
         if item.step.state == "succeeded":
-            run.outputs[node.id] = _carried_output(walk, node, item.output, base.workflow)
+            run.record.keep(node.id, _carried_output(walk, node, item.output, base.workflow))
     run.state.usage = usage  # merged branches brought their usage: it is the origin's, counted apart
     by_id = {c.step.id: c.step for c in base.carried}
     run.state.steps = [by_id.get(s.id, s) for s in run.state.steps]

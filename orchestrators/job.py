@@ -15,10 +15,9 @@ approved) is set by this code alone, in the execution context, after the checks 
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Callable, Generator
-from datetime import datetime, timedelta
-from typing import Any, Literal, Protocol
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -27,6 +26,16 @@ from orchestrators.fork import run_fork
 from orchestrators.outcomes import EditedTask, ExpiredAnswer, JobStop, event_data
 from orchestrators.policy import Caller, Failure, Standing, decide, error_options
 from orchestrators.python_step import PythonStep, result_note, runs_code, sandbox_ms
+from orchestrators.run.record import (
+    Gen,
+    RunRecord,
+    StepOutput,
+    as_dict,
+    bounded,
+    clear_retry,
+    runs_sql,
+    writes_answer,
+)
 from shared.executors import (
     AGENT_TURN,
     CALL_TOOL,
@@ -35,7 +44,6 @@ from shared.executors import (
     StepInputError,
     apply_edits,
     check_plan,
-    get_executor,
     input_for_text,
     lookup_kinds,
     text_field_of,
@@ -51,7 +59,6 @@ from shared.jobs.contracts import (
     ExecutorInput,
     ExecutorOutput,
     SqlAccess,
-    Usage,
 )
 from shared.jobs.costs import CallPrices, Spend, next_call, over_max_cost
 from shared.jobs.models import (
@@ -65,7 +72,6 @@ from shared.jobs.models import (
     StepStateName,
     UserAnswer,
     Waiting,
-    custom_status,
 )
 from shared.jobs.plan import (
     AGENT_STEP,
@@ -80,9 +86,6 @@ from shared.jobs.plan import (
 )
 from shared.jobs.runs import LIMIT_TEXT, REPORT_PART, RUN_LIMIT_EXCEEDED
 
-logger = logging.getLogger(__name__)
-
-Gen = Generator[Any, Any, Any]
 APPROVAL_OPTIONS = ["approve", "edit", "reject", "abort"]
 MAX_SQL_ROWS_TO_ANSWER = 20
 MAX_ANSWER_SOURCES = 200  # ExecutionContext.sources
@@ -123,59 +126,23 @@ def set_run_walker(walker: Callable[[JobRun], Any]) -> None:
     _run_walker = walker
 
 
-class JobEvents(Protocol):
-    """Where a job's status and cost events go: ``shared.runtime.telemetry`` (function_app.py installs it)."""
-
-    def log_job_status(
-        self, *, job_id: str, status: str, previous_status: str | None, error_code: str | None, waiting_kind: str | None
-    ) -> None:
-        """Log a status change (called once, never on replay)."""
-
-    def log_job_cost(self, *, job_id: str, status: str, events: Any, owner: str | None, workflow: str | None) -> Any:
-        """Log a finished job's cost ledger (called once, never on replay)."""
-
-
-# The telemetry reads settings and price files, so the orchestrator does not import it: function_app.py
-# installs it here (no import of I/O from orchestrator code; an import-linter contract holds it). Without
-# it (a test driving JobRun) a status change is only logged as text.
-_job_events: JobEvents | None = None
-
-
-def set_job_events(events: JobEvents) -> None:
-    """Install where job status and cost events go (function_app.py does, once)."""
-    global _job_events
-    _job_events = events
-
-
 class JobRun:
     """One execution of the job orchestration; a plain object that tests can drive."""
 
-    def __init__(self, context: Any) -> None:
-        self.ctx = context
-        self.job = JobInput.model_validate(_as_dict(context.get_input()))
-        self.state = JobState()
-        self.outputs: dict[str, dict[str, Any]] = {}
-        self.clarifications: dict[str, str] = {}
-        self.last_status: str | None = None
-        # Why the step being run was skipped (set where it is skipped, read when the step ends).
-        self.skip_reason: str | None = None
+    def __init__(self, context: Any, *, part_of_run: bool = False) -> None:
+        self.record = RunRecord(context, part_of_run=part_of_run)
         # How often the Supervisor has re-run each step (retry or another tool), by step id.
         self.supervisor_reruns: dict[str, int] = {}
         # Agent mode: a tool step that fails for good goes back to the Executor instead of to the user.
         self.agent_mode = False
         # Agent mode: outputs of first attempts scheduled together with the other calls of a turn, by task id.
         self.prefetched: dict[str, Any] = {}
-        # Whether a person chose that skip (a Supervisor never re-runs what a person decided to skip).
-        self.skipped_by_user = False
         # How many calls each internal executor (planning, supervision) has had: their attempt numbers.
         self.internal_calls: dict[str, int] = {}
         # Sandbox time the job's run_python calls used (their outputs say), for budget.max_sandbox_seconds.
         self.sandbox_ms = 0
         # Tool calls this run made (tool nodes, family tools, run_python), for its RunLimits.max_tool_calls.
         self.tool_calls = 0
-        # A part of a workflow run (a branch, a sub-workflow): a step that fails for good fails the part (its
-        # parent decides), and its questions reach people through the root run (``can_ask``).
-        self.part_of_run = False
         # A workflow's agent node runs under the agent's own per-call limits (the job's allowed models kept).
         self.step_constraints: Constraints | None = None
         # An agent node's own budget, with the run's usage when the node started: (who, budget, tokens, cost).
@@ -183,53 +150,39 @@ class JobRun:
         # The calls this job made and their seconds, for the priced infrastructure meters of budget.max_cost.
         self.spend = Spend()
 
-    # --- plumbing ----------------------------------------------------------------------------
+    # --- the record, as the producers of steps read it -------------------------------------------
 
-    def now_iso(self) -> str:
-        """Orchestration time, replay-safe."""
-        return str(self.ctx.current_utc_datetime.isoformat())
+    @property
+    def ctx(self) -> Any:
+        """The orchestration context."""
+        return self.record.ctx
+
+    @property
+    def job(self) -> JobInput:
+        """The job's input."""
+        return self.record.job
+
+    @property
+    def state(self) -> JobState:
+        """The job's state (what the view shows)."""
+        return self.record.state
+
+    @property
+    def outputs(self) -> Mapping[str, StepOutput]:
+        """The outputs of the steps that succeeded."""
+        return self.record.outputs
 
     def log(self, message: str, *args: Any) -> None:
         """Log once, not on replay."""
-        if not self.ctx.is_replaying:
-            logger.info("job %s: " + message, self.job.job_id, *args)
+        self.record.log(message, *args)
 
     def publish(self) -> None:
-        """Write the compact state as custom status; log status changes once (not on replay)."""
-        self.ctx.set_custom_status(custom_status(self.state))
-        if self.state.status != self.last_status:
-            if not self.ctx.is_replaying:
-                if _job_events is None:
-                    logger.info("job %s is %s", self.job.job_id, self.state.status)
-                else:
-                    _job_events.log_job_status(
-                        job_id=self.job.job_id,
-                        status=self.state.status,
-                        previous_status=self.last_status,
-                        error_code=self.state.error.code if self.state.error else None,
-                        waiting_kind=self.state.waiting.kind if self.state.waiting else None,
-                    )
-                    if self.state.status in ("completed", "failed") and not self.part_of_run:
-                        _job_events.log_job_cost(  # the job's ledger from its own history (shared/runtime/ledger.py)
-                            job_id=self.job.job_id,
-                            status=self.state.status,
-                            events=getattr(self.ctx, "histories", None),
-                            owner=self.job.owner.id if self.job.owner else None,
-                            workflow=self.job.run.id if self.job.run else None,
-                        )
-            self.last_status = self.state.status
+        """Publish the state."""
+        self.record.publish()
 
-    def add_usage(self, step: StepState | None, usage: Usage, executor_type: str = PLAN) -> None:
-        """Count a call's usage into the job and its step, or planning, or the Supervisor (hybrid mode)."""
-        self.state.usage = self.state.usage + usage
-        if step is not None:
-            step.usage = step.usage + usage
-        elif executor_type == SUPERVISE:
-            self.state.supervisor_usage = self.state.supervisor_usage + usage
-        elif executor_type == AGENT_TURN:
-            self.state.executor_usage = self.state.executor_usage + usage
-        else:
-            self.state.plan_usage = self.state.plan_usage + usage
+    def now_iso(self) -> str:
+        """Orchestration time, replay-safe."""
+        return self.record.now_iso()
 
     # --- the job -----------------------------------------------------------------------------
 
@@ -257,12 +210,12 @@ class JobRun:
                 self.publish()
                 answer = yield from self.run_steps(plan)
         except JobStop as stop:
-            return self.finish_failed(stop.info)
+            return self.record.finish_failed(stop.info)
         self.state.status = "completed"
         self.state.step_index = len(self.state.steps)
         unsupported = answer.get("unsupported") if answer else None
         if isinstance(unsupported, str):
-            self.note_unsupported(unsupported)
+            self.record.note_unsupported(unsupported)
         self.publish()
         self.log("completed; %s tokens", self.state.usage.total_tokens)
         return JobResult(
@@ -273,32 +226,6 @@ class JobRun:
             usage=self.state.usage,
             outputs=answer.get("outputs") if answer and self.job.run is not None else None,
         ).model_dump(mode="json")
-
-    def note_unsupported(self, reason: str) -> None:
-        """An answer without support: its step says so, where the view shows it, and the log."""
-        for step in reversed(self.state.steps):
-            if _writes_answer(step.kind) and step.state == "succeeded":
-                step.note = f"the answer has no support: {reason}"[:300]
-                break
-        self.log("completed with an answer that has no support: %s", reason[:200])
-
-    def finish_failed(self, info: ErrorInfo) -> dict[str, Any]:
-        """Record the failure at its step and end the job."""
-        self.state.status = "failed"
-        self.state.error = info
-        self.state.waiting = None
-        if self.state.plan_status == "planning":
-            self.state.plan_status = "failed"  # the plan never came: the view must not say "Planning…"
-        for step in self.state.steps:
-            if step.id == info.step_id and step.state in ("running", "retrying", "waiting", "pending"):
-                self.end_wait(step)
-                step.state = "failed"
-                step.ended_at = self.now_iso()
-                step.error = info
-                _clear_retry(step)
-        self.publish()
-        self.log("failed at %s: %s %s", info.step_id, info.code, info.message)
-        return JobResult(status="failed", usage=self.state.usage, error=info).model_dump(mode="json")
 
     def make_plan(self, question: str, context_note: str | None = None) -> Gen:
         """Run the plan executor (with the same retry policy as steps) and validate its plan."""
@@ -326,24 +253,23 @@ class JobRun:
             step = self.state.steps[index]
             self.state.step_index = index
             step.started_at = self.now_iso()
-            self.skip_reason = None
-            self.skipped_by_user = False
+            self.record.begin_step(by_user_too=True)
             result = yield from self.run_step(spec, step)
             step.ended_at = self.now_iso()
             if result is None:
                 step.state = "skipped"
-                step.note = self.skip_reason or "it was skipped"
+                step.note = self.record.skip_reason or "it was skipped"
                 self.log("step %s skipped: %s", spec.id, step.note)
             else:
                 step.state = "succeeded"
-                self.outputs[spec.id] = result
-                if _writes_answer(spec.kind):
+                self.record.keep(spec.id, result)
+                if writes_answer(spec.kind):
                     answer = result
             self.publish()
             if (
                 self.job.request.mode == "hybrid"
                 and spec.kind not in ORCHESTRATOR_KINDS
-                and not _writes_answer(spec.kind)
+                and not writes_answer(spec.kind)
             ):
                 replacement = yield from self.supervise(spec, step, steps, index)
                 if replacement is not None:
@@ -374,7 +300,7 @@ class JobRun:
                 free_text=True,
             )
             text = reply.action() if isinstance(reply.answer, str) else json.dumps(reply.answer)
-            self.clarifications[spec.id] = text
+            self.record.clarifications[spec.id] = text
             return {"answer": text}
 
         if spec.kind == AGENT_STEP:
@@ -384,10 +310,10 @@ class JobRun:
         task = self.task_for(spec)
         if runs_code(spec.kind):
             return (yield from PythonStep(self, spec, step).work(task))
-        if _runs_sql(spec.kind):
+        if runs_sql(spec.kind):
             return (yield from self.run_sql_step(spec, step, task))
         extra: dict[str, Any] = {}
-        if _writes_answer(spec.kind):
+        if writes_answer(spec.kind):
             extra["sources"] = self.sources_for(spec)
             extra["step_notes"] = self.notes_for(spec)
         out = yield from self.execute(step, spec.kind, task, extra)
@@ -416,7 +342,7 @@ class JobRun:
             task = validate_step_input(spec.kind, spec.input)
         except StepInputError as exc:
             raise JobStop(ErrorCode.BAD_REQUEST, f"step {spec.id!r} ({spec.kind}): {exc.message}", spec.id) from exc
-        notes = [self.clarifications[d] for d in spec.depends_on if d in self.clarifications]
+        notes = [self.record.clarifications[d] for d in spec.depends_on if d in self.record.clarifications]
         if notes:
             key = text_field_of(spec.kind)
             task[key] = f"{task.get(key, '')} ({'; '.join(notes)})".strip()[:2000]
@@ -579,7 +505,7 @@ class JobRun:
             attempt = step.attempts + 1
             step.attempts = attempt
             step.state = "running"
-            _clear_retry(step)
+            clear_retry(step)
             step.model = model
             self.publish()
         task_id = f"{self.job.job_id}:{step_id or executor_type}:{attempt}"
@@ -592,8 +518,8 @@ class JobRun:
             raw = yield self.ctx.call_activity(executor_type, inp.model_dump(mode="json"))
             self.spend.seconds += max(0.0, (self.ctx.current_utc_datetime - scheduled_at).total_seconds())
         self.spend.calls += 1
-        out = ExecutorOutput.model_validate(_as_dict(raw))
-        self.add_usage(step, out.usage, executor_type)
+        out = ExecutorOutput.model_validate(as_dict(raw))
+        self.record.add_usage(step, out.usage, executor_type)
         self.sandbox_ms += sandbox_ms(out)
         if step is not None and out.model_used:
             step.model = out.model_used
@@ -650,9 +576,9 @@ class JobRun:
         self, step: StepState, executor_type: str, task: dict[str, Any], out: ExecutorOutput, reapprove_edits: bool
     ) -> Gen:
         """A step that failed for good: in agent mode its error goes back to the Executor, else the user decides."""
-        if self.agent_mode and not _writes_answer(executor_type):
+        if self.agent_mode and not writes_answer(executor_type):
             raise ToolStepFailed(out)  # the Executor is shown the error and may try something else
-        if self.part_of_run and out.error is not None:
+        if self.record.part_of_run and out.error is not None:
             raise JobStop(out.error.code, out.error.message, step.id)  # a part fails where no one can decide
         return (yield from self.ask_after_failure(step, executor_type, task, out, reapprove_edits))
 
@@ -662,12 +588,12 @@ class JobRun:
         """Ask the user what to do about a failed step: the task to run again, None to skip, or EditedTask."""
         error = out.error
         assert error is not None
-        details: dict[str, Any] = {"error": {"code": error.code, "message": error.message}, "input": _bounded(task)}
+        details: dict[str, Any] = {"error": {"code": error.code, "message": error.message}, "input": bounded(task)}
         failed_sql = _previous_attempt(out)["sql"]
         if failed_sql:
             # Show the statement that failed, and offer it for editing; the task itself is not changed.
             details["sql"] = failed_sql
-            details["input"] = _bounded({**task, "sql": failed_sql}, limit=22_000)
+            details["input"] = bounded({**task, "sql": failed_sql}, limit=22_000)
         options = error_options(error.code)
         question = f"Step '{step.title}' failed ({error.code}): {error.message}"
         if "retry" not in options:
@@ -685,11 +611,11 @@ class JobRun:
         if action == "retry":
             return task
         if action == "skip":
-            self.skipped_by_user = not isinstance(reply, ExpiredAnswer)
-            self.skip_reason = (
+            self.record.skipped(
                 f"no one answered in time after it failed ({error.code}), so it was skipped"
                 if isinstance(reply, ExpiredAnswer)
-                else f"the user chose to skip it after it failed ({error.code})"
+                else f"the user chose to skip it after it failed ({error.code})",
+                by_user=not isinstance(reply, ExpiredAnswer),
             )
             return None
         if action == "edit":
@@ -711,7 +637,7 @@ class JobRun:
 
     def limit_reached(self, limit: str, step_id: str | None, why: str) -> JobStop:
         """The stop of a run that reached one of its limits (the view names it: error.limit)."""
-        share = " (this part's share of the run's limit)" if self.part_of_run else ""
+        share = " (this part's share of the run's limit)" if self.record.part_of_run else ""
         message = f"run limit {limit} reached ({LIMIT_TEXT[limit]}): {why}{share}"
         return JobStop(RUN_LIMIT_EXCEEDED, message, step_id, limit=limit)
 
@@ -886,11 +812,11 @@ class JobRun:
                 task = _redraft(run_task, apply_edits(spec.kind, run_task, reply.edits()))
                 continue
             if action == "reject":
-                self.skipped_by_user = not isinstance(reply, ExpiredAnswer)
-                self.skip_reason = (
+                self.record.skipped(
                     "its SQL query was not approved in time, so it was not run"
                     if isinstance(reply, ExpiredAnswer)
-                    else "the user rejected its SQL query"
+                    else "the user rejected its SQL query",
+                    by_user=not isinstance(reply, ExpiredAnswer),
                 )
                 return None
             raise JobStop("REJECTED_BY_USER", "the user aborted the job at the SQL approval", spec.id)
@@ -971,13 +897,13 @@ class JobRun:
     @property
     def can_ask(self) -> bool:
         """Whether a person can answer here: the job itself, or a part that reports to its root run."""
-        return not self.part_of_run or (self.job.run is not None and self.job.run.report_to is not None)
+        return not self.record.part_of_run or (self.job.run is not None and self.job.run.report_to is not None)
 
     def report_question(
         self, waiting: Waiting, step: StepState | None, ended: Literal["answered", "expired"] | None = None
     ) -> Gen:
         """A part tells its root run of its question (asked, or answered / expired): the root's view shows it."""
-        report = self.job.run.report_to if self.part_of_run and self.job.run else None
+        report = self.job.run.report_to if self.record.part_of_run and self.job.run else None
         if report is None:
             return
         news = PartNews(
@@ -1002,7 +928,7 @@ class JobRun:
         """
         self.state.questions_asked += 1
         base = f"{step.id if step else 'job'}-q{self.state.questions_asked}"
-        if self.part_of_run and ":" in self.job.job_id:
+        if self.record.part_of_run and ":" in self.job.job_id:
             return f"{base}@{self.job.job_id.split(':', 1)[1]}"
         return base
 
@@ -1018,7 +944,7 @@ class JobRun:
             step.state = "waiting"
             # Only a wait inside the step's run is taken out of its duration.
             step.waiting_since = None if ended else waiting.asked_at
-            _clear_retry(step)
+            clear_retry(step)
         self.publish()
         self.log("waiting for the user (%s): %s", waiting.question_id, waiting.question[:80])
         return resume_state
@@ -1028,7 +954,7 @@ class JobRun:
         self.state.waiting = None
         self.state.status = "running"
         if step is not None:
-            self.end_wait(step)
+            self.record.end_wait(step)
             step.state = resume_state
 
     def _check_answer(
@@ -1050,15 +976,6 @@ class JobRun:
         self.log("refused the edit answering %s: %s", question_id, refused)
         return None, refused
 
-    def end_wait(self, step: StepState) -> None:
-        """Add a finished human wait to the step's waited time (a wait is neither an attempt nor run time)."""
-        if step.waiting_since is None:
-            return
-        started = datetime.fromisoformat(step.waiting_since)
-        waited = self.ctx.current_utc_datetime - started
-        step.waited_ms += max(0, int(waited.total_seconds() * 1000))
-        step.waiting_since = None
-
     def supervise(self, spec: PlanStep, step: StepState, steps: list[PlanStep], index: int) -> Gen:
         """Hybrid mode: let the Supervisor decide after a step; deterministic code bounds what it may do."""
         out = yield from self.execute(
@@ -1068,7 +985,7 @@ class JobRun:
                 "question": self.job.request.question,
                 "plan": [s.model_dump(mode="json") for s in steps],
                 "step": spec.model_dump(mode="json"),
-                "output": _bounded(_compact(self.outputs.get(spec.id)) or self.skipped_output(step)),
+                "output": bounded(_compact(self.outputs.get(spec.id)) or self.skipped_output(step)),
             },
         )
         if out is None:
@@ -1086,7 +1003,7 @@ class JobRun:
             self.supervisor_reruns[step.id] = reruns + 1
             if decision.action == "retry":
                 step.state = "pending"
-                self.outputs.pop(spec.id, None)
+                self.record.drop(spec.id)
             else:
                 self.switch_tool(spec, step, steps, index, decision.executor_type)
             return None
@@ -1102,7 +1019,7 @@ class JobRun:
             for later in steps[index + 1 :]:
                 if spec.id not in later.depends_on:
                     later.depends_on.append(spec.id)
-            self.clarifications[spec.id] = reply.action()
+            self.record.clarifications[spec.id] = reply.action()
             return None
         if decision.action == "replan" and self.state.replans < MAX_REPLANS:
             return (yield from self.replan(steps, index, decision.reason))
@@ -1114,7 +1031,7 @@ class JobRun:
             "skipped": True,
             "reason": step.note,
             "error_code": step.error.code if step.error else None,
-            "skipped_by_user": self.skipped_by_user,
+            "skipped_by_user": self.record.skipped_by_user,
         }
 
     def switch_tool(self, spec: PlanStep, step: StepState, steps: list[PlanStep], index: int, kind: str | None) -> None:
@@ -1131,7 +1048,7 @@ class JobRun:
         steps[index] = spec.model_copy(update={"kind": kind, "input": new_input})
         step.kind = kind
         step.state = "pending"
-        self.outputs.pop(spec.id, None)
+        self.record.drop(spec.id)
 
     def replan(self, steps: list[PlanStep], index: int, reason: str) -> Gen:
         """A new plan for what is left; its step ids get a suffix so they never clash with the steps that ran."""
@@ -1146,8 +1063,7 @@ class JobRun:
             s.model_copy(
                 update={
                     "id": f"{s.id}{suffix}"[:32],
-                    "depends_on": (kept if _writes_answer(s.kind) else [])
-                    + [f"{d}{suffix}"[:32] for d in s.depends_on],
+                    "depends_on": (kept if writes_answer(s.kind) else []) + [f"{d}{suffix}"[:32] for d in s.depends_on],
                 }
             )
             for s in plan.steps
@@ -1167,7 +1083,7 @@ def _caller(step: StepState | None, executor_type: str) -> Caller:
     return "executor" if executor_type == AGENT_TURN else "supervise"
 
 
-def _lookups(wanted: list[str], outputs: dict[str, dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+def _lookups(wanted: list[str], outputs: Mapping[str, StepOutput]) -> list[tuple[str, dict[str, Any]]]:
     """The outputs of the wanted steps, an agent step's lookups (its ``parts``) each as its own."""
     found: list[tuple[str, dict[str, Any]]] = []
     for step_id in wanted:
@@ -1180,20 +1096,6 @@ def _lookups(wanted: list[str], outputs: dict[str, dict[str, Any]]) -> list[tupl
 def _is_pending(step: StepState) -> bool:
     # A function, not an inline test: supervise() may set the state back to pending behind mypy's narrowing.
     return step.state == "pending"
-
-
-def _writes_answer(kind: str) -> bool:
-    spec = get_executor(kind)
-    return spec is not None and spec.writes_answer
-
-
-def _runs_sql(kind: str) -> bool:
-    spec = get_executor(kind)
-    return spec is not None and spec.runs_sql
-
-
-def _clear_retry(step: StepState) -> None:
-    step.retry_at = step.next_attempt = step.max_attempts = None
 
 
 def _redraft(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
@@ -1239,14 +1141,6 @@ def _problems(exc: ValidationError) -> str:
     )[:500]
 
 
-def _as_dict(value: Any) -> dict[str, Any]:
-    if isinstance(value, str):
-        value = json.loads(value)
-    if not isinstance(value, dict):
-        raise ValueError("expected a JSON object")
-    return value
-
-
 def _parse_answer(raw: Any) -> UserAnswer | None:
     # Raw posts to the Durable API arrive as values, answers raised through the SDK client as JSON text.
     raw = event_data(raw)
@@ -1271,11 +1165,6 @@ def _compact(output: dict[str, Any] | None) -> dict[str, Any] | None:
     if isinstance(compact.get("rows"), list):
         compact["rows"] = compact["rows"][:5]
     return compact
-
-
-def _bounded(value: dict[str, Any], limit: int = 2000) -> dict[str, Any]:
-    text = json.dumps(value, default=str)
-    return value if len(text) <= limit else {"truncated": text[:limit]}
 
 
 def job_orchestrator_body(context: Any) -> Gen:

@@ -15,8 +15,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from orchestrators.job import Gen, JobRun
+from orchestrators.job import JobRun
 from orchestrators.outcomes import event_data
+from orchestrators.run.record import Gen
 from shared.jobs.models import PartNews, StepState, StepStateName, Waiting
 from shared.jobs.runs import PART_NEWS_EVENT, RunReport
 

@@ -18,7 +18,8 @@ from shared.jobs.contracts import ErrorCode, ExecutorOutput
 from shared.jobs.plan import PlanStep
 
 if TYPE_CHECKING:
-    from orchestrators.job import Gen, JobRun
+    from orchestrators.job import JobRun
+    from orchestrators.run.record import Gen
     from shared.jobs.models import StepState
 
 APPROVAL_OPTIONS = ["approve", "edit", "reject", "abort"]
@@ -154,7 +155,7 @@ class PythonStep:
         """Refuse the step: to the Executor as a refused call, in a planned job as a skipped step."""
         if self.step.turn is not None:
             raise StepInputError(None, reason)
-        self.run.skip_reason = reason
+        self.run.record.skipped(reason)
         return None
 
     def context(self, task: dict[str, Any]) -> Gen:
@@ -209,11 +210,11 @@ class PythonStep:
         if action == "edit":
             return apply_edits(self.spec.kind, task, reply.edits())
         if action in ("reject", "approve"):
-            run.skipped_by_user = not isinstance(reply, ExpiredAnswer)
-            run.skip_reason = (
+            run.record.skipped(
                 "its Python code was not approved in time, so it was not run"
                 if isinstance(reply, ExpiredAnswer)
-                else "the user rejected its Python code"
+                else "the user rejected its Python code",
+                by_user=not isinstance(reply, ExpiredAnswer),
             )
             return None
         raise JobStop("REJECTED_BY_USER", "the user aborted the job at the Python approval", self.step.id)

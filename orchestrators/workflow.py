@@ -30,9 +30,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from orchestrators.agent import AgentLoop, AgentProfile
-from orchestrators.job import Gen, JobRun, _as_dict
+from orchestrators.job import JobRun
 from orchestrators.outcomes import JobStop
 from orchestrators.part_questions import PartQuestions
+from orchestrators.run.record import Gen, as_dict
 from shared.definitions.models import (
     INPUT,
     MODELS,
@@ -116,7 +117,6 @@ class WorkflowWalk:
 
     def work_part(self) -> Gen:
         """A sub-orchestration: one parallel branch, or a whole sub-workflow; a ``PartResult`` either way."""
-        self.run.part_of_run = True
         try:
             workflow = yield from self.root()
             if workflow is None:
@@ -126,7 +126,7 @@ class WorkflowWalk:
             yield from self.walk()
             outputs = self.finish()["outputs"] if part is None else None
         except JobStop as stop:
-            self.run.finish_failed(stop.info)
+            self.run.record.finish_failed(stop.info)
             return self.part_result("failed", error=stop.info.model_dump(mode="json"))
         return self.part_result("completed", result=outputs)
 
@@ -157,7 +157,7 @@ class WorkflowWalk:
         """A pinned definition, through the load_definition activity (recorded: replays see the same one)."""
         try:
             raw = yield self.run.ctx.call_activity(LOAD_DEFINITION, {"kind": kind, "id": def_id, "version": version})
-            return MODELS[kind].model_validate(_as_dict(raw))
+            return MODELS[kind].model_validate(as_dict(raw))
         except ValidationError as exc:
             raise JobStop("INVALID_DEFINITION", f"{kind} {def_id!r} v{version} is not valid: {exc}"[:600]) from exc
         except Exception as exc:  # the activity failed: the store is gone or the version does not exist
@@ -187,7 +187,7 @@ class WorkflowWalk:
                         self.region.setdefault(member, branch)
         if part is not None:
             self.scope = {n for n, b in self.region.items() if b == part.entry}
-            self.run.outputs.update(part.seed)
+            self.run.record.keep_all(part.seed)
             self.chosen.add(part.entry)
         else:
             self.chosen.add(workflow.start or workflow.nodes[0].id)
@@ -292,7 +292,7 @@ class WorkflowWalk:
         assert step is not None
         run.state.step_index = run.state.steps.index(step)
         step.state, step.started_at, step.ended_at, step.note = "running", run.now_iso(), None, None
-        run.skip_reason = None
+        run.record.begin_step()
         run.publish()
         try:
             self.count_node(node.id)
@@ -303,11 +303,11 @@ class WorkflowWalk:
             raise
         step.ended_at = run.now_iso()
         if output is None:
-            step.state, step.note = "skipped", (run.skip_reason or "it was skipped")[:300]
+            step.state, step.note = "skipped", (run.record.skip_reason or "it was skipped")[:300]
             self.ended[node.id] = "skipped"
         else:
             step.state = "succeeded"
-            run.outputs[node.id] = output
+            run.record.keep(node.id, output)
             self.ended[node.id] = "succeeded"
             step.tool_output = step.tool_output or _short(output)
         run.publish()
@@ -493,7 +493,7 @@ class WorkflowWalk:
             results = yield from self.await_parts(parts, report)
         except Exception as exc:  # a part crashed (it reports its own failures): the run cannot go on
             raise JobStop("BRANCH_FAILED", f"a branch of {node.id!r} crashed: {exc}", node.id) from exc
-        finished = [PartResult.model_validate(_as_dict(raw)) for raw in results]
+        finished = [PartResult.model_validate(as_dict(raw)) for raw in results]
         for branch, part in zip(node.branches, finished, strict=True):
             self.merge(branch, part)
         self.used_by(node.id, finished)
@@ -505,7 +505,7 @@ class WorkflowWalk:
         ``anchor`` is this workflow's node the parts run for, when their steps are not this workflow's own
         (a sub-workflow); parts inside a sub-workflow keep the anchor their root gave it.
         """
-        if not self.run.part_of_run:
+        if not self.run.record.part_of_run:
             return self.questions.report_to(anchor)
         mine = self.spec.report_to
         if mine is None or mine.anchor is not None:
@@ -514,7 +514,7 @@ class WorkflowWalk:
 
     def await_parts(self, parts: list[tuple[str, Any]], report: RunReport | None) -> Gen:
         """The parts' results in order; the root shows their questions while it waits (a part just waits)."""
-        if self.run.part_of_run or report is None:
+        if self.run.record.part_of_run or report is None:
             return (yield self.run.ctx.task_all([task for _, task in parts]))
         return (yield from self.questions.wait(parts, report))
 
@@ -540,7 +540,7 @@ class WorkflowWalk:
         for index, step in enumerate(self.run.state.steps):
             if step.id in by_id:
                 self.run.state.steps[index] = StepState.model_validate(by_id[step.id])
-        self.run.outputs.update(part.outputs)
+        self.run.record.keep_all(part.outputs)
         self.ended.update(part.ended)
         for node_id, owner in self.region.items():
             if owner == branch and node_id not in self.ended:
@@ -570,7 +570,7 @@ class WorkflowWalk:
         instance = f"{self.run.job.job_id}:{node.id}:{self.subs}"
         budget = self.budget_share(node.id, 1)
         (raw,) = yield from self.await_parts([(instance, self.call_part(spec, instance, budget))], report)
-        part = PartResult.model_validate(_as_dict(raw))
+        part = PartResult.model_validate(as_dict(raw))
         self.run.state.usage = self.run.state.usage + part.usage
         self.used_by(node.id, [part])
         step.tool_output = f"{node.workflow} v{version}: {len(part.steps)} nodes"
@@ -626,7 +626,7 @@ class WorkflowWalk:
         """The agent's loop and its answer, under its limits."""
         found = yield from AgentLoop(self.run, prompt[:MAX_PROMPT] or agent.name, step, profile).work_step()
         kind = sorted(kinds_where(lambda spec: spec.writes_answer))[0]
-        self.run.outputs[step.id] = found  # the sources of its answer are its own lookups
+        self.run.record.keep(step.id, found)  # the sources of its answer are its own lookups
         spec = PlanStep(
             id=step.id, kind=kind, title=step.title or kind, input=input_for_text(kind, prompt or agent.name)
         )
@@ -696,7 +696,7 @@ class WorkflowWalk:
             stop.info.step_id = stop.info.step_id or step_id
             raise
         step.state, step.ended_at = "succeeded", run.now_iso()
-        run.outputs[step_id] = out
+        run.record.keep(step_id, out)
         step.tool_output = _short(out["text"])
         run.publish()
         return str(out["text"])
@@ -904,4 +904,4 @@ def _short(value: Any) -> str | None:
 
 def workflow_part_body(context: Any) -> Gen:
     """The body of a part of a run (a parallel branch, a sub-workflow): a ``PartResult``."""
-    return (yield from WorkflowWalk(JobRun(context)).work_part())
+    return (yield from WorkflowWalk(JobRun(context, part_of_run=True)).work_part())

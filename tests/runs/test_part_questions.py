@@ -23,13 +23,13 @@ from tests.runs.runkit import Activities, defs
 ROOT = "r1"
 
 
-def root_run() -> JobRun:
+def root_run(context: type[InlineContext] = InlineContext) -> JobRun:
     payload = {
         "job_id": ROOT,
         "request": {"question": "workflow w"},
         "run": {"kind": "workflow", "id": "w", "version": 1},
     }
-    run = JobRun(InlineContext(payload, lambda name, body: None, instance_id=ROOT))
+    run = JobRun(context(payload, lambda name, body: None, instance_id=ROOT))
     run.state.status = "running"
     run.state.steps = [StepState(id="split", kind="parallel", state="running"), StepState(id="ask", kind="human")]
     return run
@@ -112,8 +112,7 @@ class Scripted(InlineContext):
 
 
 def test_the_wait_on_parts_shows_news_and_returns_the_results_in_order() -> None:
-    run = root_run()
-    run.ctx = Scripted(run.ctx.get_input(), lambda name, body: None, instance_id=ROOT)
+    run = root_run(Scripted)
     questions = PartQuestions(run)
     report = questions.report_to(None)
     assert report.event == "part-news:1" and report.instance == ROOT
@@ -172,8 +171,7 @@ def walk_of(job_id: str, report_to: dict[str, Any] | None) -> Any:
         "request": {"question": "workflow w"},
         "run": {"kind": "workflow", "id": "w", "version": 1, "report_to": report_to},
     }
-    run = JobRun(InlineContext(payload, lambda name, body: None, instance_id=job_id))
-    run.part_of_run = ":" in job_id
+    run = JobRun(InlineContext(payload, lambda name, body: None, instance_id=job_id), part_of_run=":" in job_id)
     return WorkflowWalk(run)
 
 
