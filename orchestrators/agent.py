@@ -211,7 +211,7 @@ class AgentLoop:
             self.run.publish()
             return
         tool_calls = sum(1 for _step, (name, _payload) in firsts if name == CALL_TOOL)
-        self.run.count_tool_calls(CALL_TOOL, firsts[0][0].id, tool_calls)  # counted now, not when each is taken
+        self.run.budgets.count_tool_calls(CALL_TOOL, firsts[0][0].id, tool_calls)  # counted now, not when each is taken
         for step, (_name, payload) in firsts:
             # The first attempt starts now; the step's own call takes its result instead of scheduling it.
             step.attempts = 1
@@ -370,7 +370,7 @@ class AgentLoop:
         return {
             "steps": [{"id": s.id, "tool": s.kind, "state": s.state} for s in state.steps],
             "tokens_used": state.usage.total_tokens,
-            "budget_left": self.run.budget_left(),
+            "budget_left": self.run.budgets.budget_left(),
             "turn": state.turns,
             "tool_calls_left": max(0, self.limits.max_tool_calls - self.calls),
         }

@@ -25,7 +25,8 @@ from orchestrators.agent import AgentLoop, ToolStepFailed
 from orchestrators.fork import run_fork
 from orchestrators.outcomes import EditedTask, ExpiredAnswer, JobStop, event_data
 from orchestrators.policy import Caller, Failure, Standing, decide, error_options
-from orchestrators.python_step import PythonStep, result_note, runs_code, sandbox_ms
+from orchestrators.python_step import PythonStep, result_note
+from orchestrators.run.budgets import Budgets, runs_code
 from orchestrators.run.record import (
     Gen,
     RunRecord,
@@ -52,7 +53,6 @@ from shared.executors import (
 from shared.executors import uses_llm as executor_uses_llm
 from shared.jobs.agent import PYTHON_TOOL
 from shared.jobs.contracts import (
-    Constraints,
     ErrorCode,
     ExecutionContext,
     ExecutorError,
@@ -60,9 +60,7 @@ from shared.jobs.contracts import (
     ExecutorOutput,
     SqlAccess,
 )
-from shared.jobs.costs import CallPrices, Spend, next_call, over_max_cost
 from shared.jobs.models import (
-    Budget,
     ErrorInfo,
     JobInput,
     JobResult,
@@ -84,7 +82,7 @@ from shared.jobs.plan import (
     PlanStep,
     SupervisorDecision,
 )
-from shared.jobs.runs import LIMIT_TEXT, REPORT_PART, RUN_LIMIT_EXCEEDED
+from shared.jobs.runs import REPORT_PART
 
 APPROVAL_OPTIONS = ["approve", "edit", "reject", "abort"]
 MAX_SQL_ROWS_TO_ANSWER = 20
@@ -140,15 +138,7 @@ class JobRun:
         # How many calls each internal executor (planning, supervision) has had: their attempt numbers.
         self.internal_calls: dict[str, int] = {}
         # Sandbox time the job's run_python calls used (their outputs say), for budget.max_sandbox_seconds.
-        self.sandbox_ms = 0
-        # Tool calls this run made (tool nodes, family tools, run_python), for its RunLimits.max_tool_calls.
-        self.tool_calls = 0
-        # A workflow's agent node runs under the agent's own per-call limits (the job's allowed models kept).
-        self.step_constraints: Constraints | None = None
-        # An agent node's own budget, with the run's usage when the node started: (who, budget, tokens, cost).
-        self.scoped_budget: tuple[str, Budget, int, float] | None = None
-        # The calls this job made and their seconds, for the priced infrastructure meters of budget.max_cost.
-        self.spend = Spend()
+        self.budgets = Budgets(self.record)
 
     # --- the record, as the producers of steps read it -------------------------------------------
 
@@ -489,11 +479,11 @@ class JobRun:
         """One executor call: budget check, step state, the typed input, the activity, its usage."""
         step_id = step.id if step else None
         tool = str(task.get("tool", "")) if executor_type == CALL_TOOL else ""
-        self.check_budget(step_id, uses_llm, model, self.job.policy.tool_price.get(tool, 0.0))
+        self.budgets.check_budget(step_id, uses_llm, model, self.job.policy.tool_price.get(tool, 0.0))
         if runs_code(executor_type):
             # Every run of code counts its sandbox time, failed and timed-out ones too: each attempt is checked
             # against what is left now, and may use no more than that.
-            context = {**context, **self.sandbox_left(step_id)}
+            context = {**context, **self.budgets.sandbox_left(step_id)}
         if step is None:
             # Planning and supervision calls are numbered per executor, so each has its own task id.
             attempt = self.internal_calls[executor_type] = self.internal_calls.get(executor_type, 0) + 1
@@ -509,18 +499,19 @@ class JobRun:
             step.model = model
             self.publish()
         task_id = f"{self.job.job_id}:{step_id or executor_type}:{attempt}"
+        seconds: float | None = None
         if task_id in self.prefetched:
             raw = self.prefetched.pop(task_id)  # scheduled ahead with the other calls of its turn (counted then)
         else:
-            self.count_tool_calls(executor_type, step_id)
+            self.budgets.count_tool_calls(executor_type, step_id)
             inp = self.executor_input(step_id, executor_type, task, context, model, attempt)
             scheduled_at = self.ctx.current_utc_datetime
             raw = yield self.ctx.call_activity(executor_type, inp.model_dump(mode="json"))
-            self.spend.seconds += max(0.0, (self.ctx.current_utc_datetime - scheduled_at).total_seconds())
-        self.spend.calls += 1
+            seconds = (self.ctx.current_utc_datetime - scheduled_at).total_seconds()
+        self.budgets.count_call(seconds)
         out = ExecutorOutput.model_validate(as_dict(raw))
         self.record.add_usage(step, out.usage, executor_type)
-        self.sandbox_ms += sandbox_ms(out)
+        self.budgets.count_sandbox(out)
         if step is not None and out.model_used:
             step.model = out.model_used
         return out
@@ -546,12 +537,11 @@ class JobRun:
                     "attempt": attempt,
                     "model": model,
                     "trace": self.job.trace,
-                    **self.budget_left(),
+                    **self.budgets.budget_left(),
                     **context,
                 }
             ),
-            constraints=self.step_constraints
-            or Constraints.model_validate(self.job.request.constraints.model_dump(exclude={"budget"})),
+            constraints=self.budgets.constraints,
         )
 
     def note_failure(self, step: StepState | None, executor_type: str, error: ExecutorError) -> None:
@@ -624,38 +614,6 @@ class JobRun:
             return EditedTask(edited) if reapprove_edits else edited
         raise JobStop(error.code, f"{error.message} (aborted by the user)", step.id)
 
-    def count_tool_calls(self, executor_type: str, step_id: str | None, calls: int = 1) -> None:
-        """Count tool calls against the run's ``max_tool_calls``; stop the run before one that would exceed it."""
-        limits = self.job.run.limits if self.job.run is not None else None
-        if limits is None or not (executor_type == CALL_TOOL or runs_code(executor_type)):
-            return
-        if self.tool_calls + calls > limits.max_tool_calls:
-            raise self.limit_reached(
-                "max_tool_calls", step_id, f"{self.tool_calls} made, {limits.max_tool_calls} allowed"
-            )
-        self.tool_calls += calls
-
-    def limit_reached(self, limit: str, step_id: str | None, why: str) -> JobStop:
-        """The stop of a run that reached one of its limits (the view names it: error.limit)."""
-        share = " (this part's share of the run's limit)" if self.record.part_of_run else ""
-        message = f"run limit {limit} reached ({LIMIT_TEXT[limit]}): {why}{share}"
-        return JobStop(RUN_LIMIT_EXCEEDED, message, step_id, limit=limit)
-
-    def sandbox_left(self, step_id: str | None) -> dict[str, Any]:
-        """The sandbox seconds left of ``budget.max_sandbox_seconds`` for the next run; BUDGET_EXCEEDED when none."""
-        budget = self.job.request.constraints.budget.max_sandbox_seconds
-        if budget is None:
-            return {}
-        left = round(budget - self.sandbox_ms / 1000, 3)
-        if left <= 0:
-            raise JobStop(
-                ErrorCode.BUDGET_EXCEEDED,
-                f"stopped before {step_id or 'the next run'}: the job used {self.sandbox_ms / 1000:g} s of sandbox "
-                f"time (failed and timed-out runs included), its budget is {budget:g} s",
-                step_id,
-            )
-        return {"sandbox_seconds_left": left}
-
     def ask_to_retry(self, executor_type: str, error: ExecutorError) -> Gen:
         """A call that is no step (planning) failed for now: wait for a person to retry it, or stop the job."""
         what = "planning" if executor_type == PLAN else executor_type
@@ -672,78 +630,6 @@ class JobRun:
         )
         if reply.action() != "retry":
             raise JobStop(error.code, f"{failed} (aborted by the user)"[:2000])
-
-    def budgets(self) -> list[tuple[str, Budget, int, float]]:
-        """Each budget in force with the tokens and cost used against it: the job's, and the agent node's."""
-        usage = self.state.usage
-        scopes = [("the job", self.job.request.constraints.budget, usage.total_tokens, usage.estimated_cost)]
-        if self.scoped_budget is not None:
-            who, budget, tokens0, cost0 = self.scoped_budget
-            scopes.append((who, budget, usage.total_tokens - tokens0, usage.estimated_cost - cost0))
-        return scopes
-
-    def budget_left(self) -> dict[str, Any]:
-        """What is left of the tightest budget in force, for the executor's own check of its prompt size."""
-        left: dict[str, Any] = {}
-        for _, budget, tokens, cost in self.budgets():
-            if budget.max_total_tokens is not None:
-                tokens_left = budget.max_total_tokens - tokens
-                left["budget_tokens_left"] = min(tokens_left, left.get("budget_tokens_left", tokens_left))
-            if budget.max_estimated_cost is not None:
-                cost_left = round(budget.max_estimated_cost - cost, 8)
-                left["budget_cost_left"] = min(cost_left, left.get("budget_cost_left", cost_left))
-        return left
-
-    def check_budget(self, step_id: str | None, uses_llm: bool, model: str | None, call_price: float = 0.0) -> None:
-        """Stop before a call whose worst case would exceed the job budget or the running agent's own.
-
-        ``call_price``: what the call itself costs (a priced tool), on top of its tokens.
-        """
-        reserve = (self.step_constraints or self.job.request.constraints).max_tokens if uses_llm else 0
-        price = self.job.policy.output_price.get(model or "", max(self.job.policy.output_price.values(), default=0))
-        where = step_id or "planning"
-        for who, budget, tokens, cost in self.budgets():
-            if budget.max_total_tokens is not None and tokens + reserve > budget.max_total_tokens:
-                raise JobStop(
-                    "BUDGET_EXCEEDED",
-                    f"stopped before {where}: {who} used {tokens} tokens, the next call may use up to {reserve} "
-                    f"more, {who}'s budget is {budget.max_total_tokens}",
-                    step_id,
-                )
-            next_cost = reserve * price + call_price
-            if budget.max_estimated_cost is not None and cost + next_cost > budget.max_estimated_cost:
-                raise JobStop(
-                    "BUDGET_EXCEEDED",
-                    f"stopped before {where}: {who}'s estimated cost {cost:.6f} USD plus up to {next_cost:.6f} "
-                    f"USD for the next call exceeds {who}'s budget {budget.max_estimated_cost} USD",
-                    step_id,
-                )
-            if budget.max_cost is not None:
-                self.check_max_cost(budget.max_cost, who, where, step_id, cost, model, reserve * price, call_price)
-
-    def check_max_cost(
-        self,
-        max_cost: float,
-        who: str,
-        where: str,
-        step_id: str | None,
-        cost: float,
-        model: str | None,
-        tokens_cost: float,
-        call_price: float,
-    ) -> None:
-        """budget.max_cost: every priced meter so far plus the next call's worst case (shared/jobs/costs.py)."""
-        prices = self.job.policy.call_prices or CallPrices(table="")
-        spent = {"tokens, tools and sandbox": cost, **self.spend.by_meter(prices)}
-        timeout_s = (self.step_constraints or self.job.request.constraints).timeout_ms / 1000
-        upcoming = next_call(prices, timeout_s)
-        if tokens_cost:
-            upcoming[f"llm.tokens:{model}" if model else "llm.tokens"] = tokens_cost
-        if call_price:
-            upcoming["tools.calls"] = call_price
-        crossed = over_max_cost(max_cost, spent, upcoming, who, where)
-        if crossed is not None:
-            raise JobStop("BUDGET_EXCEEDED", crossed[1], step_id)
 
     def approve_sql(self, spec: PlanStep, step: StepState, task: dict[str, Any]) -> Gen:
         """Draft (guard) the SQL and ask for approval when the policy says so.

@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from orchestrators.outcomes import EditedTask, ExpiredAnswer, JobStop
-from shared.executors import StepInputError, apply_edits, get_executor
+from shared.executors import StepInputError, apply_edits
 from shared.jobs.agent import PYTHON_TOOL
-from shared.jobs.contracts import ErrorCode, ExecutorOutput
+from shared.jobs.contracts import ErrorCode
 from shared.jobs.plan import PlanStep
 
 if TYPE_CHECKING:
@@ -23,20 +23,6 @@ if TYPE_CHECKING:
     from shared.jobs.models import StepState
 
 APPROVAL_OPTIONS = ["approve", "edit", "reject", "abort"]
-
-
-def runs_code(kind: str) -> bool:
-    """Whether a step kind runs model-written code."""
-    spec = get_executor(kind)
-    return spec is not None and spec.runs_code
-
-
-def sandbox_ms(out: ExecutorOutput) -> int:
-    """The sandbox time one run_python call reports (0 for any other output)."""
-    result = out.result if isinstance(out.result, dict) else {}
-    sandbox = result.get("sandbox")
-    wall = sandbox.get("wall_ms") if isinstance(sandbox, dict) else None
-    return wall if isinstance(wall, int) and wall > 0 else 0
 
 
 def value_of(out: dict[str, Any]) -> Any:
@@ -169,7 +155,7 @@ class PythonStep:
             resolved[name] = value_of(out)
         context: dict[str, Any] = {"allowed_tools": list(run.job.request.tools), "python_inputs": resolved}
         # What is left of budget.max_sandbox_seconds (JobRun.call_once checks it again before every attempt).
-        context.update(run.sandbox_left(self.step.id))
+        context.update(run.budgets.sandbox_left(self.step.id))
         return context
         yield  # a generator like the others the orchestrator drives
 

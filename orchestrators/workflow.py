@@ -135,7 +135,11 @@ class WorkflowWalk:
         own = self.scope if self.scope is not None else set(self.nodes)
         steps = [s.model_dump(mode="json") for s in self.run.state.steps if s.id in own and s.id in self.ended]
         outputs = {k: v for k, v in self.run.outputs.items() if k in own}
-        used = {"node_runs": self.node_runs, "tool_calls": self.run.tool_calls, "sandbox_ms": self.run.sandbox_ms}
+        used = {
+            "node_runs": self.node_runs,
+            "tool_calls": self.run.budgets.tool_calls,
+            "sandbox_ms": self.run.budgets.sandbox_ms,
+        }
         return PartResult.model_validate(
             {"status": status, "outputs": outputs, "steps": steps, "ended": self.ended, "usage": self.run.state.usage}
             | used
@@ -341,7 +345,7 @@ class WorkflowWalk:
             return
         if self.node_runs >= self.limits.max_node_runs:
             why = f"{self.node_runs} nodes ran, {self.limits.max_node_runs} allowed; {node_id!r} would be one more"
-            raise self.run.limit_reached("max_node_runs", node_id, why)
+            raise self.run.budgets.limit_reached("max_node_runs", node_id, why)
         self.node_runs += 1
 
     def shares(self, node_id: str, parts: int) -> RunLimits | None:
@@ -356,17 +360,19 @@ class WorkflowWalk:
             return None
         if parts > limits.max_parallel_width:
             why = f"{node_id!r} starts {parts} branches, {limits.max_parallel_width} allowed"
-            raise self.run.limit_reached("max_parallel_width", node_id, why)
+            raise self.run.budgets.limit_reached("max_parallel_width", node_id, why)
         if limits.max_depth < 1:
-            raise self.run.limit_reached("max_depth", node_id, f"{node_id!r} would start a part one level too deep")
+            raise self.run.budgets.limit_reached(
+                "max_depth", node_id, f"{node_id!r} would start a part one level too deep"
+            )
         if parts > limits.max_parts_alive:
             why = f"{node_id!r} would start {parts} more, {limits.max_parts_alive} may be alive below here"
-            raise self.run.limit_reached("max_parts_alive", node_id, why)
+            raise self.run.budgets.limit_reached("max_parts_alive", node_id, why)
         nodes_left = limits.max_node_runs - self.node_runs
         if nodes_left < parts:
             why = f"{self.node_runs} nodes ran, {limits.max_node_runs} allowed; {node_id!r} starts {parts} parts"
-            raise self.run.limit_reached("max_node_runs", node_id, why)
-        tools_left = max(0, limits.max_tool_calls - self.run.tool_calls)
+            raise self.run.budgets.limit_reached("max_node_runs", node_id, why)
+        tools_left = max(0, limits.max_tool_calls - self.run.budgets.tool_calls)
         return RunLimits(
             max_node_runs=nodes_left // parts,
             max_parts_alive=(limits.max_parts_alive - parts) // parts,
@@ -400,11 +406,11 @@ class WorkflowWalk:
             share["max_estimated_cost"] = max(0.0, round((budget.max_estimated_cost - usage.estimated_cost) / parts, 8))
         if budget.max_cost is not None:  # every priced meter (shared/jobs/costs.py), shared as the rest
             prices = run.job.policy.call_prices or CallPrices(table="")
-            spent = usage.estimated_cost + sum(run.spend.by_meter(prices).values())
+            spent = usage.estimated_cost + sum(run.budgets.spend.by_meter(prices).values())
             share["max_cost"] = max(0.0, round((budget.max_cost - spent) / parts, 8))
         if budget.max_sandbox_seconds is not None:
-            run.sandbox_left(node_id)  # BUDGET_EXCEEDED when none is left
-            left_s = budget.max_sandbox_seconds - run.sandbox_ms / 1000
+            run.budgets.sandbox_left(node_id)  # BUDGET_EXCEEDED when none is left
+            left_s = budget.max_sandbox_seconds - run.budgets.sandbox_ms / 1000
             share["max_sandbox_seconds"] = max(0.001, round(left_s / parts, 3))
         return Budget.model_validate(share)
 
@@ -412,8 +418,7 @@ class WorkflowWalk:
         """Add what finished parts used to this walk's counts; a part that reached a limit stops the whole run."""
         for part in results:
             self.node_runs += part.node_runs
-            self.run.tool_calls += part.tool_calls
-            self.run.sandbox_ms += part.sandbox_ms
+            self.run.budgets.add_part_use(part.tool_calls, part.sandbox_ms)
         for part in results:
             error = part.error or {}
             if error.get("code") == RUN_LIMIT_EXCEEDED:
@@ -607,20 +612,15 @@ class WorkflowWalk:
         profile = self.profile(agent, step.id)
         limits = agent.constraints
         # The agent's per-call limits; which models may run stays the job's (checked again by every executor).
-        self.run.step_constraints = Constraints(
+        constraints = Constraints(
             max_tokens=limits.max_tokens,
             temperature=limits.temperature,
             timeout_ms=limits.timeout_ms,
             allowed_models=list(self.run.job.request.constraints.allowed_models),
         )
         # The agent's own budget counts what this node uses, on top of the run's budget (checked too).
-        usage = self.run.state.usage
-        self.run.scoped_budget = (f"agent {agent_id!r}", limits.budget, usage.total_tokens, usage.estimated_cost)
-        try:
+        with self.run.budgets.scoped(f"agent {agent_id!r}", limits.budget, constraints):
             return (yield from self.agent_work(agent, step, prompt, profile))
-        finally:
-            self.run.step_constraints = None
-            self.run.scoped_budget = None
 
     def agent_work(self, agent: Agent, step: StepState, prompt: str, profile: AgentProfile) -> Gen:
         """The agent's loop and its answer, under its limits."""
