@@ -288,7 +288,7 @@ class AgentLoop:
         record = ToolCallRecord(id=call.id, tool=call.tool, arguments=args, success=False, step=step.id)
         if not isinstance(args, dict):
             return self.refuse(record, step, ErrorCode.INVALID_INPUT, "arguments_json must be a JSON object")
-        if call.tool == REQUEST_USER_FEEDBACK and not self.run.can_ask:
+        if call.tool == REQUEST_USER_FEEDBACK and not self.run.questions.can_ask:
             # A part of a run (a branch, a sub-workflow) has no one to ask: the model answers from what it found.
             return self.refuse(record, step, ErrorCode.INVALID_INPUT, "no person can answer here; use what you found")
         try:
@@ -346,7 +346,7 @@ class AgentLoop:
         """request_user_feedback: the job waits for the user with the Executor's question, exactly like any wait."""
         asked = AskUserInput.model_validate(validate_step_input("ask_user", args))
         options = asked.options[:8]
-        reply = yield from self.run.ask(
+        reply = yield from self.run.questions.ask(
             step, "clarify", asked.question, options, default=options[0] if options else None, free_text=True
         )
         if isinstance(reply.answer, str):

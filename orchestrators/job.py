@@ -17,16 +17,17 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrators.agent import AgentLoop, ToolStepFailed
 from orchestrators.fork import run_fork
-from orchestrators.outcomes import EditedTask, ExpiredAnswer, JobStop, event_data
+from orchestrators.outcomes import EditedTask, ExpiredAnswer, JobStop
 from orchestrators.policy import Caller, Failure, Standing, decide, error_options
 from orchestrators.python_step import PythonStep, result_note
 from orchestrators.run.budgets import Budgets, runs_code
+from orchestrators.run.questions import Questions
 from orchestrators.run.record import (
     Gen,
     RunRecord,
@@ -65,11 +66,7 @@ from shared.jobs.models import (
     JobInput,
     JobResult,
     JobState,
-    PartNews,
     StepState,
-    StepStateName,
-    UserAnswer,
-    Waiting,
 )
 from shared.jobs.plan import (
     AGENT_STEP,
@@ -82,7 +79,6 @@ from shared.jobs.plan import (
     PlanStep,
     SupervisorDecision,
 )
-from shared.jobs.runs import REPORT_PART
 
 APPROVAL_OPTIONS = ["approve", "edit", "reject", "abort"]
 MAX_SQL_ROWS_TO_ANSWER = 20
@@ -139,6 +135,7 @@ class JobRun:
         self.internal_calls: dict[str, int] = {}
         # Sandbox time the job's run_python calls used (their outputs say), for budget.max_sandbox_seconds.
         self.budgets = Budgets(self.record)
+        self.questions = Questions(self.record)
 
     # --- the record, as the producers of steps read it -------------------------------------------
 
@@ -281,7 +278,7 @@ class JobRun:
             except StepInputError as exc:
                 raise JobStop(ErrorCode.BAD_REQUEST, f"step {spec.id!r} ({spec.kind}): {exc.message}", spec.id) from exc
             options = asked.options[:8]
-            reply = yield from self.ask(
+            reply = yield from self.questions.ask(
                 step,
                 "clarify",
                 asked.question,
@@ -455,7 +452,7 @@ class JobRun:
                 raise JobStop(error.code, f"{what} failed: {repaired}{error.message}"[:2000])
             elif decision.action == "ask_user" and step is None:
                 # Planning out of automatic tries on a transient fault: a person may try again or abort.
-                yield from self.ask_to_retry(executor_type, error)
+                yield from self.questions.ask_to_retry(executor_type, error)
                 model_index, tries_on_model = 0, 0
             elif decision.action == "give_up_quietly" or step is None:
                 return None
@@ -588,7 +585,7 @@ class JobRun:
         question = f"Step '{step.title}' failed ({error.code}): {error.message}"
         if "retry" not in options:
             question = f"Step '{step.title}' cannot run here ({error.code}): {error.message}. Skip it or abort the job?"
-        reply = yield from self.ask(
+        reply = yield from self.questions.ask(
             step,
             "error",
             question[:1000],
@@ -613,23 +610,6 @@ class JobRun:
             edited = _redraft(task, apply_edits(executor_type, task, reply.edits()))
             return EditedTask(edited) if reapprove_edits else edited
         raise JobStop(error.code, f"{error.message} (aborted by the user)", step.id)
-
-    def ask_to_retry(self, executor_type: str, error: ExecutorError) -> Gen:
-        """A call that is no step (planning) failed for now: wait for a person to retry it, or stop the job."""
-        what = "planning" if executor_type == PLAN else executor_type
-        failed = f"{what} failed ({error.code}): {error.message}"
-        if not self.can_ask:
-            raise JobStop(error.code, failed[:2000])
-        reply = yield from self.ask(
-            None,
-            "error",
-            f"{failed[:900]}. Try again, or abort the job?",
-            ["retry", "abort"],
-            default=None,
-            details={"error": {"code": error.code, "message": error.message}},
-        )
-        if reply.action() != "retry":
-            raise JobStop(error.code, f"{failed} (aborted by the user)"[:2000])
 
     def approve_sql(self, spec: PlanStep, step: StepState, task: dict[str, Any]) -> Gen:
         """Draft (guard) the SQL and ask for approval when the policy says so.
@@ -667,10 +647,10 @@ class JobRun:
                 default = None
                 expiry_note = (
                     f"the approval of a statement that reads the sensitive table(s) {sensitive} expired after "
-                    f"{self.approval_seconds} s; an expired wait never approves a sensitive read "
+                    f"{self.questions.approval_seconds} s; an expired wait never approves a sensitive read "
                     "(on_timeout=approve applies only to other statements)"
                 )
-            reply = yield from self.ask(
+            reply = yield from self.questions.ask(
                 step,
                 "approval",
                 f"Approve this SQL for step '{step.title}'?"[:1000],
@@ -682,7 +662,7 @@ class JobRun:
                     "sensitive_tables": sensitive,
                     **({"database": database} if database else {}),
                 },
-                timeout_seconds=self.approval_seconds,
+                timeout_seconds=self.questions.approval_seconds,
                 expiry_falls_back=policy.on_timeout != "fail",
                 expiry_message=expiry_note,
                 edit_of=(spec.kind, run_task),
@@ -706,161 +686,6 @@ class JobRun:
                 )
                 return None
             raise JobStop("REJECTED_BY_USER", "the user aborted the job at the SQL approval", spec.id)
-
-    def ask(
-        self,
-        step: StepState | None,
-        kind: str,
-        question: str,
-        options: list[str],
-        *,
-        default: str | None,
-        details: dict[str, Any] | None = None,
-        free_text: bool = False,
-        timeout_seconds: int | None = None,
-        expiry_falls_back: bool | None = None,
-        expiry_message: str | None = None,
-        edit_of: tuple[str, dict[str, Any]] | None = None,
-    ) -> Gen:
-        """Wait for the user's answer to one question, racing a durable timer.
-
-        With ``edit_of`` (step kind, current input) an ``edit`` answer must pass ``apply_edits``: an edit
-        that sets a field the kind does not allow is never merged, and the question is asked again.
-        """
-        if not self.can_ask:
-            raise JobStop("NO_ONE_TO_ASK", f"a part of a run cannot wait for a person: {question[:300]}", _id(step))
-        wait = self.job.request.wait
-        seconds = timeout_seconds or wait.timeout_seconds or self.job.policy.user_wait_seconds
-        falls_back = expiry_falls_back if expiry_falls_back is not None else wait.on_expiry == "default"
-        fallback = default if falls_back else None
-        while True:
-            question_id = self._next_question_id(step)
-            now = self.ctx.current_utc_datetime
-            expires = now + timedelta(seconds=seconds)
-            waiting = Waiting(
-                question_id=question_id,
-                step_id=step.id if step else None,
-                kind=kind,  # type: ignore[arg-type]
-                question=question[:1000],
-                options=options,
-                free_text=free_text,
-                details=details or {},
-                asked_at=now.isoformat(),
-                expires_at=expires.isoformat(),
-                expiry_default=fallback,
-                step_kind=step.kind if step else None,
-            )
-            resume_state = self._start_waiting(step, waiting)
-            yield from self.report_question(waiting, step)
-            event = self.ctx.wait_for_external_event(f"answer:{question_id}")
-            timer = self.ctx.create_timer(expires)
-            winner = yield self.ctx.task_any([event, timer])
-            self._stop_waiting(step, resume_state)
-            yield from self.report_question(waiting, step, "answered" if winner is event else "expired")
-            if winner is not event:
-                break
-            if not timer.is_completed:
-                timer.cancel()
-            reply, refused = self._check_answer(question_id, event.result, options, free_text, edit_of)
-            if reply is not None:
-                self.publish()
-                return reply
-            if refused is not None:
-                details = {**(details or {}), "refused_edit": refused[:300]}
-            # An invalid or refused answer: the same question is asked again.
-        if fallback is not None:
-            self.log("question %s expired; proceeding with %s", question_id, fallback)
-            self.publish()
-            return ExpiredAnswer(answer=fallback)
-        message = expiry_message or f"no answer to '{question[:200]}' within {seconds} s"
-        raise JobStop("WAIT_EXPIRED", message, step.id if step else None)
-
-    @property
-    def approval_seconds(self) -> int:
-        """How long an approval waits: the request's approval.timeout_seconds, else the app's wait setting."""
-        return self.job.request.approval.timeout_seconds or self.job.policy.user_wait_seconds
-
-    @property
-    def can_ask(self) -> bool:
-        """Whether a person can answer here: the job itself, or a part that reports to its root run."""
-        return not self.record.part_of_run or (self.job.run is not None and self.job.run.report_to is not None)
-
-    def report_question(
-        self, waiting: Waiting, step: StepState | None, ended: Literal["answered", "expired"] | None = None
-    ) -> Gen:
-        """A part tells its root run of its question (asked, or answered / expired): the root's view shows it."""
-        report = self.job.run.report_to if self.record.part_of_run and self.job.run else None
-        if report is None:
-            return
-        news = PartNews(
-            instance=self.job.job_id,
-            question_id=waiting.question_id,
-            asked=None if ended else waiting.model_copy(update={"instance": self.job.job_id}),
-            ended=ended,
-            step=step.model_dump(mode="json") if step else None,
-            anchor=report.anchor,
-        )
-        body = {"to": report.model_dump(mode="json"), "news": news.model_dump(mode="json")}
-        try:
-            yield self.ctx.call_activity(REPORT_PART, body)
-        except Exception as exc:  # the question still waits (and expires); only the root's view misses it
-            self.log("could not report question %s to %s: %s", waiting.question_id, report.instance, exc)
-
-    def _next_question_id(self, step: StepState | None) -> str:
-        """Count one more question and name it after its step (or the job); a part's also after the part.
-
-        A part's instance id is ``<root id>:<path>``: its question ids stay unique across the whole run,
-        which is what the root's job API claims answers by.
-        """
-        self.state.questions_asked += 1
-        base = f"{step.id if step else 'job'}-q{self.state.questions_asked}"
-        if self.record.part_of_run and ":" in self.job.job_id:
-            return f"{base}@{self.job.job_id.split(':', 1)[1]}"
-        return base
-
-    def _start_waiting(self, step: StepState | None, waiting: Waiting) -> StepStateName:
-        """Publish the job as waiting on ``waiting``; returns the state the step resumes in once answered."""
-        self.state.waiting = waiting
-        self.state.status = "waiting_for_user"
-        resume_state: StepStateName = "running"
-        if step is not None:
-            # A step that already ended (a Supervisor question after it) keeps its state once answered.
-            ended = step.state in ("succeeded", "skipped", "failed")
-            resume_state = step.state if ended else "running"
-            step.state = "waiting"
-            # Only a wait inside the step's run is taken out of its duration.
-            step.waiting_since = None if ended else waiting.asked_at
-            clear_retry(step)
-        self.publish()
-        self.log("waiting for the user (%s): %s", waiting.question_id, waiting.question[:80])
-        return resume_state
-
-    def _stop_waiting(self, step: StepState | None, resume_state: StepStateName) -> None:
-        """The wait is over (answered or expired): the job runs again and the step resumes."""
-        self.state.waiting = None
-        self.state.status = "running"
-        if step is not None:
-            self.record.end_wait(step)
-            step.state = resume_state
-
-    def _check_answer(
-        self,
-        question_id: str,
-        raw: Any,
-        options: list[str],
-        free_text: bool,
-        edit_of: tuple[str, dict[str, Any]] | None,
-    ) -> tuple[UserAnswer | None, str | None]:
-        """The accepted answer, or None with why an edit was refused (None too when the answer was invalid)."""
-        reply = _parse_answer(raw)
-        if reply is None or not (free_text or reply.action() in options):
-            self.log("ignoring an invalid answer to %s", question_id)
-            return None, None
-        refused = _refused_edit(reply, edit_of)
-        if refused is None:
-            return reply, None
-        self.log("refused the edit answering %s: %s", question_id, refused)
-        return None, refused
 
     def supervise(self, spec: PlanStep, step: StepState, steps: list[PlanStep], index: int) -> Gen:
         """Hybrid mode: let the Supervisor decide after a step; deterministic code bounds what it may do."""
@@ -894,7 +719,7 @@ class JobRun:
                 self.switch_tool(spec, step, steps, index, decision.executor_type)
             return None
         if decision.action == "ask_user" and decision.question:
-            reply = yield from self.ask(
+            reply = yield from self.questions.ask(
                 step,
                 "clarify",
                 decision.question,
@@ -956,10 +781,6 @@ class JobRun:
         ]
 
 
-def _id(step: StepState | None) -> str | None:
-    return step.id if step else None
-
-
 def _caller(step: StepState | None, executor_type: str) -> Caller:
     """Who made a failed call, for the policy: a step, planning, the Executor's turn, or the Supervisor."""
     if step is not None:
@@ -991,17 +812,6 @@ def _redraft(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     return new
 
 
-def _refused_edit(reply: UserAnswer, edit_of: tuple[str, dict[str, Any]] | None) -> str | None:
-    """Why an edit answer may not be merged into the step input, or None when it may (or is no edit)."""
-    if edit_of is None or reply.action() != "edit":
-        return None
-    try:
-        apply_edits(edit_of[0], edit_of[1], reply.edits())
-    except StepInputError as exc:
-        return exc.message
-    return None
-
-
 def _rejected_output(out: ExecutorOutput) -> str | None:
     """The model output a failed call rejected, when the executor returned it (bounded)."""
     result = out.result if isinstance(out.result, dict) else {}
@@ -1025,17 +835,6 @@ def _problems(exc: ValidationError) -> str:
     return "; ".join(
         f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors(include_url=False)[:3]
     )[:500]
-
-
-def _parse_answer(raw: Any) -> UserAnswer | None:
-    # Raw posts to the Durable API arrive as values, answers raised through the SDK client as JSON text.
-    raw = event_data(raw)
-    try:
-        if isinstance(raw, dict) and "answer" in raw:
-            return UserAnswer.model_validate(raw)
-        return UserAnswer(answer=raw)
-    except ValueError:
-        return None
 
 
 def _compact(output: dict[str, Any] | None) -> dict[str, Any] | None:

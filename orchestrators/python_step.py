@@ -175,17 +175,18 @@ class PythonStep:
         details: dict[str, Any] = {"code": task.get("code"), "inputs": task.get("inputs") or {}}
         if written is not None:
             details["files"] = written
-        reply = yield from run.ask(
+        reply = yield from run.questions.ask(
             self.step,
             "approval",
             f"Approve this Python code for step '{self.step.title}'?"[:1000],
             APPROVAL_OPTIONS,
             default="reject" if policy.on_timeout == "reject" else None,
             details=details,
-            timeout_seconds=run.approval_seconds,
+            timeout_seconds=run.questions.approval_seconds,
             expiry_falls_back=policy.on_timeout == "reject",
             expiry_message=(
-                f"the approval of the Python code of step {self.step.id} expired after {run.approval_seconds} s; "
+                f"the approval of the Python code of step {self.step.id} expired after "
+                f"{run.questions.approval_seconds} s; "
                 "an expired wait never approves code"
             ),
             edit_of=(self.spec.kind, task),

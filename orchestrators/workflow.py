@@ -453,7 +453,7 @@ class WorkflowWalk:
         """Ask a person and wait: the job's own waiting_for_user, answered through the job API."""
         question = str(self.resolve(node.question) or node.title or node.id)
         approval = {APPROVE, REJECT} <= set(node.options)
-        reply = yield from self.run.ask(
+        reply = yield from self.run.questions.ask(
             step,
             "approval" if approval else "clarify",
             question[:1000],
