@@ -1,12 +1,12 @@
 """Agent mode: the Executor (a model) works the job with tools; every turn and every tool call is an activity.
 
 A plain generator like the job orchestrator, driven by ``JobRun``: deterministic, no I/O. The loop is
-bounded by the job's ``agent`` limits (turns, tool calls) and its budget, which ``JobRun.call_once``
+bounded by the job's ``agent`` limits (turns, tool calls) and its budget, which ``Attempts.call_once``
 checks before every model call. What the model writes is untrusted data: a lookup's arguments are
 checked against its kind's typed input model, a family tool must be one the job allows (checked here
 and again in the ``call_tool`` executor), and what a SQL step may read is decided by the same approval
 code as in planned jobs. Failures go through the same policy as steps: retryable codes are retried by
-``JobRun.execute``; anything else comes back to the model in the result envelope, and the model may try
+``Attempts.execute``; anything else comes back to the model in the result envelope, and the model may try
 something else within its bounds.
 """
 
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from orchestrators.outcomes import ToolStepFailed
 from shared.executors import (
     AGENT_TURN,
     CALL_TOOL,
@@ -39,7 +40,7 @@ from shared.jobs.agent import (
     AgentTurn,
     ToolCallRecord,
 )
-from shared.jobs.contracts import ErrorCode, ExecutorOutput, SqlAccess
+from shared.jobs.contracts import ErrorCode, SqlAccess
 from shared.jobs.models import StepState
 from shared.jobs.plan import AskUserInput, PlanStep
 
@@ -64,14 +65,6 @@ class AgentProfile:
     models: list[str | None] | None = None
     # The step kinds (lookups) the agent names among its tools: the only ones it is offered and may call.
     lookups: list[str] | None = None
-
-
-class ToolStepFailed(Exception):
-    """A tool step failed for good under the policy; in agent mode its error goes back to the model."""
-
-    def __init__(self, out: ExecutorOutput) -> None:
-        super().__init__(out.error.message if out.error else "failed")
-        self.out = out
 
 
 class AgentLoop:
@@ -164,7 +157,9 @@ class AgentLoop:
             task["instructions"] = self.profile.instructions
             task["lookups"] = sorted(self.lookups)
         models = self.profile.models if self.profile else None
-        out = yield from run.execute(None, AGENT_TURN, task, {"allowed_tools": list(self.tools)}, models=models)
+        out = yield from run.attempts.execute(
+            None, AGENT_TURN, task, {"allowed_tools": list(self.tools)}, models=models
+        )
         if out is None:
             run.log("executor turn %d failed; writing the answer from what the tools found", turn)
             return None
@@ -203,8 +198,8 @@ class AgentLoop:
     def prefetch(self, opened: list[tuple[AgentToolCall, StepState]]) -> Gen:
         """The calls of one turn that need no person start together: their first attempts are one fan-out.
 
-        Each result waits in ``JobRun.prefetched`` for the step that would have scheduled it, which then
-        goes on as usual (retries, failures, the envelope), so the only change is that they ran at once.
+        Each result waits in ``Attempts.prefetched`` (``hand_over``) for the step that would have scheduled it,
+        which then goes on as usual (retries, failures, the envelope), so the only change is that they ran at once.
         """
         firsts = [(step, first) for call, step in opened if (first := self.first_attempt(call, step.id))]
         if len(firsts) < 2:
@@ -219,8 +214,8 @@ class AgentLoop:
         self.run.publish()
         ctx = self.run.ctx
         results = yield ctx.task_all([ctx.call_activity(name, payload) for _step, (name, payload) in firsts])
-        for (_step, (_name, payload)), raw in zip(firsts, results, strict=True):
-            self.run.prefetched[payload["task_id"]] = raw
+        for (step, (_name, _payload)), raw in zip(firsts, results, strict=True):
+            self.run.attempts.hand_over(self.run.attempts.key(step.id, 1), raw)
 
     def first_attempt(self, call: AgentToolCall, step_id: str) -> tuple[str, dict[str, Any]] | None:
         """The activity and payload of a call's first attempt, when it may start without a person; else None."""
@@ -244,7 +239,8 @@ class AgentLoop:
         models = run.job.request.constraints.allowed_models
         model = models[0] if models else None
         # The call's id, as the step's own execute() will name its later attempts (idempotency keys).
-        payload = run.executor_input(step_id, name, task, {**context, "call_id": f"{step_id}:1"}, model, attempt=1)
+        call_id = run.attempts.key(step_id, 1).call_id
+        payload = run.attempts.executor_input(step_id, name, task, {**context, "call_id": call_id}, model, attempt=1)
         return name, payload.model_dump(mode="json")
 
     def open_step(self, call: AgentToolCall, turn: int) -> StepState:
@@ -356,7 +352,7 @@ class AgentLoop:
     def family_tool(self, name: str, args: dict[str, Any], step: StepState) -> Gen:
         """A tool of a family, through the call_tool executor (one activity per attempt)."""
         allowed = list(self.tools)
-        out = yield from self.run.execute(
+        out = yield from self.run.attempts.execute(
             step, CALL_TOOL, {"tool": name, "arguments": args}, {"allowed_tools": allowed}
         )
         if out is None:

@@ -97,7 +97,7 @@ def _run_agent_fork(run: JobRun, base: ForkBase) -> Generator[Any, Any, Any]:
             run.record.keep(item.step.id, item.output)
     loop.calls = len(base.carried)
     loop.replies = [answer for r in loop.transcript if (answer := _reply(r)) is not None]
-    run.agent_mode = True
+    run.attempts.hand_failures_to_executor()
     run.state.steps = [c.step for c in base.carried]
     run.log("forked from %s at %s; %d tool calls carried over", fork.origin, fork.from_step, loop.calls)
     if agent.turn == 0:  # only the answer runs again

@@ -16,31 +16,26 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from orchestrators.agent import AgentLoop, ToolStepFailed
+from orchestrators.agent import AgentLoop
 from orchestrators.fork import run_fork
 from orchestrators.outcomes import EditedTask, ExpiredAnswer, JobStop
-from orchestrators.policy import Caller, Failure, Standing, decide, error_options
 from orchestrators.python_step import PythonStep, result_note
+from orchestrators.run.attempts import Attempts, redraft
 from orchestrators.run.budgets import Budgets, runs_code
 from orchestrators.run.questions import Questions
 from orchestrators.run.record import (
     Gen,
     RunRecord,
     StepOutput,
-    as_dict,
     bounded,
-    clear_retry,
     runs_sql,
     writes_answer,
 )
 from shared.executors import (
-    AGENT_TURN,
-    CALL_TOOL,
     PLAN,
     SUPERVISE,
     StepInputError,
@@ -51,18 +46,12 @@ from shared.executors import (
     text_field_of,
     validate_step_input,
 )
-from shared.executors import uses_llm as executor_uses_llm
 from shared.jobs.agent import PYTHON_TOOL
 from shared.jobs.contracts import (
     ErrorCode,
-    ExecutionContext,
-    ExecutorError,
-    ExecutorInput,
-    ExecutorOutput,
     SqlAccess,
 )
 from shared.jobs.models import (
-    ErrorInfo,
     JobInput,
     JobResult,
     JobState,
@@ -127,15 +116,10 @@ class JobRun:
         self.record = RunRecord(context, part_of_run=part_of_run)
         # How often the Supervisor has re-run each step (retry or another tool), by step id.
         self.supervisor_reruns: dict[str, int] = {}
-        # Agent mode: a tool step that fails for good goes back to the Executor instead of to the user.
-        self.agent_mode = False
-        # Agent mode: outputs of first attempts scheduled together with the other calls of a turn, by task id.
-        self.prefetched: dict[str, Any] = {}
-        # How many calls each internal executor (planning, supervision) has had: their attempt numbers.
-        self.internal_calls: dict[str, int] = {}
         # Sandbox time the job's run_python calls used (their outputs say), for budget.max_sandbox_seconds.
         self.budgets = Budgets(self.record)
         self.questions = Questions(self.record)
+        self.attempts = Attempts(self.record, self.budgets, self.questions)
 
     # --- the record, as the producers of steps read it -------------------------------------------
 
@@ -187,7 +171,7 @@ class JobRun:
                     raise JobStop("CONFIG_ERROR", "workflow runs are not installed in this app")
                 answer = yield from _run_walker(self).work()
             elif self.job.request.mode == "agent":
-                self.agent_mode = True
+                self.attempts.hand_failures_to_executor()
                 answer = yield from AgentLoop(self).work()
             else:
                 plan = yield from self.make_plan(self.job.request.question)
@@ -219,7 +203,7 @@ class JobRun:
         task: dict[str, Any] = {"question": question if not context_note else f"{question}\n\n{context_note}"}
         # The planner is offered the kinds the job's tools allow (run_python only with python.run).
         tools = {"allowed_tools": list(self.job.request.tools)} if self.job.request.tools else None
-        out = yield from self.execute(None, PLAN, task, tools)
+        out = yield from self.attempts.execute(None, PLAN, task, tools)
         if out is None:
             raise JobStop("PLAN_SKIPPED", "planning was skipped, so there is nothing to run")
         # The plan executor checked it too; the orchestrator trusts no activity output.
@@ -303,21 +287,21 @@ class JobRun:
         if writes_answer(spec.kind):
             extra["sources"] = self.sources_for(spec)
             extra["step_notes"] = self.notes_for(spec)
-        out = yield from self.execute(step, spec.kind, task, extra)
+        out = yield from self.attempts.execute(step, spec.kind, task, extra)
         return None if out is None else (out.result or {})
 
     def run_sql_step(self, spec: PlanStep, step: StepState, task: dict[str, Any]) -> Gen:
         """A SQL step under the approval policy: SQL from the plan, the SQL writer or an edit is treated alike."""
         if self.job.request.approval.sql == "never":
             # Nothing is approved, so the executor refuses any statement that reads a sensitive table.
-            out = yield from self.execute(step, spec.kind, task, SqlAccess(sql_mode="run").model_dump())
+            out = yield from self.attempts.execute(step, spec.kind, task, SqlAccess(sql_mode="run").model_dump())
             return None if out is None else (out.result or {})
         while True:
             approved = yield from self.approve_sql(spec, step, task)
             if approved is None:
                 return None
             run_task, access = approved
-            out = yield from self.execute(step, spec.kind, run_task, access.model_dump(), reapprove_edits=True)
+            out = yield from self.attempts.execute(step, spec.kind, run_task, access.model_dump(), reapprove_edits=True)
             if isinstance(out, EditedTask):
                 task = out.task  # edited after approval: draft and approve the new statement again
                 continue
@@ -392,225 +376,6 @@ class JobRun:
 
     # --- policy ------------------------------------------------------------------------------
 
-    def execute(
-        self,
-        step: StepState | None,
-        executor_type: str,
-        task: dict[str, Any],
-        extra: dict[str, Any] | None = None,
-        *,
-        reapprove_edits: bool = False,
-        models: list[str | None] | None = None,
-    ) -> Gen:
-        """Call an executor until it succeeds, is skipped (None), or the job must stop.
-
-        With ``reapprove_edits`` a user's edit is not run but returned as ``EditedTask``: the statement
-        was approved, and an edited one must be approved again. ``models`` (a workflow's agent) replaces
-        the job's allowed models; the run checked them against the job's when it started.
-        """
-        models = list(models or self.job.request.constraints.allowed_models) or [None]
-        model_index = tries_on_model = 0
-        step_id = step.id if step else None
-        uses_llm = executor_uses_llm(executor_type)
-        context = dict(extra or {})
-        if step is not None:
-            # One id for every attempt of this call (retries, a person's "retry"); tools send it as their
-            # idempotency key. A step that runs again (a workflow loop) starts a new call with a new id.
-            prefetched = step.attempts and f"{self.job.job_id}:{step.id}:{step.attempts}" in self.prefetched
-            context.setdefault("call_id", f"{step.id}:{step.attempts if prefetched else step.attempts + 1}")
-        first_problem: str | None = None  # the reason of a plan that was repaired, for the final message
-        while True:
-            out = yield from self.call_once(step, executor_type, task, context, models[model_index], uses_llm)
-            if out.status != "failed" or out.error is None:
-                if step is not None:
-                    step.error = None
-                return out
-            error = out.error
-            self.note_failure(step, executor_type, error)
-            caller = _caller(step, executor_type)
-            rejected = _rejected_output(out)
-            decision = decide(
-                Failure(error.code, error.retryable, error.retry_after_ms, repairable=rejected is not None),
-                Standing(tries_on_model, model_index, len(models), uses_llm, caller, first_problem is not None),
-                self.job.policy,
-            )
-            if decision.action == "stop_budget":
-                raise JobStop(error.code, f"stopped before {step_id or 'planning'}: {error.message}", step_id)
-            if decision.action == "retry":
-                tries_on_model += 1
-                yield from self.back_off(step, decision.delay_ms, tries_on_model + 1)
-            elif decision.action == "fall_back":
-                model_index, tries_on_model = model_index + 1, 0
-                self.log("falling back to model %s", models[model_index])
-            elif decision.action == "repair":
-                first_problem = error.message
-                task = {**task, "repair": {"rejected_output": rejected, "problems": error.message[:2000]}}
-                self.log("planning: the plan was rejected (%s); one repair turn", error.message[:200])
-            elif decision.action == "stop":
-                repaired = f"{first_problem}; after one repair turn: " if first_problem else ""
-                what = "planning" if executor_type == PLAN else "the Executor"
-                raise JobStop(error.code, f"{what} failed: {repaired}{error.message}"[:2000])
-            elif decision.action == "ask_user" and step is None:
-                # Planning out of automatic tries on a transient fault: a person may try again or abort.
-                yield from self.questions.ask_to_retry(executor_type, error)
-                model_index, tries_on_model = 0, 0
-            elif decision.action == "give_up_quietly" or step is None:
-                return None
-            else:
-                verdict = yield from self.settle_failure(step, executor_type, task, out, reapprove_edits)
-                if not isinstance(verdict, dict):
-                    return verdict  # None (skipped) or EditedTask
-                task = verdict
-                context["previous_attempt"] = _previous_attempt(out)
-                model_index, tries_on_model = 0, 0
-
-    def call_once(
-        self,
-        step: StepState | None,
-        executor_type: str,
-        task: dict[str, Any],
-        context: dict[str, Any],
-        model: str | None,
-        uses_llm: bool,
-    ) -> Gen:
-        """One executor call: budget check, step state, the typed input, the activity, its usage."""
-        step_id = step.id if step else None
-        tool = str(task.get("tool", "")) if executor_type == CALL_TOOL else ""
-        self.budgets.check_budget(step_id, uses_llm, model, self.job.policy.tool_price.get(tool, 0.0))
-        if runs_code(executor_type):
-            # Every run of code counts its sandbox time, failed and timed-out ones too: each attempt is checked
-            # against what is left now, and may use no more than that.
-            context = {**context, **self.budgets.sandbox_left(step_id)}
-        if step is None:
-            # Planning and supervision calls are numbered per executor, so each has its own task id.
-            attempt = self.internal_calls[executor_type] = self.internal_calls.get(executor_type, 0) + 1
-            if executor_type == PLAN:
-                self.log("planning attempt %d", attempt)
-        elif step.attempts and f"{self.job.job_id}:{step.id}:{step.attempts}" in self.prefetched:
-            attempt = step.attempts  # its turn started this attempt and has shown it running since
-        else:
-            attempt = step.attempts + 1
-            step.attempts = attempt
-            step.state = "running"
-            clear_retry(step)
-            step.model = model
-            self.publish()
-        task_id = f"{self.job.job_id}:{step_id or executor_type}:{attempt}"
-        seconds: float | None = None
-        if task_id in self.prefetched:
-            raw = self.prefetched.pop(task_id)  # scheduled ahead with the other calls of its turn (counted then)
-        else:
-            self.budgets.count_tool_calls(executor_type, step_id)
-            inp = self.executor_input(step_id, executor_type, task, context, model, attempt)
-            scheduled_at = self.ctx.current_utc_datetime
-            raw = yield self.ctx.call_activity(executor_type, inp.model_dump(mode="json"))
-            seconds = (self.ctx.current_utc_datetime - scheduled_at).total_seconds()
-        self.budgets.count_call(seconds)
-        out = ExecutorOutput.model_validate(as_dict(raw))
-        self.record.add_usage(step, out.usage, executor_type)
-        self.budgets.count_sandbox(out)
-        if step is not None and out.model_used:
-            step.model = out.model_used
-        return out
-
-    def executor_input(
-        self,
-        step_id: str | None,
-        executor_type: str,
-        task: dict[str, Any],
-        context: dict[str, Any],
-        model: str | None,
-        attempt: int,
-    ) -> ExecutorInput:
-        """The typed input of one executor call (the activity's payload)."""
-        return ExecutorInput(
-            task_id=f"{self.job.job_id}:{step_id or executor_type}:{attempt}",
-            executor_type=executor_type,
-            task=task,
-            execution_context=ExecutionContext.model_validate(
-                {
-                    "job_id": self.job.job_id,
-                    "step_id": step_id or executor_type,
-                    "attempt": attempt,
-                    "model": model,
-                    "trace": self.job.trace,
-                    **self.budgets.budget_left(),
-                    **context,
-                }
-            ),
-            constraints=self.budgets.constraints,
-        )
-
-    def note_failure(self, step: StepState | None, executor_type: str, error: ExecutorError) -> None:
-        """Log a failed call and show its error on the step."""
-        step_id = step.id if step else None
-        self.log("%s %s failed: %s %s", executor_type, step_id, error.code, error.message)
-        if step is not None:
-            step.error = ErrorInfo(code=error.code, message=error.message[:600], step_id=step_id)
-
-    def back_off(self, step: StepState | None, delay_ms: int, next_attempt: int) -> Gen:
-        """Wait out a retry's backoff on a durable timer; the view says when, and which try comes next."""
-        retry_at = self.ctx.current_utc_datetime + timedelta(milliseconds=delay_ms)
-        if step is not None:
-            step.state = "retrying"  # waiting out a backoff is not running
-            step.retry_at = retry_at.isoformat()
-            step.next_attempt = next_attempt
-            step.max_attempts = self.job.policy.max_attempts_per_model
-        self.publish()
-        yield self.ctx.create_timer(retry_at)
-
-    def settle_failure(
-        self, step: StepState, executor_type: str, task: dict[str, Any], out: ExecutorOutput, reapprove_edits: bool
-    ) -> Gen:
-        """A step that failed for good: in agent mode its error goes back to the Executor, else the user decides."""
-        if self.agent_mode and not writes_answer(executor_type):
-            raise ToolStepFailed(out)  # the Executor is shown the error and may try something else
-        if self.record.part_of_run and out.error is not None:
-            raise JobStop(out.error.code, out.error.message, step.id)  # a part fails where no one can decide
-        return (yield from self.ask_after_failure(step, executor_type, task, out, reapprove_edits))
-
-    def ask_after_failure(
-        self, step: StepState, executor_type: str, task: dict[str, Any], out: ExecutorOutput, reapprove_edits: bool
-    ) -> Gen:
-        """Ask the user what to do about a failed step: the task to run again, None to skip, or EditedTask."""
-        error = out.error
-        assert error is not None
-        details: dict[str, Any] = {"error": {"code": error.code, "message": error.message}, "input": bounded(task)}
-        failed_sql = _previous_attempt(out)["sql"]
-        if failed_sql:
-            # Show the statement that failed, and offer it for editing; the task itself is not changed.
-            details["sql"] = failed_sql
-            details["input"] = bounded({**task, "sql": failed_sql}, limit=22_000)
-        options = error_options(error.code)
-        question = f"Step '{step.title}' failed ({error.code}): {error.message}"
-        if "retry" not in options:
-            question = f"Step '{step.title}' cannot run here ({error.code}): {error.message}. Skip it or abort the job?"
-        reply = yield from self.questions.ask(
-            step,
-            "error",
-            question[:1000],
-            options,
-            default="skip",
-            details=details,
-            edit_of=(executor_type, task),
-        )
-        action = reply.action()
-        if action == "retry":
-            return task
-        if action == "skip":
-            self.record.skipped(
-                f"no one answered in time after it failed ({error.code}), so it was skipped"
-                if isinstance(reply, ExpiredAnswer)
-                else f"the user chose to skip it after it failed ({error.code})",
-                by_user=not isinstance(reply, ExpiredAnswer),
-            )
-            return None
-        if action == "edit":
-            # ask() only returns an edit that passed the same check as the HTTP edge.
-            edited = _redraft(task, apply_edits(executor_type, task, reply.edits()))
-            return EditedTask(edited) if reapprove_edits else edited
-        raise JobStop(error.code, f"{error.message} (aborted by the user)", step.id)
-
     def approve_sql(self, spec: PlanStep, step: StepState, task: dict[str, Any]) -> Gen:
         """Draft (guard) the SQL and ask for approval when the policy says so.
 
@@ -619,7 +384,7 @@ class JobRun:
         """
         policy = self.job.request.approval
         while True:
-            draft = yield from self.execute(
+            draft = yield from self.attempts.execute(
                 step, spec.kind, task, SqlAccess(sql_mode="draft").model_dump(), reapprove_edits=True
             )
             if draft is None:
@@ -675,7 +440,7 @@ class JobRun:
                 return run_task, SqlAccess(sql_mode="run", approved_sql=result.sql, sql_database=database)
             if action == "edit":
                 # A human approves the exact statement that runs: the edited SQL is guarded and shown again.
-                task = _redraft(run_task, apply_edits(spec.kind, run_task, reply.edits()))
+                task = redraft(run_task, apply_edits(spec.kind, run_task, reply.edits()))
                 continue
             if action == "reject":
                 self.record.skipped(
@@ -689,7 +454,7 @@ class JobRun:
 
     def supervise(self, spec: PlanStep, step: StepState, steps: list[PlanStep], index: int) -> Gen:
         """Hybrid mode: let the Supervisor decide after a step; deterministic code bounds what it may do."""
-        out = yield from self.execute(
+        out = yield from self.attempts.execute(
             None,
             SUPERVISE,
             {
@@ -781,15 +546,6 @@ class JobRun:
         ]
 
 
-def _caller(step: StepState | None, executor_type: str) -> Caller:
-    """Who made a failed call, for the policy: a step, planning, the Executor's turn, or the Supervisor."""
-    if step is not None:
-        return "step"
-    if executor_type == PLAN:
-        return "plan"
-    return "executor" if executor_type == AGENT_TURN else "supervise"
-
-
 def _lookups(wanted: list[str], outputs: Mapping[str, StepOutput]) -> list[tuple[str, dict[str, Any]]]:
     """The outputs of the wanted steps, an agent step's lookups (its ``parts``) each as its own."""
     found: list[tuple[str, dict[str, Any]]] = []
@@ -803,32 +559,6 @@ def _lookups(wanted: list[str], outputs: Mapping[str, StepOutput]) -> list[tuple
 def _is_pending(step: StepState) -> bool:
     # A function, not an inline test: supervise() may set the state back to pending behind mypy's narrowing.
     return step.state == "pending"
-
-
-def _redraft(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-    """An edited SQL step input: a new question without new SQL drops the old SQL, so it is drafted again."""
-    if "sql" in new and new.get("sql") == old.get("sql") and new.get("question") != old.get("question"):
-        return {k: v for k, v in new.items() if k != "sql"}
-    return new
-
-
-def _rejected_output(out: ExecutorOutput) -> str | None:
-    """The model output a failed call rejected, when the executor returned it (bounded)."""
-    result = out.result if isinstance(out.result, dict) else {}
-    text = result.get("rejected_output")
-    return text[:8000] if isinstance(text, str) and text else None
-
-
-def _previous_attempt(out: ExecutorOutput) -> dict[str, Any]:
-    """The failed attempt a retried step is shown: its statement (if it had one) and its error."""
-    error = out.error
-    assert error is not None
-    result = out.result if isinstance(out.result, dict) else {}
-    sql = result.get("sql")
-    return {
-        "sql": sql[:20_000] if isinstance(sql, str) else None,
-        "error": {"code": error.code[:64], "message": error.message[:2000]},
-    }
 
 
 def _problems(exc: ValidationError) -> str:

@@ -111,7 +111,7 @@ class PythonStep:
                 return None
             written: list[Any] | None = None
             if policy == "writes_files":
-                draft = yield from run.execute(
+                draft = yield from run.attempts.execute(
                     self.step, self.spec.kind, task, {**context, "python_mode": "draft"}, reapprove_edits=True
                 )
                 if draft is None:
@@ -131,7 +131,9 @@ class PythonStep:
                 if decided is not True:
                     task = decided  # edited: checked (and drafted) again
                     continue
-            out = yield from run.execute(self.step, self.spec.kind, task, context, reapprove_edits=policy != "never")
+            out = yield from run.attempts.execute(
+                self.step, self.spec.kind, task, context, reapprove_edits=policy != "never"
+            )
             if isinstance(out, EditedTask):
                 task = out.task
                 continue
@@ -154,7 +156,7 @@ class PythonStep:
                 return self.unresolved(name, ref)
             resolved[name] = value_of(out)
         context: dict[str, Any] = {"allowed_tools": list(run.job.request.tools), "python_inputs": resolved}
-        # What is left of budget.max_sandbox_seconds (JobRun.call_once checks it again before every attempt).
+        # What is left of budget.max_sandbox_seconds (Attempts.call_once checks it again before every attempt).
         context.update(run.budgets.sandbox_left(self.step.id))
         return context
         yield  # a generator like the others the orchestrator drives

@@ -441,7 +441,7 @@ class WorkflowWalk:
         if node.tool not in self.spec.tools:
             raise JobStop("TOOL_NOT_ALLOWED", f"tool {node.tool!r} is not one this app configures", node.id)
         arguments = {name: self.resolve(mapping) for name, mapping in node.input.items()}
-        out = yield from self.run.execute(
+        out = yield from self.run.attempts.execute(
             step, CALL_TOOL, {"tool": node.tool, "arguments": arguments}, {"allowed_tools": [node.tool]}
         )
         if out is None:
@@ -634,7 +634,7 @@ class WorkflowWalk:
         extra: dict[str, Any] = {"sources": self.run.sources_for(spec), "step_notes": []}
         if agent.output_schema is not None:
             extra["output_schema"] = agent.output_schema  # the answer writer is asked for an object of this shape
-        out = yield from self.run.execute(step, kind, dict(spec.input), extra, models=profile.models)
+        out = yield from self.run.attempts.execute(step, kind, dict(spec.input), extra, models=profile.models)
         answer = (out.result or {}) if out is not None else {}
         text = str(answer.get("answer") or "")
         output = {"text": text, "citations": answer.get("citations", []), "tool_calls": found["tool_calls"]}
