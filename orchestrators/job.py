@@ -18,13 +18,14 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from orchestrators.agent import AgentLoop
 from orchestrators.fork import run_fork
-from orchestrators.outcomes import EditedTask, ExpiredAnswer, JobStop
+from orchestrators.outcomes import JobStop
 from orchestrators.python_step import PythonStep, result_note
-from orchestrators.run.attempts import Attempts, redraft
+from orchestrators.run.approvals import SqlApprovals
+from orchestrators.run.attempts import Attempts
 from orchestrators.run.budgets import Budgets, runs_code
 from orchestrators.run.questions import Questions
 from orchestrators.run.record import (
@@ -32,6 +33,7 @@ from orchestrators.run.record import (
     RunRecord,
     StepOutput,
     bounded,
+    problems,
     runs_sql,
     writes_answer,
 )
@@ -39,7 +41,6 @@ from shared.executors import (
     PLAN,
     SUPERVISE,
     StepInputError,
-    apply_edits,
     check_plan,
     input_for_text,
     lookup_kinds,
@@ -49,7 +50,6 @@ from shared.executors import (
 from shared.jobs.agent import PYTHON_TOOL
 from shared.jobs.contracts import (
     ErrorCode,
-    SqlAccess,
 )
 from shared.jobs.models import (
     JobInput,
@@ -69,33 +69,10 @@ from shared.jobs.plan import (
     SupervisorDecision,
 )
 
-APPROVAL_OPTIONS = ["approve", "edit", "reject", "abort"]
 MAX_SQL_ROWS_TO_ANSWER = 20
 MAX_ANSWER_SOURCES = 200  # ExecutionContext.sources
 MAX_SUPERVISOR_RETRIES = 2
 MAX_REPLANS = 2
-
-
-class DatabaseChoice(BaseModel):
-    """The database a SQL step chose, as its draft reports it."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    choice: str = Field(min_length=1, max_length=64)
-    reason: str = Field(default="", max_length=500)
-    decided_by: str = Field(default="rules", max_length=16)
-
-
-class SqlDraftResult(BaseModel):
-    """The draft an execute_azure_sql step returns in draft mode (activity output: validated, not trusted)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    sql: str = Field(min_length=1, max_length=20_000)
-    tables: list[str] = Field(default_factory=list)
-    sensitive_tables: list[str] = Field(default_factory=list)
-    # Which database the draft was made on (choose_sql_tool); the approved statement runs there.
-    database: DatabaseChoice | None = None
 
 
 # How a workflow or team run walks its graph: a factory of walks, each with ``work()``
@@ -120,6 +97,7 @@ class JobRun:
         self.budgets = Budgets(self.record)
         self.questions = Questions(self.record)
         self.attempts = Attempts(self.record, self.budgets, self.questions)
+        self.approvals = SqlApprovals(self.record, self.attempts, self.questions)
 
     # --- the record, as the producers of steps read it -------------------------------------------
 
@@ -210,7 +188,7 @@ class JobRun:
         try:
             return check_plan(Plan.model_validate(out.result))
         except ValidationError as exc:
-            raise JobStop(ErrorCode.BAD_REQUEST, f"planning failed: the plan is not valid: {_problems(exc)}") from exc
+            raise JobStop(ErrorCode.BAD_REQUEST, f"planning failed: the plan is not valid: {problems(exc)}") from exc
         except ValueError as exc:
             raise JobStop(ErrorCode.BAD_REQUEST, f"planning failed: the plan is not valid: {exc}") from exc
 
@@ -282,30 +260,13 @@ class JobRun:
         if runs_code(spec.kind):
             return (yield from PythonStep(self, spec, step).work(task))
         if runs_sql(spec.kind):
-            return (yield from self.run_sql_step(spec, step, task))
+            return (yield from self.approvals.run_sql_step(spec, step, task))
         extra: dict[str, Any] = {}
         if writes_answer(spec.kind):
             extra["sources"] = self.sources_for(spec)
             extra["step_notes"] = self.notes_for(spec)
         out = yield from self.attempts.execute(step, spec.kind, task, extra)
         return None if out is None else (out.result or {})
-
-    def run_sql_step(self, spec: PlanStep, step: StepState, task: dict[str, Any]) -> Gen:
-        """A SQL step under the approval policy: SQL from the plan, the SQL writer or an edit is treated alike."""
-        if self.job.request.approval.sql == "never":
-            # Nothing is approved, so the executor refuses any statement that reads a sensitive table.
-            out = yield from self.attempts.execute(step, spec.kind, task, SqlAccess(sql_mode="run").model_dump())
-            return None if out is None else (out.result or {})
-        while True:
-            approved = yield from self.approve_sql(spec, step, task)
-            if approved is None:
-                return None
-            run_task, access = approved
-            out = yield from self.attempts.execute(step, spec.kind, run_task, access.model_dump(), reapprove_edits=True)
-            if isinstance(out, EditedTask):
-                task = out.task  # edited after approval: draft and approve the new statement again
-                continue
-            return None if out is None else (out.result or {})
 
     def task_for(self, spec: PlanStep) -> dict[str, Any]:
         """The executor task of a step (its input re-validated), with any clarifications the user gave for it."""
@@ -376,82 +337,6 @@ class JobRun:
 
     # --- policy ------------------------------------------------------------------------------
 
-    def approve_sql(self, spec: PlanStep, step: StepState, task: dict[str, Any]) -> Gen:
-        """Draft (guard) the SQL and ask for approval when the policy says so.
-
-        Returns ``(task, access)`` to run, or None when the step is skipped. Only a human's "approve" of
-        the exact guarded statement records it as ``approved_sql``; an edit is drafted and shown again.
-        """
-        policy = self.job.request.approval
-        while True:
-            draft = yield from self.attempts.execute(
-                step, spec.kind, task, SqlAccess(sql_mode="draft").model_dump(), reapprove_edits=True
-            )
-            if draft is None:
-                return None
-            if isinstance(draft, EditedTask):
-                # The user edited the step after a failed draft: the edit replaces the task this loop drafts.
-                task = draft.task
-                continue
-            try:
-                result = SqlDraftResult.model_validate(draft.result or {})
-            except ValidationError as exc:
-                raise JobStop(
-                    ErrorCode.INVALID_INPUT, f"the SQL draft is not valid: {_problems(exc)}", spec.id
-                ) from exc
-            run_task = {**task, "sql": result.sql}
-            database = result.database.choice if result.database else None
-            if policy.sql == "sensitive" and not result.sensitive_tables:
-                # No approval recorded: should the draft have hidden a sensitive table, the run refuses it.
-                return run_task, SqlAccess(sql_mode="run", sql_database=database)
-            sensitive = sorted(result.sensitive_tables)
-            default = {"approve": "approve", "reject": "reject"}.get(policy.on_timeout)
-            expiry_note = None
-            if sensitive and default == "approve":
-                # A wait that expires never approves a read of sensitive tables, whatever on_timeout says.
-                default = None
-                expiry_note = (
-                    f"the approval of a statement that reads the sensitive table(s) {sensitive} expired after "
-                    f"{self.questions.approval_seconds} s; an expired wait never approves a sensitive read "
-                    "(on_timeout=approve applies only to other statements)"
-                )
-            reply = yield from self.questions.ask(
-                step,
-                "approval",
-                f"Approve this SQL for step '{step.title}'?"[:1000],
-                APPROVAL_OPTIONS,
-                default=default,
-                details={
-                    "sql": result.sql,
-                    "tables": result.tables,
-                    "sensitive_tables": sensitive,
-                    **({"database": database} if database else {}),
-                },
-                timeout_seconds=self.questions.approval_seconds,
-                expiry_falls_back=policy.on_timeout != "fail",
-                expiry_message=expiry_note,
-                edit_of=(spec.kind, run_task),
-            )
-            action = reply.action()
-            if action == "approve":
-                if isinstance(reply, ExpiredAnswer):
-                    # No human approved: nothing sensitive may run.
-                    return run_task, SqlAccess(sql_mode="run", sql_database=database)
-                return run_task, SqlAccess(sql_mode="run", approved_sql=result.sql, sql_database=database)
-            if action == "edit":
-                # A human approves the exact statement that runs: the edited SQL is guarded and shown again.
-                task = redraft(run_task, apply_edits(spec.kind, run_task, reply.edits()))
-                continue
-            if action == "reject":
-                self.record.skipped(
-                    "its SQL query was not approved in time, so it was not run"
-                    if isinstance(reply, ExpiredAnswer)
-                    else "the user rejected its SQL query",
-                    by_user=not isinstance(reply, ExpiredAnswer),
-                )
-                return None
-            raise JobStop("REJECTED_BY_USER", "the user aborted the job at the SQL approval", spec.id)
-
     def supervise(self, spec: PlanStep, step: StepState, steps: list[PlanStep], index: int) -> Gen:
         """Hybrid mode: let the Supervisor decide after a step; deterministic code bounds what it may do."""
         out = yield from self.attempts.execute(
@@ -469,7 +354,7 @@ class JobRun:
         try:
             decision = SupervisorDecision.model_validate(out.result)
         except ValidationError as exc:
-            self.log("ignoring an invalid supervisor decision after %s: %s", spec.id, _problems(exc))
+            self.log("ignoring an invalid supervisor decision after %s: %s", spec.id, problems(exc))
             return None
         self.log("supervisor after %s: %s (%s)", spec.id, decision.action, decision.reason[:80])
         # The Supervisor may run a step again (retry or another tool) a bounded number of times, counted apart
@@ -559,12 +444,6 @@ def _lookups(wanted: list[str], outputs: Mapping[str, StepOutput]) -> list[tuple
 def _is_pending(step: StepState) -> bool:
     # A function, not an inline test: supervise() may set the state back to pending behind mypy's narrowing.
     return step.state == "pending"
-
-
-def _problems(exc: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors(include_url=False)[:3]
-    )[:500]
 
 
 def _compact(output: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -12,6 +12,8 @@ from collections.abc import Generator, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
+from pydantic import ValidationError
+
 from shared.executors import AGENT_TURN, PLAN, SUPERVISE, get_executor
 from shared.jobs.contracts import Usage
 from shared.jobs.models import ErrorInfo, JobInput, JobResult, JobState, StepState, custom_status
@@ -222,3 +224,10 @@ def bounded(value: dict[str, Any], limit: int = 2000) -> dict[str, Any]:
     """A value shown in a question or to the Supervisor, cut to ``limit`` characters of JSON."""
     text = json.dumps(value, default=str)
     return value if len(text) <= limit else {"truncated": text[:limit]}
+
+
+def problems(exc: ValidationError) -> str:
+    """The first problems of a validation error, in one line."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors(include_url=False)[:3]
+    )[:500]
