@@ -45,7 +45,7 @@ from shared.jobs.models import StepState
 from shared.jobs.plan import AskUserInput, PlanStep
 
 if TYPE_CHECKING:
-    from orchestrators.job import JobRun
+    from orchestrators.run.core import RunCore
     from orchestrators.run.record import Gen
 
 # What the model is shown of each result, and of how many earlier calls (the oldest are dropped first).
@@ -76,7 +76,7 @@ class AgentLoop:
 
     def __init__(
         self,
-        run: JobRun,
+        run: RunCore,
         question: str | None = None,
         parent: StepState | None = None,
         profile: AgentProfile | None = None,
@@ -332,7 +332,7 @@ class AgentLoop:
     def lookup(self, kind: str, args: dict[str, Any], step: StepState) -> Gen:
         """A step kind of the registry called as a tool: the same typed input, policy and approvals as a plan step."""
         spec = PlanStep(id=step.id, kind=kind, title=step.title, input=validate_step_input(kind, args))
-        result = yield from self.run.run_step(spec, step)
+        result = yield from self.run.steps.run_step(spec, step)
         if result is not None:
             self.run.record.keep(step.id, result)
             self.found.append(result)
@@ -384,13 +384,18 @@ class AgentLoop:
         run.state.step_index = len(run.state.steps) - 1
         step.started_at = run.now_iso()
         run.record.begin_step()
-        result = yield from run.run_step(spec, step)
+        result = yield from run.steps.run_step(spec, step)
         step.ended_at = run.now_iso()
         step.state = "succeeded" if result is not None else "skipped"
         if result is None:
             step.note = run.record.skip_reason or "it was skipped"
         run.publish()
         return result
+
+
+def agent_step(core: RunCore, question: str, parent: StepState) -> Gen:
+    """An agent step of a planned job: the loop of ``parent``'s own tool calls (what the core's steps run)."""
+    return AgentLoop(core, question, parent).work_step()
 
 
 def _bounded_flag(data: Any) -> tuple[Any, bool]:

@@ -27,9 +27,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Generator
 
     from orchestrators.job import JobRun
+    from orchestrators.run.core import RunCore
 
 
-def run_fork(run: JobRun, walker: Callable[[JobRun], Any] | None) -> Generator[Any, Any, Any]:
+def run_fork(run: JobRun, walker: Callable[[RunCore], Any] | None) -> Generator[Any, Any, Any]:
     """Load the base, show the carried steps as done, and run the plan from the fork point; returns the answer.
 
     ``walker`` makes the walk of a workflow run (the one JobRun runs runs with), for a fork of one.
@@ -85,7 +86,7 @@ def _run_agent_fork(run: JobRun, base: ForkBase) -> Generator[Any, Any, Any]:
     """An agent job from a turn: the earlier tool calls carried over, the Executor given the transcript it saw."""
     agent, fork = base.agent, run.job.fork
     assert agent is not None and fork is not None
-    loop = AgentLoop(run)
+    loop = AgentLoop(run.core)
     try:
         loop.transcript = [ToolCallRecord.model_validate(r) for r in agent.transcript]
     except ValidationError as exc:
@@ -111,7 +112,7 @@ def _run_agent_fork(run: JobRun, base: ForkBase) -> Generator[Any, Any, Any]:
     return (yield from loop.work())
 
 
-def _run_workflow_fork(run: JobRun, base: ForkBase, walker: Callable[[JobRun], Any]) -> Generator[Any, Any, Any]:
+def _run_workflow_fork(run: JobRun, base: ForkBase, walker: Callable[[RunCore], Any]) -> Generator[Any, Any, Any]:
     """A workflow run from a node, pinned to the origin's definition: the nodes that ended before it are carried.
 
     Their results are the origin's (a step or tool node's activity result, a branch's part result, a person's
@@ -121,7 +122,7 @@ def _run_workflow_fork(run: JobRun, base: ForkBase, walker: Callable[[JobRun], A
     assert base.workflow is not None
     if run.job.run is None:
         raise JobStop(ErrorCode.BAD_REQUEST, "the fork of a workflow run names no run")
-    walk = walker(run)
+    walk = walker(run.core)
     workflow = yield from walk.root()
     if workflow is None:
         raise JobStop("FORK_NOT_SUPPORTED", "a supervisor team cannot be forked")

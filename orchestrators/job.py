@@ -15,26 +15,19 @@ approved) is set by this code alone, in the execution context, after the checks 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
 
-from orchestrators.agent import AgentLoop
+from orchestrators.agent import AgentLoop, agent_step
 from orchestrators.fork import run_fork
 from orchestrators.outcomes import JobStop
-from orchestrators.python_step import PythonStep, result_note
-from orchestrators.run.approvals import SqlApprovals
-from orchestrators.run.attempts import Attempts
-from orchestrators.run.budgets import Budgets, runs_code
-from orchestrators.run.questions import Questions
+from orchestrators.run.core import RunCore
 from orchestrators.run.record import (
     Gen,
-    RunRecord,
-    StepOutput,
     bounded,
     problems,
-    runs_sql,
     writes_answer,
 )
 from shared.executors import (
@@ -45,42 +38,32 @@ from shared.executors import (
     input_for_text,
     lookup_kinds,
     text_field_of,
-    validate_step_input,
 )
-from shared.jobs.agent import PYTHON_TOOL
 from shared.jobs.contracts import (
     ErrorCode,
 )
 from shared.jobs.models import (
-    JobInput,
     JobResult,
-    JobState,
     StepState,
 )
 from shared.jobs.plan import (
-    AGENT_STEP,
     ALREADY_DONE,
-    ASK_USER,
     ORCHESTRATOR_KINDS,
-    AgentStepInput,
-    AskUserInput,
     Plan,
     PlanStep,
     SupervisorDecision,
 )
 
-MAX_SQL_ROWS_TO_ANSWER = 20
-MAX_ANSWER_SOURCES = 200  # ExecutionContext.sources
 MAX_SUPERVISOR_RETRIES = 2
 MAX_REPLANS = 2
 
 
 # How a workflow or team run walks its graph: a factory of walks, each with ``work()``
 # (orchestrators/__init__.py installs WorkflowWalk; no import ring). A fork of a run uses the same walk.
-_run_walker: Callable[[JobRun], Any] | None = None
+_run_walker: Callable[[RunCore], Any] | None = None
 
 
-def set_run_walker(walker: Callable[[JobRun], Any]) -> None:
+def set_run_walker(walker: Callable[[RunCore], Any]) -> None:
     """Install the walker of workflow and team runs (orchestrators/__init__.py does, once)."""
     global _run_walker
     _run_walker = walker
@@ -90,36 +73,15 @@ class JobRun:
     """One execution of the job orchestration; a plain object that tests can drive."""
 
     def __init__(self, context: Any, *, part_of_run: bool = False) -> None:
-        self.record = RunRecord(context, part_of_run=part_of_run)
+        self.core = RunCore(context, agent_step=agent_step, part_of_run=part_of_run)
+        self.record = self.core.record
+        self.budgets = self.core.budgets
+        self.questions = self.core.questions
+        self.attempts = self.core.attempts
+        self.steps = self.core.steps
+        self.ctx, self.job, self.state = self.core.ctx, self.core.job, self.core.state
         # How often the Supervisor has re-run each step (retry or another tool), by step id.
         self.supervisor_reruns: dict[str, int] = {}
-        # Sandbox time the job's run_python calls used (their outputs say), for budget.max_sandbox_seconds.
-        self.budgets = Budgets(self.record)
-        self.questions = Questions(self.record)
-        self.attempts = Attempts(self.record, self.budgets, self.questions)
-        self.approvals = SqlApprovals(self.record, self.attempts, self.questions)
-
-    # --- the record, as the producers of steps read it -------------------------------------------
-
-    @property
-    def ctx(self) -> Any:
-        """The orchestration context."""
-        return self.record.ctx
-
-    @property
-    def job(self) -> JobInput:
-        """The job's input."""
-        return self.record.job
-
-    @property
-    def state(self) -> JobState:
-        """The job's state (what the view shows)."""
-        return self.record.state
-
-    @property
-    def outputs(self) -> Mapping[str, StepOutput]:
-        """The outputs of the steps that succeeded."""
-        return self.record.outputs
 
     def log(self, message: str, *args: Any) -> None:
         """Log once, not on replay."""
@@ -128,10 +90,6 @@ class JobRun:
     def publish(self) -> None:
         """Publish the state."""
         self.record.publish()
-
-    def now_iso(self) -> str:
-        """Orchestration time, replay-safe."""
-        return self.record.now_iso()
 
     # --- the job -----------------------------------------------------------------------------
 
@@ -147,10 +105,10 @@ class JobRun:
                 # A workflow or team run: the graph replaces the plan (orchestrators/workflow.py).
                 if _run_walker is None:
                     raise JobStop("CONFIG_ERROR", "workflow runs are not installed in this app")
-                answer = yield from _run_walker(self).work()
+                answer = yield from _run_walker(self.core).work()
             elif self.job.request.mode == "agent":
                 self.attempts.hand_failures_to_executor()
-                answer = yield from AgentLoop(self).work()
+                answer = yield from AgentLoop(self.core).work()
             else:
                 plan = yield from self.make_plan(self.job.request.question)
                 self.state.plan_status = "planned"
@@ -201,10 +159,10 @@ class JobRun:
             spec = steps[index]
             step = self.state.steps[index]
             self.state.step_index = index
-            step.started_at = self.now_iso()
+            step.started_at = self.record.now_iso()
             self.record.begin_step(by_user_too=True)
-            result = yield from self.run_step(spec, step)
-            step.ended_at = self.now_iso()
+            result = yield from self.steps.run_step(spec, step)
+            step.ended_at = self.record.now_iso()
             if result is None:
                 step.state = "skipped"
                 step.note = self.record.skip_reason or "it was skipped"
@@ -232,109 +190,6 @@ class JobRun:
             index += 1
         return answer
 
-    def run_step(self, spec: PlanStep, step: StepState) -> Gen:
-        """Run one step; returns its result dict, or None when skipped."""
-        if spec.kind == ASK_USER:
-            try:
-                asked = AskUserInput.model_validate(validate_step_input(spec.kind, spec.input))
-            except StepInputError as exc:
-                raise JobStop(ErrorCode.BAD_REQUEST, f"step {spec.id!r} ({spec.kind}): {exc.message}", spec.id) from exc
-            options = asked.options[:8]
-            reply = yield from self.questions.ask(
-                step,
-                "clarify",
-                asked.question,
-                options,
-                default=options[0] if options else None,
-                free_text=True,
-            )
-            text = reply.action() if isinstance(reply.answer, str) else json.dumps(reply.answer)
-            self.record.clarifications[spec.id] = text
-            return {"answer": text}
-
-        if spec.kind == AGENT_STEP:
-            part = AgentStepInput.model_validate(self.task_for(spec))
-            return (yield from AgentLoop(self, part.question, step).work_step())
-
-        task = self.task_for(spec)
-        if runs_code(spec.kind):
-            return (yield from PythonStep(self, spec, step).work(task))
-        if runs_sql(spec.kind):
-            return (yield from self.approvals.run_sql_step(spec, step, task))
-        extra: dict[str, Any] = {}
-        if writes_answer(spec.kind):
-            extra["sources"] = self.sources_for(spec)
-            extra["step_notes"] = self.notes_for(spec)
-        out = yield from self.attempts.execute(step, spec.kind, task, extra)
-        return None if out is None else (out.result or {})
-
-    def task_for(self, spec: PlanStep) -> dict[str, Any]:
-        """The executor task of a step (its input re-validated), with any clarifications the user gave for it."""
-        try:
-            task = validate_step_input(spec.kind, spec.input)
-        except StepInputError as exc:
-            raise JobStop(ErrorCode.BAD_REQUEST, f"step {spec.id!r} ({spec.kind}): {exc.message}", spec.id) from exc
-        notes = [self.record.clarifications[d] for d in spec.depends_on if d in self.record.clarifications]
-        if notes:
-            key = text_field_of(spec.kind)
-            task[key] = f"{task.get(key, '')} ({'; '.join(notes)})".strip()[:2000]
-        return task
-
-    def notes_for(self, spec: PlanStep) -> list[str]:
-        """What the answer must say about the steps it depends on that did not run, and why."""
-        wanted = set(spec.depends_on) if spec.depends_on else None
-        notes = [
-            f"The step '{s.title}' did not run: {s.note or 'it was skipped'}."
-            for s in self.state.steps
-            if s.state == "skipped" and s.id != spec.id and (wanted is None or s.id in wanted)
-        ]
-        # What code computed reaches the answer as a note (it is neither a passage nor SQL rows to cite).
-        for s in self.state.steps:
-            ran_code = runs_code(s.kind) or s.kind == PYTHON_TOOL
-            if ran_code and s.id in self.outputs and (wanted is None or s.id in wanted):
-                notes.append(result_note(s.title, self.outputs[s.id]))
-        return notes[:12]
-
-    def sources_for(self, spec: PlanStep) -> list[dict[str, Any]]:
-        """Compact sources for the answer: chunks and SQL rows of the steps it depends on."""
-        wanted = spec.depends_on or list(self.outputs)
-        sources: list[dict[str, Any]] = []
-        for step_id, out in _lookups(wanted, self.outputs):
-            for chunk in out.get("chunks", []):
-                sources.append(
-                    {
-                        "source_id": chunk["source_id"],
-                        "kind": "document",
-                        "title": chunk.get("title"),
-                        "content": chunk.get("content", ""),
-                    }
-                )
-            if "sql" in out and "rows" in out:
-                rows = list(out.get("rows") or [])
-                shown = rows[:MAX_SQL_ROWS_TO_ANSWER]
-                sources.append(
-                    {
-                        "source_id": out.get("source_id") or f"sql:{step_id}",
-                        "kind": "sql",
-                        "title": out.get("question"),
-                        "sql": out["sql"],
-                        "columns": out.get("columns", []),
-                        "rows": shown,
-                        # The answer writer must know a result is partial, so it never concludes from it.
-                        "row_count": out.get("row_count", len(rows)),
-                        "truncated": bool(out.get("truncated")),
-                        "rows_shown": len(shown),
-                    }
-                    # Only when the step used one: the inputs of jobs without it stay as they were (replay).
-                    | ({"verified_query": out["verified_query"]} if out.get("verified_query") else {})
-                )
-        # A passage several lookups found is one source, and the contract takes at most MAX_ANSWER_SOURCES
-        # (an agent job may make 64 lookups).
-        unique: dict[str, dict[str, Any]] = {}
-        for source in sources:
-            unique.setdefault(str(source["source_id"]), source)
-        return list(unique.values())[:MAX_ANSWER_SOURCES]
-
     # --- policy ------------------------------------------------------------------------------
 
     def supervise(self, spec: PlanStep, step: StepState, steps: list[PlanStep], index: int) -> Gen:
@@ -346,7 +201,7 @@ class JobRun:
                 "question": self.job.request.question,
                 "plan": [s.model_dump(mode="json") for s in steps],
                 "step": spec.model_dump(mode="json"),
-                "output": bounded(_compact(self.outputs.get(spec.id)) or self.skipped_output(step)),
+                "output": bounded(_compact(self.core.outputs.get(spec.id)) or self.skipped_output(step)),
             },
         )
         if out is None:
@@ -380,7 +235,7 @@ class JobRun:
             for later in steps[index + 1 :]:
                 if spec.id not in later.depends_on:
                     later.depends_on.append(spec.id)
-            self.record.clarifications[spec.id] = reply.action()
+            self.record.clarify(spec.id, reply.action())
             return None
         if decision.action == "replan" and self.state.replans < MAX_REPLANS:
             return (yield from self.replan(steps, index, decision.reason))
@@ -414,7 +269,7 @@ class JobRun:
     def replan(self, steps: list[PlanStep], index: int, reason: str) -> Gen:
         """A new plan for what is left; its step ids get a suffix so they never clash with the steps that ran."""
         self.state.replans += 1
-        ran = [s for s in steps[: index + 1] if s.id in self.outputs]
+        ran = [s for s in steps[: index + 1] if s.id in self.core.outputs]
         done = ", ".join(f"{s.id}={s.kind} {json.dumps(str(s.input.get(text_field_of(s.kind)) or ''))}" for s in ran)
         plan = yield from self.make_plan(self.job.request.question, f"{ALREADY_DONE}{done}. {reason}")
         suffix = f"r{self.state.replans}"
@@ -429,16 +284,6 @@ class JobRun:
             )
             for s in plan.steps
         ]
-
-
-def _lookups(wanted: list[str], outputs: Mapping[str, StepOutput]) -> list[tuple[str, dict[str, Any]]]:
-    """The outputs of the wanted steps, an agent step's lookups (its ``parts``) each as its own."""
-    found: list[tuple[str, dict[str, Any]]] = []
-    for step_id in wanted:
-        out = outputs.get(step_id) or {}
-        found.append((step_id, out))
-        found.extend((step_id, part) for part in out.get("parts") or [] if isinstance(part, dict))
-    return found
 
 
 def _is_pending(step: StepState) -> bool:

@@ -1,10 +1,10 @@
 """Workflow and team runs inside the job orchestration: the graph replaces the plan, nothing else changes.
 
-``JobRun.run`` hands a run (``JobInput.run``) to ``WorkflowWalk``. Every node is a step of the same job
-state (node id as step id), run by the same machinery as a planned job: step nodes through
-``JobRun.run_step`` (typed input, approvals, policy, retries, budgets), agent nodes through ``AgentLoop``
-with the pinned agent's instructions, tools, bounds and models, tool nodes through ``call_tool``, human
-nodes through ``JobRun.ask`` (the same waiting_for_user and feedback API). Conditions are evaluated here
+``JobRun.run`` (orchestrators/job.py) hands a run (``JobInput.run``) to ``WorkflowWalk``. Every node is a step of
+the same job state (node id as step id), run by the same machinery as a planned job: step nodes through
+``Steps.run_step`` of the run's core (typed input, approvals, policy, retries, budgets), agent nodes through
+``AgentLoop`` with the pinned agent's instructions, tools, bounds and models, tool nodes through ``call_tool``, human
+nodes through ``Questions.ask`` (the same waiting_for_user and feedback API). Conditions are evaluated here
 (pure). A parallel node starts one sub-orchestration per branch (``workflow_part``) and waits for all
 of them; a sub-workflow node is a sub-orchestration pinned to a version; a loop node repeats its body at
 most ``max_iterations`` times. A question asked inside a part is shown and answered at the root run
@@ -29,10 +29,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from orchestrators.agent import AgentLoop, AgentProfile
-from orchestrators.job import JobRun
+from orchestrators.agent import AgentLoop, AgentProfile, agent_step
 from orchestrators.outcomes import JobStop
 from orchestrators.part_questions import PartQuestions
+from orchestrators.run.core import RunCore
 from orchestrators.run.record import Gen, as_dict
 from shared.definitions.models import (
     INPUT,
@@ -86,7 +86,7 @@ TEAM_INPUTS = {name: InputSpec.model_validate(spec) for name, spec in TEAM_SPEC.
 class WorkflowWalk:
     """One run of a workflow (or a compiled team) on a ``JobRun``: the root run, a branch or a sub-workflow."""
 
-    def __init__(self, run: JobRun) -> None:
+    def __init__(self, run: RunCore) -> None:
         assert run.job.run is not None
         self.run = run
         self.spec: RunSpec = run.job.run
@@ -432,7 +432,7 @@ class WorkflowWalk:
         """A built-in step: the same typed input, approvals and policy as a planned step."""
         task = {name: self.resolve(mapping) for name, mapping in mappings.items()}
         spec = PlanStep(id=step.id, kind=kind, title=step.title or kind, input=task)
-        return (yield from self.run.run_step(spec, step))
+        return (yield from self.run.steps.run_step(spec, step))
 
     def run_tool(self, node: ToolNode, step: StepState) -> Gen:
         """One family tool call through call_tool; the tool must be one the run was allowed at start."""
@@ -631,7 +631,7 @@ class WorkflowWalk:
             id=step.id, kind=kind, title=step.title or kind, input=input_for_text(kind, prompt or agent.name)
         )
         spec.depends_on = [step.id]
-        extra: dict[str, Any] = {"sources": self.run.sources_for(spec), "step_notes": []}
+        extra: dict[str, Any] = {"sources": self.run.steps.sources_for(spec), "step_notes": []}
         if agent.output_schema is not None:
             extra["output_schema"] = agent.output_schema  # the answer writer is asked for an object of this shape
         out = yield from self.run.attempts.execute(step, kind, dict(spec.input), extra, models=profile.models)
@@ -904,4 +904,4 @@ def _short(value: Any) -> str | None:
 
 def workflow_part_body(context: Any) -> Gen:
     """The body of a part of a run (a parallel branch, a sub-workflow): a ``PartResult``."""
-    return (yield from WorkflowWalk(JobRun(context, part_of_run=True)).work_part())
+    return (yield from WorkflowWalk(RunCore(context, agent_step=agent_step, part_of_run=True)).work_part())

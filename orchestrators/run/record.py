@@ -86,6 +86,10 @@ class RunRecord:
         """Forget a step's output (it runs again)."""
         self._outputs.pop(step_id, None)
 
+    def clarify(self, step_id: str, text: str) -> None:
+        """What a person said about a step; the steps that depend on it are given it."""
+        self.clarifications[step_id] = text
+
     @property
     def skip_reason(self) -> str | None:
         """Why the step being run was skipped, when it was."""

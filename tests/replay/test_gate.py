@@ -56,7 +56,7 @@ def _no_supervisor(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _no_code_approval(monkeypatch: pytest.MonkeyPatch) -> None:
     """run_python no longer asks a person before running a draft that writes files."""
-    from orchestrators.python_step import PythonStep
+    from orchestrators.run.code import PythonStep
 
     def approved(self: PythonStep, task: dict[str, Any], written: Any) -> Any:
         return task

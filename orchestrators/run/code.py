@@ -1,7 +1,7 @@
 """run_python steps under the job's policy: allowed tool, resolved inputs, approval, sandbox time budget.
 
-A plain generator driven by ``JobRun`` (deterministic, no I/O). The code and its input names are untrusted
-(plan, Executor, edit); this module alone decides whether code runs (the job's ``tools`` allow
+A plain generator driven by the core's ``Steps.run_step`` (deterministic, no I/O). The code and its input names
+are untrusted (plan, Executor, edit); this module alone decides whether code runs (the job's ``tools`` allow
 ``python.run``), what its inputs hold (earlier outputs, resolved here by step id), whether a human must
 approve it first (``approval.python``) and how much sandbox time is left (``budget.max_sandbox_seconds``),
 and hands that to the executor in the execution context. An expired wait never approves code.
@@ -18,7 +18,7 @@ from shared.jobs.contracts import ErrorCode
 from shared.jobs.plan import PlanStep
 
 if TYPE_CHECKING:
-    from orchestrators.job import JobRun
+    from orchestrators.run.core import RunCore
     from orchestrators.run.record import Gen
     from shared.jobs.models import StepState
 
@@ -94,7 +94,7 @@ def _brief(value: Any) -> str:
 class PythonStep:
     """One run_python step of a job: its policy, from the allow-list to the approved run."""
 
-    def __init__(self, run: JobRun, spec: PlanStep, step: StepState) -> None:
+    def __init__(self, run: RunCore, spec: PlanStep, step: StepState) -> None:
         self.run = run
         self.spec = spec
         self.step = step
