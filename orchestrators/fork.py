@@ -26,14 +26,15 @@ from shared.jobs.plan import Plan
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator
 
-    from orchestrators.job import JobRun
+    from orchestrators.plan import PlanRun
     from orchestrators.run.core import RunCore
 
 
-def run_fork(run: JobRun, walker: Callable[[RunCore], Any] | None) -> Generator[Any, Any, Any]:
+def run_fork(run: RunCore, plan_run: PlanRun, walker: Callable[[RunCore], Any]) -> Generator[Any, Any, Any]:
     """Load the base, show the carried steps as done, and run the plan from the fork point; returns the answer.
 
-    ``walker`` makes the walk of a workflow run (the one JobRun runs runs with), for a fork of one.
+    ``plan_run`` runs a planned job's steps from the fork point; ``walker`` makes the walk of a workflow run (the one
+    JobRun runs runs with), for a fork of one.
     """
     fork = run.job.fork
     assert fork is not None
@@ -49,8 +50,6 @@ def run_fork(run: JobRun, walker: Callable[[RunCore], Any] | None) -> Generator[
     if base.agent is not None:
         return (yield from _run_agent_fork(run, base))
     if base.workflow is not None:
-        if walker is None:
-            raise JobStop("CONFIG_ERROR", "workflow runs are not installed in this app")
         return (yield from _run_workflow_fork(run, base, walker))
     if base.plan is None:
         raise JobStop(ErrorCode.BAD_REQUEST, "the fork's base has no plan")
@@ -79,14 +78,14 @@ def run_fork(run: JobRun, walker: Callable[[RunCore], Any] | None) -> Generator[
     run.state.status = "running"
     run.publish()
     run.log("forked from %s at %s; %d steps carried over", fork.origin, fork.from_step, len(carried))
-    return (yield from run.run_steps(plan, start=base.index))
+    return (yield from plan_run.run_steps(plan, start=base.index))
 
 
-def _run_agent_fork(run: JobRun, base: ForkBase) -> Generator[Any, Any, Any]:
+def _run_agent_fork(run: RunCore, base: ForkBase) -> Generator[Any, Any, Any]:
     """An agent job from a turn: the earlier tool calls carried over, the Executor given the transcript it saw."""
     agent, fork = base.agent, run.job.fork
     assert agent is not None and fork is not None
-    loop = AgentLoop(run.core)
+    loop = AgentLoop(run)
     try:
         loop.transcript = [ToolCallRecord.model_validate(r) for r in agent.transcript]
     except ValidationError as exc:
@@ -112,7 +111,7 @@ def _run_agent_fork(run: JobRun, base: ForkBase) -> Generator[Any, Any, Any]:
     return (yield from loop.work())
 
 
-def _run_workflow_fork(run: JobRun, base: ForkBase, walker: Callable[[RunCore], Any]) -> Generator[Any, Any, Any]:
+def _run_workflow_fork(run: RunCore, base: ForkBase, walker: Callable[[RunCore], Any]) -> Generator[Any, Any, Any]:
     """A workflow run from a node, pinned to the origin's definition: the nodes that ended before it are carried.
 
     Their results are the origin's (a step or tool node's activity result, a branch's part result, a person's
@@ -122,7 +121,7 @@ def _run_workflow_fork(run: JobRun, base: ForkBase, walker: Callable[[RunCore], 
     assert base.workflow is not None
     if run.job.run is None:
         raise JobStop(ErrorCode.BAD_REQUEST, "the fork of a workflow run names no run")
-    walk = walker(run.core)
+    walk = walker(run)
     workflow = yield from walk.root()
     if workflow is None:
         raise JobStop("FORK_NOT_SUPPORTED", "a supervisor team cannot be forked")

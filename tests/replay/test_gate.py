@@ -45,13 +45,13 @@ def _reverse_tool_calls(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _no_supervisor(monkeypatch: pytest.MonkeyPatch) -> None:
     """Hybrid mode no longer asks the Supervisor after a lookup step."""
-    from orchestrators.job import JobRun
+    from orchestrators.run.supervision import Supervision
 
-    def keep_going(self: JobRun, *args: Any) -> Any:
+    def keep_going(self: Supervision, *args: Any) -> Any:
         return None
         yield
 
-    monkeypatch.setattr(JobRun, "supervise", keep_going)
+    monkeypatch.setattr(Supervision, "supervise", keep_going)
 
 
 def _no_code_approval(monkeypatch: pytest.MonkeyPatch) -> None:
