@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from orchestrators.outcomes import ToolStepFailed
+from orchestrators.run.attempts import access_context
 from shared.executors import (
     AGENT_TURN,
     CALL_TOOL,
@@ -40,7 +41,7 @@ from shared.jobs.agent import (
     AgentTurn,
     ToolCallRecord,
 )
-from shared.jobs.contracts import ErrorCode, SqlAccess
+from shared.jobs.contracts import ErrorCode, ExecutionContext, SqlAccess
 from shared.jobs.models import StepState
 from shared.jobs.plan import AskUserInput, PlanStep
 
@@ -158,7 +159,7 @@ class AgentLoop:
             task["lookups"] = sorted(self.lookups)
         models = self.profile.models if self.profile else None
         out = yield from run.attempts.execute(
-            None, AGENT_TURN, task, {"allowed_tools": list(self.tools)}, models=models
+            None, AGENT_TURN, task, ExecutionContext(allowed_tools=list(self.tools)), models=models
         )
         if out is None:
             run.log("executor turn %d failed; writing the answer from what the tools found", turn)
@@ -231,16 +232,22 @@ class AgentLoop:
                 task = validate_step_input(call.tool, args)
             except StepInputError:
                 return None
-            name, context = call.tool, (SqlAccess(sql_mode="run").model_dump() if spec.runs_sql else {})
+            name, context = (
+                call.tool,
+                (access_context(SqlAccess(sql_mode="run")) if spec.runs_sql else ExecutionContext()),
+            )
         elif call.tool in allowed and call.tool != PYTHON_TOOL:
-            name, task, context = CALL_TOOL, {"tool": call.tool, "arguments": args}, {"allowed_tools": allowed}
+            name, task = CALL_TOOL, {"tool": call.tool, "arguments": args}
+            context = ExecutionContext(allowed_tools=allowed)
         else:
             return None
         models = run.job.request.constraints.allowed_models
         model = models[0] if models else None
         # The call's id, as the step's own execute() will name its later attempts (idempotency keys).
         call_id = run.attempts.key(step_id, 1).call_id
-        payload = run.attempts.executor_input(step_id, name, task, {**context, "call_id": call_id}, model, attempt=1)
+        payload = run.attempts.executor_input(
+            step_id, name, task, context.model_copy(update={"call_id": call_id}), model, attempt=1
+        )
         return name, payload.model_dump(mode="json")
 
     def open_step(self, call: AgentToolCall, turn: int) -> StepState:
@@ -353,7 +360,7 @@ class AgentLoop:
         """A tool of a family, through the call_tool executor (one activity per attempt)."""
         allowed = list(self.tools)
         out = yield from self.run.attempts.execute(
-            step, CALL_TOOL, {"tool": name, "arguments": args}, {"allowed_tools": allowed}
+            step, CALL_TOOL, {"tool": name, "arguments": args}, ExecutionContext(allowed_tools=allowed)
         )
         if out is None:
             return None

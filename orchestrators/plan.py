@@ -17,7 +17,7 @@ from orchestrators.run.core import RunCore
 from orchestrators.run.record import Gen, problems, writes_answer
 from orchestrators.run.supervision import Supervision
 from shared.executors import PLAN, check_plan
-from shared.jobs.contracts import ErrorCode
+from shared.jobs.contracts import ErrorCode, ExecutionContext
 from shared.jobs.models import StepState
 from shared.jobs.plan import ORCHESTRATOR_KINDS, Plan
 
@@ -43,7 +43,9 @@ class PlanRun:
         """Run the plan executor (with the same retry policy as steps) and validate its plan."""
         task: dict[str, Any] = {"question": question if not context_note else f"{question}\n\n{context_note}"}
         # The planner is offered the kinds the job's tools allow (run_python only with python.run).
-        tools = {"allowed_tools": list(self.core.job.request.tools)} if self.core.job.request.tools else None
+        tools = (
+            ExecutionContext(allowed_tools=list(self.core.job.request.tools)) if self.core.job.request.tools else None
+        )
         out = yield from self.core.attempts.execute(None, PLAN, task, tools)
         if out is None:
             raise JobStop("PLAN_SKIPPED", "planning was skipped, so there is nothing to run")

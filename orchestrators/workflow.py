@@ -58,7 +58,7 @@ from shared.definitions.models import (
     WorkflowNode,
 )
 from shared.executors import CALL_TOOL, input_for_text, kinds_where, lookup_kinds
-from shared.jobs.contracts import Constraints, ErrorCode
+from shared.jobs.contracts import Constraints, ErrorCode, ExecutionContext
 from shared.jobs.costs import CallPrices
 from shared.jobs.models import Budget, StepState
 from shared.jobs.plan import PlanStep
@@ -442,7 +442,7 @@ class WorkflowWalk:
             raise JobStop("TOOL_NOT_ALLOWED", f"tool {node.tool!r} is not one this app configures", node.id)
         arguments = {name: self.resolve(mapping) for name, mapping in node.input.items()}
         out = yield from self.run.attempts.execute(
-            step, CALL_TOOL, {"tool": node.tool, "arguments": arguments}, {"allowed_tools": [node.tool]}
+            step, CALL_TOOL, {"tool": node.tool, "arguments": arguments}, ExecutionContext(allowed_tools=[node.tool])
         )
         if out is None:
             return None
@@ -631,9 +631,10 @@ class WorkflowWalk:
             id=step.id, kind=kind, title=step.title or kind, input=input_for_text(kind, prompt or agent.name)
         )
         spec.depends_on = [step.id]
-        extra: dict[str, Any] = {"sources": self.run.steps.sources_for(spec), "step_notes": []}
+        extra = ExecutionContext(sources=self.run.steps.sources_for(spec), step_notes=[])
         if agent.output_schema is not None:
-            extra["output_schema"] = agent.output_schema  # the answer writer is asked for an object of this shape
+            # The answer writer is asked for an object of this shape.
+            extra = extra.model_copy(update={"output_schema": agent.output_schema})
         out = yield from self.run.attempts.execute(step, kind, dict(spec.input), extra, models=profile.models)
         answer = (out.result or {}) if out is not None else {}
         text = str(answer.get("answer") or "")

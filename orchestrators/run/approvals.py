@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrators.outcomes import EditedTask, ExpiredAnswer, JobStop
-from orchestrators.run.attempts import Attempts, redraft
+from orchestrators.run.attempts import Attempts, access_context, redraft
 from orchestrators.run.questions import Questions
 from orchestrators.run.record import Gen, RunRecord, problems
 from shared.executors import apply_edits
@@ -58,14 +58,16 @@ class SqlApprovals:
         """A SQL step under the approval policy: SQL from the plan, the SQL writer or an edit is treated alike."""
         if self.record.job.request.approval.sql == "never":
             # Nothing is approved, so the executor refuses any statement that reads a sensitive table.
-            out = yield from self.attempts.execute(step, spec.kind, task, SqlAccess(sql_mode="run").model_dump())
+            out = yield from self.attempts.execute(step, spec.kind, task, access_context(SqlAccess(sql_mode="run")))
             return None if out is None else (out.result or {})
         while True:
             approved = yield from self.approve_sql(spec, step, task)
             if approved is None:
                 return None
             run_task, access = approved
-            out = yield from self.attempts.execute(step, spec.kind, run_task, access.model_dump(), reapprove_edits=True)
+            out = yield from self.attempts.execute(
+                step, spec.kind, run_task, access_context(access), reapprove_edits=True
+            )
             if isinstance(out, EditedTask):
                 task = out.task  # edited after approval: draft and approve the new statement again
                 continue
@@ -80,7 +82,7 @@ class SqlApprovals:
         policy = self.record.job.request.approval
         while True:
             draft = yield from self.attempts.execute(
-                step, spec.kind, task, SqlAccess(sql_mode="draft").model_dump(), reapprove_edits=True
+                step, spec.kind, task, access_context(SqlAccess(sql_mode="draft")), reapprove_edits=True
             )
             if draft is None:
                 return None

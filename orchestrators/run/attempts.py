@@ -18,7 +18,14 @@ from orchestrators.run.questions import Questions
 from orchestrators.run.record import Gen, RunRecord, as_dict, bounded, clear_retry, writes_answer
 from shared.executors import AGENT_TURN, CALL_TOOL, PLAN, apply_edits
 from shared.executors import uses_llm as executor_uses_llm
-from shared.jobs.contracts import ExecutionContext, ExecutorError, ExecutorInput, ExecutorOutput
+from shared.jobs.contracts import (
+    ExecutionContext,
+    ExecutorError,
+    ExecutorInput,
+    ExecutorOutput,
+    PreviousAttempt,
+    SqlAccess,
+)
 from shared.jobs.models import ErrorInfo, StepState
 
 
@@ -71,7 +78,7 @@ class Attempts:
         step: StepState | None,
         executor_type: str,
         task: dict[str, Any],
-        extra: dict[str, Any] | None = None,
+        extra: ExecutionContext | None = None,
         *,
         reapprove_edits: bool = False,
         models: list[str | None] | None = None,
@@ -80,18 +87,22 @@ class Attempts:
 
         With ``reapprove_edits`` a user's edit is not run but returned as ``EditedTask``: the statement
         was approved, and an edited one must be approved again. ``models`` (a workflow's agent) replaces
-        the job's allowed models; the run checked them against the job's when it started.
+        the job's allowed models; the run checked them against the job's when it started. ``extra``: the fields
+        of the execution context the caller sets (only those it set are passed on; the identity, the budget left
+        and the call id are set here).
         """
         models = list(models or self.record.job.request.constraints.allowed_models) or [None]
         model_index = tries_on_model = 0
         step_id = step.id if step else None
         uses_llm = executor_uses_llm(executor_type)
-        context = dict(extra or {})
+        context = extra or ExecutionContext()
         if step is not None:
             # One id for every attempt of this call (retries, a person's "retry"); tools send it as their
             # idempotency key. A step that runs again (a workflow loop) starts a new call with a new id.
             prefetched = step.attempts and self.key(step.id, step.attempts) in self.prefetched
-            context.setdefault("call_id", self.key(step.id, step.attempts if prefetched else step.attempts + 1).call_id)
+            if "call_id" not in context.model_fields_set:
+                call = self.key(step.id, step.attempts if prefetched else step.attempts + 1)
+                context = context.model_copy(update={"call_id": call.call_id})
         first_problem: str | None = None  # the reason of a plan that was repaired, for the final message
         while True:
             out = yield from self.call_once(step, executor_type, task, context, models[model_index], uses_llm)
@@ -135,7 +146,8 @@ class Attempts:
                 if not isinstance(verdict, dict):
                     return verdict  # None (skipped) or EditedTask
                 task = verdict
-                context["previous_attempt"] = _previous_attempt(out)
+                previous = PreviousAttempt.model_validate(_previous_attempt(out))
+                context = context.model_copy(update={"previous_attempt": previous})
                 model_index, tries_on_model = 0, 0
 
     def call_once(
@@ -143,7 +155,7 @@ class Attempts:
         step: StepState | None,
         executor_type: str,
         task: dict[str, Any],
-        context: dict[str, Any],
+        context: ExecutionContext,
         model: str | None,
         uses_llm: bool,
     ) -> Gen:
@@ -154,7 +166,7 @@ class Attempts:
         if runs_code(executor_type):
             # Every run of code counts its sandbox time, failed and timed-out ones too: each attempt is checked
             # against what is left now, and may use no more than that.
-            context = {**context, **self.budgets.sandbox_left(step_id)}
+            context = context.model_copy(update=self.budgets.sandbox_left(step_id))
         if step is None:
             # Planning and supervision calls are numbered per executor, so each has its own task id.
             attempt = self.internal_calls[executor_type] = self.internal_calls.get(executor_type, 0) + 1
@@ -192,7 +204,7 @@ class Attempts:
         step_id: str | None,
         executor_type: str,
         task: dict[str, Any],
-        context: dict[str, Any],
+        context: ExecutionContext,
         model: str | None,
         attempt: int,
     ) -> ExecutorInput:
@@ -209,7 +221,7 @@ class Attempts:
                     "model": model,
                     "trace": self.record.job.trace,
                     **self.budgets.budget_left(),
-                    **context,
+                    **context.model_dump(exclude_unset=True),
                 }
             ),
             constraints=self.budgets.constraints,
@@ -284,6 +296,11 @@ class Attempts:
             edited = redraft(task, apply_edits(executor_type, task, reply.edits()))
             return EditedTask(edited) if reapprove_edits else edited
         raise JobStop(error.code, f"{error.message} (aborted by the user)", step.id)
+
+
+def access_context(access: SqlAccess) -> ExecutionContext:
+    """The execution context of a SQL call: what it may read, as the orchestrator decided it."""
+    return ExecutionContext.model_validate(access.model_dump())
 
 
 def _caller(step: StepState | None, executor_type: str) -> Caller:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrators.outcomes import EditedTask, ExpiredAnswer, JobStop
 from shared.executors import StepInputError, apply_edits
 from shared.jobs.agent import PYTHON_TOOL
-from shared.jobs.contracts import ErrorCode
+from shared.jobs.contracts import ErrorCode, ExecutionContext
 from shared.jobs.plan import PlanStep
 
 if TYPE_CHECKING:
@@ -112,7 +112,11 @@ class PythonStep:
             written: list[Any] | None = None
             if policy == "writes_files":
                 draft = yield from run.attempts.execute(
-                    self.step, self.spec.kind, task, {**context, "python_mode": "draft"}, reapprove_edits=True
+                    self.step,
+                    self.spec.kind,
+                    task,
+                    context.model_copy(update={"python_mode": "draft"}),
+                    reapprove_edits=True,
                 )
                 if draft is None:
                     return None
@@ -155,10 +159,9 @@ class PythonStep:
             if out is None:
                 return self.unresolved(name, ref)
             resolved[name] = value_of(out)
-        context: dict[str, Any] = {"allowed_tools": list(run.job.request.tools), "python_inputs": resolved}
         # What is left of budget.max_sandbox_seconds (Attempts.call_once checks it again before every attempt).
-        context.update(run.budgets.sandbox_left(self.step.id))
-        return context
+        left = run.budgets.sandbox_left(self.step.id)
+        return ExecutionContext(allowed_tools=list(run.job.request.tools), python_inputs=resolved, **left)
         yield  # a generator like the others the orchestrator drives
 
     def unresolved(self, name: str, ref: str) -> None:

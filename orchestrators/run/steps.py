@@ -18,7 +18,7 @@ from orchestrators.run.code import PythonStep, result_note
 from orchestrators.run.record import Gen, StepOutput, runs_sql, writes_answer
 from shared.executors import StepInputError, text_field_of, validate_step_input
 from shared.jobs.agent import PYTHON_TOOL
-from shared.jobs.contracts import ErrorCode
+from shared.jobs.contracts import ErrorCode, ExecutionContext
 from shared.jobs.models import StepState
 from shared.jobs.plan import AGENT_STEP, ASK_USER, AgentStepInput, AskUserInput, PlanStep
 
@@ -68,10 +68,9 @@ class Steps:
             return (yield from PythonStep(self.core, spec, step).work(task))
         if runs_sql(spec.kind):
             return (yield from self.core.approvals.run_sql_step(spec, step, task))
-        extra: dict[str, Any] = {}
+        extra = ExecutionContext()
         if writes_answer(spec.kind):
-            extra["sources"] = self.sources_for(spec)
-            extra["step_notes"] = self.notes_for(spec)
+            extra = ExecutionContext(sources=self.sources_for(spec), step_notes=self.notes_for(spec))
         out = yield from self.core.attempts.execute(step, spec.kind, task, extra)
         return None if out is None else (out.result or {})
 
