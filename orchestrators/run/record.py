@@ -10,6 +10,7 @@ import json
 import logging
 from collections.abc import Generator, Mapping
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from pydantic import ValidationError
@@ -72,7 +73,7 @@ class RunRecord:
     @property
     def outputs(self) -> Mapping[str, StepOutput]:
         """The outputs of the steps that succeeded, by step id (read-only: ``keep`` adds one)."""
-        return self._outputs
+        return MappingProxyType(self._outputs)
 
     def keep(self, step_id: str, output: StepOutput) -> None:
         """Record a step's output (the later steps and the answer read it)."""
