@@ -1,7 +1,7 @@
 """Agent mode: the Executor (a model) works the job with tools; every turn and every tool call is an activity.
 
-A plain generator like the job orchestrator, driven by ``JobRun``: deterministic, no I/O. The loop is
-bounded by the job's ``agent`` limits (turns, tool calls) and its budget, which ``Attempts.call_once``
+A plain generator like the job orchestrator, driven through the run's core (``RunCore``): deterministic, no I/O.
+The loop is bounded by the job's ``agent`` limits (turns, tool calls) and its budget, which ``Attempts.call_once``
 checks before every model call. What the model writes is untrusted data: a lookup's arguments are
 checked against its kind's typed input model, a family tool must be one the job allows (checked here
 and again in the ``call_tool`` executor), and what a SQL step may read is decided by the same approval

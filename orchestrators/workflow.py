@@ -81,7 +81,7 @@ APPROVE, REJECT = "approve", "reject"
 
 
 class WorkflowWalk:
-    """One run of a workflow (or a compiled team) on a ``JobRun``: the root run, a branch or a sub-workflow."""
+    """One run of a workflow (or a compiled team) on a run's core: the root run, a branch or a sub-workflow."""
 
     def __init__(self, run: RunCore) -> None:
         assert run.job.run is not None
