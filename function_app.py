@@ -8,7 +8,7 @@ from api import blueprint as api_blueprint
 from api.definitions import blueprint as definitions_blueprint
 from api.verified_queries import blueprint as verified_queries_blueprint
 from orchestrators import blueprint as orchestrators_blueprint
-from orchestrators.job import set_job_events
+from orchestrators.run.record import set_job_events
 from shared.runtime import telemetry
 from shared.runtime.settings import check_settings_at_startup
 

@@ -5,10 +5,9 @@ from typing import Any
 
 import azure.durable_functions as df
 
-from orchestrators.job import job_orchestrator_body, set_run_walker
-from orchestrators.workflow import WorkflowWalk, workflow_part_body
+from orchestrators.job import job_orchestrator_body
+from orchestrators.workflow import workflow_part_body
 
-set_run_walker(WorkflowWalk)
 blueprint = df.Blueprint()
 
 

@@ -1,12 +1,12 @@
 """Agent mode: the Executor (a model) works the job with tools; every turn and every tool call is an activity.
 
-A plain generator like the job orchestrator, driven by ``JobRun``: deterministic, no I/O. The loop is
-bounded by the job's ``agent`` limits (turns, tool calls) and its budget, which ``JobRun.call_once``
+A plain generator like the job orchestrator, driven through the run's core (``RunCore``): deterministic, no I/O.
+The loop is bounded by the job's ``agent`` limits (turns, tool calls) and its budget, which ``Attempts.call_once``
 checks before every model call. What the model writes is untrusted data: a lookup's arguments are
 checked against its kind's typed input model, a family tool must be one the job allows (checked here
 and again in the ``call_tool`` executor), and what a SQL step may read is decided by the same approval
 code as in planned jobs. Failures go through the same policy as steps: retryable codes are retried by
-``JobRun.execute``; anything else comes back to the model in the result envelope, and the model may try
+``Attempts.execute``; anything else comes back to the model in the result envelope, and the model may try
 something else within its bounds.
 """
 
@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from orchestrators.outcomes import ToolStepFailed
+from orchestrators.run.attempts import access_context
 from shared.executors import (
     AGENT_TURN,
     CALL_TOOL,
@@ -39,12 +41,13 @@ from shared.jobs.agent import (
     AgentTurn,
     ToolCallRecord,
 )
-from shared.jobs.contracts import ErrorCode, ExecutorOutput, SqlAccess
+from shared.jobs.contracts import ErrorCode, ExecutionContext, SqlAccess
 from shared.jobs.models import StepState
 from shared.jobs.plan import AskUserInput, PlanStep
 
 if TYPE_CHECKING:
-    from orchestrators.job import Gen, JobRun
+    from orchestrators.run.core import RunCore
+    from orchestrators.run.record import Gen
 
 # What the model is shown of each result, and of how many earlier calls (the oldest are dropped first).
 MAX_RECORD_CHARS = 6000
@@ -65,14 +68,6 @@ class AgentProfile:
     lookups: list[str] | None = None
 
 
-class ToolStepFailed(Exception):
-    """A tool step failed for good under the policy; in agent mode its error goes back to the model."""
-
-    def __init__(self, out: ExecutorOutput) -> None:
-        super().__init__(out.error.message if out.error else "failed")
-        self.out = out
-
-
 class AgentLoop:
     """Executor turns and their tool calls: a whole agent-mode job, or one ``agent`` step of a planned job.
 
@@ -82,7 +77,7 @@ class AgentLoop:
 
     def __init__(
         self,
-        run: JobRun,
+        run: RunCore,
         question: str | None = None,
         parent: StepState | None = None,
         profile: AgentProfile | None = None,
@@ -163,7 +158,9 @@ class AgentLoop:
             task["instructions"] = self.profile.instructions
             task["lookups"] = sorted(self.lookups)
         models = self.profile.models if self.profile else None
-        out = yield from run.execute(None, AGENT_TURN, task, {"allowed_tools": list(self.tools)}, models=models)
+        out = yield from run.attempts.execute(
+            None, AGENT_TURN, task, ExecutionContext(allowed_tools=list(self.tools)), models=models
+        )
         if out is None:
             run.log("executor turn %d failed; writing the answer from what the tools found", turn)
             return None
@@ -202,15 +199,15 @@ class AgentLoop:
     def prefetch(self, opened: list[tuple[AgentToolCall, StepState]]) -> Gen:
         """The calls of one turn that need no person start together: their first attempts are one fan-out.
 
-        Each result waits in ``JobRun.prefetched`` for the step that would have scheduled it, which then
-        goes on as usual (retries, failures, the envelope), so the only change is that they ran at once.
+        Each result waits in ``Attempts.prefetched`` (``hand_over``) for the step that would have scheduled it,
+        which then goes on as usual (retries, failures, the envelope), so the only change is that they ran at once.
         """
         firsts = [(step, first) for call, step in opened if (first := self.first_attempt(call, step.id))]
         if len(firsts) < 2:
             self.run.publish()
             return
         tool_calls = sum(1 for _step, (name, _payload) in firsts if name == CALL_TOOL)
-        self.run.count_tool_calls(CALL_TOOL, firsts[0][0].id, tool_calls)  # counted now, not when each is taken
+        self.run.budgets.count_tool_calls(CALL_TOOL, firsts[0][0].id, tool_calls)  # counted now, not when each is taken
         for step, (_name, payload) in firsts:
             # The first attempt starts now; the step's own call takes its result instead of scheduling it.
             step.attempts = 1
@@ -218,8 +215,8 @@ class AgentLoop:
         self.run.publish()
         ctx = self.run.ctx
         results = yield ctx.task_all([ctx.call_activity(name, payload) for _step, (name, payload) in firsts])
-        for (_step, (_name, payload)), raw in zip(firsts, results, strict=True):
-            self.run.prefetched[payload["task_id"]] = raw
+        for (step, (_name, _payload)), raw in zip(firsts, results, strict=True):
+            self.run.attempts.hand_over(self.run.attempts.key(step.id, 1), raw)
 
     def first_attempt(self, call: AgentToolCall, step_id: str) -> tuple[str, dict[str, Any]] | None:
         """The activity and payload of a call's first attempt, when it may start without a person; else None."""
@@ -235,15 +232,22 @@ class AgentLoop:
                 task = validate_step_input(call.tool, args)
             except StepInputError:
                 return None
-            name, context = call.tool, (SqlAccess(sql_mode="run").model_dump() if spec.runs_sql else {})
+            name, context = (
+                call.tool,
+                (access_context(SqlAccess(sql_mode="run")) if spec.runs_sql else ExecutionContext()),
+            )
         elif call.tool in allowed and call.tool != PYTHON_TOOL:
-            name, task, context = CALL_TOOL, {"tool": call.tool, "arguments": args}, {"allowed_tools": allowed}
+            name, task = CALL_TOOL, {"tool": call.tool, "arguments": args}
+            context = ExecutionContext(allowed_tools=allowed)
         else:
             return None
         models = run.job.request.constraints.allowed_models
         model = models[0] if models else None
         # The call's id, as the step's own execute() will name its later attempts (idempotency keys).
-        payload = run.executor_input(step_id, name, task, {**context, "call_id": f"{step_id}:1"}, model, attempt=1)
+        call_id = run.attempts.key(step_id, 1).call_id
+        payload = run.attempts.executor_input(
+            step_id, name, task, context.model_copy(update={"call_id": call_id}), model, attempt=1
+        )
         return name, payload.model_dump(mode="json")
 
     def open_step(self, call: AgentToolCall, turn: int) -> StepState:
@@ -269,7 +273,7 @@ class AgentLoop:
         run = self.run
         if self.parent is None:
             run.state.step_index = run.state.steps.index(step)
-        run.skip_reason = None
+        run.record.begin_step()
         record = yield from self.dispatch(call, call.arguments(), step)
         step.ended_at = run.now_iso()
         if record.success:
@@ -287,7 +291,7 @@ class AgentLoop:
         record = ToolCallRecord(id=call.id, tool=call.tool, arguments=args, success=False, step=step.id)
         if not isinstance(args, dict):
             return self.refuse(record, step, ErrorCode.INVALID_INPUT, "arguments_json must be a JSON object")
-        if call.tool == REQUEST_USER_FEEDBACK and not self.run.can_ask:
+        if call.tool == REQUEST_USER_FEEDBACK and not self.run.questions.can_ask:
             # A part of a run (a branch, a sub-workflow) has no one to ask: the model answers from what it found.
             return self.refuse(record, step, ErrorCode.INVALID_INPUT, "no person can answer here; use what you found")
         try:
@@ -319,7 +323,7 @@ class AgentLoop:
                 }
             )
         if data is None:
-            reason = self.run.skip_reason or "it was skipped"
+            reason = self.run.record.skip_reason or "it was skipped"
             return record.model_copy(update={"error": {"code": "SKIPPED", "message": reason[:1000]}})
         bounded, cut = _bounded_flag(data)
         return record.model_copy(update={"success": True, "data": bounded, "truncated": cut})
@@ -335,9 +339,9 @@ class AgentLoop:
     def lookup(self, kind: str, args: dict[str, Any], step: StepState) -> Gen:
         """A step kind of the registry called as a tool: the same typed input, policy and approvals as a plan step."""
         spec = PlanStep(id=step.id, kind=kind, title=step.title, input=validate_step_input(kind, args))
-        result = yield from self.run.run_step(spec, step)
+        result = yield from self.run.steps.run_step(spec, step)
         if result is not None:
-            self.run.outputs[step.id] = result
+            self.run.record.keep(step.id, result)
             self.found.append(result)
         return result
 
@@ -345,7 +349,7 @@ class AgentLoop:
         """request_user_feedback: the job waits for the user with the Executor's question, exactly like any wait."""
         asked = AskUserInput.model_validate(validate_step_input("ask_user", args))
         options = asked.options[:8]
-        reply = yield from self.run.ask(
+        reply = yield from self.run.questions.ask(
             step, "clarify", asked.question, options, default=options[0] if options else None, free_text=True
         )
         if isinstance(reply.answer, str):
@@ -355,8 +359,8 @@ class AgentLoop:
     def family_tool(self, name: str, args: dict[str, Any], step: StepState) -> Gen:
         """A tool of a family, through the call_tool executor (one activity per attempt)."""
         allowed = list(self.tools)
-        out = yield from self.run.execute(
-            step, CALL_TOOL, {"tool": name, "arguments": args}, {"allowed_tools": allowed}
+        out = yield from self.run.attempts.execute(
+            step, CALL_TOOL, {"tool": name, "arguments": args}, ExecutionContext(allowed_tools=allowed)
         )
         if out is None:
             return None
@@ -369,7 +373,7 @@ class AgentLoop:
         return {
             "steps": [{"id": s.id, "tool": s.kind, "state": s.state} for s in state.steps],
             "tokens_used": state.usage.total_tokens,
-            "budget_left": self.run.budget_left(),
+            "budget_left": self.run.budgets.budget_left(),
             "turn": state.turns,
             "tool_calls_left": max(0, self.limits.max_tool_calls - self.calls),
         }
@@ -386,14 +390,19 @@ class AgentLoop:
         run.state.steps.append(step)
         run.state.step_index = len(run.state.steps) - 1
         step.started_at = run.now_iso()
-        run.skip_reason = None
-        result = yield from run.run_step(spec, step)
+        run.record.begin_step()
+        result = yield from run.steps.run_step(spec, step)
         step.ended_at = run.now_iso()
         step.state = "succeeded" if result is not None else "skipped"
         if result is None:
-            step.note = run.skip_reason or "it was skipped"
+            step.note = run.record.skip_reason or "it was skipped"
         run.publish()
         return result
+
+
+def agent_step(core: RunCore, question: str, parent: StepState) -> Gen:
+    """An agent step of a planned job: the loop of ``parent``'s own tool calls (what the core's steps run)."""
+    return AgentLoop(core, question, parent).work_step()
 
 
 def _bounded_flag(data: Any) -> tuple[Any, bool]:

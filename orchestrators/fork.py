@@ -26,13 +26,15 @@ from shared.jobs.plan import Plan
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator
 
-    from orchestrators.job import JobRun
+    from orchestrators.plan import PlanRun
+    from orchestrators.run.core import RunCore
 
 
-def run_fork(run: JobRun, walker: Callable[[JobRun], Any] | None) -> Generator[Any, Any, Any]:
+def run_fork(run: RunCore, plan_run: PlanRun, walker: Callable[[RunCore], Any]) -> Generator[Any, Any, Any]:
     """Load the base, show the carried steps as done, and run the plan from the fork point; returns the answer.
 
-    ``walker`` makes the walk of a workflow run (the one JobRun runs runs with), for a fork of one.
+    ``plan_run`` runs a planned job's steps from the fork point; ``walker`` makes the walk of a workflow run (the one
+    JobRun runs runs with), for a fork of one.
     """
     fork = run.job.fork
     assert fork is not None
@@ -48,8 +50,6 @@ def run_fork(run: JobRun, walker: Callable[[JobRun], Any] | None) -> Generator[A
     if base.agent is not None:
         return (yield from _run_agent_fork(run, base))
     if base.workflow is not None:
-        if walker is None:
-            raise JobStop("CONFIG_ERROR", "workflow runs are not installed in this app")
         return (yield from _run_workflow_fork(run, base, walker))
     if base.plan is None:
         raise JobStop(ErrorCode.BAD_REQUEST, "the fork's base has no plan")
@@ -72,16 +72,16 @@ def run_fork(run: JobRun, walker: Callable[[JobRun], Any] | None) -> Generator[A
     carried = [c.step for c in base.carried]
     for item in base.carried:
         if item.output is not None:
-            run.outputs[item.step.id] = item.output
+            run.record.keep(item.step.id, item.output)
     run.state.plan_status = "planned"
     run.state.steps = carried + [StepState(id=s.id, kind=s.kind, title=s.title) for s in steps[base.index :]]
     run.state.status = "running"
     run.publish()
     run.log("forked from %s at %s; %d steps carried over", fork.origin, fork.from_step, len(carried))
-    return (yield from run.run_steps(plan, start=base.index))
+    return (yield from plan_run.run_steps(plan, start=base.index))
 
 
-def _run_agent_fork(run: JobRun, base: ForkBase) -> Generator[Any, Any, Any]:
+def _run_agent_fork(run: RunCore, base: ForkBase) -> Generator[Any, Any, Any]:
     """An agent job from a turn: the earlier tool calls carried over, the Executor given the transcript it saw."""
     agent, fork = base.agent, run.job.fork
     assert agent is not None and fork is not None
@@ -94,10 +94,10 @@ def _run_agent_fork(run: JobRun, base: ForkBase) -> Generator[Any, Any, Any]:
     kept = lookup_kinds() | {PYTHON_TOOL, RUN_PYTHON}
     for item in base.carried:
         if item.output is not None and item.step.kind in kept:
-            run.outputs[item.step.id] = item.output
+            run.record.keep(item.step.id, item.output)
     loop.calls = len(base.carried)
     loop.replies = [answer for r in loop.transcript if (answer := _reply(r)) is not None]
-    run.agent_mode = True
+    run.attempts.hand_failures_to_executor()
     run.state.steps = [c.step for c in base.carried]
     run.log("forked from %s at %s; %d tool calls carried over", fork.origin, fork.from_step, loop.calls)
     if agent.turn == 0:  # only the answer runs again
@@ -111,7 +111,7 @@ def _run_agent_fork(run: JobRun, base: ForkBase) -> Generator[Any, Any, Any]:
     return (yield from loop.work())
 
 
-def _run_workflow_fork(run: JobRun, base: ForkBase, walker: Callable[[JobRun], Any]) -> Generator[Any, Any, Any]:
+def _run_workflow_fork(run: RunCore, base: ForkBase, walker: Callable[[RunCore], Any]) -> Generator[Any, Any, Any]:
     """A workflow run from a node, pinned to the origin's definition: the nodes that ended before it are carried.
 
     Their results are the origin's (a step or tool node's activity result, a branch's part result, a person's
@@ -133,7 +133,7 @@ def _run_workflow_fork(run: JobRun, base: ForkBase, walker: Callable[[JobRun], A
             continue  # a branch's node comes back with its branch (its parallel node)
         walk.ended[node.id] = item.step.state
         if item.step.state == "succeeded":
-            run.outputs[node.id] = _carried_output(walk, node, item.output, base.workflow)
+            run.record.keep(node.id, _carried_output(walk, node, item.output, base.workflow))
     run.state.usage = usage  # merged branches brought their usage: it is the origin's, counted apart
     by_id = {c.step.id: c.step for c in base.carried}
     run.state.steps = [by_id.get(s.id, s) for s in run.state.steps]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from shared.jobs.contracts import ExecutorOutput
 from shared.jobs.models import ErrorInfo, UserAnswer
 
 
@@ -29,6 +30,14 @@ class JobStop(Exception):
     def __init__(self, code: str, message: str, step_id: str | None = None, *, limit: str | None = None) -> None:
         super().__init__(message)
         self.info = ErrorInfo(code=code, message=message[:600], step_id=step_id, limit=limit)
+
+
+class ToolStepFailed(Exception):
+    """A tool step failed for good under the policy; in agent mode its error goes back to the model."""
+
+    def __init__(self, out: ExecutorOutput) -> None:
+        super().__init__(out.error.message if out.error else "failed")
+        self.out = out
 
 
 def event_data(raw: Any) -> Any:

@@ -15,8 +15,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from orchestrators.job import Gen, JobRun
 from orchestrators.outcomes import event_data
+from orchestrators.run.core import RunCore
+from orchestrators.run.record import Gen
 from shared.jobs.models import PartNews, StepState, StepStateName, Waiting
 from shared.jobs.runs import PART_NEWS_EVENT, RunReport
 
@@ -24,7 +25,7 @@ from shared.jobs.runs import PART_NEWS_EVENT, RunReport
 class PartQuestions:
     """The root run's view of its parts' questions while it waits on them."""
 
-    def __init__(self, run: JobRun) -> None:
+    def __init__(self, run: RunCore) -> None:
         self.run = run
         self.waits = 0
         # Part instance → (the question it waits on, the root step it belongs to), in the order asked.

@@ -1,7 +1,7 @@
 """The job's failure policy as a pure function: a failed call and where it stands → what the orchestrator does.
 
-No Durable calls, no state: `JobRun.execute` turns the decision into timers, model switches, questions or a
-stop. A policy change is a change here and one row in tests/jobs/test_policy_table.py.
+No Durable calls, no state: `Attempts.execute` (orchestrators/run/attempts.py) turns the decision into timers,
+model switches, questions or a stop. A policy change is a change here and one row in tests/jobs/test_policy_table.py.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ Trace context crosses the Durable boundary explicitly: the HTTP start calls ``in
 inside ``job_span()`` and puts the carrier in the orchestration input; the orchestrator copies it
 unchanged into each activity's ``execution_context["trace"]``; ``executor_span(carrier=...)`` parents
 the executor span on it. The orchestrator itself never starts spans (replays would duplicate them); it
-calls ``log_job_status()`` when ``not context.is_replaying``, through ``orchestrators.job.set_job_events``
+calls ``log_job_status()`` when ``not context.is_replaying``, through ``orchestrators.run.record.set_job_events``
 (function_app.py installs this module there: orchestrator code does not import it).
 
 Attribute names follow the OpenTelemetry GenAI semantic conventions where one exists; the rest are app

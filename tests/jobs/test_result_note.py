@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from orchestrators.python_step import NOTE_CHARS, result_note
+from orchestrators.run.code import NOTE_CHARS, result_note
 
 GROWTH: dict[str, Any] = {
     "column": "revenue",

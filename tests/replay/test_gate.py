@@ -45,18 +45,18 @@ def _reverse_tool_calls(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _no_supervisor(monkeypatch: pytest.MonkeyPatch) -> None:
     """Hybrid mode no longer asks the Supervisor after a lookup step."""
-    from orchestrators.job import JobRun
+    from orchestrators.run.supervision import Supervision
 
-    def keep_going(self: JobRun, *args: Any) -> Any:
+    def keep_going(self: Supervision, *args: Any) -> Any:
         return None
         yield
 
-    monkeypatch.setattr(JobRun, "supervise", keep_going)
+    monkeypatch.setattr(Supervision, "supervise", keep_going)
 
 
 def _no_code_approval(monkeypatch: pytest.MonkeyPatch) -> None:
     """run_python no longer asks a person before running a draft that writes files."""
-    from orchestrators.python_step import PythonStep
+    from orchestrators.run.code import PythonStep
 
     def approved(self: PythonStep, task: dict[str, Any], written: Any) -> Any:
         return task

@@ -82,13 +82,13 @@ def test_a_renamed_activity_in_flight_is_reported_as_non_determinism(handle: Cal
 
 def test_a_changed_orchestrator_is_caught(monkeypatch: pytest.MonkeyPatch, handle: Callable[[str], str]) -> None:
     # A change that would break jobs in flight: the retry backoff no longer waits on a durable timer.
-    from orchestrators.job import JobRun
+    from orchestrators.run.attempts import Attempts
 
-    def no_timer(self: JobRun, step: Any, delay_ms: int, next_attempt: int) -> Any:
+    def no_timer(self: Attempts, step: Any, delay_ms: int, next_attempt: int) -> Any:
         return
         yield
 
-    monkeypatch.setattr(JobRun, "back_off", no_timer)
+    monkeypatch.setattr(Attempts, "back_off", no_timer)
     fixture = load(Path(__file__).with_name("histories") / "retried_after_rate_limit.json")
     mismatch = replay(fixture, handle).mismatch
     assert mismatch is not None and "CreateTimer" in mismatch and "Non-deterministic workflow detected" in mismatch

@@ -14,8 +14,9 @@ import pytest
 from api.errors import ApiError
 from api.jobs import _waiting_instance
 from devhost.durable.inline import InlineContext, InlineTask, run_inline
-from orchestrators.job import JobRun
+from orchestrators.agent import agent_step
 from orchestrators.part_questions import PartQuestions
+from orchestrators.run.core import RunCore
 from orchestrators.workflow import workflow_part_body
 from shared.jobs.models import StepState
 from tests.runs.runkit import Activities, defs
@@ -23,13 +24,13 @@ from tests.runs.runkit import Activities, defs
 ROOT = "r1"
 
 
-def root_run() -> JobRun:
+def root_run(context: type[InlineContext] = InlineContext) -> RunCore:
     payload = {
         "job_id": ROOT,
         "request": {"question": "workflow w"},
         "run": {"kind": "workflow", "id": "w", "version": 1},
     }
-    run = JobRun(InlineContext(payload, lambda name, body: None, instance_id=ROOT))
+    run = RunCore(context(payload, lambda name, body: None, instance_id=ROOT), agent_step=agent_step)
     run.state.status = "running"
     run.state.steps = [StepState(id="split", kind="parallel", state="running"), StepState(id="ask", kind="human")]
     return run
@@ -112,8 +113,7 @@ class Scripted(InlineContext):
 
 
 def test_the_wait_on_parts_shows_news_and_returns_the_results_in_order() -> None:
-    run = root_run()
-    run.ctx = Scripted(run.ctx.get_input(), lambda name, body: None, instance_id=ROOT)
+    run = root_run(Scripted)
     questions = PartQuestions(run)
     report = questions.report_to(None)
     assert report.event == "part-news:1" and report.instance == ROOT
@@ -172,8 +172,8 @@ def walk_of(job_id: str, report_to: dict[str, Any] | None) -> Any:
         "request": {"question": "workflow w"},
         "run": {"kind": "workflow", "id": "w", "version": 1, "report_to": report_to},
     }
-    run = JobRun(InlineContext(payload, lambda name, body: None, instance_id=job_id))
-    run.part_of_run = ":" in job_id
+    context = InlineContext(payload, lambda name, body: None, instance_id=job_id)
+    run = RunCore(context, agent_step=agent_step, part_of_run=":" in job_id)
     return WorkflowWalk(run)
 
 

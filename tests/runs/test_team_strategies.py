@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrators.workflow import compile_team, route
+from orchestrators.team import compile_team, route
 from shared.definitions.graph import Graph, structure_issues
 from shared.definitions.models import Team
 from tests.runs.runkit import DONE_TURN, Activities, answer, defs, start, steps

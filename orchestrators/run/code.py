@@ -1,7 +1,7 @@
 """run_python steps under the job's policy: allowed tool, resolved inputs, approval, sandbox time budget.
 
-A plain generator driven by ``JobRun`` (deterministic, no I/O). The code and its input names are untrusted
-(plan, Executor, edit); this module alone decides whether code runs (the job's ``tools`` allow
+A plain generator driven by the core's ``Steps.run_step`` (deterministic, no I/O). The code and its input names
+are untrusted (plan, Executor, edit); this module alone decides whether code runs (the job's ``tools`` allow
 ``python.run``), what its inputs hold (earlier outputs, resolved here by step id), whether a human must
 approve it first (``approval.python``) and how much sandbox time is left (``budget.max_sandbox_seconds``),
 and hands that to the executor in the execution context. An expired wait never approves code.
@@ -12,30 +12,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from orchestrators.outcomes import EditedTask, ExpiredAnswer, JobStop
-from shared.executors import StepInputError, apply_edits, get_executor
+from shared.executors import StepInputError, apply_edits
 from shared.jobs.agent import PYTHON_TOOL
-from shared.jobs.contracts import ErrorCode, ExecutorOutput
+from shared.jobs.contracts import ErrorCode, ExecutionContext
 from shared.jobs.plan import PlanStep
 
 if TYPE_CHECKING:
-    from orchestrators.job import Gen, JobRun
+    from orchestrators.run.core import RunCore
+    from orchestrators.run.record import Gen
     from shared.jobs.models import StepState
 
 APPROVAL_OPTIONS = ["approve", "edit", "reject", "abort"]
-
-
-def runs_code(kind: str) -> bool:
-    """Whether a step kind runs model-written code."""
-    spec = get_executor(kind)
-    return spec is not None and spec.runs_code
-
-
-def sandbox_ms(out: ExecutorOutput) -> int:
-    """The sandbox time one run_python call reports (0 for any other output)."""
-    result = out.result if isinstance(out.result, dict) else {}
-    sandbox = result.get("sandbox")
-    wall = sandbox.get("wall_ms") if isinstance(sandbox, dict) else None
-    return wall if isinstance(wall, int) and wall > 0 else 0
 
 
 def value_of(out: dict[str, Any]) -> Any:
@@ -107,7 +94,7 @@ def _brief(value: Any) -> str:
 class PythonStep:
     """One run_python step of a job: its policy, from the allow-list to the approved run."""
 
-    def __init__(self, run: JobRun, spec: PlanStep, step: StepState) -> None:
+    def __init__(self, run: RunCore, spec: PlanStep, step: StepState) -> None:
         self.run = run
         self.spec = spec
         self.step = step
@@ -124,8 +111,12 @@ class PythonStep:
                 return None
             written: list[Any] | None = None
             if policy == "writes_files":
-                draft = yield from run.execute(
-                    self.step, self.spec.kind, task, {**context, "python_mode": "draft"}, reapprove_edits=True
+                draft = yield from run.attempts.execute(
+                    self.step,
+                    self.spec.kind,
+                    task,
+                    context.model_copy(update={"python_mode": "draft"}),
+                    reapprove_edits=True,
                 )
                 if draft is None:
                     return None
@@ -144,7 +135,9 @@ class PythonStep:
                 if decided is not True:
                     task = decided  # edited: checked (and drafted) again
                     continue
-            out = yield from run.execute(self.step, self.spec.kind, task, context, reapprove_edits=policy != "never")
+            out = yield from run.attempts.execute(
+                self.step, self.spec.kind, task, context, reapprove_edits=policy != "never"
+            )
             if isinstance(out, EditedTask):
                 task = out.task
                 continue
@@ -154,7 +147,7 @@ class PythonStep:
         """Refuse the step: to the Executor as a refused call, in a planned job as a skipped step."""
         if self.step.turn is not None:
             raise StepInputError(None, reason)
-        self.run.skip_reason = reason
+        self.run.record.skipped(reason)
         return None
 
     def context(self, task: dict[str, Any]) -> Gen:
@@ -166,10 +159,9 @@ class PythonStep:
             if out is None:
                 return self.unresolved(name, ref)
             resolved[name] = value_of(out)
-        context: dict[str, Any] = {"allowed_tools": list(run.job.request.tools), "python_inputs": resolved}
-        # What is left of budget.max_sandbox_seconds (JobRun.call_once checks it again before every attempt).
-        context.update(run.sandbox_left(self.step.id))
-        return context
+        # What is left of budget.max_sandbox_seconds (Attempts.call_once checks it again before every attempt).
+        left = run.budgets.sandbox_left(self.step.id)
+        return ExecutionContext(allowed_tools=list(run.job.request.tools), python_inputs=resolved, **left)
         yield  # a generator like the others the orchestrator drives
 
     def unresolved(self, name: str, ref: str) -> None:
@@ -188,17 +180,18 @@ class PythonStep:
         details: dict[str, Any] = {"code": task.get("code"), "inputs": task.get("inputs") or {}}
         if written is not None:
             details["files"] = written
-        reply = yield from run.ask(
+        reply = yield from run.questions.ask(
             self.step,
             "approval",
             f"Approve this Python code for step '{self.step.title}'?"[:1000],
             APPROVAL_OPTIONS,
             default="reject" if policy.on_timeout == "reject" else None,
             details=details,
-            timeout_seconds=run.approval_seconds,
+            timeout_seconds=run.questions.approval_seconds,
             expiry_falls_back=policy.on_timeout == "reject",
             expiry_message=(
-                f"the approval of the Python code of step {self.step.id} expired after {run.approval_seconds} s; "
+                f"the approval of the Python code of step {self.step.id} expired after "
+                f"{run.questions.approval_seconds} s; "
                 "an expired wait never approves code"
             ),
             edit_of=(self.spec.kind, task),
@@ -209,11 +202,11 @@ class PythonStep:
         if action == "edit":
             return apply_edits(self.spec.kind, task, reply.edits())
         if action in ("reject", "approve"):
-            run.skipped_by_user = not isinstance(reply, ExpiredAnswer)
-            run.skip_reason = (
+            run.record.skipped(
                 "its Python code was not approved in time, so it was not run"
                 if isinstance(reply, ExpiredAnswer)
-                else "the user rejected its Python code"
+                else "the user rejected its Python code",
+                by_user=not isinstance(reply, ExpiredAnswer),
             )
             return None
         raise JobStop("REJECTED_BY_USER", "the user aborted the job at the Python approval", self.step.id)
