@@ -24,7 +24,7 @@ from api.auth import Caller
 from api.common import check_tools, forks_of, int_param, owned_status, parse_body, request_caller, route_auth_level
 from api.costs import part_histories
 from api.errors import ApiError, guarded, json_response
-from api.view import build_view, decode, job_status
+from api.view import build_job_view, decode, job_status
 from shared.jobs.models import (
     ORCHESTRATOR_NAME,
     RUNNING_RUNTIME,
@@ -139,11 +139,11 @@ async def view(req: func.HttpRequest, client: df.DurableOrchestrationClient, job
     await repair_delivery(client, job_id, status)
     retention = get_settings().job_history_retention_days
     parts = await part_histories(client, job_id, status)  # a finished run's parts, for its cost
-    view_body = build_view(
+    view_body = build_job_view(
         status, job_links(req, job_id), log_cursor=cursor, log_limit=limit, retention_days=retention, parts=parts
     )
-    view_body["forks"] = forks_of(job_id)
-    return json_response(view_body)
+    view_body.forks = forks_of(job_id)
+    return json_response(view_body.dump())
 
 
 async def feedback(req: func.HttpRequest, client: df.DurableOrchestrationClient, job_id: str) -> func.HttpResponse:

@@ -10,6 +10,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from api.contract.view import LogEntry, LogPage
 from shared.executors import AGENT_TURN, CALL_TOOL
 from shared.jobs.fork import LOAD_FORK_BASE
 from shared.jobs.models import PartNews
@@ -241,9 +242,9 @@ def answers_received(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(seen.values())
 
 
-def build_log(history: list[dict[str, Any]], cursor: int, limit: int) -> dict[str, Any]:
+def build_log(history: list[dict[str, Any]], cursor: int, limit: int) -> LogPage:
     """The log page after ``cursor`` (a history position)."""
-    entries: list[dict[str, Any]] = []
+    entries: list[LogEntry] = []
     position = cursor
     for position in range(cursor, len(history)):
         if len(entries) >= limit:
@@ -251,7 +252,7 @@ def build_log(history: list[dict[str, Any]], cursor: int, limit: int) -> dict[st
         event = history[position]
         line = event_line(event)
         if line is not None:
-            entries.append({"seq": position, "time": event.get("Timestamp"), "message": line})
+            entries.append(LogEntry(seq=position, time=event.get("Timestamp"), message=line))
     else:
         position = len(history)
-    return {"entries": entries, "next_cursor": position, "complete": position >= len(history)}
+    return LogPage(entries=entries, next_cursor=position, complete=position >= len(history))
