@@ -18,6 +18,7 @@ import azure.functions as func
 from pydantic import BaseModel, TypeAdapter
 
 from api.common import request_caller, route_auth_level
+from api.contract.bodies import Catalog, dump_body
 from api.errors import guarded, json_response
 
 CATALOG_VERSION = 1
@@ -136,7 +137,9 @@ def _node_refs(schema: dict[str, Any]) -> dict[str, str]:
 async def catalog_handler(req: func.HttpRequest) -> func.HttpResponse:
     """GET /api/catalog."""
     request_caller(req)
-    return json_response(build_catalog(), headers={"Cache-Control": "private, max-age=300"})
+    return json_response(
+        dump_body(Catalog.model_validate(build_catalog())), headers={"Cache-Control": "private, max-age=300"}
+    )
 
 
 def register(bp: df.Blueprint) -> None:

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from api.auth import Caller
 from api.common import check_tools, forks_of, int_param, owned_status, parse_body, request_caller, route_auth_level
+from api.contract.bodies import AnswerAccepted, Cancelling, JobAccepted, JobList, JobListItem, dump_body
 from api.costs import part_histories
 from api.errors import ApiError, guarded, json_response
 from api.view import build_job_view, decode, job_status
@@ -122,7 +123,7 @@ async def submit(req: func.HttpRequest, client: df.DurableOrchestrationClient) -
         await client.start_new(ORCHESTRATOR_NAME, job_id, job.model_dump(mode="json"))
     links = job_links(req, job_id)
     return json_response(
-        {"id": job_id, "status": "pending", "links": links},
+        dump_body(JobAccepted(id=job_id, status="pending", links=links)),
         202,
         headers={"Location": links["status"], "Retry-After": "1"},
     )
@@ -213,10 +214,10 @@ async def feedback(req: func.HttpRequest, client: df.DurableOrchestrationClient,
 
 def _accepted(job_id: str, question_id: str, *, repeated: bool) -> func.HttpResponse:
     """202 for an answer taken; ``repeated`` when it is one the job had taken already (posted again)."""
-    body: dict[str, Any] = {"id": job_id, "question_id": question_id, "accepted": True}
+    accepted = AnswerAccepted(id=job_id, question_id=question_id, accepted=True)
     if repeated:
-        body["repeated"] = True
-    return json_response(body, 202)
+        accepted.repeated = True
+    return json_response(dump_body(accepted), 202)
 
 
 def _answered_before(job_id: str, question_id: str, answer: UserAnswer) -> bool:
@@ -359,7 +360,7 @@ async def cancel(req: func.HttpRequest, client: df.DurableOrchestrationClient, j
     job_input = decode(status.get("input"))
     if isinstance(job_input, dict) and job_input.get("run"):
         await terminate_parts(client, job_id)
-    return json_response({"id": job_id, "status": "cancelling"}, 202)
+    return json_response(dump_body(Cancelling(id=job_id, status="cancelling")), 202)
 
 
 async def terminate_parts(client: df.DurableOrchestrationClient, instance_id: str) -> list[str]:
@@ -675,7 +676,8 @@ async def list_jobs(
         now=time.time(),
         windows=windows,
     )
-    return json_response({"jobs": page, "next_cursor": encode_cursor(cursor) if cursor else None})
+    jobs = [JobListItem.model_validate(item) for item in page]
+    return json_response(dump_body(JobList(jobs=jobs, next_cursor=encode_cursor(cursor) if cursor else None)))
 
 
 def register(bp: df.Blueprint) -> None:
