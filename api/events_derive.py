@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from api.view import decode, event_line, job_status, ms_between, part_news, task_ref
+from api.view_log import line_facts
 from shared.executors import AGENT_TURN, CALL_TOOL, PLAN, kinds_where
 from shared.jobs.contracts import Usage
 from shared.jobs.events import (
@@ -84,9 +85,11 @@ def committed_events(
 def _log(event: dict[str, Any], line: str) -> LogEvent:
     """The log line of one history event (its step, when it is a step's)."""
     step_id, _, _ = task_ref(event) if event.get("EventType") in ("TaskCompleted", "TaskFailed") else (None, 0, {})
+    facts = line_facts(event)
+    about = {"topic": facts["topic"], "activity": facts.get("activity"), "failed": facts.get("failed")}
     if any(word in line for word in _ERROR_LINES):
-        return LogEvent(at=_at(event), level="error", message=line, step_id=step_id)
-    return LogEvent(at=_at(event), message=line, step_id=step_id)
+        return LogEvent(at=_at(event), level="error", message=line, step_id=step_id, **about)
+    return LogEvent(at=_at(event), message=line, step_id=step_id, **about)
 
 
 def _at(event: dict[str, Any], key: str = "Timestamp") -> str:

@@ -60,6 +60,31 @@ def event_line(event: dict[str, Any]) -> str | None:
     return line_of(event) if line_of is not None else None
 
 
+def line_facts(event: dict[str, Any]) -> dict[str, Any]:
+    """What the line of a history event is about, as fields: a client reads these, never the line's English.
+
+    ``topic``: job, task, answer, question or timer; a task's ``activity`` (the activity that ran), whether the
+    attempt ``failed``, and its ``step_id`` when the line names a step besides the activity.
+    """
+    kind = event.get("EventType")
+    if kind in ("TaskCompleted", "TaskFailed"):
+        step_id, _, _ = task_ref(event)
+        name = str(event.get("FunctionName", "activity"))
+        result = decode(event.get("Result"))
+        failed = kind == "TaskFailed" or (isinstance(result, dict) and result.get("status") == "failed")
+        facts: dict[str, Any] = {"topic": "task", "activity": name, "failed": failed}
+        return facts | ({"step_id": step_id} if step_id not in (None, name) else {})
+    if kind == "EventRaised":
+        if str(event.get("Name", "")).startswith(f"{PART_NEWS_EVENT}:"):
+            news = part_news(event)
+            # A part's question asked, or expired, or news that is not valid: not a person's answer.
+            return {
+                "topic": "answer" if news is not None and news.asked is None and news.ended != "expired" else "question"
+            }
+        return {"topic": "answer"}
+    return {"topic": "timer" if kind == "TimerFired" else "job"}
+
+
 def _task_line(event: dict[str, Any]) -> str:
     """The line of a finished activity: which step and attempt, and how it went."""
     step_id, attempt, inp = task_ref(event)
@@ -252,7 +277,7 @@ def build_log(history: list[dict[str, Any]], cursor: int, limit: int) -> LogPage
         event = history[position]
         line = event_line(event)
         if line is not None:
-            entries.append(LogEntry(seq=position, time=event.get("Timestamp"), message=line))
+            entries.append(LogEntry(seq=position, time=event.get("Timestamp"), message=line, **line_facts(event)))
     else:
         position = len(history)
     return LogPage(entries=entries, next_cursor=position, complete=position >= len(history))

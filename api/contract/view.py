@@ -34,6 +34,7 @@ class LogEntry(Open):
     topic: LogTopic | None = Field(default=None, description="What the line is about.")
     activity: str | None = Field(default=None, description="topic task: the activity that ran (agent_turn, ...).")
     failed: bool | None = Field(default=None, description="topic task: whether the attempt failed.")
+    step_id: str | None = Field(default=None, description="topic task: the step, when the line names one.")
 
 
 class LiveLine(Open):

@@ -4,7 +4,8 @@ Runs the replay scenarios (tests/replay/record.py: every mode, run and fork) on 
 what ``api/view.build_view`` is given (the Durable status with its history, and a run's part histories) and the
 view it answered then, to ``tests/api/views/<scenario>.json``. tests/api/test_view_contract.py builds the view
 again from the same input and asks for the same JSON: a client must see no difference when the view changes
-shape in code. Re-record only when the view is meant to change.
+shape in code. Re-record only when the view is meant to change (``--refresh``: rebuild the views from the recorded
+inputs, for an additive change).
 """
 
 from __future__ import annotations
@@ -99,5 +100,17 @@ def record(names: list[str]) -> None:
         print(f"{path.relative_to(REPO_ROOT)}: {recorded['view']['status']}, {len(recorded['view']['steps'])} steps")
 
 
+def refresh() -> None:
+    """Build every recorded view again from its recorded input: after an additive change to the view, meant as one
+    (the diff of the fixtures shows exactly what a client now sees besides what it saw)."""
+    for path in sorted(VIEWS.glob("*.json")):
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+        recorded["view"] = view_of(recorded)
+        path.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
 if __name__ == "__main__":
-    record(sys.argv[1:])
+    if sys.argv[1:] == ["--refresh"]:
+        refresh()
+    else:
+        record(sys.argv[1:])
