@@ -98,9 +98,9 @@ const FIELD_INPUTS = {
   tools: 'agent-tools',
 };
 const MAX_TOOLS = 32;
-// The Executor's turn as the view's log shows it: the agent_turn activity's line (api/view.py _task_line).
-const TURN_LINE = /^agent_turn\b/;
-const TURN_FAILED = /^agent_turn(?: \(attempt \d+\))?: (?:failed |activity error)/;
+// The Executor's turn in the view's log: a task line of the agent_turn activity with no step of its own (the log
+// entry's typed fields, api/view_log.py line_facts; the line's English is for people and is never parsed).
+const isTurnLine = (entry) => entry.topic === 'task' && entry.activity === 'agent_turn' && !entry.step_id;
 
 // ----- small DOM helpers ------------------------------------------------------------------------
 
@@ -1684,9 +1684,9 @@ const AGENT_COLUMNS = ['#', 'Tool call', 'Turn', 'State', 'Input', 'Output', 'To
  */
 function collectTurnLines(d, log) {
   for (const entry of (log && log.entries) || []) {
-    if (entry.seq <= d.turnSeq || !TURN_LINE.test(String(entry.message))) continue;
+    if (entry.seq <= d.turnSeq || !isTurnLine(entry)) continue;
     d.turnSeq = entry.seq;
-    const failed = TURN_FAILED.test(entry.message);
+    const failed = entry.failed === true;
     if (!failed) d.turnsEnded += 1;
     d.turnLines.push({ seq: entry.seq, time: entry.time, message: String(entry.message), turn: failed ? d.turnsEnded + 1 : d.turnsEnded, failed });
   }

@@ -10,8 +10,6 @@ const MIN_SPAN_MS = 1000;
 const TICK_MS = 500;
 const FINISHED = new Set(['succeeded', 'failed', 'skipped', 'cancelled']);
 const TERMINAL_STATUS = new Set(['completed', 'failed', 'cancelled']);
-// The log line of a person's answer (api/view.py _answered_line).
-const ANSWERED = /^user answered\b/;
 const LEGEND = [
   ['attempt', 'running', 'Attempt running'],
   ['attempt', 'succeeded', 'Attempt succeeded'],
@@ -214,7 +212,7 @@ export function applyEvent(model, type, data) {
       closeAll(row, at, 'failed');
       row.segments.push({ kind: 'human', start: at, end: null, state: 'waiting' });
     }
-  } else if (type === 'log' && ANSWERED.test(String(data.message))) {
+  } else if (type === 'log' && data.topic === 'answer') {
     // A person answered: their wait ends here (and a stream read after the fact learns of the wait).
     model.answers.push(at);
     for (const row of model.rows.values()) close(openSegment(row, 'human'), at);
