@@ -302,7 +302,7 @@ def build_job_view(
         current_step_index=state.step_index if state else -1,
         plan=PlanView(status=plan_status(runtime, state)),
         steps=steps,
-        waiting=waiting_view(waiting) if waiting else None,
+        waiting=waiting_view(waiting, str(status.get("instanceId"))) if waiting else None,
         usage=_usage(state),
         cost=view_cost(history, status.get("createdTime"), parts=parts),  # every meter (shared/runtime/ledger.py)
         agent=_agent(request, state),
@@ -319,7 +319,7 @@ def build_job_view(
     )
 
 
-def waiting_view(waiting: Waiting) -> WaitingView:
+def waiting_view(waiting: Waiting, job_id: str = "") -> WaitingView:
     """The question as the view shows it, with ``form``: what kind of question it is, so a UI draws it as such.
 
     ``sql``: approve an SQL statement (``details.sql``); ``code``: approve Python code (``details.code``);
@@ -338,7 +338,12 @@ def waiting_view(waiting: Waiting) -> WaitingView:
         form = "text"
     else:
         form = "choice"
-    return WaitingView.model_validate(waiting.model_dump(mode="json") | {"form": form})
+    shown = WaitingView.model_validate(waiting.model_dump(mode="json") | {"form": form})
+    if waiting.instance and job_id and waiting.instance.startswith(f"{job_id}:"):
+        # The part of the run that asks (a branch's node; a sub-workflow's node and its run number), so a client
+        # names it without taking instance ids apart.
+        shown.asked_in = waiting.instance.removeprefix(f"{job_id}:").split(":")
+    return shown
 
 
 def _forked_from(job_input: Any) -> ForkedFrom | None:

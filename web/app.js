@@ -1359,7 +1359,7 @@ function renderWaiting(d, w) {
     h('h3', { id: 'waiting-title' }, WAITING_TITLES[form] || 'A question for you'),
     h('p', { class: 'waiting-question' }, w.question),
     deadline(w),
-    h('p', { class: 'muted' }, `Question ${w.question_id}`, w.step_id ? ` · step ${w.step_id}` : '', partOf(d.id, w.instance)),
+    h('p', { class: 'muted' }, `Question ${w.question_id}`, w.step_id ? ` · step ${w.step_id}` : '', Array.isArray(w.asked_in) ? ` · asked in ${w.asked_in.join(' › ')}` : ''),
     body,
     alertEl,
     h('div', { class: 'actions' }, buttons),
@@ -1389,12 +1389,6 @@ function deadline(w) {
       : h('span', { class: 'deadline-then muted', id: 'waiting-expiry' }, ' If no one answers by then, the job fails (WAIT_EXPIRED).');
   }
   return h('p', { class: 'deadline', id: 'waiting-deadline' }, 'Answer by ', timeEl(w.expires_at), left, then);
-}
-
-// A question asked inside a part of a workflow run (a parallel branch, a sub-workflow) names the part.
-function partOf(jobId, instance) {
-  if (typeof instance !== 'string' || !instance.startsWith(`${jobId}:`)) return '';
-  return ` · asked in ${instance.slice(jobId.length + 1).replace(/:/g, ' › ')}`;
 }
 
 /**

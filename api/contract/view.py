@@ -153,6 +153,9 @@ class WaitingView(Open):
     expiry_default: str | None
     instance: str | None
     step_kind: str | None
+    asked_in: list[str] | None = Field(
+        default=None, description="A part of the run asks: its path (a branch's node; a sub-workflow's node, run)."
+    )
     form: WaitingForm = Field(
         description="sql: approve details.sql; code: approve details.code; step_error: retry, skip or edit a failed "
         "step; text: answered in words (options are suggestions); choice: pick one of options (a workflow's "
