@@ -15,21 +15,17 @@ from typing import Any, Literal
 
 import azure.durable_functions as df
 import azure.functions as func
-from pydantic import BaseModel, RootModel
+from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from api.contract import bodies as b
+from api.contract.events import JobEvent
 from api.contract.view import JobView
-from shared.jobs.events import AnyEvent
 from shared.jobs.models import JobRequest, UserAnswer
 
 API_VERSION = "1"
 PREFIX = "/api"
 Method = Literal["get", "post", "put", "delete"]
-
-
-class JobEvent(RootModel[AnyEvent]):
-    """The ``data`` of one message of a job's event stream (its ``event`` field is the ``type``)."""
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import azure.functions as func
 import pytest
@@ -103,3 +104,25 @@ def test_an_answer_unlike_the_document_is_found() -> None:
     # A fixed segment wins over a parameter.
     op = operation_of(doc, "GET", "/api/openapi.json")
     assert op is not None and op["operationId"] == "openapi"
+
+
+@pytest.mark.parametrize("path", sorted(VIEWS.glob("*.json"))[:6], ids=lambda p: p.stem)
+def test_the_stream_events_of_recorded_jobs_hold_to_the_documented_schema(path: Path) -> None:
+    from jsonschema import Draft202012Validator
+    from referencing import Registry
+    from referencing.jsonschema import DRAFT202012
+
+    from api.events_derive import committed_events
+    from api.view import decode
+
+    status = json.loads(path.read_text(encoding="utf-8"))["status"]
+    events = committed_events(
+        status["historyEvents"], status.get("runtimeStatus"), decode(status.get("output")), status.get("customStatus")
+    )
+    assert events
+    doc = build_document()
+    registry: Registry[Any] = Registry().with_resource("urn:doc", DRAFT202012.create_resource(doc))
+    validator = Draft202012Validator({"$ref": "urn:doc#/components/schemas/JobEvent"}, registry=registry)
+    for event in events:
+        data = event.model_dump(mode="json", exclude_none=True)  # what an SSE message's data carries
+        assert [e.message for e in validator.iter_errors(data)] == [], data
