@@ -70,6 +70,22 @@ def build_catalog() -> dict[str, Any]:
         "question_kinds": [{"kind": k, "options": QUESTION_OPTIONS.get(k, [])} for k in question_kinds],
         "error_codes": [{"code": c.value, "retryable": c in RETRYABLE_CODES} for c in ErrorCode],
         "tool_name_pattern": TOOL_NAME,
+        "definitions": definition_choices(),
+    }
+
+
+def definition_choices() -> dict[str, list[str]]:
+    """The closed choices of the definition forms: condition operators, workflow input types, team strategies."""
+    from shared.definitions.models import Condition, InputSpec, Team
+
+    def literal(model: type[BaseModel], name: str) -> list[str]:
+        return [str(v) for v in get_args(model.model_fields[name].annotation)]
+
+    return {
+        "condition_ops": literal(Condition, "op"),
+        "input_types": literal(InputSpec, "type"),
+        # Each strategy is a model of the Team's union, told apart by its ``type``.
+        "team_strategies": [v for m in get_args(Team.model_fields["strategy"].annotation) for v in literal(m, "type")],
     }
 
 

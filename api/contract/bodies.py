@@ -278,3 +278,6 @@ class Catalog(Open):
     question_kinds: list[dict[str, Any]]
     error_codes: list[dict[str, Any]]
     tool_name_pattern: str
+    definitions: dict[str, list[str]] = Field(
+        description="The definition forms' closed choices: condition_ops, input_types, team_strategies."
+    )
