@@ -19,6 +19,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from api.common import request_caller, route_auth_level
 from api.contract.bodies import Catalog, dump_body
+from api.contract.view import TERMINAL_STATUSES
 from api.errors import guarded, json_response
 
 CATALOG_VERSION = 1
@@ -65,7 +66,7 @@ def build_catalog() -> dict[str, Any]:
         "node_schema": node_schema,
         "node_kinds": [{"kind": k, "schema": {"$ref": _node_refs(node_schema)[k]}} for k in NODE_KINDS],
         "job_statuses": list(get_args(JobStatus)),
-        "terminal_statuses": ["completed", "failed", "cancelled"],
+        "terminal_statuses": list(TERMINAL_STATUSES),
         "step_states": list(get_args(StepStateName)),
         "question_kinds": [{"kind": k, "options": QUESTION_OPTIONS.get(k, [])} for k in question_kinds],
         "error_codes": [{"code": c.value, "retryable": c in RETRYABLE_CODES} for c in ErrorCode],

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from api.contract.view import TERMINAL_STATUSES
 from api.view import decode, event_line, job_status, ms_between, part_news, task_ref
 from api.view_log import line_facts
 from shared.executors import AGENT_TURN, CALL_TOOL, PLAN, kinds_where
@@ -176,7 +177,7 @@ def _ending(event: dict[str, Any], runtime: str | None, output: Any) -> Iterator
     """The job's final status and the end."""
     status = job_status(runtime, None, output)
     answer = isinstance(output, dict) and output.get("answer") is not None
-    yield StatusEvent(at=_at(event), status=status)
+    yield StatusEvent(at=_at(event), status=status, finished=status in TERMINAL_STATUSES)
     yield EndEvent(at=_at(event), status=status, answer_available=answer)
 
 
@@ -307,7 +308,9 @@ def current_state(
     if runtime in TERMINAL_RUNTIME:
         return []
     state = JobState.model_validate(custom) if isinstance(custom, dict) else None
-    events: list[AnyEvent] = [StatusEvent(at=now, committed=False, status=job_status(runtime, state, output))]
+    now_status = job_status(runtime, state, output)
+    finished = now_status in TERMINAL_STATUSES
+    events: list[AnyEvent] = [StatusEvent(at=now, committed=False, status=now_status, finished=finished)]
     if state is None:
         return events
     marks = _marks(history or [])

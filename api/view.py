@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from api.contract.view import (
+    TERMINAL_STATUSES,
     AgentView,
     AnswerView,
     ArtifactView,
@@ -291,9 +292,11 @@ def build_job_view(
     log = build_log(history, log_cursor, log_limit)
     log.live = live
 
+    shown = job_status(runtime, state, output)
     return JobView(
         id=status.get("instanceId"),
-        status=job_status(runtime, state, output),
+        status=shown,
+        finished=shown in TERMINAL_STATUSES,
         runtime_status=runtime,
         question=request.get("question"),
         mode=request.get("mode", "deterministic"),

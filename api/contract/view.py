@@ -21,6 +21,8 @@ class Open(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+# The job statuses a job ends in: nothing in it changes any more (the view's and the status event's ``finished``).
+TERMINAL_STATUSES = ("completed", "failed", "cancelled")
 # What a line of the log is about, so a client needs no pattern over its English text.
 LogTopic = Literal["job", "task", "answer", "question", "timer"]
 
@@ -240,6 +242,7 @@ class JobView(Open):
 
     id: str | None
     status: str = Field(description="A job status of GET /api/catalog (statuses.job).")
+    finished: bool = Field(description="The job has ended (completed, failed or cancelled): nothing changes any more.")
     runtime_status: str | None
     question: str | None
     mode: str

@@ -38,6 +38,8 @@ class StatusEvent(_Event):
 
     type: Literal["status"] = "status"
     status: str
+    # The job has ended (a terminal status): set by the API, which owns the statuses (api/contract/view.py).
+    finished: bool = False
 
 
 class StepEvent(_Event):
