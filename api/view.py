@@ -1,5 +1,8 @@
 """Build the job view from the Durable status, its history and the compact custom status.
 
+The view is built as the typed models of api/contract/view.py and sent as ``JobView.dump()``; the recorded views of
+tests/api/views hold its JSON to what clients saw (tests/api/test_view_contract.py).
+
 There is no second store: step outputs and the log are read from the history (activity inputs and
 results), progress from the custom status, the final answer from the output. The log
 (api/view_log.py) is the history rendered as lines.
