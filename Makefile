@@ -16,7 +16,7 @@ SANDBOX_STAMP := $(SANDBOX_VENV)/.installed
 BENCH_VENV := .venv-bench
 BENCH_STAMP := $(BENCH_VENV)/.installed
 
-.PHONY: install system azurite tools realmodel sandbox run serve test test-fast lint replay format bench clean
+.PHONY: install system azurite tools realmodel sandbox run serve test test-fast lint replay openapi format bench clean
 
 install: $(STAMP) $(AZURITE_STAMP) $(SANDBOX_STAMP)
 	@$(BIN)/python -m shared.providers.sql.sqlite_limits >/dev/null  # the SQLite limits extension (no-op when built)
@@ -108,6 +108,10 @@ lint: $(STAMP)
 # The replay gate over the recorded histories: exits 1 naming each job in flight a change would break.
 replay: $(STAMP)
 	$(BIN)/python -m devhost replay tests/replay/histories
+
+# docs/openapi.json from the API's pydantic models (tests/api/test_openapi.py fails when it is stale).
+openapi: $(STAMP)
+	$(BIN)/python -m api.contract --write
 
 format: $(STAMP)
 	$(BIN)/ruff format .

@@ -4,6 +4,7 @@ import azure.durable_functions as df
 
 from api.artifacts import register as register_artifacts
 from api.catalog import register as register_catalog
+from api.contract.openapi import register as register_openapi
 from api.cost_report import register as register_costs
 from api.events import register as register_events
 from api.fork import register as register_fork
@@ -20,6 +21,7 @@ blueprint = df.Blueprint()
 register_health(blueprint)
 register_jobs(blueprint)
 register_catalog(blueprint)
+register_openapi(blueprint)
 register_events(blueprint)
 register_fork(blueprint)
 register_artifacts(blueprint)

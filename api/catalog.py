@@ -18,6 +18,8 @@ import azure.functions as func
 from pydantic import BaseModel, TypeAdapter
 
 from api.common import request_caller, route_auth_level
+from api.contract.bodies import Catalog, dump_body
+from api.contract.view import TERMINAL_STATUSES
 from api.errors import guarded, json_response
 
 CATALOG_VERSION = 1
@@ -64,11 +66,27 @@ def build_catalog() -> dict[str, Any]:
         "node_schema": node_schema,
         "node_kinds": [{"kind": k, "schema": {"$ref": _node_refs(node_schema)[k]}} for k in NODE_KINDS],
         "job_statuses": list(get_args(JobStatus)),
-        "terminal_statuses": ["completed", "failed", "cancelled"],
+        "terminal_statuses": list(TERMINAL_STATUSES),
         "step_states": list(get_args(StepStateName)),
         "question_kinds": [{"kind": k, "options": QUESTION_OPTIONS.get(k, [])} for k in question_kinds],
         "error_codes": [{"code": c.value, "retryable": c in RETRYABLE_CODES} for c in ErrorCode],
         "tool_name_pattern": TOOL_NAME,
+        "definitions": definition_choices(),
+    }
+
+
+def definition_choices() -> dict[str, list[str]]:
+    """The closed choices of the definition forms: condition operators, workflow input types, team strategies."""
+    from shared.definitions.models import Condition, InputSpec, Team
+
+    def literal(model: type[BaseModel], name: str) -> list[str]:
+        return [str(v) for v in get_args(model.model_fields[name].annotation)]
+
+    return {
+        "condition_ops": literal(Condition, "op"),
+        "input_types": literal(InputSpec, "type"),
+        # Each strategy is a model of the Team's union, told apart by its ``type``.
+        "team_strategies": [v for m in get_args(Team.model_fields["strategy"].annotation) for v in literal(m, "type")],
     }
 
 
@@ -136,7 +154,9 @@ def _node_refs(schema: dict[str, Any]) -> dict[str, str]:
 async def catalog_handler(req: func.HttpRequest) -> func.HttpResponse:
     """GET /api/catalog."""
     request_caller(req)
-    return json_response(build_catalog(), headers={"Cache-Control": "private, max-age=300"})
+    return json_response(
+        dump_body(Catalog.model_validate(build_catalog())), headers={"Cache-Control": "private, max-age=300"}
+    )
 
 
 def register(bp: df.Blueprint) -> None:

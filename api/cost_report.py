@@ -16,6 +16,7 @@ import azure.functions as func
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from api.common import request_caller, route_auth_level
+from api.contract.bodies import CostReport, dump_body
 from api.costs import part_histories
 from api.errors import ApiError, from_validation_error, guarded, json_response
 from api.jobs import durable_instances
@@ -87,7 +88,7 @@ async def job_costs(req: func.HttpRequest, binding_json: str) -> func.HttpRespon
     if unreadable:
         raise ApiError(503, "CONFIG_ERROR", unreadable[0])
     groups = group_costs(list(jobs), query.group_by)
-    return json_response(
+    report = CostReport.model_validate(
         {
             "from": since.isoformat(),
             "to": until.isoformat(),
@@ -100,6 +101,7 @@ async def job_costs(req: func.HttpRequest, binding_json: str) -> func.HttpRespon
             "groups": groups,
         }
     )
+    return json_response(dump_body(report))
 
 
 def register(bp: df.Blueprint) -> None:

@@ -28,6 +28,7 @@ from api.common import (
     route_auth_level,
     visible_head,
 )
+from api.contract.bodies import Archived, DefinitionList, DefinitionView, dump_body
 from api.errors import ApiError, guarded, json_response
 from shared.definitions.issues import DefinitionInvalid, DefinitionTooLarge
 from shared.definitions.models import MAX_DEFINITION_BYTES, Definition
@@ -141,7 +142,7 @@ async def list_definitions(req: func.HttpRequest, plural: str) -> func.HttpRespo
     owners = [{"owner": {"id": h.owner.id} if h.owner else None} for h in heads]
     built_in = [_built_in_summary(d, PLURALS[plural]) for d in BUILT_INS.get(plural, {}).values()]
     stored = [h.summary() for h, o in zip(heads, owners, strict=True) if caller.sees(o) and not _built_in(plural, h.id)]
-    return json_response({plural: built_in + stored})
+    return json_response(dump_body(DefinitionList.model_validate({plural: built_in + stored})))
 
 
 async def get_definition(req: func.HttpRequest, plural: str, def_id: str) -> func.HttpResponse:
@@ -153,14 +154,13 @@ async def get_definition(req: func.HttpRequest, plural: str, def_id: str) -> fun
     if built_in is not None:
         if version is not None:
             raise ApiError(404, "DEFINITION_NOT_FOUND", f"built-in {kind} {def_id!r} has no versions", field="version")
-        return json_response(
-            {**_built_in_summary(built_in, kind), "version": None, "definition": built_in, "versions": []}
-        )
+        shown = {**_built_in_summary(built_in, kind), "version": None, "definition": built_in, "versions": []}
+        return json_response(dump_body(DefinitionView.model_validate(shown)))
     store = definition_store()
     head = visible_head(await in_store(store.head, kind, def_id), caller, kind, def_id)
     if version is not None and version > head.latest:
         raise ApiError(404, "DEFINITION_NOT_FOUND", f"{kind} {def_id!r} has no version {version}", field="version")
-    return json_response(await _view(store, head, version))
+    return json_response(dump_body(DefinitionView.model_validate(await _view(store, head, version))))
 
 
 async def create_definition(req: func.HttpRequest, plural: str) -> func.HttpResponse:
@@ -178,7 +178,8 @@ async def create_definition(req: func.HttpRequest, plural: str) -> func.HttpResp
         raise ApiError(409, "DEFINITION_EXISTS", f"{kind} id {definition.id!r} is taken; choose another", field="id")
     saved = await in_store(store.save, definition, owner=_owner(caller), create=True)
     location = f"{req.url.split('?', 1)[0].rstrip('/')}/{definition.id}"
-    return json_response(await _view(store, saved.head), 201, headers={"Location": location})
+    created = DefinitionView.model_validate(await _view(store, saved.head))
+    return json_response(dump_body(created), 201, headers={"Location": location})
 
 
 def _checked_in_store(kind: str, body: Any, store: DefinitionStore, caller: Caller) -> Definition:
@@ -203,7 +204,8 @@ async def update_definition(req: func.HttpRequest, plural: str, def_id: str) -> 
     visible_head(await in_store(store.head, kind, def_id), caller, kind, def_id)
     definition = await asyncio.to_thread(_checked_in_store, kind, body, store, caller)
     saved = await in_store(store.save, definition, owner=_owner(caller), create=False, expected_version=expected)
-    return json_response({**await _view(store, saved.head), "created": saved.created})
+    updated = DefinitionView.model_validate({**await _view(store, saved.head), "created": saved.created})
+    return json_response(dump_body(updated))
 
 
 async def delete_definition(req: func.HttpRequest, plural: str, def_id: str, client: Any) -> func.HttpResponse:
@@ -225,7 +227,7 @@ async def delete_definition(req: func.HttpRequest, plural: str, def_id: str, cli
             409, "DEFINITION_REFERENCED", f"{kind} {def_id!r} is used by {', '.join(users)}; change those first"
         )
     await in_store(store.archive, kind, def_id)
-    return json_response({"id": def_id, "kind": kind, "archived": True})
+    return json_response(dump_body(Archived(id=def_id, kind=kind, archived=True)))
 
 
 # --- Routes -----------------------------------------------------------------------------------------------

@@ -12,6 +12,8 @@ import azure.functions as func
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
+from api.contract.bodies import ErrorBody, ErrorDetail, dump_body
+
 logger = logging.getLogger(__name__)
 
 
@@ -52,12 +54,12 @@ def error_response(
     headers: dict[str, str] | None = None,
 ) -> func.HttpResponse:
     """The error body every endpoint uses."""
-    error: dict[str, Any] = {"code": code, "message": message}
+    error = ErrorDetail(code=code, message=message)
     if field:
-        error["field"] = field
+        error.field = field
     if errors:
-        error["errors"] = errors
-    return json_response({"error": error}, status, headers)
+        error.errors = errors
+    return json_response(dump_body(ErrorBody(error=error)), status, headers)
 
 
 # What a field must be, by pydantic error type: said in terms of the request, never of a model class.

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from api.contract.view import TERMINAL_STATUSES
 from api.view import decode, event_line, job_status, ms_between, part_news, task_ref
+from api.view_log import line_facts
 from shared.executors import AGENT_TURN, CALL_TOOL, PLAN, kinds_where
 from shared.jobs.contracts import Usage
 from shared.jobs.events import (
@@ -84,9 +86,11 @@ def committed_events(
 def _log(event: dict[str, Any], line: str) -> LogEvent:
     """The log line of one history event (its step, when it is a step's)."""
     step_id, _, _ = task_ref(event) if event.get("EventType") in ("TaskCompleted", "TaskFailed") else (None, 0, {})
+    facts = line_facts(event)
+    about = {"topic": facts["topic"], "activity": facts.get("activity"), "failed": facts.get("failed")}
     if any(word in line for word in _ERROR_LINES):
-        return LogEvent(at=_at(event), level="error", message=line, step_id=step_id)
-    return LogEvent(at=_at(event), message=line, step_id=step_id)
+        return LogEvent(at=_at(event), level="error", message=line, step_id=step_id, **about)
+    return LogEvent(at=_at(event), message=line, step_id=step_id, **about)
 
 
 def _at(event: dict[str, Any], key: str = "Timestamp") -> str:
@@ -173,7 +177,7 @@ def _ending(event: dict[str, Any], runtime: str | None, output: Any) -> Iterator
     """The job's final status and the end."""
     status = job_status(runtime, None, output)
     answer = isinstance(output, dict) and output.get("answer") is not None
-    yield StatusEvent(at=_at(event), status=status)
+    yield StatusEvent(at=_at(event), status=status, finished=status in TERMINAL_STATUSES)
     yield EndEvent(at=_at(event), status=status, answer_available=answer)
 
 
@@ -304,7 +308,9 @@ def current_state(
     if runtime in TERMINAL_RUNTIME:
         return []
     state = JobState.model_validate(custom) if isinstance(custom, dict) else None
-    events: list[AnyEvent] = [StatusEvent(at=now, committed=False, status=job_status(runtime, state, output))]
+    now_status = job_status(runtime, state, output)
+    finished = now_status in TERMINAL_STATUSES
+    events: list[AnyEvent] = [StatusEvent(at=now, committed=False, status=now_status, finished=finished)]
     if state is None:
         return events
     marks = _marks(history or [])

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from api.common import check_tools, owned_status, parse_body, request_caller, route_auth_level
 from api.compare import compare_views
+from api.contract.bodies import Comparison, ForkAccepted, dump_body
 from api.errors import ApiError, from_validation_error, guarded, json_response
 from api.jobs import job_links, new_job_id
 from api.jobs import resolve_policy as _resolve_policy
@@ -161,15 +162,16 @@ async def fork(req: func.HttpRequest, client: df.DurableOrchestrationClient, job
     _ledger_add(job_id, new_id, body.from_step)
     links = job_links(req, new_id)
     step_input = edited_input(spec_input, checked) if checked else spec_input
+    accepted = {
+        "id": new_id,
+        "status": "pending",
+        "forked_from": {"job": job_id, "step": body.from_step},
+        "carried_over": [c.step.id for c in base.carried],
+        "step_input": step_input,
+        "links": links,
+    }
     return json_response(
-        {
-            "id": new_id,
-            "status": "pending",
-            "forked_from": {"job": job_id, "step": body.from_step},
-            "carried_over": [c.step.id for c in base.carried],
-            "step_input": step_input,
-            "links": links,
-        },
+        dump_body(ForkAccepted.model_validate(accepted)),
         202,
         headers={"Location": links["status"], "Retry-After": "1"},
     )
@@ -190,7 +192,7 @@ async def compare(
     first = await owned_status(client, job_id, caller, history=True)
     second = await owned_status(client, other, caller, history=True)
     views = [build_view(s, job_links(req, str(s.get("instanceId"))), log_limit=1) for s in (first, second)]
-    return json_response(compare_views(views[0], views[1]))
+    return json_response(dump_body(Comparison.model_validate(compare_views(views[0], views[1]))))
 
 
 def register(bp: df.Blueprint) -> None:

@@ -5,6 +5,7 @@ import json
 import azure.durable_functions as df
 import azure.functions as func
 
+from api.contract.bodies import Health, dump_body
 from api.errors import config_error, error_response
 
 
@@ -21,4 +22,4 @@ def register(bp: df.Blueprint) -> None:
         except ConfigError as exc:
             err = config_error(exc)
             return error_response(err.status, err.code, err.message, err.field)
-        return func.HttpResponse(json.dumps({"status": "ok"}), mimetype="application/json")
+        return func.HttpResponse(json.dumps(dump_body(Health(status="ok"))), mimetype="application/json")

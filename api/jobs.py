@@ -22,10 +22,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from api.auth import Caller
 from api.common import check_tools, forks_of, int_param, owned_status, parse_body, request_caller, route_auth_level
+from api.contract.bodies import AnswerAccepted, Cancelling, JobAccepted, JobList, JobListItem, dump_body
 from api.costs import part_histories
 from api.errors import ApiError, guarded, json_response
 from api.job_costs import attach_costs, remember
-from api.view import build_view, decode, job_status
+from api.view import build_job_view, decode, job_status
 from shared.jobs.models import (
     ORCHESTRATOR_NAME,
     RUNNING_RUNTIME,
@@ -123,7 +124,7 @@ async def submit(req: func.HttpRequest, client: df.DurableOrchestrationClient) -
         await client.start_new(ORCHESTRATOR_NAME, job_id, job.model_dump(mode="json"))
     links = job_links(req, job_id)
     return json_response(
-        {"id": job_id, "status": "pending", "links": links},
+        dump_body(JobAccepted(id=job_id, status="pending", links=links)),
         202,
         headers={"Location": links["status"], "Retry-After": "1"},
     )
@@ -140,12 +141,12 @@ async def view(req: func.HttpRequest, client: df.DurableOrchestrationClient, job
     await repair_delivery(client, job_id, status)
     retention = get_settings().job_history_retention_days
     parts = await part_histories(client, job_id, status)  # a finished run's parts, for its cost
-    view_body = build_view(
+    view_body = build_job_view(
         status, job_links(req, job_id), log_cursor=cursor, log_limit=limit, retention_days=retention, parts=parts
     )
-    view_body["forks"] = forks_of(job_id)
-    remember(job_id, status, view_body["cost"])  # an ended job's cost, kept once for the list (api/job_costs.py)
-    return json_response(view_body)
+    view_body.forks = forks_of(job_id)
+    remember(job_id, status, view_body.cost)  # an ended job's cost, kept once for the list (api/job_costs.py)
+    return json_response(view_body.dump())
 
 
 async def feedback(req: func.HttpRequest, client: df.DurableOrchestrationClient, job_id: str) -> func.HttpResponse:
@@ -215,10 +216,10 @@ async def feedback(req: func.HttpRequest, client: df.DurableOrchestrationClient,
 
 def _accepted(job_id: str, question_id: str, *, repeated: bool) -> func.HttpResponse:
     """202 for an answer taken; ``repeated`` when it is one the job had taken already (posted again)."""
-    body: dict[str, Any] = {"id": job_id, "question_id": question_id, "accepted": True}
+    accepted = AnswerAccepted(id=job_id, question_id=question_id, accepted=True)
     if repeated:
-        body["repeated"] = True
-    return json_response(body, 202)
+        accepted.repeated = True
+    return json_response(dump_body(accepted), 202)
 
 
 def _answered_before(job_id: str, question_id: str, answer: UserAnswer) -> bool:
@@ -361,7 +362,7 @@ async def cancel(req: func.HttpRequest, client: df.DurableOrchestrationClient, j
     job_input = decode(status.get("input"))
     if isinstance(job_input, dict) and job_input.get("run"):
         await terminate_parts(client, job_id)
-    return json_response({"id": job_id, "status": "cancelling"}, 202)
+    return json_response(dump_body(Cancelling(id=job_id, status="cancelling")), 202)
 
 
 async def terminate_parts(client: df.DurableOrchestrationClient, instance_id: str) -> list[str]:
@@ -678,7 +679,8 @@ async def list_jobs(
         windows=windows,
     )
     await attach_costs(page, binding_json)  # each ended job's kept cost summary (api/job_costs.py)
-    return json_response({"jobs": page, "next_cursor": encode_cursor(cursor) if cursor else None})
+    jobs = [JobListItem.model_validate(item) for item in page]
+    return json_response(dump_body(JobList(jobs=jobs, next_cursor=encode_cursor(cursor) if cursor else None)))
 
 
 def register(bp: df.Blueprint) -> None:

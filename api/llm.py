@@ -17,6 +17,7 @@ import azure.functions as func
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.common import parse_body, request_caller
+from api.contract.bodies import LlmModels, LlmTestResult, dump_body
 from api.errors import ApiError, guarded, json_response
 
 if TYPE_CHECKING:
@@ -131,7 +132,7 @@ async def models_handler(req: func.HttpRequest) -> func.HttpResponse:
     from shared.runtime.settings import get_settings
 
     request_caller(req)
-    return json_response(await asyncio.to_thread(list_models, get_settings()))
+    return json_response(dump_body(LlmModels.model_validate(await asyncio.to_thread(list_models, get_settings()))))
 
 
 async def llm_test_handler(req: func.HttpRequest) -> func.HttpResponse:
@@ -140,7 +141,8 @@ async def llm_test_handler(req: func.HttpRequest) -> func.HttpResponse:
 
     request_caller(req)
     body = parse_body(req, LlmTest, "optional 'provider' and 'model'") if req.get_body() else LlmTest()
-    return json_response(await asyncio.to_thread(connection_test, get_settings(), body))
+    result = await asyncio.to_thread(connection_test, get_settings(), body)
+    return json_response(dump_body(LlmTestResult.model_validate(result)))
 
 
 def register(bp: df.Blueprint, level: func.AuthLevel | None) -> None:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from api.auth import Caller
 from api.common import int_param, request_caller, route_auth_level
+from api.contract.bodies import LogsPage, dump_body
 from api.errors import from_validation_error, guarded, json_response
 from api.jobs import decode_cursor, durable_instances, encode_cursor, newest_first
 from api.view import decode
@@ -175,13 +176,9 @@ async def logs(req: func.HttpRequest, binding_json: str) -> func.HttpResponse:
         for data in running
         if _accept(data, caller, wanted.model_copy(update={"status": None, "since": None, "until": None}))
     ]
-    return json_response(
-        {
-            "entries": [entry for item in page for entry in item["entries"]],
-            "next_cursor": encode_cursor(cursor) if cursor else None,
-            "active": active,
-        }
-    )
+    entries = [entry for item in page for entry in item["entries"]]
+    next_cursor = encode_cursor(cursor) if cursor else None
+    return json_response(dump_body(LogsPage(entries=entries, next_cursor=next_cursor, active=active)))
 
 
 def register(bp: df.Blueprint) -> None:

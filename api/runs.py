@@ -19,6 +19,7 @@ import azure.functions as func
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from api.common import Visible, definition_store, in_store, parse_body, request_caller, route_auth_level, visible_head
+from api.contract.bodies import RunAccepted, dump_body
 from api.errors import ApiError, guarded, json_response
 from api.jobs import durable_instances, job_links, new_job_id, resolve_policy
 from api.view import decode
@@ -291,8 +292,9 @@ async def _start(
         )
         await client.start_new(ORCHESTRATOR_NAME, job_id, job.model_dump(mode="json"))
     links = job_links(req, job_id)
+    accepted = RunAccepted(id=job_id, status="pending", kind=kind, definition=def_id, version=version, links=links)
     return json_response(
-        {"id": job_id, "status": "pending", "kind": kind, "definition": def_id, "version": version, "links": links},
+        dump_body(accepted),
         202,
         headers={"Location": links["status"], "Retry-After": "1"},
     )

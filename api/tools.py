@@ -14,6 +14,7 @@ import azure.durable_functions as df
 import azure.functions as func
 
 from api.common import request_caller
+from api.contract.bodies import ToolList, dump_body
 from api.errors import ApiError, guarded, json_response
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ async def tools_handler(req: func.HttpRequest) -> func.HttpResponse:
     from shared.runtime.settings import get_settings
 
     request_caller(req)
-    return json_response(await asyncio.to_thread(list_tools, get_settings()))
+    return json_response(dump_body(ToolList.model_validate(await asyncio.to_thread(list_tools, get_settings()))))
 
 
 def register(bp: df.Blueprint, level: func.AuthLevel | None) -> None:

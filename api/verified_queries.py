@@ -15,6 +15,7 @@ import azure.functions as func
 from pydantic import ValidationError
 
 from api.common import read_json_body, request_caller, route_auth_level
+from api.contract.bodies import VerifiedQueryList, dump_body
 from api.errors import ApiError, from_validation_error, guarded, json_response
 from shared.providers.sql.verified import (
     VerifiedQuery,
@@ -75,7 +76,7 @@ async def list_queries(req: func.HttpRequest) -> func.HttpResponse:
     include = req.params.get("retired", "").lower() in ("1", "true", "yes")
     request_caller(req)
     queries = await asyncio.to_thread(_store().list, include_retired=include)
-    return json_response({"verified_queries": [q.model_dump(mode="json") for q in queries]})
+    return json_response(dump_body(VerifiedQueryList(verified_queries=queries)))
 
 
 async def create_query(req: func.HttpRequest) -> func.HttpResponse:

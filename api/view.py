@@ -1,8 +1,11 @@
 """Build the job view from the Durable status, its history and the compact custom status.
 
+The view is built as the typed models of api/contract/view.py and sent as ``JobView.dump()``; the recorded views of
+tests/api/views hold its JSON to what clients saw (tests/api/test_view_contract.py).
+
 There is no second store: step outputs and the log are read from the history (activity inputs and
-results), progress from the custom status, the final answer from the output. The log is the
-history rendered as lines, so its cursor is a position in the history and never moves backwards.
+results), progress from the custom status, the final answer from the output. The log
+(api/view_log.py) is the history rendered as lines.
 
 One exception, which cannot disagree with the history: while a generate_response step runs, the
 answer streamed so far is read from the partial output store (shared/runtime/streaming/local.py) into the step's
@@ -18,36 +21,46 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from api.contract.view import (
+    TERMINAL_STATUSES,
+    AgentView,
+    AnswerView,
+    ArtifactView,
+    ErrorView,
+    ForkedFrom,
+    JobView,
+    LiveLine,
+    PartialOutputView,
+    PlanView,
+    ReceivedAnswer,
+    RunGraph,
+    RunView,
+    StepView,
+    ToolCallView,
+    UsageView,
+    WaitingForm,
+    WaitingView,
+)
+from api.view_log import answers_received as answers_received
+from api.view_log import build_log as build_log
+from api.view_log import decode as decode
+from api.view_log import event_line as event_line
+from api.view_log import ms_between as ms_between
+from api.view_log import part_news as part_news
+from api.view_log import retry_message as retry_message
+from api.view_log import task_ref as task_ref
 from shared.executors import AGENT_TURN, CALL_TOOL, PLAN, SUPERVISE, kinds_where
 from shared.jobs.agent import AgentLimits
 from shared.jobs.contracts import Usage
-from shared.jobs.fork import LOAD_FORK_BASE, carried_outputs
-from shared.jobs.models import TERMINAL_RUNTIME, JobState, PartNews, StepState, Waiting
+from shared.jobs.fork import carried_outputs
+from shared.jobs.models import TERMINAL_RUNTIME, JobState, StepState, Waiting
 from shared.jobs.plan import AGENT_STEP
-from shared.jobs.runs import LOAD_DEFINITION, PART_NEWS_EVENT
+from shared.jobs.runs import LOAD_DEFINITION
 from shared.runtime.ledger import view_cost
 from shared.runtime.streaming.local import PartialOutput
 
 logger = logging.getLogger(__name__)
 PartialReader = Callable[[str, str], PartialOutput | None]
-# How much of an Executor turn's reasoning one log line shows (the model may write 2000 characters).
-MAX_REASONING_CHARS = 500
-# Step kinds whose output streams while they run (shared/runtime/streaming/local.py).
-
-
-def decode(value: Any) -> Any:
-    """Undo the JSON-in-JSON encodings Durable history uses for inputs and results."""
-    for _ in range(4):
-        if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except ValueError:
-                return value
-        elif isinstance(value, list) and len(value) == 1 and isinstance(value[0], str):
-            value = value[0]
-        else:
-            return value
-    return value
 
 
 def job_status(runtime: str | None, state: JobState | None, output: Any) -> str:
@@ -64,190 +77,6 @@ def job_status(runtime: str | None, state: JobState | None, output: Any) -> str:
     return state.status if state is not None else "running"
 
 
-def task_ref(event: dict[str, Any]) -> tuple[str | None, int | None, dict[str, Any]]:
-    """The step id, attempt and input of an activity event (from its task id ``job:step:attempt``)."""
-    inp = decode(event.get("Input"))
-    if not isinstance(inp, dict):
-        return None, None, {}
-    parts = str(inp.get("task_id", "")).rsplit(":", 2)
-    if len(parts) != 3:
-        return None, None, inp
-    try:
-        return parts[1], int(parts[2]), inp
-    except ValueError:
-        return parts[1], None, inp
-
-
-def event_line(event: dict[str, Any]) -> str | None:
-    """The log line of one history event, or None for an event the log does not show."""
-    kind = event.get("EventType")
-    if not isinstance(kind, str):
-        return None
-    if kind in _FIXED_LINES:
-        return _FIXED_LINES[kind]
-    line_of = _LINE_OF.get(kind)
-    return line_of(event) if line_of is not None else None
-
-
-def _task_line(event: dict[str, Any]) -> str:
-    """The line of a finished activity: which step and attempt, and how it went."""
-    step_id, attempt, inp = task_ref(event)
-    name = event.get("FunctionName", "activity")
-    tool = inp.get("task", {}).get("tool") if isinstance(inp.get("task"), dict) else None
-    if name == CALL_TOOL and tool:
-        # One executor runs every family tool: the line names the tool that ran.
-        name = f"{name} {str(tool)[:100]}"
-    label = str(name) if step_id in (None, name) else f"{step_id} {name}"
-    where = f"{label} (attempt {attempt})" if attempt else label
-    if event.get("EventType") == "TaskFailed":
-        return f"{where}: activity error: {str(event.get('Reason', ''))[:300]}"
-    result = decode(event.get("Result"))
-    if name == LOAD_DEFINITION:
-        # The result is the definition itself (no status, no usage): the line says which one was loaded.
-        what = " ".join(str(inp.get(k))[:64] for k in ("kind", "id") if inp.get(k))
-        return f"{where}: loaded {what} v{inp.get('version')}" if what else f"{where}: loaded"
-    if name == LOAD_FORK_BASE and isinstance(result, dict):
-        return _fork_base_line(inp, result)
-    if not isinstance(result, dict):
-        return f"{where}: done"
-    if result.get("status") == "failed":
-        err = result.get("error") or {}
-        return f"{where}: failed {err.get('code')}: {str(err.get('message', ''))[:300]}"
-    usage = result.get("usage") or {}
-    body = result.get("result") or {}
-    line = f"{where}: {result.get('status')}{_result_detail(body)} ({usage.get('total_tokens', 0)} tokens)"
-    return line + _turn_detail(body) if name == AGENT_TURN else line
-
-
-def _fork_base_line(inp: dict[str, Any], result: dict[str, Any]) -> str:
-    """A fork's first line: what it carried over from its origin, or why it could not."""
-    base = result.get("base")
-    origin, step = inp.get("origin"), inp.get("from_step")
-    if not isinstance(base, dict):
-        return f"fork of {origin} at {step} refused: {result.get('error_code')}: {result.get('error_message')}"
-    carried = [str(c.get("step", {}).get("id")) for c in base.get("carried") or [] if isinstance(c, dict)]
-    return f"forked from job {origin} at {step}; carried over: {', '.join(carried) or 'nothing'} (0 tokens)"
-
-
-def _turn_detail(body: Any) -> str:
-    """An Executor turn in the log: the tools it called and its reasoning, bounded."""
-    if not isinstance(body, dict):
-        return ""
-    calls = body.get("tool_calls")
-    tools = [str(c.get("tool"))[:64] for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
-    called = f", calls {', '.join(tools)}" if tools else ", calls no tool"
-    reasoning = " ".join(str(body.get("reasoning") or "").split())
-    cut = reasoning if len(reasoning) <= MAX_REASONING_CHARS else reasoning[: MAX_REASONING_CHARS - 1] + "…"
-    return f"{called} — {cut}" if cut else called
-
-
-def _result_detail(body: Any) -> str:
-    """A few words on what a step produced (rows, chunks, a plan, a draft, an answer), or nothing."""
-    if "rows" in body:
-        return f", {body.get('row_count', len(body['rows']))} rows"
-    if "chunks" in body:
-        return f", {len(body['chunks'])} chunks"
-    if "steps" in body:
-        return f", plan of {len(body['steps'])} steps"
-    if body.get("draft"):
-        return ", SQL drafted"
-    if "answer" in body:
-        return f", answer with {len(body.get('citations', []))} citations"
-    return ""
-
-
-def _answered_line(event: dict[str, Any]) -> str:
-    """The line of a user's answer to a question the job asked, or of a part's question (asked, answered)."""
-    name = str(event.get("Name", ""))
-    if name.startswith(f"{PART_NEWS_EVENT}:"):
-        return _part_news_line(event)
-    return f"user answered {name.removeprefix('answer:')}"
-
-
-def _part_news_line(event: dict[str, Any]) -> str:
-    """A branch or sub-workflow asks through the job: the question it shows, then how the question ended."""
-    news = part_news(event)
-    if news is None:
-        return "a part of the run sent news that is not valid"
-    if news.asked is not None:
-        return f"waiting for the user ({news.question_id}): {news.asked.question[:80]}"
-    if news.ended == "expired":
-        return f"question {news.question_id} expired"
-    return f"user answered {news.question_id}"
-
-
-def part_news(event: dict[str, Any]) -> PartNews | None:
-    """The news an EventRaised ``part-news:<n>`` carries, or None."""
-    try:  # raised through the SDK client: JSON text inside the history's JSON, which decode undoes
-        return PartNews.model_validate(decode(event.get("Input")))
-    except ValueError:
-        return None
-
-
-def _terminated_line(event: dict[str, Any]) -> str:
-    """The line of a job cancelled through the Durable API, with the reason given."""
-    return f"job cancelled: {decode(event.get('Input')) or ''}"
-
-
-def _ended_line(event: dict[str, Any]) -> str:
-    """The last line: says how the job ended, never "Completed" for a job that failed or was cancelled."""
-    runtime = event.get("OrchestrationStatus")
-    result = decode(event.get("Result"))
-    if runtime in ("Terminated", "Canceled"):
-        return "job cancelled"
-    if runtime == "Failed" or (isinstance(result, dict) and result.get("status") == "failed"):
-        err = (result.get("error") if isinstance(result, dict) else None) or {}
-        where = f" at {err['step_id']}" if err.get("step_id") else ""
-        reason = f": {err.get('code')}: {str(err.get('message', ''))[:300]}" if err.get("code") else ""
-        return f"job failed{where}{reason}"
-    return "job completed"
-
-
-# History events whose line is always the same.
-_FIXED_LINES: dict[str, str] = {
-    "ExecutionStarted": "job accepted",
-    "TimerFired": "timer fired (retry backoff or wait deadline)",
-    "ExecutionSuspended": "job suspended",
-    "ExecutionResumed": "job resumed",
-}
-# History events whose line depends on what they carry.
-_LINE_OF: dict[str, Callable[[dict[str, Any]], str]] = {
-    "TaskCompleted": _task_line,
-    "TaskFailed": _task_line,
-    "EventRaised": _answered_line,
-    "ExecutionCompleted": _ended_line,
-    "ExecutionTerminated": _terminated_line,
-}
-
-
-def ms_between(start: str | None, end: str | None) -> int | None:
-    """Milliseconds between two history timestamps (None when either is missing or unreadable)."""
-    from datetime import datetime
-
-    if not start or not end:
-        return None
-    try:
-        delta = datetime.fromisoformat(end.replace("Z", "+00:00")) - datetime.fromisoformat(
-            start.replace("Z", "+00:00")
-        )
-    except (ValueError, TypeError):
-        return None
-    return max(0, int(delta.total_seconds() * 1000))
-
-
-def retry_message(retry_at: str | None, next_attempt: int | None, max_attempts: int | None) -> str:
-    """'retrying at HH:MM:SS (attempt 2 of 3)' for a step waiting out a backoff."""
-    from datetime import datetime
-
-    when = retry_at or ""
-    try:
-        when = datetime.fromisoformat(when.replace("Z", "+00:00")).strftime("%H:%M:%S")
-    except ValueError:
-        pass
-    attempt = f" (attempt {next_attempt} of {max_attempts})" if next_attempt and max_attempts else ""
-    return f"retrying at {when}{attempt}" if when else f"retrying{attempt}"
-
-
 def plan_status(runtime: str | None, state: JobState | None) -> str:
     """How planning stands: planning, planned, failed or cancelled (never "planning" for a finished job)."""
     current = state.plan_status if state else "planning"
@@ -256,45 +85,6 @@ def plan_status(runtime: str | None, state: JobState | None) -> str:
     if current == "planning" and runtime in ("Failed", "Completed"):
         return "failed"
     return current
-
-
-def answers_received(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The people's answers the job took, as it received them: the first ``answer:<question id>`` event of
-    each question (a later one, an answer delivered again after a crash, is ignored by the job and here)."""
-    seen: dict[str, dict[str, Any]] = {}
-    for event in history:
-        name = str(event.get("Name", ""))
-        if event.get("EventType") != "EventRaised" or not name.startswith("answer:"):
-            continue
-        question_id = name.removeprefix("answer:")
-        if question_id in seen:
-            seen[question_id]["deliveries"] += 1
-            continue
-        payload = decode(event.get("Input"))
-        given = payload.get("answer") if isinstance(payload, dict) else None
-        seen[question_id] = {
-            "question_id": question_id,
-            "answer": given,
-            "received_at": event.get("Timestamp"),
-            "deliveries": 1,
-        }
-    return list(seen.values())
-
-
-def build_log(history: list[dict[str, Any]], cursor: int, limit: int) -> dict[str, Any]:
-    """The log page after ``cursor`` (a history position)."""
-    entries: list[dict[str, Any]] = []
-    position = cursor
-    for position in range(cursor, len(history)):
-        if len(entries) >= limit:
-            break
-        event = history[position]
-        line = event_line(event)
-        if line is not None:
-            entries.append({"seq": position, "time": event.get("Timestamp"), "message": line})
-    else:
-        position = len(history)
-    return {"entries": entries, "next_cursor": position, "complete": position >= len(history)}
 
 
 def step_outputs(history: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
@@ -417,40 +207,35 @@ def default_partial_reader() -> PartialReader | None:
     return store.read if store is not None else None
 
 
-def attach_partial_output(job_id: str, steps: list[dict[str, Any]], read: PartialReader | None) -> list[dict[str, Any]]:
+def attach_partial_output(job_id: str, steps: list[StepView], read: PartialReader | None) -> list[LiveLine]:
     """Add ``partial_output`` to running streaming steps with no result in the history yet; return live lines.
 
     The live lines are not history entries: they carry no ``seq`` and never move the log cursor.
     """
-    live: list[dict[str, Any]] = []
+    live: list[LiveLine] = []
     for entry in steps:
-        if entry.get("state") != "running" or entry.get("kind") not in _streaming_kinds() or "output" in entry:
+        if not _streams_now(entry):
             continue
         if read is None:
             return live
         try:
-            partial = read(job_id, str(entry["id"]))
+            partial = read(job_id, entry.id)
         except Exception as exc:  # the preview is optional; the view must still answer
-            logger.warning("partial output of %s/%s unreadable: %s", job_id, entry["id"], exc)
+            logger.warning("partial output of %s/%s unreadable: %s", job_id, entry.id, exc)
             continue
         # Text of an earlier attempt is stale: the step started over.
-        if partial is None or partial.attempt != entry.get("attempts"):
+        if partial is None or partial.attempt != entry.attempts:
             continue
-        entry["partial_output"] = {
-            "text": partial.text,
-            "chars": partial.chars,
-            "attempt": partial.attempt,
-            "complete": partial.complete,
-            "updated_at": partial.updated_at,
-        }
-        state = "streamed" if partial.complete else "streaming"
-        live.append(
-            {
-                "step_id": entry["id"],
-                "time": partial.updated_at,
-                "message": f"{entry['id']} {entry['kind']}: {state}, {partial.chars} chars so far",
-            }
+        entry.partial_output = PartialOutputView(
+            text=partial.text,
+            chars=partial.chars,
+            attempt=partial.attempt,
+            complete=partial.complete,
+            updated_at=partial.updated_at,
         )
+        state = "streamed" if partial.complete else "streaming"
+        message = f"{entry.id} {entry.kind}: {state}, {partial.chars} chars so far"
+        live.append(LiveLine(step_id=entry.id, time=partial.updated_at, message=message))
     return live
 
 
@@ -464,6 +249,28 @@ def build_view(
     retention_days: float | None = None,
     parts: dict[str, list[dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
+    """The job view as JSON (``build_job_view``, dumped)."""
+    return build_job_view(
+        status,
+        links,
+        log_cursor=log_cursor,
+        log_limit=log_limit,
+        partials=partials,
+        retention_days=retention_days,
+        parts=parts,
+    ).dump()
+
+
+def build_job_view(
+    status: dict[str, Any],
+    links: dict[str, str],
+    *,
+    log_cursor: int = 0,
+    log_limit: int = 100,
+    partials: PartialReader | None = None,
+    retention_days: float | None = None,
+    parts: dict[str, list[dict[str, Any]]] | None = None,
+) -> JobView:
     """The job view a UI polls (``partials`` reads streamed text; default: the configured store; ``parts``: the
     histories of a run's parts, for its cost)."""
     custom = status.get("customStatus")
@@ -474,56 +281,59 @@ def build_view(
     request = job_input.get("request", {}) if isinstance(job_input, dict) else {}
     output = decode(status.get("output"))
     steps = _steps(state, runtime, history)
-    live: list[dict[str, Any]] = []
+    live: list[LiveLine] = []
     if runtime not in TERMINAL_RUNTIME and any(_streams_now(e) for e in steps):
         read = partials if partials is not None else default_partial_reader()
         live = attach_partial_output(str(status.get("instanceId")), steps, read)
     answer = None
     if isinstance(output, dict) and output.get("answer") is not None:
-        answer = {"text": output["answer"], "citations": output.get("citations", [])}
-        answer |= answer_claims(steps)
+        answer = AnswerView(text=output["answer"], citations=output.get("citations", []), **answer_claims(steps))
         if output.get("unsupported"):
             # Why the answer has no support: shown with it, so no one takes it for something found.
-            answer["unsupported"] = output["unsupported"]
+            answer.unsupported = output["unsupported"]
     waiting = state.waiting if state and runtime not in TERMINAL_RUNTIME else None
+    log = build_log(history, log_cursor, log_limit)
+    log.live = live
 
-    return {
-        "id": status.get("instanceId"),
-        "status": job_status(runtime, state, output),
-        "runtime_status": runtime,
-        "question": request.get("question"),
-        "mode": request.get("mode", "deterministic"),
-        "created_at": status.get("createdTime"),
-        "updated_at": status.get("lastUpdatedTime"),
-        "current_step_index": state.step_index if state else -1,
-        "plan": {"status": plan_status(runtime, state)},
-        "steps": steps,
-        "waiting": waiting_view(waiting) if waiting else None,
-        "usage": _usage(state),
-        "cost": view_cost(history, status.get("createdTime"), parts=parts),  # every meter (shared/runtime/ledger.py)
-        "agent": _agent(request, state),
-        "run": _with_run_facts(_run(job_input, output), job_input, history),
+    shown = job_status(runtime, state, output)
+    return JobView(
+        id=status.get("instanceId"),
+        status=shown,
+        finished=shown in TERMINAL_STATUSES,
+        runtime_status=runtime,
+        question=request.get("question"),
+        mode=request.get("mode", "deterministic"),
+        created_at=status.get("createdTime"),
+        updated_at=status.get("lastUpdatedTime"),
+        current_step_index=state.step_index if state else -1,
+        plan=PlanView(status=plan_status(runtime, state)),
+        steps=steps,
+        waiting=waiting_view(waiting, str(status.get("instanceId"))) if waiting else None,
+        usage=_usage(state),
+        cost=view_cost(history, status.get("createdTime"), parts=parts),  # every meter (shared/runtime/ledger.py)
+        agent=_agent(request, state),
+        run=_with_run_facts(_run(job_input, output), job_input, history),
         # What the job was asked with besides its question: enough to start it again with other limits.
-        "request": {k: request.get(k) for k in ("constraints", "approval", "wait", "tools", "agent") if k in request},
-        "forked_from": _forked_from(job_input),
-        "answer": answer,
-        "answers": answers_received(history),
-        "error": _view_error(runtime, state, output, steps),
-        "log": build_log(history, log_cursor, log_limit) | {"live": live},
-        "links": links,
-        "history_purged_after": history_purged_after(status.get("createdTime"), runtime, retention_days),
-    }
+        request={k: request.get(k) for k in ("constraints", "approval", "wait", "tools", "agent") if k in request},
+        forked_from=_forked_from(job_input),
+        answer=answer,
+        answers=[ReceivedAnswer.model_validate(a) for a in answers_received(history)],
+        error=_view_error(runtime, state, output, steps),
+        log=log,
+        links=links,
+        history_purged_after=history_purged_after(status.get("createdTime"), runtime, retention_days),
+    )
 
 
-def waiting_view(waiting: Waiting) -> dict[str, Any]:
+def waiting_view(waiting: Waiting, job_id: str = "") -> WaitingView:
     """The question as the view shows it, with ``form``: what kind of question it is, so a UI draws it as such.
 
     ``sql``: approve an SQL statement (``details.sql``); ``code``: approve Python code (``details.code``);
     ``step_error``: a step failed, retry/skip/edit; ``text``: a question answered in words (options are
     suggestions); ``choice``: pick one of ``options`` (a workflow's human node, approve/reject included).
     """
-    entry = waiting.model_dump(mode="json")
     details = waiting.details
+    form: WaitingForm
     if waiting.kind == "error":
         form = "step_error"
     elif waiting.kind == "approval" and isinstance(details.get("code"), str):
@@ -534,33 +344,35 @@ def waiting_view(waiting: Waiting) -> dict[str, Any]:
         form = "text"
     else:
         form = "choice"
-    entry["form"] = form
-    return entry
+    shown = WaitingView.model_validate(waiting.model_dump(mode="json") | {"form": form})
+    if waiting.instance and job_id and waiting.instance.startswith(f"{job_id}:"):
+        # The part of the run that asks (a branch's node; a sub-workflow's node and its run number), so a client
+        # names it without taking instance ids apart.
+        shown.asked_in = waiting.instance.removeprefix(f"{job_id}:").split(":")
+    return shown
 
 
-def _forked_from(job_input: Any) -> dict[str, Any] | None:
+def _forked_from(job_input: Any) -> ForkedFrom | None:
     """A fork's origin: the job and the step it re-ran from (None for a job that is no fork)."""
     fork = job_input.get("fork") if isinstance(job_input, dict) else None
     if not isinstance(fork, dict):
         return None
-    return {"job": fork.get("origin"), "step": fork.get("from_step"), "input": fork.get("input")}
+    return ForkedFrom(job=fork.get("origin"), step=fork.get("from_step"), input=fork.get("input"))
 
 
-def _run(job_input: Any, output: Any) -> dict[str, Any] | None:
+def _run(job_input: Any, output: Any) -> RunView | None:
     """A workflow or team run: what it runs (kind, id, pinned version) and, once done, its named outputs."""
     run = job_input.get("run") if isinstance(job_input, dict) else None
     if not isinstance(run, dict):
         return None
     outputs = output.get("outputs") if isinstance(output, dict) else None
-    view = {"kind": run.get("kind"), "id": run.get("id"), "version": run.get("version"), "outputs": outputs}
+    view = RunView(kind=run.get("kind"), id=run.get("id"), version=run.get("version"), outputs=outputs)
     if isinstance(run.get("limits"), dict):
-        view["limits"] = run["limits"]  # the run's total-work budget (docs/definitions.md, "Run limits")
+        view.limits = run["limits"]  # the run's total-work budget (docs/definitions.md, "Run limits")
     return view
 
 
-def _with_run_facts(
-    view: dict[str, Any] | None, job_input: Any, history: list[dict[str, Any]]
-) -> dict[str, Any] | None:
+def _with_run_facts(view: RunView | None, job_input: Any, history: list[dict[str, Any]]) -> RunView | None:
     """A run's view with its inputs and its ``graph``: the workflow's nodes as the run loaded them.
 
     The graph is the root's ``load_definition`` result, so the run is drawn as it ran even when the definition
@@ -570,10 +382,12 @@ def _with_run_facts(
     if view is None or not isinstance(run, dict):
         return view
     inputs = run.get("inputs")
-    return view | {"inputs": inputs if isinstance(inputs, dict) else {}, "graph": _run_graph(run, history)}
+    view.inputs = inputs if isinstance(inputs, dict) else {}
+    view.graph = _run_graph(run, history)
+    return view
 
 
-def _run_graph(run: dict[str, Any], history: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _run_graph(run: dict[str, Any], history: list[dict[str, Any]]) -> RunGraph | None:
     """The nodes (and start) of the workflow a run loaded for itself, from the history; None when there are none."""
     if run.get("kind") != "workflow":
         return None
@@ -585,11 +399,11 @@ def _run_graph(run: dict[str, Any], history: list[dict[str, Any]]) -> dict[str, 
             continue
         definition = decode(event.get("Result"))
         if isinstance(definition, dict) and isinstance(definition.get("nodes"), list):
-            return {"nodes": definition["nodes"], "start": definition.get("start")}
+            return RunGraph(nodes=definition["nodes"], start=definition.get("start"))
     return None
 
 
-def _steps(state: JobState | None, runtime: Any, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _steps(state: JobState | None, runtime: Any, history: list[dict[str, Any]]) -> list[StepView]:
     """The steps as the view shows them: brief ones filled from the history, outputs, an agent step's calls."""
     if state is None:
         return []
@@ -600,10 +414,11 @@ def _steps(state: JobState | None, runtime: Any, history: list[dict[str, Any]]) 
         facts = brief_step_facts(history, {step.id for step in state.steps if not step.title})
         state.steps = [_fill_brief(step, facts.get(step.id)) if not step.title else step for step in state.steps]
     steps = [_step_entry(step, runtime, outputs, drafts) for step in state.steps]
-    agent_steps = {step["id"] for step in steps if step.get("kind") == AGENT_STEP}
+    agent_steps = {step.id for step in steps if step.kind == AGENT_STEP}
     if agent_steps:
         for entry_id, calls in agent_step_calls(history, agent_steps).items():
-            next(e for e in steps if e["id"] == entry_id)["tool_calls"] = calls
+            entry = next(e for e in steps if e.id == entry_id)
+            entry.tool_calls = [ToolCallView.model_validate(call) for call in calls]
     return steps
 
 
@@ -614,110 +429,114 @@ def _code_kinds() -> set[str]:
     return kinds_where(lambda spec: spec.runs_code) | {PYTHON_TOOL}
 
 
-def _artifact_refs(files: list[Any]) -> list[dict[str, Any]]:
+def _artifact_refs(files: list[Any]) -> list[ArtifactView]:
     """The well-formed artifact references of a code step's result; anything else is not shown."""
     from pydantic import ValidationError
 
     from shared.runtime.artifacts import ArtifactRef
 
-    refs: list[dict[str, Any]] = []
+    refs: list[ArtifactView] = []
     for item in files:
         try:
-            refs.append(ArtifactRef.model_validate(item).model_dump())
+            refs.append(ArtifactView.model_validate(ArtifactRef.model_validate(item).model_dump()))
         except ValidationError:
             continue
     return refs
 
 
-def answer_claims(steps: list[dict[str, Any]]) -> dict[str, Any]:
+def answer_claims(steps: list[StepView]) -> dict[str, Any]:
     """The answer's claims as the answer step checked them (shared/jobs/claims.py), or nothing."""
     for step in reversed(steps):
-        out = step.get("output")
-        if step.get("kind") == "generate_response" and isinstance(out, dict) and out.get("claims"):
+        out = step.output
+        if step.kind == "generate_response" and isinstance(out, dict) and out.get("claims"):
             return {"claims": out["claims"], "claims_summary": out.get("claims_summary")}
     return {}
 
 
-def _streams_now(entry: dict[str, Any]) -> bool:
+def _streams_now(entry: StepView) -> bool:
     """A step whose answer is being written now, with no result in the history yet."""
-    return entry.get("state") == "running" and entry.get("kind") in _streaming_kinds() and "output" not in entry
+    return entry.state == "running" and entry.kind in _streaming_kinds() and "output" not in entry.model_fields_set
 
 
 def _step_entry(
     step: StepState, runtime: Any, outputs: dict[str, dict[str, Any]], drafts: dict[str, dict[str, Any]]
-) -> dict[str, Any]:
+) -> StepView:
     """One step as the view shows it: its state in words, its duration without human waits, its output."""
-    entry = step.model_dump(mode="json", exclude_none=True)
+    entry = StepView.model_validate(step.model_dump(mode="json", exclude_none=True))
     if runtime in ("Terminated", "Canceled") and step.state in ("running", "retrying", "waiting"):
-        entry["state"] = "cancelled"
-    if entry["state"] == "retrying":
-        entry["message"] = retry_message(step.retry_at, step.next_attempt, step.max_attempts)
-    elif entry["state"] == "skipped" and step.note:
-        entry["message"] = f"did not run: {step.note}"
+        entry.state = "cancelled"
+    if entry.state == "retrying":
+        entry.message = retry_message(step.retry_at, step.next_attempt, step.max_attempts)
+    elif entry.state == "skipped" and step.note:
+        entry.message = f"did not run: {step.note}"
     if step.carried_from:
         # A fork's step carried over: its result, timings and usage are the origin's, not the fork's.
-        entry["carried_over"] = True
-        entry["message"] = f"carried over from job {step.carried_from}"
+        entry.carried_over = True
+        entry.message = f"carried over from job {step.carried_from}"
     # A human wait is shown as waited_ms and is not part of the step's duration.
     run_ms = ms_between(step.started_at, step.ended_at)
     if run_ms is not None:
-        entry["duration_ms"] = max(0, run_ms - step.waited_ms)
+        entry.duration_ms = max(0, run_ms - step.waited_ms)
     # The orchestrator's state decides: a result already in the history shows once the step has taken it
     # (calls of one agent turn run together, and the turn goes on when all of them are back).
     if step.id in outputs and step.state != "running":
-        entry["output"] = outputs[step.id]
+        entry.output = outputs[step.id]
         # Files a step wrote (run_python): references only; GET /api/jobs/{id}/artifacts/{ref} serves the bytes.
         # Only a code step's files are artifacts: another result's "files" is data (a tool's, a model's).
         files = outputs[step.id].get("files")
         refs = _artifact_refs(files) if step.kind in _code_kinds() and isinstance(files, list) else []
         if refs:
-            entry["artifacts"] = refs
+            entry.artifacts = refs
     if step.id in drafts:
-        entry["draft"] = drafts[step.id]
+        entry.draft = drafts[step.id]
     return entry
 
 
-def _view_error(runtime: Any, state: JobState | None, output: Any, steps: list[dict[str, Any]]) -> Any:
+def _view_error(runtime: Any, state: JobState | None, output: Any, steps: list[StepView]) -> ErrorView | None:
     """The job's error: the one it recorded, or the orchestration's own failure."""
     if runtime != "Failed":
         if state is None or state.error is None:
             return None
-        return state.error.model_dump(mode="json")  # with ``limit`` when a run limit was reached
-    return {
-        "code": "ORCHESTRATION_FAILED",
-        "message": str(output)[:600],
-        "step_id": steps[state.step_index]["id"] if state and 0 <= state.step_index < len(steps) else None,
-    }
+        # With ``limit`` when a run limit was reached.
+        return ErrorView.model_validate(state.error.model_dump(mode="json"))
+    return ErrorView(
+        code="ORCHESTRATION_FAILED",
+        message=str(output)[:600],
+        step_id=steps[state.step_index].id if state and 0 <= state.step_index < len(steps) else None,
+    )
 
 
-def _agent(request: dict[str, Any], state: JobState | None) -> dict[str, Any] | None:
+def _agent(request: dict[str, Any], state: JobState | None) -> AgentView | None:
     """Agent mode: the Executor's turns and tool calls so far against the job's bounds (None in other modes)."""
     if request.get("mode") != "agent":
         return None
     limits = AgentLimits.model_validate(request.get("agent") or {})
     steps = state.steps if state else []
-    return {
-        "turns": state.turns if state else 0,
-        "max_turns": limits.max_turns,
-        "tool_calls": sum(1 for s in steps if s.turn is not None),
-        "max_tool_calls": limits.max_tool_calls,
-    }
+    return AgentView(
+        turns=state.turns if state else 0,
+        max_turns=limits.max_turns,
+        tool_calls=sum(1 for s in steps if s.turn is not None),
+        max_tool_calls=limits.max_tool_calls,
+    )
 
 
-def _usage(state: JobState | None) -> dict[str, Any]:
+def _usage(state: JobState | None) -> UsageView:
     """Tokens and cost: the job's total, planning, the Supervisor, the Executor's turns, and each step."""
     if state is None:
-        return {"total": None, "planning": None, "supervisor": None, "executor": None, "by_step": {}}
-    return {
-        "total": state.usage.model_dump(mode="json"),
-        "planning": state.plan_usage.model_dump(mode="json"),
-        "supervisor": state.supervisor_usage.model_dump(mode="json"),
-        # Agent mode: the Executor's turns, apart from the tool calls (their usage is by_step).
-        "executor": state.executor_usage.model_dump(mode="json"),
-        "by_step": {s.id: s.usage.model_dump(mode="json") for s in state.steps},
-        # A fork: what its carried-over steps used in the origin (not part of ``total``, the fork's own).
-        "carried_over": (state.carried_over or Usage()).model_dump(mode="json"),
-    }
+        return UsageView(total=None, planning=None, supervisor=None, executor=None, by_step={})
+    # Dumped and read back, so every field of each usage is set (and shown).
+    return UsageView.model_validate(
+        {
+            "total": state.usage.model_dump(mode="json"),
+            "planning": state.plan_usage.model_dump(mode="json"),
+            "supervisor": state.supervisor_usage.model_dump(mode="json"),
+            # Agent mode: the Executor's turns, apart from the tool calls (their usage is by_step).
+            "executor": state.executor_usage.model_dump(mode="json"),
+            "by_step": {s.id: s.usage.model_dump(mode="json") for s in state.steps},
+            # A fork: what its carried-over steps used in the origin (not part of ``total``, the fork's own).
+            "carried_over": (state.carried_over or Usage()).model_dump(mode="json"),
+        }
+    )
 
 
 def history_purged_after(created: Any, runtime: Any, retention_days: float | None) -> str | None:

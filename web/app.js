@@ -16,7 +16,6 @@ const MAX_BACKOFF_MS = 10000;
 const LOG_PAGE = 200;
 const JOB_PAGE = 20;
 const MAX_TABLE_ROWS = 200;
-const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
 const STATUS_LABELS = {
   pending: 'Pending',
   planning: 'Planning',
@@ -98,9 +97,9 @@ const FIELD_INPUTS = {
   tools: 'agent-tools',
 };
 const MAX_TOOLS = 32;
-// The Executor's turn as the view's log shows it: the agent_turn activity's line (api/view.py _task_line).
-const TURN_LINE = /^agent_turn\b/;
-const TURN_FAILED = /^agent_turn(?: \(attempt \d+\))?: (?:failed |activity error)/;
+// The Executor's turn in the view's log: a task line of the agent_turn activity with no step of its own (the log
+// entry's typed fields, api/view_log.py line_facts; the line's English is for people and is never parsed).
+const isTurnLine = (entry) => entry.topic === 'task' && entry.activity === 'agent_turn' && !entry.step_id;
 
 // ----- small DOM helpers ------------------------------------------------------------------------
 
@@ -1031,7 +1030,7 @@ function renderHeader(d, v) {
 function tookText(v) {
   const start = parseTime(v.created_at);
   if (!start) return '—';
-  if (!TERMINAL.has(v.status)) return `${fmtSpan(Date.now() - start)} so far`;
+  if (!v.finished) return `${fmtSpan(Date.now() - start)} so far`;
   const times = [v.updated_at, ...v.steps.map((s) => s.ended_at), ...((v.log && v.log.entries) || []).map((e) => e.time)];
   const d = state.detail;
   if (d && d.lastLogTime) times.push(d.lastLogTime);
@@ -1161,7 +1160,7 @@ function renderCost(d, data) {
 }
 
 function updatesText(d, v) {
-  if (TERMINAL.has(v.status)) return 'final';
+  if (v.finished) return 'final';
   return d.streaming ? 'live, as they happen (event stream)' : 'live, every second';
 }
 
@@ -1519,7 +1518,7 @@ function renderWaiting(d, w) {
     h('h3', { id: 'waiting-title' }, WAITING_TITLES[form] || 'A question for you'),
     h('p', { class: 'waiting-question' }, w.question),
     deadline(w),
-    h('p', { class: 'muted' }, `Question ${w.question_id}`, w.step_id ? ` · step ${w.step_id}` : '', partOf(d.id, w.instance)),
+    h('p', { class: 'muted' }, `Question ${w.question_id}`, w.step_id ? ` · step ${w.step_id}` : '', Array.isArray(w.asked_in) ? ` · asked in ${w.asked_in.join(' › ')}` : ''),
     body,
     alertEl,
     h('div', { class: 'actions' }, buttons),
@@ -1549,12 +1548,6 @@ function deadline(w) {
       : h('span', { class: 'deadline-then muted', id: 'waiting-expiry' }, ' If no one answers by then, the job fails (WAIT_EXPIRED).');
   }
   return h('p', { class: 'deadline', id: 'waiting-deadline' }, 'Answer by ', timeEl(w.expires_at), left, then);
-}
-
-// A question asked inside a part of a workflow run (a parallel branch, a sub-workflow) names the part.
-function partOf(jobId, instance) {
-  if (typeof instance !== 'string' || !instance.startsWith(`${jobId}:`)) return '';
-  return ` · asked in ${instance.slice(jobId.length + 1).replace(/:/g, ' › ')}`;
 }
 
 /**
@@ -1844,9 +1837,9 @@ const AGENT_COLUMNS = ['#', 'Tool call', 'Turn', 'State', 'Input', 'Output', 'To
  */
 function collectTurnLines(d, log) {
   for (const entry of (log && log.entries) || []) {
-    if (entry.seq <= d.turnSeq || !TURN_LINE.test(String(entry.message))) continue;
+    if (entry.seq <= d.turnSeq || !isTurnLine(entry)) continue;
     d.turnSeq = entry.seq;
-    const failed = TURN_FAILED.test(entry.message);
+    const failed = entry.failed === true;
     if (!failed) d.turnsEnded += 1;
     d.turnLines.push({ seq: entry.seq, time: entry.time, message: String(entry.message), turn: failed ? d.turnsEnded + 1 : d.turnsEnded, failed });
   }
@@ -1909,13 +1902,13 @@ function turnGroup(label, attrs, lines, rows) {
 }
 
 /** Agent mode: instead of a plan, the Executor's turns, each with its log lines and its tool calls as rows. */
-function renderAgent(steps, status, lines) {
+function renderAgent(steps, finished, lines) {
   const calls = steps.filter((s) => s.turn != null);
   const others = steps.filter((s) => s.turn == null);
   const turns = Math.max(0, ...calls.map((s) => s.turn), ...lines.map((l) => l.turn));
   const title = `Executor${turns ? ` · ${turns} turn${turns === 1 ? '' : 's'}, ${calls.length} tool call${calls.length === 1 ? '' : 's'}` : ''}`;
   if (!turns && !others.length) {
-    const none = TERMINAL.has(status) ? 'The Executor made no tool calls.' : 'The Executor is starting…';
+    const none = finished ? 'The Executor made no tool calls.' : 'The Executor is starting…';
     return section(title, 'steps-title', h('p', { class: 'muted', id: 'plan-state' }, none));
   }
   const number = new Map(steps.map((s, i) => [s.id, i + 1]));
@@ -2183,7 +2176,8 @@ const FORK_UI = { h, section, api, jobUrl, errorBox, fieldEditors, editedFields,
 
 function render(d, v) {
   d.view = v;
-  const terminal = TERMINAL.has(v.status);
+  // The view says whether the job has ended (its statuses are the server's: api/contract/view.py).
+  const terminal = v.finished === true;
   if (d.lastStatus !== v.status) {
     d.liveStatus.textContent = `Job status: ${STATUS_LABELS[v.status] || v.status}`;
     d.lastStatus = v.status;
@@ -2210,7 +2204,7 @@ function render(d, v) {
   const agent = v.mode === 'agent' || (v.plan && v.plan.status === 'agent');
   collectTurnLines(d, v.log);
   const stepsKey = { s: v.steps.map(({ output, draft, partial_output: p, ...rest }) => rest), t: v.steps.length ? null : v.status };
-  if (agent) renderSlot(d, 'steps', { ...stepsKey, a: d.turnLines, done: TERMINAL.has(v.status) }, () => renderAgent(v.steps, v.status, d.turnLines));
+  if (agent) renderSlot(d, 'steps', { ...stepsKey, a: d.turnLines, done: terminal }, () => renderAgent(v.steps, terminal, d.turnLines));
   else renderSlot(d, 'steps', stepsKey, () => renderSteps(v.steps, v.status));
   d.timeline.view(v);
   renderSlot(d, 'results', v.steps.map((s) => [s.id, s.state, s.output || null, s.draft || null]), () => renderResults(v.steps));
@@ -2263,7 +2257,7 @@ function onStreamEvent(d, type, data, id) {
   if (type === 'delta') d.draft.add(data);
   else if (type === 'superseded') d.draft.supersede(data);
   if (type === 'delta' || type === 'superseded') showDraft(d);
-  else if (REFRESH_TYPES.has(type) && !(d.view && TERMINAL.has(d.view.status))) pollNow(d);
+  else if (REFRESH_TYPES.has(type) && !(d.view && d.view.finished)) pollNow(d);
 }
 
 /** The answer as it is written (deltas), until the view holds the committed one. */
@@ -2330,7 +2324,7 @@ async function poll(d) {
   render(d, view);
   const moreLog = view.log && !view.log.complete;
   // While the event stream is open it says when to read the view again: no polling.
-  if ((TERMINAL.has(view.status) || d.streaming) && !moreLog && !d.again) return;
+  if ((view.finished || d.streaming) && !moreLog && !d.again) return;
   schedule(d, moreLog || d.again ? 0 : POLL_MS);
 }
 

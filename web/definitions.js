@@ -11,7 +11,7 @@ const KINDS = { agents: 'agent', workflows: 'workflow', teams: 'team' };
 const TITLES = { agents: 'Agents', workflows: 'Workflows', teams: 'Teams' };
 // The node kinds and the step kinds with their input fields come from the server's catalog (GET /api/catalog):
 // a kind the server adds shows up here without a change to this file.
-const known = { nodeKinds: [], stepKinds: [], stepFields: {} };
+const known = { nodeKinds: [], stepKinds: [], stepFields: {}, ops: [], inputTypes: [], strategies: [] };
 
 /** Read the node and step kinds from the catalog (once it loads; the forms are drawn after). */
 async function loadKinds() {
@@ -22,10 +22,12 @@ async function loadKinds() {
   const steps = catalog.step_kinds.filter((k) => !k.orchestrated);
   known.stepKinds = steps.map((k) => k.kind);
   known.stepFields = Object.fromEntries(steps.map((k) => [k.kind, Object.keys(k.input_schema.properties || {})]));
+  // The forms' closed choices, from the server's models (condition operators, input types, team strategies).
+  const choices = catalog.definitions || {};
+  known.ops = choices.condition_ops || [];
+  known.inputTypes = choices.input_types || [];
+  known.strategies = choices.team_strategies || [];
 }
-const OPS = ['eq', 'ne', 'gt', 'ge', 'lt', 'le', 'contains', 'exists', 'truthy'];
-const INPUT_TYPES = ['string', 'number', 'integer', 'boolean', 'object', 'array'];
-const STRATEGIES = ['sequential', 'parallel', 'supervisor'];
 // How a mapped value is given: a reference (input.x, node.field), a text with {references}, or a literal.
 const MAPPING_SHAPES = [['from', 'from'], ['template', 'template'], ['value', 'value']];
 const ROUTE = /^#(agents|workflows|teams)(?::(new)|\/([a-z][a-z0-9-]{0,62}))?$/;
@@ -313,7 +315,7 @@ function teamForm() {
     ui.draft.strategy = t === 'parallel' ? { type: t, aggregator: old.aggregator || old.supervisor || '' } : t === 'supervisor' ? { type: t, supervisor: old.supervisor || old.aggregator || '', max_rounds: old.max_rounds || 5 } : { type: t };
     rerender();
   };
-  const strategy = [field('Strategy', 'strategy.type', { type: 'select', options: STRATEGIES.map((s) => [s, s]), onChange: setType })];
+  const strategy = [field('Strategy', 'strategy.type', { type: 'select', options: known.strategies.map((s) => [s, s]), onChange: setType })];
   if (type === 'parallel') strategy.push(field('Aggregator agent', 'strategy.aggregator', { list: 'df-agents' }));
   if (type === 'supervisor') strategy.push(row(field('Supervisor agent', 'strategy.supervisor', { list: 'df-agents' }), field('Max rounds', 'strategy.max_rounds', { type: 'int' })));
   return [...commonFields(), field('Member agents', 'agents', { type: 'list', hint: 'Agent ids, in order, separated by commas.' }), group('Coordination', ...strategy)];
@@ -376,7 +378,7 @@ function inputRow(name) {
     { class: 'input-spec', dataset: { field: base } },
     h('div', { class: 'input-spec-head' }, nameEl, h('button', { type: 'button', class: 'quiet', 'aria-label': `Remove input ${name}`, on: { click: remove } }, '✕')),
     row(
-      field(`Type of ${name}`, `${base}.type`, { type: 'select', options: INPUT_TYPES.map((t) => [t, t]) }),
+      field(`Type of ${name}`, `${base}.type`, { type: 'select', options: known.inputTypes.map((t) => [t, t]) }),
       field(`Default of ${name}`, `${base}.default`, { type: 'any', placeholder: 'none' }),
     ),
     field(`Required: ${name}`, `${base}.required`, { type: 'select', options: [['', 'required'], ['false', 'optional']], parse: (v) => (v === 'false' ? false : undefined) }),
@@ -451,7 +453,7 @@ function kindFields(node, base) {
       return [
         row(
           field('If value', `${base}.if.left`, { placeholder: 'analyse.score' }),
-          field('Operator', `${base}.if.op`, { type: 'select', options: OPS.map((o) => [o, o]) }),
+          field('Operator', `${base}.if.op`, { type: 'select', options: known.ops.map((o) => [o, o]) }),
           field('Compared with', `${base}.if.right`, { type: 'any' }),
         ),
         row(field('Then nodes', `${base}.then`, { type: 'list' }), field('Else nodes', `${base}.else`, { type: 'list' })),
@@ -473,7 +475,7 @@ function kindFields(node, base) {
         row(field('Body nodes', `${base}.body`, { type: 'list', hint: 'Run in order each iteration.' }), field('Max iterations', `${base}.max_iterations`, { type: 'int' })),
         row(
           field('Until value', `${base}.until.left`, { placeholder: 'optional' }),
-          field('Until operator', `${base}.until.op`, { type: 'select', options: [['', '—'], ...OPS.map((o) => [o, o])] }),
+          field('Until operator', `${base}.until.op`, { type: 'select', options: [['', '—'], ...known.ops.map((o) => [o, o])] }),
           field('Until compared with', `${base}.until.right`, { type: 'any' }),
         ),
       ];

@@ -9,9 +9,6 @@ const MAX_TICKS = 6;
 const MIN_SPAN_MS = 1000;
 const TICK_MS = 500;
 const FINISHED = new Set(['succeeded', 'failed', 'skipped', 'cancelled']);
-const TERMINAL_STATUS = new Set(['completed', 'failed', 'cancelled']);
-// The log line of a person's answer (api/view.py _answered_line).
-const ANSWERED = /^user answered\b/;
 const LEGEND = [
   ['attempt', 'running', 'Attempt running'],
   ['attempt', 'succeeded', 'Attempt succeeded'],
@@ -61,7 +58,7 @@ function el(tag, props, ...children) {
 
 /** An empty timeline model. */
 export function newModel() {
-  return { source: null, t0: null, tLast: null, endAt: null, status: null, rows: new Map(), order: [], answers: [] };
+  return { source: null, t0: null, tLast: null, endAt: null, status: null, finished: false, rows: new Map(), order: [], answers: [] };
 }
 
 function rowOf(model, stepId, kind) {
@@ -214,23 +211,25 @@ export function applyEvent(model, type, data) {
       closeAll(row, at, 'failed');
       row.segments.push({ kind: 'human', start: at, end: null, state: 'waiting' });
     }
-  } else if (type === 'log' && ANSWERED.test(String(data.message))) {
+  } else if (type === 'log' && data.topic === 'answer') {
     // A person answered: their wait ends here (and a stream read after the fact learns of the wait).
     model.answers.push(at);
     for (const row of model.rows.values()) close(openSegment(row, 'human'), at);
-  } else if (type === 'status') applyStatus(model, data.status, at);
+  } else if (type === 'status') applyStatus(model, data.status, at, data.finished === true);
   else if (type === 'end') {
-    applyStatus(model, data.status, at);
+    applyStatus(model, data.status, at, true);
     model.endAt = at;
   }
 }
 
-function applyStatus(model, status, at) {
+/** A status event (`finished`: the job has ended, as the server says; the end event always has). */
+function applyStatus(model, status, at, finished) {
   model.status = status || model.status;
+  model.finished = model.finished || finished;
   for (const row of model.rows.values()) {
     // A person answered (the job runs again) or the job ended: the open human waits end here.
     for (const seg of row.segments) if (seg.kind === 'human' && seg.end === null && status !== 'waiting_for_user') close(seg, at);
-    if (TERMINAL_STATUS.has(status)) closeAll(row, at, status === 'cancelled' ? 'cancelled' : 'failed');
+    if (finished) closeAll(row, at, status === 'cancelled' ? 'cancelled' : 'failed');
   }
 }
 
@@ -254,12 +253,13 @@ export function applyView(model, view) {
   if (model.source !== 'events') {
     model.source = 'view';
     model.status = view.status;
+    model.finished = view.finished === true;
     const starts = steps.map((s) => ms(s.started_at)).filter((t) => t !== null);
     const created = ms(view.created_at);
     model.t0 = created !== null ? created : starts.length ? Math.min(...starts) : null;
     const ends = [model.t0, ...steps.flatMap((s) => [ms(s.started_at), ms(s.ended_at)])].filter((t) => t !== null);
     model.tLast = ends.length ? Math.max(...ends) : null;
-    model.endAt = TERMINAL_STATUS.has(view.status) ? Math.max(model.tLast || 0, ms(view.updated_at) || 0) : null;
+    model.endAt = model.finished ? Math.max(model.tLast || 0, ms(view.updated_at) || 0) : null;
   }
 }
 
@@ -287,7 +287,7 @@ function coarseRow(row, s) {
 
 /** Whether a bar is still growing (the job has not ended and something is open). */
 export function isLive(model) {
-  if (model.endAt !== null || TERMINAL_STATUS.has(model.status)) return false;
+  if (model.endAt !== null || model.finished) return false;
   for (const row of model.rows.values()) if (row.segments.some((s) => s.end === null)) return true;
   return false;
 }

@@ -38,6 +38,8 @@ class StatusEvent(_Event):
 
     type: Literal["status"] = "status"
     status: str
+    # The job has ended (a terminal status): set by the API, which owns the statuses (api/contract/view.py).
+    finished: bool = False
 
 
 class StepEvent(_Event):
@@ -60,6 +62,10 @@ class LogEvent(_Event):
     level: Literal["info", "warning", "error"] = "info"
     message: str
     step_id: str | None = None
+    # What the line is about (api/view_log.line_facts): a client reads these, never the line's English.
+    topic: Literal["job", "task", "answer", "question", "timer"] | None = None
+    activity: str | None = None
+    failed: bool | None = None
 
 
 class QuestionEvent(_Event):

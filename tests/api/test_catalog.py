@@ -100,3 +100,24 @@ def test_codes_statuses_nodes_and_the_tool_pattern_come_from_their_sources() -> 
         catalog["job_statuses"]
     )
     assert [q["kind"] for q in catalog["question_kinds"]] == ["approval", "error", "clarify"]
+
+
+def test_the_definition_forms_choices_come_from_the_models() -> None:
+    from pydantic import ValidationError
+
+    from shared.definitions.models import Condition, InputSpec, Team
+
+    choices = build_catalog()["definitions"]
+    # Every listed choice is one the model takes, and a choice the model refuses is not listed.
+    for op in choices["condition_ops"]:
+        Condition(left="input.x", op=op)
+    for kind in choices["input_types"]:
+        InputSpec(type=kind)
+    for strategy in choices["team_strategies"]:
+        body = {"type": strategy} | ({"supervisor": "boss"} if strategy == "supervisor" else {})
+        try:
+            Team.model_validate({"id": "t", "name": "T", "agents": ["a"], "strategy": body})
+        except ValidationError as exc:
+            assert all(e["loc"][:2] != ("strategy", "type") and "union_tag" not in e["type"] for e in exc.errors())
+    assert {"eq", "exists"} <= set(choices["condition_ops"]) and "matches" not in choices["condition_ops"]
+    assert choices["team_strategies"] == ["sequential", "parallel", "supervisor"]

@@ -1,6 +1,6 @@
 """README's examples as a newcomer runs them: a fresh devhost with no settings and no file copied, the example
 definitions applied with the CLI, then every request of docs/api.http in order, each answering a status it
-names (`# expect:`), errors in the documented shape.
+names (`# expect:`), each answer as the OpenAPI document (docs/openapi.json) describes it.
 
 docs/api.http is written for VS Code's REST Client: ``@var = value`` lines, ``###`` between requests,
 ``# @name x`` to keep an answer, ``{{x.response.body.$.a.b}}`` to use it, ``{{$processEnv NAME}}``.
@@ -22,6 +22,8 @@ from typing import Any
 import httpx
 import pytest
 
+from api.contract.openapi import build_document
+from tests.api.schema_check import schema_problems
 from tests.devhost.hostproc import REPO_ROOT, DevHostProcess
 
 HTTP_FILE = REPO_ROOT / "docs" / "api.http"
@@ -161,6 +163,7 @@ def test_every_request_of_the_http_file_answers_as_it_says(host: DevHostProcess)
     env = {"DEVHOST_FUNCTION_KEY": host.keys.function}
     assert len(requests) >= 20 and all(r.expect for r in requests), [r.title for r in requests if not r.expect]
     answers: dict[str, Any] = {}
+    document = build_document()
     with httpx.Client(timeout=60.0) as client:
         for request in requests:
             url = fill(request.url, variables, answers, env)
@@ -187,6 +190,10 @@ def test_every_request_of_the_http_file_answers_as_it_says(host: DevHostProcess)
             elif response.status_code >= 400:
                 error = response.json()["error"]
                 assert error["code"] and error["message"], where
+            if response.headers.get("content-type", "").startswith("application/json"):
+                # Every answer is one the OpenAPI document describes (docs/openapi.json).
+                path = httpx.URL(url).path
+                assert schema_problems(document, request.method, path, response.status_code, response.json()) == []
             if request.name:
                 answers[request.name] = response.json()
     # What the examples show is true of the data: the change the person approves is computed from the rows.

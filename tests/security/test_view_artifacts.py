@@ -14,7 +14,7 @@ PNG = {"name": "chart.png", "media_type": "image/png", "size": 4, "ref": "s2-a1-
 
 def entry(kind: str, files: list[Any]) -> dict[str, Any]:
     step = StepState(id="s2", kind=kind, state="succeeded")
-    return _step_entry(step, "Running", {"s2": {"files": files}}, {})
+    return _step_entry(step, "Running", {"s2": {"files": files}}, {}).model_dump(mode="json", exclude_unset=True)
 
 
 def test_a_code_step_lists_its_files() -> None:

@@ -12,6 +12,7 @@ import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -251,3 +252,87 @@ def test_the_tools_the_form_suggests_exist_in_the_default_app(
     assert suggested, hint
     resp = jobs.http.post("/api/jobs", json={"question": "Growth of revenue?", "mode": "agent", "tools": suggested})
     assert resp.status_code == 202, resp.text
+
+
+def test_parallel_branches_show_their_real_states_and_the_human_node_is_a_choice(
+    page: Page, host: DevHostProcess, jobs: JobClient
+) -> None:
+    # The replay fixture's workflow: a fan-out whose right branch fails (0 -> 1 has no percent change), a join that
+    # goes on, then a human node with approve/reject (an approval question of a human node, not an SQL approval).
+    from tests.replay.record import WORKFLOW
+
+    workflow = {**WORKFLOW, "id": "branches-" + uuid.uuid4().hex[:8]}
+    assert jobs.http.post("/api/workflows", json=workflow).status_code == 201
+    resp = jobs.http.post(f"/api/workflows/{workflow['id']}/runs", json={"inputs": {"old": 80}})
+    assert resp.status_code == 202, resp.text
+    run_id = str(resp.json()["id"])
+    view = jobs.wait(run_id, {"waiting_for_user"})
+    states = {s["id"]: s["state"] for s in view["steps"]}
+    assert states["right"] == "failed" and states["left"] == "succeeded", states
+    open_console(page, host, f"#job={run_id}")
+    waiting = page.locator("#waiting")
+    expect(waiting).to_have_attribute("data-form", "choice")
+    expect(waiting.locator("#waiting-sql")).to_have_count(0)
+    expect(waiting).not_to_contain_text("SQL")
+    expect(waiting.get_by_role("button", name="approve", exact=True)).to_be_visible()
+    # Every node on the timeline and in the graph in the state the view gives it: the failed branch is failed, the
+    # one that ran is succeeded, neither "not started".
+    for step_id, state in states.items():
+        row = page.locator(f"#timeline .tl-row[data-step-id='{step_id}']")
+        expect(row).to_have_attribute("data-state", state)
+        expect(page.locator(f"#detail g.g-node[data-node='{step_id}']")).to_have_attribute("data-state", state)
+    for branch in ("left", "right"):
+        row = page.locator(f"#timeline .tl-row[data-step-id='{branch}']")
+        expect(row.locator(".tl-bar")).to_have_count(1)
+        expect(row.locator(".tl-summary")).not_to_have_text("not started")
+    expect(page.locator("#timeline .tl-row[data-step-id='right'] .tl-bar")).to_have_attribute("data-state", "failed")
+
+
+def test_a_node_kind_the_server_adds_shows_in_a_run_with_no_console_change(
+    page: Page, host: DevHostProcess, jobs: JobClient
+) -> None:
+    """A throwaway node kind ("gather", in the catalog and in the run's view) is drawn as what the view says."""
+    import json
+
+    from tests.replay.record import WORKFLOW
+
+    workflow = {**WORKFLOW, "id": "gather-" + uuid.uuid4().hex[:8]}
+    assert jobs.http.post("/api/workflows", json=workflow).status_code == 201
+    resp = jobs.http.post(f"/api/workflows/{workflow['id']}/runs", json={"inputs": {"old": 80}})
+    assert resp.status_code == 202, resp.text
+    run_id = str(resp.json()["id"])
+    jobs.wait(run_id, {"waiting_for_user"})
+
+    def gather(node: dict[str, object]) -> dict[str, object]:
+        if node.get("id") != "merge":
+            return node
+        return {"id": "merge", "kind": "gather", "after": node["after"], "title": "Gather the branches"}
+
+    def with_gather(route: Any) -> None:
+        resp = route.fetch()
+        if resp.status != 200:
+            route.fulfill(response=resp)
+            return
+        body = resp.json()
+        if "node_kinds" in body:  # the catalog
+            body["node_kinds"].append({"kind": "gather", "schema": {}})
+        elif body.get("id") == run_id:  # the run's view
+            body["run"]["graph"]["nodes"] = [gather(n) for n in body["run"]["graph"]["nodes"]]
+            for step in body["steps"]:
+                if step["id"] == "merge":
+                    step["kind"] = "gather"
+        route.fulfill(response=resp, body=json.dumps(body))
+
+    page.route("**/api/catalog", with_gather)
+    page.route(f"**/api/jobs/{run_id}?*", with_gather)
+    page.route(f"**/api/jobs/{run_id}", with_gather)
+    open_console(page, host, f"#job={run_id}")
+    merge = page.locator("#detail g.g-node[data-node='merge']")
+    expect(merge).to_have_attribute("data-kind", "gather")
+    expect(merge).to_have_attribute("data-state", "succeeded")
+    expect(merge).to_contain_text("gather")
+    # Its edges are the graph's (after): both branches lead to it.
+    for branch in ("left", "right"):
+        expect(page.locator(f"#detail path[data-from='{branch}'][data-to='merge']")).to_have_count(1)
+    expect(page.locator("#steps-table")).to_contain_text("gather")
+    expect(page.locator("#timeline .tl-row[data-step-id='merge']")).to_have_attribute("data-state", "succeeded")

@@ -679,6 +679,7 @@ def test_a_kind_the_server_adds_shows_in_the_editor_with_no_console_change(page:
             }
         )
         catalog["node_kinds"].append({"kind": "notify", "schema": {}})
+        catalog["definitions"]["condition_ops"].append("matches")  # a throwaway operator: the form lists it too
         route.fulfill(json=catalog)
 
     page.route("**/api/catalog", with_new_kinds)
@@ -691,3 +692,6 @@ def test_a_kind_the_server_adds_shows_in_the_editor_with_no_console_change(page:
     assert {"consult_rag", "execute_azure_sql", "open_ticket"} <= set(kinds.locator("option").all_inner_texts())
     kinds.select_option("open_ticket")
     expect(page.locator("[data-node-card]").last).to_contain_text("ticket")
+    add_node(page, "condition")
+    ops = page.locator("[data-node-card]").last.get_by_label("Operator", exact=True)
+    assert {"eq", "exists", "matches"} <= set(ops.locator("option").all_inner_texts())

@@ -69,6 +69,6 @@ def test_a_run_shows_its_inputs_its_graph_and_a_readable_load_line() -> None:
     assert view["run"]["inputs"] == {"region": "North"}
     assert view["run"]["graph"] == {"nodes": WORKFLOW["nodes"], "start": None}
     assert view["request"]["constraints"] == {"max_tokens": 9}
-    lines = [e["message"] for e in build_log([load, agent], 0, 10)["entries"]]
+    lines = [e.message for e in build_log([load, agent], 0, 10).entries]
     assert lines == ["load_definition: loaded workflow wf v1", "load_definition: loaded agent reader v2"]
     assert not any("None" in line for line in lines)

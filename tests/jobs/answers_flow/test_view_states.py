@@ -34,15 +34,15 @@ def test_a_failed_job_log_says_failed_never_completed() -> None:
         {"EventType": "ExecutionStarted"},
         {"EventType": "ExecutionCompleted", "OrchestrationStatus": "Completed", "Result": failed},
     ]
-    lines = [e["message"] for e in build_log(history, 0, 10)["entries"]]
+    lines = [e.message for e in build_log(history, 0, 10).entries]
     assert lines[-1] == "job failed at s1: SEARCH_ERROR: index missing"
     assert not any("Completed" in line for line in lines)
     ok = [{"EventType": "ExecutionCompleted", "OrchestrationStatus": "Completed", "Result": {"status": "completed"}}]
-    assert build_log(ok, 0, 10)["entries"][0]["message"] == "job completed"
+    assert build_log(ok, 0, 10).entries[0].message == "job completed"
     crashed = [{"EventType": "ExecutionCompleted", "OrchestrationStatus": "Failed", "Result": "boom"}]
-    assert build_log(crashed, 0, 10)["entries"][0]["message"] == "job failed"
+    assert build_log(crashed, 0, 10).entries[0].message == "job failed"
     cancelled = [{"EventType": "ExecutionCompleted", "OrchestrationStatus": "Terminated"}]
-    assert build_log(cancelled, 0, 10)["entries"][0]["message"] == "job cancelled"
+    assert build_log(cancelled, 0, 10).entries[0].message == "job cancelled"
 
 
 def test_a_step_waiting_for_a_retry_says_when_and_which_attempt() -> None:
@@ -107,7 +107,7 @@ def test_a_tool_call_line_names_the_tool_that_ran() -> None:
             "Result": {"status": "success", "result": tool_ok, "usage": {"total_tokens": 0}},
         },
     ]
-    assert [e["message"] for e in build_log(history, 0, 10)["entries"]] == [
+    assert [e.message for e in build_log(history, 0, 10).entries] == [
         "t2 call_tool function.growth_rate (attempt 1): success (0 tokens)",
     ]
 
@@ -134,7 +134,7 @@ def test_an_executor_turn_line_shows_the_tools_it_called_and_its_reasoning_bound
         turn({"reasoning": "x" * 2000, "tool_calls": [{"id": "c3", "tool": "format_output"}]}),
         turn({"reasoning": "", "tool_calls": []}),
     ]
-    lines = [e["message"] for e in build_log(history, 0, 10)["entries"]]
+    lines = [e.message for e in build_log(history, 0, 10).entries]
     assert lines[0] == (
         "agent_turn (attempt 2): success (9 tokens), calls consult_rag, execute_azure_sql"
         " — Both parts, data and documents."
