@@ -77,6 +77,7 @@ from shared.jobs.plan import (
     Plan,
     PlanStep,
     SupervisorDecision,
+    replanned_steps,
 )
 from shared.jobs.runs import LIMIT_TEXT, REPORT_PART, RUN_LIMIT_EXCEEDED
 
@@ -1140,18 +1141,8 @@ class JobRun:
         done = ", ".join(f"{s.id}={s.kind} {json.dumps(str(s.input.get(text_field_of(s.kind)) or ''))}" for s in ran)
         plan = yield from self.make_plan(self.job.request.question, f"{ALREADY_DONE}{done}. {reason}")
         suffix = f"r{self.state.replans}"
-        # The answer of the new plan also cites what already ran.
-        kept = [s.id for s in ran]
-        return [
-            s.model_copy(
-                update={
-                    "id": f"{s.id}{suffix}"[:32],
-                    "depends_on": (kept if _writes_answer(s.kind) else [])
-                    + [f"{d}{suffix}"[:32] for d in s.depends_on],
-                }
-            )
-            for s in plan.steps
-        ]
+        # The answer of the new plan also cites what already ran (shared with forks: shared/jobs/fork_carry.py).
+        return replanned_steps(list(plan.steps), [s.id for s in ran], suffix, _writes_answer)
 
 
 def _id(step: StepState | None) -> str | None:
