@@ -108,25 +108,23 @@ def node_edits(node: dict[str, Any] | None, state_kind: str | None, edits: dict[
     ``node`` is the fork point as the run's definition has it (None in a team: its agent nodes are compiled).
     """
     from shared.executors import StepInputError, check_edits, get_executor, lookup_kinds
-    from shared.jobs.fork import AgentNodeEdit
+    from shared.jobs.fork import NODE_EDIT_MODELS, NODE_EDIT_STEP_KIND
 
     if not edits:
         return None
     kind = str(node.get("kind")) if node else state_kind
-    step_kind = None
-    if kind == "step" and node is not None:
-        step_kind = str(node.get("step"))
-    elif kind == "tool" and node is not None and node.get("tool") in lookup_kinds():
-        step_kind = str(node.get("tool"))
-    elif kind == "agent":
+    named = node.get(NODE_EDIT_STEP_KIND[kind]) if node is not None and kind in NODE_EDIT_STEP_KIND else None
+    # A tool node edits as a step only when its tool is a lookup kind (a family tool's arguments are no step input).
+    step_kind = str(named) if named is not None and (kind == "step" or named in lookup_kinds()) else None
+    model = NODE_EDIT_MODELS.get(kind or "")
+    if model is not None:
         try:
-            return AgentNodeEdit.model_validate(edits).model_dump()
+            return model.model_validate(edits).model_dump()
         except ValidationError as exc:
             err = from_validation_error(exc)
             field = f"changes.{err.field}" if err.field else "changes"
-            raise ApiError(
-                400, "INVALID_REQUEST", f"invalid change of an agent node: {err.message}", field=field
-            ) from exc
+            message = f"invalid change of a {kind} node: {err.message}"
+            raise ApiError(400, "INVALID_REQUEST", message, field=field) from exc
     if step_kind is None:
         field = f"changes.{next(iter(edits))}"
         what = f"a {kind} node" if kind else "this node"

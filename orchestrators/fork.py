@@ -215,7 +215,7 @@ def edited_node(node: Any, edits: dict[str, Any]) -> Any:
     then resolves, validates, guards and (SQL) asks approval for the node's input as for any run.
     """
     from shared.definitions.models import AgentNode, StepNode, ToolNode, Value
-    from shared.jobs.fork import AGENT_NODE_EDIT
+    from shared.jobs.fork import NODE_EDIT_MODELS
 
     if isinstance(node, StepNode) or (isinstance(node, ToolNode) and node.tool in lookup_kinds()):
         kind = node.step if isinstance(node, StepNode) else node.tool
@@ -229,7 +229,7 @@ def edited_node(node: Any, edits: dict[str, Any]) -> Any:
         return node.model_copy(update={"input": mappings})
     if isinstance(node, AgentNode):
         try:
-            prompt = AGENT_NODE_EDIT.model_validate(edits).prompt
+            prompt = NODE_EDIT_MODELS["agent"].model_validate(edits).model_dump()["prompt"]
         except ValidationError as exc:
             raise JobStop(ErrorCode.BAD_REQUEST, f"the fork's edit of {node.id!r}: {exc}"[:600], node.id) from exc
         return node.model_copy(update={"input": {**node.input, "prompt": Value(value=prompt)}})

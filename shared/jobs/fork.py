@@ -40,11 +40,11 @@ class AgentNodeEdit(BaseModel):
     prompt: str = Field(min_length=1, max_length=2000, title="Prompt", description="what the agent is asked")
 
 
-AGENT_NODE_EDIT = AgentNodeEdit
-# The node kinds whose input a fork may edit, and where the editable fields come from: a step node's and a
-# lookup tool node's from their step kind (the ``step`` / ``tool`` field names it), an agent node's from
-# AgentNodeEdit. api/catalog.py publishes this; api/fork.py and orchestrators/fork.py check edits by it.
-NODE_EDITS: dict[str, str] = {"step": "step", "tool": "tool", "agent": "prompt"}
+# The node kinds whose input a fork may edit (api/catalog.py publishes this; api/fork.py and orchestrators/fork.py
+# check by it): a step node and a lookup tool node edit their step kind's fields (the node's field named here holds
+# the kind), an agent node its prompt (the model named here).
+NODE_EDIT_STEP_KIND: dict[str, str] = {"step": "step", "tool": "tool"}
+NODE_EDIT_MODELS: dict[str, type[BaseModel]] = {"agent": AgentNodeEdit}
 
 
 class CarriedStep(BaseModel):

@@ -1,0 +1,173 @@
+"""Forks that carry over what the origin's orchestrator made itself (issue 30), over HTTP on devhost.
+
+A workflow run with an agent node, a sub-workflow node and a loop before a lookup; a planned job whose first step
+asks the user. Each fork's own Durable history shows what ran: nothing carried over runs again (no Executor turn,
+no sub-orchestration, no tool call), and an edit of a node's input is what the node runs with.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from devhost.storage.azurite import Azurite
+from tests.devhost.hostproc import REPO_ROOT, DevHostProcess
+from tests.jobs.jobclient import JobClient
+from tests.jobs.test_fork_e2e import activities_run, fork, history, started
+from tests.runs.shapes import change
+
+SCOUT = {"id": "scout", "name": "Scout", "instructions": "Find the policy.", "tools": ["consult_rag"]}
+INNER = {
+    "id": "inner",
+    "name": "Inner",
+    "nodes": [change("grow", {"value": 80})],
+    "outputs": {"percent": {"from": "grow.data.percent_change"}},
+}
+WORKFLOW: dict[str, Any] = {
+    "id": "carried",
+    "name": "Carried",
+    "inputs": {"topic": {"type": "string"}},
+    "nodes": [
+        {
+            "id": "scout",
+            "kind": "agent",
+            "agent": "scout",
+            "input": {"prompt": {"template": "What does the policy say about {input.topic}?"}},
+        },
+        {"id": "sub", "kind": "workflow", "workflow": "inner", "after": ["scout"]},
+        {"id": "again", "kind": "loop", "body": ["tick"], "max_iterations": 2, "after": ["sub"]},
+        change("tick", {"value": 50}),
+        {"id": "docs", "kind": "step", "step": "consult_rag", "after": ["again"],
+         "input": {"query": {"from": "input.topic"}}},
+    ],
+    "outputs": {"summary": {"from": "scout.text"}, "grew": {"from": "sub.percent"}, "query": {"from": "docs.query"}},
+}  # fmt: skip
+NOWHERE_Q = "Tell me something about zebras"
+
+
+@pytest.fixture(scope="module")
+def host(azurite: Azurite, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevHostProcess]:
+    env = {
+        "AzureWebJobsStorage": azurite.connection_string,
+        "DEFINITIONS_TABLE": "carry" + uuid.uuid4().hex[:12],
+        "JOB_RETRY_FIRST_INTERVAL_MS": "50",
+    }
+    proc = DevHostProcess(REPO_ROOT, tmp_path_factory.mktemp("fork-carry-host"), env=env)
+    proc.start(timeout_s=120)
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def jobs(host: DevHostProcess) -> JobClient:
+    return JobClient(host)
+
+
+@pytest.fixture(scope="module")
+def origin(jobs: JobClient) -> dict[str, Any]:
+    for kind, body in (("agents", SCOUT), ("workflows", INNER), ("workflows", WORKFLOW)):
+        resp = jobs.http.post(f"/api/{kind}", json=body)
+        assert resp.status_code == 201, resp.text
+    resp = jobs.http.post("/api/workflows/carried/runs", json={"inputs": {"topic": "refunds after 30 days"}})
+    assert resp.status_code == 202, resp.text
+    view = jobs.wait(resp.json()["id"], timeout_s=240)
+    assert view["status"] == "completed", view.get("error")
+    assert {s["id"]: s["state"] for s in view["steps"]} == dict.fromkeys(
+        ["scout", "sub", "again", "tick", "docs"], "succeeded"
+    )
+    return view
+
+
+def sub_orchestrations(host: DevHostProcess, job_id: str) -> int:
+    return sum(1 for e in history(host, job_id) if e["EventType"] == "SubOrchestrationInstanceCompleted")
+
+
+def test_a_fork_after_an_agent_a_sub_workflow_and_a_loop_runs_none_of_them_again(
+    host: DevHostProcess, jobs: JobClient, origin: dict[str, Any]
+) -> None:
+    resp = fork(jobs, origin["id"], "docs", query="store credit")
+    assert sorted(resp.json()["carried_over"]) == ["again", "scout", "sub", "tick"], resp.json()
+    assert resp.json()["step_input"] == {"query": "store credit"}
+    view = jobs.wait(started(resp), timeout_s=240)
+    assert view["status"] == "completed", view.get("error")
+    ran = [name for name, _ in activities_run(host, view["id"])]
+    # The definition is read again (pinned); only the edited lookup runs: no Executor turn, answer or tool call.
+    assert ran == ["load_fork_base", "load_definition", "consult_rag"], ran
+    assert sub_orchestrations(host, view["id"]) == 0
+    # The edit is what the node ran with; what the carried nodes handed on is the origin's.
+    assert view["run"]["outputs"]["query"] == "store credit"
+    assert view["run"]["outputs"]["summary"] == origin["run"]["outputs"]["summary"] and view["run"]["outputs"]["summary"]
+    assert view["run"]["outputs"]["grew"] == origin["run"]["outputs"]["grew"]
+    carried = {s["id"] for s in view["steps"] if s.get("carried_over")}
+    assert carried == {"scout", "sub", "tick", "again"}
+    assert view["usage"]["carried_over"]["total_tokens"] > 0
+
+
+def test_a_fork_at_the_sub_workflow_runs_it_and_the_loop_but_not_the_agent(
+    host: DevHostProcess, jobs: JobClient, origin: dict[str, Any]
+) -> None:
+    view = jobs.wait(started(fork(jobs, origin["id"], "sub")), timeout_s=240)
+    assert view["status"] == "completed", view.get("error")
+    ran = [name for name, _ in activities_run(host, view["id"])]
+    assert "agent_turn" not in ran and "generate_response" not in ran, ran
+    assert ran.count("call_tool") == 2  # the loop's two iterations (the sub-workflow's call is in its own history)
+    assert sub_orchestrations(host, view["id"]) == 1
+    assert view["run"]["outputs"] == origin["run"]["outputs"]
+
+
+def test_an_agent_nodes_prompt_is_edited_in_a_fork(
+    host: DevHostProcess, jobs: JobClient, origin: dict[str, Any]
+) -> None:
+    prompt = "What does the policy say about store credit?"
+    view = jobs.wait(started(fork(jobs, origin["id"], "scout", prompt=prompt)), timeout_s=240)
+    assert view["status"] == "completed", view.get("error")
+    turns = [
+        e["Input"]["task"]["question"]
+        for e in history(host, view["id"])
+        if e["EventType"] == "TaskCompleted" and e["FunctionName"] == "agent_turn"
+    ]
+    assert turns and all(q == prompt for q in turns)
+
+
+@pytest.mark.parametrize(
+    ("from_step", "changes", "status", "code", "field"),
+    [
+        ("docs", {"sql": "SELECT 1"}, 400, "INVALID_REQUEST", "changes.sql"),
+        ("docs", {"top_k": 0}, 400, "INVALID_REQUEST", "changes.top_k"),
+        ("sub", {"query": "x"}, 400, "INVALID_REQUEST", "changes.query"),
+        ("scout", {"prompt": ""}, 400, "INVALID_REQUEST", "changes.prompt"),
+        ("tick", {}, 400, "INVALID_FORK_POINT", None),
+    ],
+)
+def test_a_bad_node_edit_or_fork_point_is_refused(
+    jobs: JobClient, origin: dict[str, Any], from_step: str, changes: dict[str, Any], status: int, code: str, field: Any
+) -> None:
+    resp = fork(jobs, origin["id"], from_step, **changes)
+    assert resp.status_code == status, resp.text
+    assert resp.json()["error"]["code"] == code and resp.json()["error"].get("field") == field, resp.json()
+
+
+def test_a_persons_answer_to_an_ask_user_step_is_carried_as_a_result(host: DevHostProcess, jobs: JobClient) -> None:
+    job_id = jobs.submit(NOWHERE_Q)
+    waiting = jobs.wait(job_id, {"waiting_for_user"}, timeout_s=180)["waiting"]
+    assert waiting["step_id"] == "s1" and waiting["kind"] == "clarify", waiting
+    assert jobs.answer(job_id, "policies").status_code == 202
+    origin = jobs.wait(job_id, timeout_s=180)
+    assert origin["status"] == "completed", origin.get("error")
+    assert [s["kind"] for s in origin["steps"]] == ["ask_user", "consult_rag", "generate_response"]
+    resp = fork(jobs, job_id, "s2", query="refunds after 30 days")
+    assert resp.json()["carried_over"] == ["s1"]
+    view = jobs.wait(started(resp), timeout_s=180)
+    # No one is asked again: the answer is carried over and reaches the lookup that depends on it, as text.
+    assert view["status"] == "completed", view.get("error")
+    assert [name for name, _ in activities_run(host, view["id"])] == [
+        "load_fork_base",
+        "consult_rag",
+        "generate_response",
+    ]
+    assert view["steps"][0]["carried_over"] is True and view["steps"][0]["output"] == {"answer": "policies"}
+    assert view["steps"][1]["output"]["query"] == "refunds after 30 days (policies)"
+    assert not any(e["EventType"] == "EventRaised" for e in history(host, view["id"]))
