@@ -214,7 +214,7 @@ def fork_base(status: dict[str, Any], from_step: str, writes_answer: Callable[[s
     history = _history(status)
     plan_event, outputs, own_base = _recorded(history)
     replans = 0
-    if state.replans or (own_base is not None and own_base.replans):
+    if job.request.mode == "hybrid":  # the Supervisor may have changed the plan (a replan, a switched tool)
         plan, replans = _replanned(history, job, state, from_step, own_base, writes_answer)
     else:
         plan = _origin_plan(job, plan_event, own_base)
@@ -222,11 +222,13 @@ def fork_base(status: dict[str, Any], from_step: str, writes_answer: Callable[[s
     if from_step not in ids:
         raise ForkError("INVALID_FORK_POINT", f"the job has no step {from_step!r} (steps: {ids})", "from_step")
     index = ids.index(from_step)
-    shown = [(s.id, s.kind) for s in state.steps[: index + 1]]
-    if [(s.id, s.kind) for s in plan.steps[: index + 1]] != shown:
+    # The steps before the fork point must be the ones recorded (the fork point itself runs as the plan then had
+    # it: a tool the Supervisor switched it to afterwards is no part of the plan in force when it started).
+    shown = [(s.id, s.kind) for s in state.steps[:index]]
+    if [(s.id, s.kind) for s in plan.steps[:index]] != shown or len(state.steps) <= index:
         raise ForkError(
             "FORK_NOT_SUPPORTED",
-            f"the steps up to {from_step!r} as recorded ({shown}) are not the plan rebuilt from the history",
+            f"the steps before {from_step!r} as recorded ({shown}) are not the plan rebuilt from the history",
         )
     carried_outputs = {c.step.id: c.output for c in own_base.carried} if own_base else {}
     extra = dict(own_base.outputs) if own_base else {}
@@ -270,6 +272,10 @@ def _kinds(history: list[dict[str, Any]]) -> dict[str, str]:
     return kinds
 
 
+def _no_registry(kind: str) -> bool:
+    raise ForkError("FORK_NOT_SUPPORTED", "the Supervisor replanned this job and no registry was given")
+
+
 def _replanned(
     history: list[dict[str, Any]],
     job: JobInput,
@@ -280,7 +286,7 @@ def _replanned(
 ) -> tuple[Plan, int]:
     """A hybrid job the Supervisor replanned: the plan in force when ``from_step`` started, and its replans."""
     if writes_answer is None:
-        raise ForkError("FORK_NOT_SUPPORTED", "the Supervisor replanned this job and no registry was given")
+        writes_answer = _no_registry
     ran = {s.id for s in state.steps if s.state == "succeeded"}
     try:
         # A fork of a fork: its plan started as its base's (with that fork's replans), then its own Supervisor's.

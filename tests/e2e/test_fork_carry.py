@@ -99,7 +99,8 @@ def test_a_fork_after_an_agent_a_sub_workflow_and_a_loop_runs_none_of_them_again
     assert sub_orchestrations(host, view["id"]) == 0
     # The edit is what the node ran with; what the carried nodes handed on is the origin's.
     assert view["run"]["outputs"]["query"] == "store credit"
-    assert view["run"]["outputs"]["summary"] == origin["run"]["outputs"]["summary"] and view["run"]["outputs"]["summary"]
+    outputs = view["run"]["outputs"]
+    assert outputs["summary"] == origin["run"]["outputs"]["summary"] and outputs["summary"]
     assert view["run"]["outputs"]["grew"] == origin["run"]["outputs"]["grew"]
     carried = {s["id"] for s in view["steps"] if s.get("carried_over")}
     assert carried == {"scout", "sub", "tick", "again"}

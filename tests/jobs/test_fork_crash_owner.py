@@ -124,8 +124,13 @@ def test_kill_during_a_fork_of_a_workflow_run_reruns_no_carried_node(tmp_path: P
     host = DevHostProcess(REPO_ROOT, tmp_path / "data", env=env).start(timeout_s=120)
     try:
         jobs = JobClient(host)
-        scout = {"id": "scout", "name": "Scout", "instructions": "Find the policy.", "tools": ["consult_rag"]}
-        workflow = {
+        scout: dict[str, Any] = {
+            "id": "scout",
+            "name": "Scout",
+            "instructions": "Find the policy.",
+            "tools": ["consult_rag"],
+        }
+        workflow: dict[str, Any] = {
             "id": "killed",
             "name": "Killed",
             "nodes": [
@@ -148,8 +153,8 @@ def test_kill_during_a_fork_of_a_workflow_run_reruns_no_carried_node(tmp_path: P
         host.start(timeout_s=120)
         jobs = JobClient(host)
         before = executions(host)
-        body = {"from_step": "docs", "changes": {"query": "damaged items"}}
-        resp = jobs.http.post(f"/api/jobs/{origin['id']}/fork", json=body)
+        fork_body = {"from_step": "docs", "changes": {"query": "damaged items"}}
+        resp = jobs.http.post(f"/api/jobs/{origin['id']}/fork", json=fork_body)
         assert resp.status_code == 202, resp.text
         fork_id = resp.json()["id"]
         wait_until(lambda: executions(host)["generate_response"] > before["generate_response"], "the answer to start")
