@@ -7,6 +7,7 @@ no sub-orchestration, no tool call), and an edit of a node's input is what the n
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -16,7 +17,7 @@ import pytest
 from devhost.storage.azurite import Azurite
 from tests.devhost.hostproc import REPO_ROOT, DevHostProcess
 from tests.jobs.jobclient import JobClient
-from tests.jobs.test_fork_e2e import activities_run, fork, history, started
+from tests.jobs.test_fork_e2e import _cli, activities_run, fork, history, started
 from tests.runs.shapes import change
 
 SCOUT = {"id": "scout", "name": "Scout", "instructions": "Find the policy.", "tools": ["consult_rag"]}
@@ -131,6 +132,11 @@ def test_an_agent_nodes_prompt_is_edited_in_a_fork(
         if e["EventType"] == "TaskCompleted" and e["FunctionName"] == "agent_turn"
     ]
     assert turns and all(q == prompt for q in turns)
+    # The CLI takes the same edit.
+    done = _cli(host, "fork", origin["id"], "--from", "scout", "--prompt", prompt, "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["step_input"] == {"prompt": prompt}
+    assert jobs.wait(json.loads(done.stdout)["id"], timeout_s=240)["status"] == "completed"
 
 
 @pytest.mark.parametrize(
