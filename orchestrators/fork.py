@@ -77,6 +77,7 @@ def run_fork(run: JobRun, walker: Callable[[JobRun], Any] | None) -> Generator[A
             if item.step.kind == ASK_USER and isinstance(item.output.get("answer"), str):
                 # A person's answer reaches the steps that depend on it as text, as in the origin: a result only.
                 run.clarifications[item.step.id] = item.output["answer"]
+    run.clarifications.update(base.clarifications)  # what people told the origin's Supervisor, as text
     run.state.replans = base.replans  # the fork's own replans are numbered after the origin's
     run.state.plan_status = "planned"
     run.state.steps = carried + [StepState(id=s.id, kind=s.kind, title=s.title) for s in steps[base.index :]]

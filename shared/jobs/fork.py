@@ -89,6 +89,8 @@ class ForkBase(BaseModel):
     outputs: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # A hybrid job: the replans the plan had at the fork point (the fork's next replan is numbered after them).
     replans: int = Field(default=0, ge=0)
+    # A hybrid job: what people told the Supervisor about the carried steps (the later steps' questions carry it).
+    clarifications: dict[str, str] = Field(default_factory=dict)
 
     def carried_usage(self) -> Usage:
         """What the carried-over work used in the origin: its steps, and an agent job's earlier turns."""
@@ -258,7 +260,19 @@ def fork_base(status: dict[str, Any], from_step: str, writes_answer: Callable[[s
             raise ForkError("FORK_NOT_SUPPORTED", f"the result of step {spec.id!r} is no longer in the history")
         kept = step.model_copy(update={"carried_from": step.carried_from or str(status.get("instanceId") or "")})
         carried.append(CarriedStep(step=kept, output=output if step.state == "succeeded" else None))
-    return ForkBase(plan=plan.model_dump(mode="json"), index=index, carried=carried, outputs=extra, replans=replans)
+    told: dict[str, str] = {}
+    if job.request.mode == "hybrid":
+        told = dict(own_base.clarifications) if own_base else {}
+        told.update(carry.supervisor_answers(history, job.request.wait.on_expiry == "default"))
+        told = {step_id: text for step_id, text in told.items() if step_id in {c.step.id for c in carried}}
+    return ForkBase(
+        plan=plan.model_dump(mode="json"),
+        index=index,
+        carried=carried,
+        outputs=extra,
+        replans=replans,
+        clarifications=told,
+    )
 
 
 def _kinds(history: list[dict[str, Any]]) -> dict[str, str]:

@@ -56,6 +56,17 @@ def answer_text(raw: Any) -> str | None:
     return reply.action() if isinstance(reply.answer, str) else json.dumps(reply.answer)
 
 
+def answer_action(raw: Any) -> str | None:
+    """The option an answer event chose (``UserAnswer.action``: an edit object's action), as a Supervisor's
+    clarifying question takes it."""
+    raw = decode(raw)
+    try:
+        reply = UserAnswer.model_validate(raw) if isinstance(raw, dict) and "answer" in raw else UserAnswer(answer=raw)
+    except ValidationError:
+        return None
+    return reply.action()
+
+
 def human_answers(history: list[dict[str, Any]]) -> dict[str, Any]:
     """The last answer each step's question got (``answer:<step>-q<n>``): the one that ended its wait."""
     answers: dict[str, Any] = {}
@@ -292,6 +303,14 @@ def plan_at(
             ids = [s.id for s in steps]
             if from_step in ids and supervised in ids and ids.index(from_step) <= ids.index(supervised):
                 return Plan(steps=steps), replans  # what the Supervisor did from here on is after the fork point
+            if supervised in ids and _asks(decode(event.get("Result"))):
+                # Its question's answer goes to every later step: they depend on the step it asked about.
+                at = ids.index(supervised)
+                steps = steps[: at + 1] + [
+                    later if supervised in later.depends_on
+                    else later.model_copy(update={"depends_on": [*later.depends_on, supervised]})
+                    for later in steps[at + 1 :]
+                ]  # fmt: skip
             continue
         result = decode(event.get("Result"))
         if step_id != PLAN or not isinstance(result, dict) or result.get("status") == "failed":
@@ -311,3 +330,52 @@ def plan_at(
         kept = [s.id for s in steps[: index + 1] if s.id in ran]
         steps = steps[: index + 1] + replanned_steps(planned.steps, kept, f"r{replans}", writes_answer)
     return (Plan(steps=steps) if steps is not None else None), replans
+
+
+def _asks(result: Any) -> bool:
+    """Whether a Supervisor call's result is a clarifying question it asked (a valid ask_user with a question)."""
+    decision = result.get("result") if isinstance(result, dict) and result.get("status") != "failed" else None
+    return isinstance(decision, dict) and decision.get("action") == "ask_user" and bool(decision.get("question"))
+
+
+def supervisor_answers(history: list[dict[str, Any]], expiry_default: bool) -> dict[str, str]:
+    """A hybrid job's answers to the Supervisor's clarifying questions, by the step the Supervisor looked at.
+
+    The Supervisor asks after a step ended (a valid ``ask_user`` decision with a question); the answer raised
+    for that step's question before the job goes on is the reply (the orchestrator adds it to the question of the
+    steps after it). No answer: the first option when the job's waits expire to their default, else nothing.
+    """
+    found: dict[str, str] = {}
+    asked: tuple[str, list[Any]] | None = None
+    for event in history:
+        kind = event.get("EventType")
+        if kind == "EventRaised" and asked is not None:
+            name = str(event.get("Name") or "")
+            node, sep, _ = name.removeprefix("answer:").rpartition("-q")
+            if name.startswith("answer:") and sep and node == asked[0]:
+                text = answer_action(event.get("Input"))
+                if text is not None:
+                    found[node] = text
+                    asked = None
+            continue
+        if kind not in ("TaskScheduled", "TaskCompleted"):
+            continue
+        if asked is not None and kind == "TaskCompleted":
+            # The job went on without an answer event: the wait expired.
+            options = asked[1]
+            if expiry_default and options and isinstance(options[0], str):
+                found[asked[0]] = options[0]
+            asked = None
+        if kind != "TaskCompleted":
+            continue
+        _, inp = task_ref(event)
+        if inp.get("executor_type") != SUPERVISE:
+            continue
+        result = decode(event.get("Result"))
+        task = inp.get("task") if isinstance(inp.get("task"), dict) else {}
+        step = task.get("step") if isinstance(task, dict) else None
+        if _asks(result) and isinstance(step, dict):
+            asked = (str(step.get("id")), list(result["result"].get("options") or []))
+    if asked is not None and expiry_default and asked[1] and isinstance(asked[1][0], str):
+        found[asked[0]] = asked[1][0]
+    return found

@@ -152,3 +152,33 @@ def test_a_replanned_hybrid_job_forks_with_the_plan_in_force_at_the_fork_point(
     assert [s["id"] for s in at_lookup["steps"]] == ["s1", "s1r1", "s2r1"]
     assert at_lookup["steps"][1]["output"]["query"] == "store credit"
     assert "sql:s1" in answer_sources(llm)  # the replan's answer still cites the SQL step carried over
+
+
+def test_what_a_person_told_the_supervisor_reaches_the_steps_after_the_fork_point(
+    llm: FakeOpenAI, host: DevHostProcess, jobs: JobClient
+) -> None:
+    llm.reset()
+    plan = {
+        "steps": [
+            step("s1", "consult_rag", query="refunds after 30 days"),
+            step("s2", "generate_response", question=QUESTION),
+        ]
+    }
+    llm.always(JsonReply(plan), task="plan")
+    asked = {"action": "ask_user", "reason": "which store?", "question": "Which store?", "options": ["online", "shop"]}
+    llm.script(JsonReply(asked), task="supervise")
+    llm.always(JsonReply(ANSWER), task="write_answer")
+    job_id = jobs.submit(QUESTION, mode="hybrid")
+    waiting = jobs.wait(job_id, {"waiting_for_user"}, timeout_s=180)["waiting"]
+    assert waiting["step_id"] == "s1" and waiting["question"] == "Which store?", waiting
+    assert jobs.answer(job_id, "online only").status_code == 202
+    origin = jobs.wait(job_id, timeout_s=180)
+    assert origin["status"] == "completed", origin.get("error")
+    given = answer_sources(llm)
+    assert "(online only)" in given  # the answer's question carries what the person said
+
+    view = jobs.wait(started(fork(jobs, job_id, "s2", constraints={"max_tokens": 900})), timeout_s=180)
+    assert view["status"] == "completed", view.get("error")
+    # Nobody is asked again; the answer step is given the same question and sources as in the origin.
+    assert [n for n, _ in activities_run(host, view["id"])] == ["load_fork_base", "generate_response"]
+    assert view["waiting"] is None and answer_sources(llm) == given

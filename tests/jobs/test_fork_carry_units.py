@@ -133,3 +133,24 @@ def test_a_sub_workflow_result_and_a_loops_iterations() -> None:
         "sub": {"status": "completed", "result": {"percent": 25.0}}
     }
     assert carry.loop_iterations("3 iterations") == 3 and carry.loop_iterations("…") is None
+
+
+def test_what_people_told_the_supervisor_or_the_default_its_wait_expired_to() -> None:
+    asked = {"action": "ask_user", "reason": "r", "question": "Which?", "options": ["first", "b"]}
+    plan = [s("s1", "consult_rag"), s("s2", "consult_rag"), s("s3", "generate_response")]
+
+    told = [plan[0], s("s2", "consult_rag", ["s1"]), s("s3", "generate_response", ["s1"])]  # after s1's question
+
+    def supervised(step_id: str, decision: dict[str, Any]) -> dict[str, Any]:
+        event = supervise_event(plan if step_id == "s1" else told, step_id)
+        event["Result"] = json.dumps({"status": "success", "result": decision})
+        return event
+
+    answered = {"EventType": "EventRaised", "Name": "answer:s1-q1", "Input": json.dumps({"answer": " online "})}
+    history = [supervised("s1", asked), answered, activity("s2", "consult_rag", {}), supervised("s2", asked)]
+    history.append(activity("s3", "generate_response", {}))
+    assert carry.supervisor_answers(history, expiry_default=False) == {"s1": "online"}
+    assert carry.supervisor_answers(history, expiry_default=True) == {"s1": "online", "s2": "first"}
+    # The later steps depend on the step asked about, as the orchestrator made them.
+    rebuilt, _ = carry.plan_at([plan_event(plan), *history], "s3", {"s1", "s2"}, writes_answer)
+    assert rebuilt is not None and rebuilt.steps[2].depends_on == ["s1", "s2"]
