@@ -2030,7 +2030,7 @@ function appendLog(d, log) {
 }
 
 // What web/fork.js uses of this page (it has no helpers of its own).
-const FORK_UI = { h, section, api, jobUrl, errorBox, fieldEditors, editedFields, fmtNumber, fmtMs, nodeForkEdits, catalogFields, editFieldsKnown: (kind) => Boolean(editFieldsOf(kind)) };
+const FORK_UI = { h, section, api, jobUrl, errorBox, fieldEditors, editedFields, fmtNumber, fmtMs, nodeForkEdits, catalogFields, loadCatalog, editFieldsKnown: (kind) => Boolean(editFieldsOf(kind)) };
 
 function render(d, v) {
   d.view = v;

@@ -121,7 +121,9 @@ export function renderFork(ui, v) {
       { type: 'button', class: 'quiet small', dataset: { forkPoint: point }, 'aria-expanded': 'false' },
       'Re-run from here',
     );
-    open.addEventListener('click', () => {
+    open.addEventListener('click', async () => {
+      // The form is drawn from the catalog (a step kind's, a node kind's editable fields): wait for it once.
+      await ui.loadCatalog();
       const opening = !slot.firstChild;
       if (openSlot && openSlot !== slot) {
         openSlot.replaceChildren();
