@@ -91,10 +91,15 @@ class ForkBase(BaseModel):
     replans: int = Field(default=0, ge=0)
     # A hybrid job: what people told the Supervisor about the carried steps (the later steps' questions carry it).
     clarifications: dict[str, str] = Field(default_factory=dict)
+    # What the Executor's turns of each carried agent step or node used in the origin (a turn is no step).
+    turn_usage: dict[str, Usage] = Field(default_factory=dict)
 
     def carried_usage(self) -> Usage:
-        """What the carried-over work used in the origin: its steps, and an agent job's earlier turns."""
+        """What the carried-over work used in the origin: its steps, an agent job's earlier turns, and the turns
+        of its carried agent steps and nodes."""
         total = self.agent.executor_usage if self.agent else Usage()
+        for used in self.turn_usage.values():
+            total = total + used
         for item in self.carried:
             total = total + item.step.usage
         return total
@@ -260,6 +265,7 @@ def fork_base(status: dict[str, Any], from_step: str, writes_answer: Callable[[s
             raise ForkError("FORK_NOT_SUPPORTED", f"the result of step {spec.id!r} is no longer in the history")
         kept = step.model_copy(update={"carried_from": step.carried_from or str(status.get("instanceId") or "")})
         carried.append(CarriedStep(step=kept, output=output if step.state == "succeeded" else None))
+    turn_usage = _turn_usage(loops, own_base, carried)
     told: dict[str, str] = {}
     if job.request.mode == "hybrid":
         told = dict(own_base.clarifications) if own_base else {}
@@ -272,7 +278,18 @@ def fork_base(status: dict[str, Any], from_step: str, writes_answer: Callable[[s
         outputs=extra,
         replans=replans,
         clarifications=told,
+        turn_usage=turn_usage,
     )
+
+
+def _turn_usage(
+    loops: dict[str, list[dict[str, Any]]], own_base: ForkBase | None, carried: list[CarriedStep]
+) -> dict[str, Usage]:
+    """The turns' usage of each carried agent step or node (a fork of a fork: as its base had it)."""
+    kept = {c.step.id for c in carried}
+    used = {k: v for k, v in (own_base.turn_usage if own_base else {}).items() if k in kept}
+    used.update({owner: carry.turns_usage({owner: turns}) for owner, turns in loops.items() if owner in kept})
+    return used
 
 
 def _kinds(history: list[dict[str, Any]]) -> dict[str, str]:
@@ -493,7 +510,8 @@ def _workflow_base(status: dict[str, Any], job: JobInput, state: JobState, from_
         node=nodes.get(from_step),
         schemas={n: v for n, v in schemas.items() if n in kept},
     )
-    return ForkBase(index=len(carried), carried=carried, workflow=base, outputs=extra)
+    turn_usage = _turn_usage(loops, own_base, carried)
+    return ForkBase(index=len(carried), carried=carried, workflow=base, outputs=extra, turn_usage=turn_usage)
 
 
 def _root_nodes(loaded: list[tuple[dict[str, Any], dict[str, Any]]], job: JobInput) -> dict[str, dict[str, Any]]:

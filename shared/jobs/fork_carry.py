@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from shared.jobs.contracts import Usage
 from shared.jobs.durable_json import decode
 from shared.jobs.models import UserAnswer
 from shared.jobs.plan import Plan, PlanStep, replanned_steps
@@ -142,6 +143,18 @@ def agent_loops(history: list[dict[str, Any]], owners: list[str]) -> dict[str, l
     if pending:
         flush(None)
     return loops
+
+
+def turns_usage(loops: dict[str, list[dict[str, Any]]]) -> Usage:
+    """What the turns of these agent loops used (every attempt, as the origin counted it)."""
+    total = Usage()
+    for turns in loops.values():
+        for turn in turns:
+            try:
+                total = total + Usage.model_validate(turn["result"].get("usage") or {})
+            except ValidationError:
+                continue
+    return total
 
 
 def agent_calls(

@@ -105,7 +105,10 @@ def test_a_fork_after_an_agent_a_sub_workflow_and_a_loop_runs_none_of_them_again
     assert view["run"]["outputs"]["grew"] == origin["run"]["outputs"]["grew"]
     carried = {s["id"] for s in view["steps"] if s.get("carried_over")}
     assert carried == {"scout", "sub", "tick", "again"}
-    assert view["usage"]["carried_over"]["total_tokens"] > 0
+    # Everything the origin used came before the fork point (the lookup uses no model): the Executor's turns and
+    # the agent's answer are counted as carried over, apart from what the fork used (nothing).
+    assert view["usage"]["carried_over"]["total_tokens"] == origin["usage"]["total"]["total_tokens"] > 0
+    assert view["usage"]["total"]["total_tokens"] == 0
 
 
 def test_a_fork_at_the_sub_workflow_runs_it_and_the_loop_but_not_the_agent(

@@ -111,6 +111,10 @@ def test_a_fork_after_an_agent_step_runs_no_turn_or_call_again(
     assert out["tool_calls"] == [{"id": "q", "tool": "execute_azure_sql", "success": True}]
     assert out["turns"] == 2 and out["reasoning"] == ["R1", "R2 done"] and out["question"] == "Orders per month"
     assert [row[1] for row in out["parts"][0]["rows"]] == [row[1] for row in origin_rows(origin)]
+    # What the carried step used in the origin (its calls and the Executor's turns) is counted apart, all of it.
+    used = origin["usage"]
+    carried = used["total"]["total_tokens"] - used["planning"]["total_tokens"] - used["by_step"]["s2"]["total_tokens"]
+    assert view["usage"]["carried_over"]["total_tokens"] == carried > 0
 
 
 def origin_rows(view: dict[str, Any]) -> list[list[Any]]:
