@@ -91,7 +91,8 @@ class ForkBase(BaseModel):
     replans: int = Field(default=0, ge=0)
     # A hybrid job: what people told the Supervisor about the carried steps (the later steps' questions carry it).
     clarifications: dict[str, str] = Field(default_factory=dict)
-    # What the Executor's turns of each carried agent step or node used in the origin (a turn is no step).
+    # What the Executor's turns of each carried agent step or node (a turn is no step), or a carried sub-workflow
+    # (its nodes are not the run's steps), used in the origin.
     turn_usage: dict[str, Usage] = Field(default_factory=dict)
 
     def carried_usage(self) -> Usage:
@@ -457,6 +458,12 @@ def _workflow_base(status: dict[str, Any], job: JobInput, state: JobState, from_
     ]
     before.sort(key=lambda s: (s.ended_at or "", s.started_at or ""))
     loaded = carry.definitions(history)
+    if _supervisor_team(loaded, job):
+        raise ForkError(
+            "FORK_NOT_SUPPORTED",
+            "a supervisor team has no graph to fork: its supervisor chooses each round's member as it goes, from "
+            "what the earlier rounds said; run the team again",
+        )
     nodes = _root_nodes(loaded, job)
     bodies = {
         str(m): str(n.get("id")) for n in nodes.values() if n.get("kind") == LOOP_NODE for m in n.get("body") or []
@@ -472,6 +479,7 @@ def _workflow_base(status: dict[str, Any], job: JobInput, state: JobState, from_
     loops = carry.agent_loops(history, [s.id for s in agents]) if agents else {}
     subs = carry.sub_workflow_results(history, job_id) if any(s.kind == WORKFLOW_NODE for s in own) else {}
     kinds = _kinds(history)
+    part_usage: dict[str, Usage] = {}
     for step in own:
         if step.kind == AGENT_NODE:
             agent = _agent_definition(loaded, step.tool_input)
@@ -491,6 +499,10 @@ def _workflow_base(status: dict[str, Any], job: JobInput, state: JobState, from_
                 )
             result = part.get("result")
             outputs[step.id] = result if isinstance(result, dict) else {}
+            try:
+                part_usage[step.id] = Usage.model_validate(part.get("usage") or {})
+            except ValidationError:
+                pass
         elif step.kind == LOOP_NODE:
             iterations = carry.loop_iterations(step.tool_output)
             if iterations is None:
@@ -510,7 +522,7 @@ def _workflow_base(status: dict[str, Any], job: JobInput, state: JobState, from_
         node=nodes.get(from_step),
         schemas={n: v for n, v in schemas.items() if n in kept},
     )
-    turn_usage = _turn_usage(loops, own_base, carried)
+    turn_usage = _turn_usage(loops, own_base, carried) | part_usage
     return ForkBase(index=len(carried), carried=carried, workflow=base, outputs=extra, turn_usage=turn_usage)
 
 
@@ -522,6 +534,16 @@ def _root_nodes(loaded: list[tuple[dict[str, Any], dict[str, Any]]], job: JobInp
             found = definition.get("nodes")
             return {str(n.get("id")): n for n in found if isinstance(n, dict)} if isinstance(found, list) else {}
     return {}
+
+
+def _supervisor_team(loaded: list[tuple[dict[str, Any], dict[str, Any]]], job: JobInput) -> bool:
+    """Whether the run is a team whose strategy is a supervisor's rounds (as the run loaded it)."""
+    run = job.run
+    for inp, definition in loaded:
+        if run is not None and run.kind == "team" and (inp.get("kind"), inp.get("id")) == ("team", run.id):
+            strategy = definition.get("strategy")
+            return isinstance(strategy, dict) and strategy.get("type") == "supervisor"
+    return False
 
 
 def _agent_definition(loaded: list[tuple[dict[str, Any], dict[str, Any]]], ran: str | None) -> dict[str, Any] | None:

@@ -181,3 +181,44 @@ def test_a_persons_answer_to_an_ask_user_step_is_carried_as_a_result(host: DevHo
     assert view["steps"][0]["carried_over"] is True and view["steps"][0]["output"] == {"answer": "policies"}
     assert view["steps"][1]["output"]["query"] == "refunds after 30 days (policies)"
     assert not any(e["EventType"] == "EventRaised" for e in history(host, view["id"]))
+
+
+def test_a_sequential_team_forks_at_its_second_member_and_a_supervisor_team_is_refused(
+    host: DevHostProcess, jobs: JobClient
+) -> None:
+    from tests.replay.record import TEAM, TEAM_AGENTS
+
+    for agent in TEAM_AGENTS:
+        assert jobs.http.post("/api/agents", json=agent).status_code == 201
+    assert jobs.http.post("/api/teams", json=TEAM).status_code == 201
+    task = "Which region had the most returns in Q3, and what does the returns policy say about refunds?"
+    resp = jobs.http.post("/api/teams/returns-desk/runs", json={"inputs": {"task": task}})
+    assert resp.status_code == 202, resp.text
+    origin = jobs.wait(resp.json()["id"], timeout_s=240)
+    assert origin["status"] == "completed", origin.get("error")
+    first, second = (s["id"] for s in origin["steps"])
+    # The second member again, with a new prompt: the first one (its turns, lookups and answer) is carried over.
+    view = jobs.wait(started(fork(jobs, origin["id"], second, prompt="What does the policy say?")), timeout_s=240)
+    assert view["status"] == "completed", view.get("error")
+    assert [s["id"] for s in view["steps"] if s.get("carried_over")] == [first]
+    turns = [
+        e["Input"]["task"]["question"]
+        for e in history(host, view["id"])
+        if e["EventType"] == "TaskCompleted" and e["FunctionName"] == "agent_turn"
+    ]
+    assert turns and set(turns) == {"What does the policy say?"}  # only the second member's turns ran
+    # A supervisor team has no graph to fork: a 409 that says why.
+    supervised = {
+        **TEAM,
+        "id": "desk-sup",
+        "agents": ["data-analyst"],
+        "strategy": {"type": "supervisor", "supervisor": "policy-reader", "max_rounds": 2},
+    }
+    saved = jobs.http.post("/api/teams", json=supervised)
+    assert saved.status_code == 201, saved.text
+    resp = jobs.http.post("/api/teams/desk-sup/runs", json={"inputs": {"task": task}})
+    assert resp.status_code == 202, resp.text
+    done = jobs.wait(resp.json()["id"], timeout_s=240)
+    refused = fork(jobs, done["id"], done["steps"][0]["id"])
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "FORK_NOT_SUPPORTED", refused.text
+    assert "supervisor" in refused.json()["error"]["message"]
