@@ -97,6 +97,9 @@ def test_a_fork_after_an_agent_a_sub_workflow_and_a_loop_runs_none_of_them_again
     ran = [name for name, _ in activities_run(host, view["id"])]
     # The definition is read again (pinned); only the edited lookup runs: no Executor turn, answer or tool call.
     assert ran == ["load_fork_base", "load_definition", "consult_rag"], ran
+    before = [name for name, _ in activities_run(host, origin["id"])]
+    assert {"agent_turn", "generate_response", "call_tool"} <= set(before), before  # what the origin ran
+    assert sub_orchestrations(host, origin["id"]) == 1
     assert sub_orchestrations(host, view["id"]) == 0
     # The edit is what the node ran with; what the carried nodes handed on is the origin's.
     assert view["run"]["outputs"]["query"] == "store credit"
