@@ -225,3 +225,42 @@ def test_a_sequential_team_forks_at_its_second_member_and_a_supervisor_team_is_r
     refused = fork(jobs, done["id"], done["steps"][0]["id"])
     assert refused.status_code == 409 and refused.json()["error"]["code"] == "FORK_NOT_SUPPORTED", refused.text
     assert "supervisor" in refused.json()["error"]["message"]
+
+
+SQL_NODE: dict[str, Any] = {
+    "id": "sqlnode",
+    "name": "SQL node",
+    "nodes": [
+        {"id": "rows", "kind": "step", "step": "execute_azure_sql",
+         "input": {"question": {"value": "Which region had the most returns in Q3?"}}},
+    ],
+}  # fmt: skip
+CONTACTS = "SELECT email FROM customer_contacts"
+
+
+def test_an_sql_node_edit_is_guarded_and_asked_again_under_the_forks_policy(
+    host: DevHostProcess, jobs: JobClient
+) -> None:
+    assert jobs.http.post("/api/workflows", json=SQL_NODE).status_code == 201
+    resp = jobs.http.post("/api/workflows/sqlnode/runs", json={})
+    assert resp.status_code == 202, resp.text
+    origin = jobs.wait(resp.json()["id"], timeout_s=180)
+    assert origin["status"] == "completed", origin.get("error")
+    # A statement the guard refuses never starts a fork.
+    bad = fork(jobs, origin["id"], "rows", sql="DELETE FROM regions")
+    assert bad.status_code == 400 and bad.json()["error"]["field"] == "changes.sql", bad.text
+    # A sensitive read: drafted (guarded) and held for a person's approval; nothing ran with an approval before it.
+    fork_id = started(fork(jobs, origin["id"], "rows", sql=CONTACTS, approval={"sql": "sensitive"}))
+    waiting = jobs.wait(fork_id, {"waiting_for_user"}, timeout_s=120)["waiting"]
+    assert waiting["kind"] == "approval" and waiting["details"]["sensitive_tables"] == ["customer_contacts"], waiting
+    for event in history(host, fork_id):
+        if event["EventType"] == "TaskCompleted" and event["FunctionName"] == "execute_azure_sql":
+            assert event["Input"]["execution_context"]["approved_sql"] is None
+    assert jobs.answer(fork_id, "approve").status_code == 202
+    done = jobs.wait(fork_id, timeout_s=120)
+    assert done["status"] == "completed" and done["steps"][0]["output"]["rows"]
+    # Under the run's own approval policy ("never" unless the run asks), the same statement may not run at all.
+    refused = jobs.wait(started(fork(jobs, origin["id"], "rows", sql=CONTACTS)), {"failed", "waiting_for_user"},
+                        timeout_s=120)  # fmt: skip
+    assert "output" not in refused["steps"][0]
+    assert refused["steps"][0]["error"]["code"] in ("SENSITIVE_TABLE", "SQL_REJECTED", "PERMISSION_DENIED")
