@@ -34,7 +34,7 @@ async def load_fork_base(payload: dict[str, Any], client: df.DurableOrchestratio
         return result.model_dump(mode="json")
     data["historyEvents"] = getattr(status, "historyEvents", None) or data.get("history") or []
     try:
-        result = ForkBaseResult(base=fork_base(data, ask.from_step))
+        result = ForkBaseResult(base=fork_base(data, ask.from_step, _writes_answer()))
     except ForkError as exc:
         result = ForkBaseResult(error_code=exc.code, error_message=exc.message[:600])
     return result.model_dump(mode="json")
@@ -47,3 +47,10 @@ def register(bp: df.Blueprint) -> None:
             bp.durable_client_input(client_name="client")(load_fork_base)
         )
     )
+
+
+def _writes_answer() -> Any:
+    """The registry's rule of which step kinds write the answer (a hybrid job's replans are rebuilt with it)."""
+    from shared.executors import writes_answer
+
+    return writes_answer

@@ -64,7 +64,9 @@ def build_catalog() -> dict[str, Any]:
         "step_kinds": kinds,
         # Every node kind's schema is a "$ref" into node_schema's "$defs", which the kinds share.
         "node_schema": node_schema,
-        "node_kinds": [{"kind": k, "schema": {"$ref": _node_refs(node_schema)[k]}} for k in NODE_KINDS],
+        "node_kinds": [
+            {"kind": k, "schema": {"$ref": _node_refs(node_schema)[k]}, "fork_edits": fork_edits(k)} for k in NODE_KINDS
+        ],
         "job_statuses": list(get_args(JobStatus)),
         "terminal_statuses": list(TERMINAL_STATUSES),
         "step_states": list(get_args(StepStateName)),
@@ -143,6 +145,17 @@ def _editable(name: str, prop: dict[str, Any], required: bool) -> dict[str, Any]
         field.update({k: integer[k] for k in ("minimum", "maximum") if k in integer})
         return field
     return None
+
+
+def fork_edits(node_kind: str) -> dict[str, Any] | None:
+    """What a fork may edit of a node of this kind: its step kind's fields (the node's field that names the kind),
+    or fields of its own (an agent's prompt); None for a node with no input a fork edits."""
+    from shared.jobs.fork import NODE_EDIT_MODELS, NODE_EDIT_STEP_KIND
+
+    if node_kind in NODE_EDIT_STEP_KIND:
+        return {"step_kind_from": NODE_EDIT_STEP_KIND[node_kind]}
+    model = NODE_EDIT_MODELS.get(node_kind)
+    return {"fields": editable_fields(model)} if model is not None else None
 
 
 def _node_refs(schema: dict[str, Any]) -> dict[str, str]:

@@ -102,6 +102,59 @@ def step_edits(kind: str, edits: dict[str, Any], old_input: dict[str, Any]) -> d
     return checked
 
 
+def node_edits(node: dict[str, Any] | None, state_kind: str | None, edits: dict[str, Any]) -> dict[str, Any] | None:
+    """A workflow node's edited inputs, checked like any edit: a step (or lookup tool) node's against its step
+    kind's input model (and an SQL against the guard), an agent node's prompt; None for no edit.
+
+    ``node`` is the fork point as the run's definition has it (None in a team: its agent nodes are compiled).
+    """
+    from shared.executors import StepInputError, check_edits, get_executor, lookup_kinds
+    from shared.jobs.fork import NODE_EDIT_MODELS, NODE_EDIT_STEP_KIND
+
+    if not edits:
+        return None
+    kind = str(node.get("kind")) if node else state_kind
+    named = node.get(NODE_EDIT_STEP_KIND[kind]) if node is not None and kind in NODE_EDIT_STEP_KIND else None
+    # A tool node edits as a step only when its tool is a lookup kind (a family tool's arguments are no step input).
+    step_kind = str(named) if named is not None and (kind == "step" or named in lookup_kinds()) else None
+    model = NODE_EDIT_MODELS.get(kind or "")
+    if model is not None:
+        try:
+            return model.model_validate(edits).model_dump()
+        except ValidationError as exc:
+            err = from_validation_error(exc)
+            field = f"changes.{err.field}" if err.field else "changes"
+            message = f"invalid change of a {kind} node: {err.message}"
+            raise ApiError(400, "INVALID_REQUEST", message, field=field) from exc
+    if step_kind is None:
+        field = f"changes.{next(iter(edits))}"
+        what = f"a {kind} node" if kind else "this node"
+        raise ApiError(400, "INVALID_REQUEST", f"{what} has no input a fork may edit", field=field)
+    try:
+        checked = check_edits(step_kind, edits)
+    except StepInputError as exc:
+        field = f"changes.{exc.field}" if exc.field else "changes"
+        raise ApiError(
+            400, "INVALID_REQUEST", f"invalid change of a {step_kind} node: {exc.message}", field=field
+        ) from exc
+    spec = get_executor(step_kind)
+    if spec is not None and spec.runs_sql and checked.get("sql") is not None:
+        _check_sql(checked["sql"])
+    return checked
+
+
+def _state_kind(status: dict[str, Any], step_id: str) -> str | None:
+    """The kind the origin's state shows for a step (a team's compiled nodes have no definition to read)."""
+    from shared.jobs.models import JobState
+
+    custom = status.get("customStatus")
+    try:
+        state = JobState.model_validate(decode(custom) if custom else {})
+    except ValidationError:
+        return None
+    return next((s.kind for s in state.steps if s.id == step_id), None)
+
+
 def _check_sql(sql: Any) -> None:
     """400 with the guard's reason when an edited statement would be refused when it runs (the run guards it again)."""
     from shared.executors.execute_azure_sql import guard_step_sql
@@ -122,17 +175,21 @@ async def fork(req: func.HttpRequest, client: df.DurableOrchestrationClient, job
     body = parse_body(req, ForkRequest, "a 'from_step'")
     status = await owned_status(client, job_id, caller, history=True)
     try:
-        base = fork_base(status, body.from_step)
+        base = fork_base(status, body.from_step, _writes_answer())
     except ForkError as exc:
         raise ApiError(_FORK_ERROR_STATUS.get(exc.code, 409), exc.code, exc.message, field=exc.field) from exc
     origin = JobInput.model_validate(decode(status.get("input")))
     edits = {k: v for k, v in body.changes.items() if k not in JOB_CHANGES}
-    if base.plan is None:
+    if base.workflow is not None:
+        if origin.fork is not None and origin.fork.from_step == body.from_step and origin.fork.input:
+            edits = {**origin.fork.input, **edits}  # a fork of a fork at the same node keeps its origin's edit
+        spec_input: dict[str, Any] = {}
+        checked = node_edits(base.workflow.node, _state_kind(status, body.from_step), edits)
+    elif base.plan is None:
         if edits:
             field = f"changes.{next(iter(edits))}"
-            what = "a workflow run's" if base.workflow is not None else "an agent job's"
-            raise ApiError(400, "INVALID_REQUEST", f"{what} fork takes only {list(JOB_CHANGES)}", field=field)
-        spec_input: dict[str, Any] = {}
+            raise ApiError(400, "INVALID_REQUEST", f"an agent job's fork takes only {list(JOB_CHANGES)}", field=field)
+        spec_input = {}
         checked = None
     else:
         spec = Plan.model_validate(base.plan).steps[base.index]
@@ -161,7 +218,7 @@ async def fork(req: func.HttpRequest, client: df.DurableOrchestrationClient, job
         await client.start_new(ORCHESTRATOR_NAME, new_id, job.model_dump(mode="json"))
     _ledger_add(job_id, new_id, body.from_step)
     links = job_links(req, new_id)
-    step_input = edited_input(spec_input, checked) if checked else spec_input
+    step_input = edited_input(spec_input, checked) if checked and base.workflow is None else (checked or spec_input)
     accepted = {
         "id": new_id,
         "status": "pending",
@@ -212,3 +269,10 @@ def register(bp: df.Blueprint) -> None:
         return await guarded(
             "compare_jobs", lambda: compare(req, client, req.route_params["job_id"], req.route_params["other"])
         )
+
+
+def _writes_answer() -> Any:
+    """The registry's rule of which step kinds write the answer (a hybrid job's replans are rebuilt with it)."""
+    from shared.executors import writes_answer
+
+    return writes_answer

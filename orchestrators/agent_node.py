@@ -10,8 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from orchestrators.agent import AgentLoop, AgentProfile
-from orchestrators.graph import structured
-from orchestrators.outcomes import JobStop
+from orchestrators.outcomes import JobStop, structured
 from orchestrators.run.record import Gen
 from shared.definitions.models import Agent
 from shared.executors import input_for_text, kinds_where, lookup_kinds

@@ -16,12 +16,12 @@ from pydantic import ValidationError
 
 from orchestrators.agent import AgentLoop
 from orchestrators.outcomes import JobStop
-from shared.executors import StepInputError, apply_edits, check_plan, lookup_kinds
+from shared.executors import StepInputError, apply_edits, check_edits, check_plan, lookup_kinds
 from shared.jobs.agent import PYTHON_TOOL, REQUEST_USER_FEEDBACK, RUN_PYTHON, ToolCallRecord
 from shared.jobs.contracts import ErrorCode
 from shared.jobs.fork import LOAD_FORK_BASE, ForkBase, ForkBaseResult, WorkflowBase, edited_input
 from shared.jobs.models import StepState
-from shared.jobs.plan import Plan
+from shared.jobs.plan import ASK_USER, Plan
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator
@@ -70,9 +70,16 @@ def run_fork(run: RunCore, plan_run: PlanRun, walker: Callable[[RunCore], Any]) 
         steps[base.index] = spec.model_copy(update={"input": new_input})
         plan = plan.model_copy(update={"steps": steps})
     carried = [c.step for c in base.carried]
+    run.record.keep_all(base.outputs)  # what a carried agent step's calls found (``<step>-t<n>``)
     for item in base.carried:
         if item.output is not None:
             run.record.keep(item.step.id, item.output)
+            if item.step.kind == ASK_USER and isinstance(item.output.get("answer"), str):
+                # A person's answer reaches the steps that depend on it as text, as in the origin: a result only.
+                run.record.clarify(item.step.id, item.output["answer"])
+    for step_id, text in base.clarifications.items():  # what people told the origin's Supervisor, as text
+        run.record.clarify(step_id, text)
+    run.state.replans = base.replans  # the fork's own replans are numbered after the origin's
     run.state.plan_status = "planned"
     run.state.steps = carried + [StepState(id=s.id, kind=s.kind, title=s.title) for s in steps[base.index :]]
     run.state.status = "running"
@@ -126,6 +133,12 @@ def _run_workflow_fork(run: RunCore, base: ForkBase, walker: Callable[[RunCore],
     if workflow is None:
         raise JobStop("FORK_NOT_SUPPORTED", "a supervisor team cannot be forked")
     walk.open(workflow)
+    if run.job.fork is not None and run.job.fork.input:
+        node = walk.nodes.get(run.job.fork.from_step)
+        if node is None:
+            raise JobStop(ErrorCode.BAD_REQUEST, f"the run has no node {run.job.fork.from_step!r} to edit")
+        walk.nodes[node.id] = edited_node(node, run.job.fork.input)
+    run.record.keep_all(base.outputs)  # what a carried agent node's calls found (``<node>-t<n>``)
     usage = run.state.usage
     for item in base.carried:
         node = walk.nodes.get(item.step.id)
@@ -151,19 +164,30 @@ def _run_workflow_fork(run: RunCore, base: ForkBase, walker: Callable[[RunCore],
 
 def _carried_output(walk: Any, node: Any, output: dict[str, Any] | None, base: WorkflowBase) -> Any:
     """A carried node's output as the walk holds it (see WorkflowWalk.dispatch), from what the origin recorded."""
-    from orchestrators.outcomes import event_data
+    from orchestrators.outcomes import event_data, structured
     from shared.definitions.models import (
+        AgentNode,
         ConditionNode,
         HumanNode,
         JoinNode,
+        LoopNode,
         ParallelNode,
         StepNode,
         ToolNode,
+        WorkflowNode,
     )
     from shared.jobs.runs import PartResult
 
     if isinstance(node, StepNode) or (isinstance(node, ToolNode) and node.tool in lookup_kinds()):
         return output or {}
+    if isinstance(node, WorkflowNode | LoopNode):
+        # A sub-workflow's result (its part's), a loop's iterations: rebuilt from the origin's records.
+        return output or {}
+    if isinstance(node, AgentNode):
+        # Its answer (text, citations) and calls, rebuilt from the origin's records; a schema applied again (pure).
+        schema = base.schemas.get(node.id)
+        text = str((output or {}).get("text") or "")
+        return {**(output or {}), **structured(text, schema, node.id)} if schema is not None else output or {}
     if isinstance(node, ToolNode):
         envelope = output or {}
         return {"success": bool(envelope.get("success", True)), "data": envelope.get("data"), "error": None}
@@ -184,6 +208,34 @@ def _carried_output(walk: Any, node: Any, output: dict[str, Any] | None, base: W
     raise JobStop(
         "FORK_NOT_SUPPORTED", f"a {node.kind} node ({node.id!r}) cannot be carried over; fork at it or before"
     )
+
+
+def edited_node(node: Any, edits: dict[str, Any]) -> Any:
+    """The fork point's node with a fork's input edits as literal values (checked again here, as any edit).
+
+    A step node (or a lookup tool node) takes its step kind's editable fields, an agent node its prompt; the walk
+    then resolves, validates, guards and (SQL) asks approval for the node's input as for any run.
+    """
+    from shared.definitions.models import AgentNode, StepNode, ToolNode, Value
+    from shared.jobs.fork import NODE_EDIT_MODELS
+
+    if isinstance(node, StepNode) or (isinstance(node, ToolNode) and node.tool in lookup_kinds()):
+        kind = node.step if isinstance(node, StepNode) else node.tool
+        try:
+            checked = check_edits(kind, edits)
+        except StepInputError as exc:
+            raise JobStop(ErrorCode.BAD_REQUEST, f"the fork's edit of {node.id!r}: {exc.message}", node.id) from exc
+        mappings = {**node.input, **{k: Value(value=v) for k, v in checked.items()}}
+        if "question" in checked and "sql" not in checked:
+            mappings.pop("sql", None)  # a new question without new SQL: the statement is drafted again
+        return node.model_copy(update={"input": mappings})
+    if isinstance(node, AgentNode):
+        try:
+            prompt = NODE_EDIT_MODELS["agent"].model_validate(edits).model_dump()["prompt"]
+        except ValidationError as exc:
+            raise JobStop(ErrorCode.BAD_REQUEST, f"the fork's edit of {node.id!r}: {exc}"[:600], node.id) from exc
+        return node.model_copy(update={"input": {**node.input, "prompt": Value(value=prompt)}})
+    raise JobStop(ErrorCode.BAD_REQUEST, f"a {getattr(node, 'kind', '?')} node takes no input edits", None)
 
 
 def _reply(record: ToolCallRecord) -> str | None:

@@ -49,3 +49,32 @@ def event_data(raw: Any) -> Any:
             except ValueError:
                 break
     return raw
+
+
+def structured(text: str, schema: dict[str, Any], node_id: str) -> dict[str, Any]:
+    """The JSON object in an agent's answer, checked against its output schema; a failed node says why."""
+    from shared.runtime.schema_safety import SchemaLimitExceeded, UnsafeSchema, safe_validator
+
+    start, end = text.find("{"), text.rfind("}")
+    try:
+        data = json.loads(text[start : end + 1]) if 0 <= start < end else None
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        raise JobStop("OUTPUT_INVALID", "the agent's answer holds no JSON object for its output schema", node_id)
+    try:
+        # No wall-clock bound here (a replay must reach the same verdict); the work bound holds.
+        found = safe_validator(schema).errors(data, time_s=None)
+    except (UnsafeSchema, SchemaLimitExceeded) as exc:
+        raise JobStop(
+            "OUTPUT_INVALID", f"the agent's output cannot be checked against its schema: {exc}"[:600], node_id
+        ) from None
+    problems = sorted(found, key=lambda e: list(e.path))
+    if problems:
+        where = ".".join(str(p) for p in problems[0].path) or "(root)"
+        raise JobStop(
+            "OUTPUT_INVALID",
+            f"the agent's output does not fit its schema at {where}: {problems[0].message}"[:600],
+            node_id,
+        )
+    return data

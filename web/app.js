@@ -76,6 +76,17 @@ function editFieldsOf(kind) {
   return entry.editable_fields.map((f) => ({ name: f.name, label: f.label, kind: f.input, hint: f.hint, required: f.required }));
 }
 
+/** What a fork may edit of a workflow node of this kind (the catalog's ``fork_edits``), or null. */
+function nodeForkEdits(kind) {
+  const entry = catalog && catalog.node_kinds.find((k) => k.kind === kind);
+  return entry ? entry.fork_edits || null : null;
+}
+
+/** Fields as the catalog publishes them, in the shape fieldEditors takes. */
+function catalogFields(fields) {
+  return fields.map((f) => ({ name: f.name, label: f.label, kind: f.input, hint: f.hint, required: f.required }));
+}
+
 /** Whether a plain retry can cure a failure with this code (the catalog's word; unknown: no). */
 function isRetryable(code) {
   return Boolean(catalog && catalog.error_codes.some((c) => c.code === code && c.retryable));
@@ -1317,8 +1328,8 @@ function editorRows(text, min = 3, max = 16) {
 }
 
 /** The editable fields of a step input as labelled inputs (only the kind's own fields; no internal flags). */
-function fieldEditors(kind, input) {
-  const fields = editFieldsOf(kind) || Object.keys(input).filter((k) => typeof input[k] === 'string').map((name) => ({ name, label: `Step ${name}`, kind: 'text' }));
+function fieldEditors(kind, input, given = null) {
+  const fields = given || editFieldsOf(kind) || Object.keys(input).filter((k) => typeof input[k] === 'string').map((name) => ({ name, label: `Step ${name}`, kind: 'text' }));
   return fields.map((f) => {
     const id = `edit-${f.name}`;
     const value = input[f.name] === null || input[f.name] === undefined ? '' : f.kind === 'sql' ? formatSql(input[f.name]) : String(input[f.name]);
@@ -2172,7 +2183,7 @@ function appendLog(d, log) {
 }
 
 // What web/fork.js uses of this page (it has no helpers of its own).
-const FORK_UI = { h, section, api, jobUrl, errorBox, fieldEditors, editedFields, fmtNumber, fmtMs };
+const FORK_UI = { h, section, api, jobUrl, errorBox, fieldEditors, editedFields, fmtNumber, fmtMs, nodeForkEdits, catalogFields, loadCatalog, editFieldsKnown: (kind) => Boolean(editFieldsOf(kind)) };
 
 function render(d, v) {
   d.view = v;
@@ -2210,8 +2221,8 @@ function render(d, v) {
   renderSlot(d, 'results', v.steps.map((s) => [s.id, s.state, s.output || null, s.draft || null]), () => renderResults(v.steps));
   renderSlot(d, 'usage', { usage: v.usage, agent, steps: v.steps.map((s) => ({ id: s.id, kind: s.kind, turn: s.turn })) }, renderUsage);
   renderSlot(d, 'cost', { cost: v.cost, status: v.status }, (data) => renderCost(d, data));
-  // A finished job (not a workflow run) may be re-run from a step, and compared with its origin or forks (web/fork.js).
-  const forkable = terminal && !v.run;
+  // A finished job or run may be re-run from a step (a run: from a node), and compared with its origin or forks (web/fork.js).
+  const forkable = terminal;
   renderSlot(d, 'fork', forkable ? { id: v.id, from: v.forked_from, forks: v.forks || [], steps: v.steps.map((s) => [s.id, s.state]) } : null, () => renderFork(FORK_UI, v));
   appendLog(d, v.log);
 }

@@ -17,11 +17,27 @@ function startingInput(step, question) {
   return {};
 }
 
+/**
+ * The editors of a workflow (or team) run's node: what the catalog says a fork may edit of its kind (its step
+ * kind's fields, or its own, as an agent's prompt); none for a node a fork edits nothing of.
+ */
+function nodeEditors(ui, v, step) {
+  const nodes = (v.run.graph && v.run.graph.nodes) || [];
+  const node = nodes.find((n) => n.id === step.id) || { kind: step.kind };
+  const edits = ui.nodeForkEdits(node.kind);
+  if (!edits) return [];
+  if (edits.fields) return ui.fieldEditors(node.kind, {}, ui.catalogFields(edits.fields));
+  const kind = node[edits.step_kind_from];
+  // Only a kind the catalog lists edits as a step (a family tool's arguments are no step input).
+  return kind && ui.editFieldsKnown(kind) ? ui.fieldEditors(kind, startingInput({ ...step, kind }, v.question)) : [];
+}
+
 function forkForm(ui, v, step, agent, onDone) {
   const { h, fieldEditors, editedFields } = ui;
   const point = forkPoint(step, agent);
-  // An agent's turn has no input a person edits: only the job's limits change.
-  const editors = agent ? [] : fieldEditors(step.kind, startingInput(step, v.question));
+  // An agent's turn has no input a person edits: only the job's limits change. A run's node: from the catalog.
+  const run = Boolean(v.run);
+  const editors = agent ? [] : run ? nodeEditors(ui, v, step) : fieldEditors(step.kind, startingInput(step, v.question));
   const maxTokens = h('input', { id: `fork-max-tokens-${step.id}`, type: 'number', min: '1', step: '1', inputmode: 'numeric' });
   const model = h('input', { id: `fork-model-${step.id}`, type: 'text', autocomplete: 'off', placeholder: 'the job’s models' });
   const approval = h(
@@ -96,7 +112,8 @@ export function renderFork(ui, v) {
   let openSlot = null;
   for (const step of v.steps) {
     const point = forkPoint(step, agent);
-    if (!point || seen.has(point) || step.state === 'pending') continue;
+    // A run's node that never started (not on the path taken) is no fork point.
+    if (!point || seen.has(point) || step.state === 'pending' || (v.run && !step.started_at)) continue;
     seen.add(point);
     const slot = h('div', { class: 'fork-slot' });
     const open = h(
@@ -104,7 +121,9 @@ export function renderFork(ui, v) {
       { type: 'button', class: 'quiet small', dataset: { forkPoint: point }, 'aria-expanded': 'false' },
       'Re-run from here',
     );
-    open.addEventListener('click', () => {
+    open.addEventListener('click', async () => {
+      // The form is drawn from the catalog (a step kind's, a node kind's editable fields): wait for it once.
+      await ui.loadCatalog();
       const opening = !slot.firstChild;
       if (openSlot && openSlot !== slot) {
         openSlot.replaceChildren();

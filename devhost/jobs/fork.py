@@ -36,6 +36,7 @@ def add_parsers(actions: Any, common: argparse.ArgumentParser) -> None:
     fork.add_argument("--sql", default=None, help="the step's new SQL statement (a SQL step)")
     fork.add_argument("--question", default=None, help="the step's new question")
     fork.add_argument("--query", default=None, help="the step's new search query (a document lookup)")
+    fork.add_argument("--prompt", default=None, help="a workflow agent node's new prompt")
     fork.add_argument("--model", default=None, help="the only model the fork may use")
     fork.add_argument("--max-tokens", type=int, default=None, help="the fork's per-call token limit")
     fork.add_argument("--approval", choices=["never", "always", "sensitive"], default=None, help="SQL approval")
@@ -46,7 +47,8 @@ def add_parsers(actions: Any, common: argparse.ArgumentParser) -> None:
 
 def fork_changes(args: argparse.Namespace) -> dict[str, Any]:
     """The ``changes`` of the fork request the options ask for."""
-    changes: dict[str, Any] = {k: v for k in ("sql", "question", "query") if (v := getattr(args, k)) is not None}
+    fields = ("sql", "question", "query", "prompt")
+    changes: dict[str, Any] = {k: v for k in fields if (v := getattr(args, k)) is not None}
     constraints: dict[str, Any] = {}
     if args.model:
         constraints["allowed_models"] = [args.model]

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from orchestrators.run.record import Gen, bounded, problems, writes_answer
 from shared.executors import SUPERVISE, StepInputError, input_for_text, lookup_kinds, text_field_of
 from shared.jobs.models import StepState
-from shared.jobs.plan import ALREADY_DONE, PlanStep, SupervisorDecision
+from shared.jobs.plan import ALREADY_DONE, PlanStep, SupervisorDecision, replanned_steps
 
 if TYPE_CHECKING:
     from orchestrators.run.core import RunCore
@@ -119,17 +119,8 @@ class Supervision:
         done = ", ".join(f"{s.id}={s.kind} {json.dumps(str(s.input.get(text_field_of(s.kind)) or ''))}" for s in ran)
         plan = yield from self.planner(self.core.job.request.question, f"{ALREADY_DONE}{done}. {reason}")
         suffix = f"r{self.core.state.replans}"
-        # The answer of the new plan also cites what already ran.
-        kept = [s.id for s in ran]
-        return [
-            s.model_copy(
-                update={
-                    "id": f"{s.id}{suffix}"[:32],
-                    "depends_on": (kept if writes_answer(s.kind) else []) + [f"{d}{suffix}"[:32] for d in s.depends_on],
-                }
-            )
-            for s in plan.steps
-        ]
+        # The answer of the new plan also cites what already ran (shared with forks: shared/jobs/fork_carry.py).
+        return replanned_steps(list(plan.steps), [s.id for s in ran], suffix, writes_answer)
 
 
 def _compact(output: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -168,6 +168,12 @@ class StepInputError(ValueError):
         self.message = message
 
 
+def writes_answer(kind: str) -> bool:
+    """Whether a step kind writes the job's answer."""
+    spec = get_executor(kind)
+    return spec is not None and spec.writes_answer
+
+
 def input_model_for(kind: str) -> type[BaseModel]:
     """The typed input model of a step kind (the orchestrator's own kinds included); StepInputError if unknown."""
     if kind in ORCHESTRATOR_KINDS:

@@ -9,14 +9,16 @@ again). Only results travel: never an approval, never an execution context.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from shared.jobs import fork_carry as carry
 from shared.jobs.contracts import Usage
 from shared.jobs.durable_json import decode
 from shared.jobs.models import JobInput, JobState, StepState
-from shared.jobs.plan import ORCHESTRATOR_KINDS, Plan
+from shared.jobs.plan import AGENT_STEP, ASK_USER, Plan
 
 LOAD_FORK_BASE = "load_fork_base"
 PLAN_EXECUTOR = "plan"  # shared.executors.PLAN (the domain layer does not import the registry)
@@ -24,11 +26,25 @@ SUPERVISE_EXECUTOR = "supervise"
 AGENT_TURN_EXECUTOR = "agent_turn"
 # Origin steps that can be carried over must have ended this way; a failed one is where a fork may start.
 CARRIED_STATES = frozenset({"succeeded", "skipped"})
-# Workflow nodes whose output is made in the orchestrator and recorded nowhere (an agent's answer, a loop's,
-# a sub-workflow's): a fork after one cannot carry it over yet.
-UNCARRIED_NODE_KINDS = frozenset({"agent", "loop", "workflow"})
+# Workflow nodes whose output the orchestrator made from several records: rebuilt by shared/jobs/fork_carry.py.
+AGENT_NODE, LOOP_NODE, WORKFLOW_NODE = "agent", "loop", "workflow"
 # An agent's tool call that failed went back to the Executor as an error: it is carried over like the others.
 FINISHED_TOOL_STATES = frozenset({"succeeded", "skipped", "failed"})
+
+
+class AgentNodeEdit(BaseModel):
+    """A fork's edit of a workflow agent node: its prompt (as long as an Executor's question may be)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt: str = Field(min_length=1, max_length=2000, title="Prompt", description="what the agent is asked")
+
+
+# The node kinds whose input a fork may edit (api/catalog.py publishes this; api/fork.py and orchestrators/fork.py
+# check by it): a step node and a lookup tool node edit their step kind's fields (the node's field named here holds
+# the kind), an agent node its prompt (the model named here).
+NODE_EDIT_STEP_KIND: dict[str, str] = {"step": "step", "tool": "tool"}
+NODE_EDIT_MODELS: dict[str, type[BaseModel]] = {"agent": AgentNodeEdit}
 
 
 class CarriedStep(BaseModel):
@@ -55,6 +71,10 @@ class WorkflowBase(BaseModel):
 
     parts: dict[str, dict[str, Any]] = Field(default_factory=dict)
     answers: dict[str, Any] = Field(default_factory=dict)
+    # The fork point's node as the run's definition has it (what its input edits are checked against).
+    node: dict[str, Any] | None = None
+    # A carried agent node's output schema (its answer's JSON object is taken through it again), by node.
+    schemas: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 class ForkBase(BaseModel):
@@ -65,10 +85,22 @@ class ForkBase(BaseModel):
     carried: list[CarriedStep] = Field(default_factory=list)
     agent: AgentBase | None = None
     workflow: WorkflowBase | None = None
+    # Results that are no step of the view: the calls of a carried agent step or node (``<step>-t<n>``).
+    outputs: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # A hybrid job: the replans the plan had at the fork point (the fork's next replan is numbered after them).
+    replans: int = Field(default=0, ge=0)
+    # A hybrid job: what people told the Supervisor about the carried steps (the later steps' questions carry it).
+    clarifications: dict[str, str] = Field(default_factory=dict)
+    # What the Executor's turns of each carried agent step or node (a turn is no step), or a carried sub-workflow
+    # (its nodes are not the run's steps), used in the origin.
+    turn_usage: dict[str, Usage] = Field(default_factory=dict)
 
     def carried_usage(self) -> Usage:
-        """What the carried-over work used in the origin: its steps, and an agent job's earlier turns."""
+        """What the carried-over work used in the origin: its steps, an agent job's earlier turns, and the turns
+        of its carried agent steps and nodes."""
         total = self.agent.executor_usage if self.agent else Usage()
+        for used in self.turn_usage.values():
+            total = total + used
         for item in self.carried:
             total = total + item.step.usage
         return total
@@ -167,11 +199,12 @@ def edited_input(old: dict[str, Any], edits: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def fork_base(status: dict[str, Any], from_step: str) -> ForkBase:
+def fork_base(status: dict[str, Any], from_step: str, writes_answer: Callable[[str], bool] | None = None) -> ForkBase:
     """The base of a fork of the job whose Durable status (input, custom status, history) is ``status``.
 
-    Raises ForkError when the job cannot be forked there: it still runs, it is a workflow run, the step is
-    unknown, or a step before it did not end in a state that can be carried over. An agent job forks at a turn.
+    Raises ForkError when the job cannot be forked there: it still runs, the step is unknown, or a step before
+    it did not end in a state that can be carried over. An agent job forks at a turn, a workflow run at a node.
+    ``writes_answer`` (the registry's rule) rebuilds a hybrid job's replanned steps as the orchestrator made them.
     """
     runtime = status.get("runtimeStatus")
     if runtime not in ("Completed", "Failed", "Terminated", "Canceled"):
@@ -186,27 +219,33 @@ def fork_base(status: dict[str, Any], from_step: str) -> ForkBase:
         return _workflow_base(status, job, state, from_step)
     if job.request.mode == "agent":
         return _agent_base(status, job, state, from_step)
-    if state.replans:
-        raise ForkError("FORK_NOT_SUPPORTED", "the Supervisor replanned this job; it cannot be forked")
-    plan_event, outputs, own_base = _recorded(_history(status))
-    plan = _origin_plan(job, plan_event, own_base)
-    if [s.id for s in plan.steps] != [s.id for s in state.steps] or [s.kind for s in plan.steps] != [
-        s.kind for s in state.steps
-    ]:
-        raise ForkError("FORK_NOT_SUPPORTED", "the job's steps changed while it ran (hybrid mode); it cannot be forked")
+    history = _history(status)
+    plan_event, outputs, own_base = _recorded(history)
+    replans = 0
+    if job.request.mode == "hybrid":  # the Supervisor may have changed the plan (a replan, a switched tool)
+        plan, replans = _replanned(history, job, state, from_step, own_base, writes_answer)
+    else:
+        plan = _origin_plan(job, plan_event, own_base)
     ids = [s.id for s in plan.steps]
     if from_step not in ids:
         raise ForkError("INVALID_FORK_POINT", f"the job has no step {from_step!r} (steps: {ids})", "from_step")
     index = ids.index(from_step)
+    # The steps before the fork point must be the ones recorded (the fork point itself runs as the plan then had
+    # it: a tool the Supervisor switched it to afterwards is no part of the plan in force when it started).
+    shown = [(s.id, s.kind) for s in state.steps[:index]]
+    if [(s.id, s.kind) for s in plan.steps[:index]] != shown or len(state.steps) <= index:
+        raise ForkError(
+            "FORK_NOT_SUPPORTED",
+            f"the steps before {from_step!r} as recorded ({shown}) are not the plan rebuilt from the history",
+        )
     carried_outputs = {c.step.id: c.output for c in own_base.carried} if own_base else {}
+    extra = dict(own_base.outputs) if own_base else {}
+    answers = carry.human_answers(history)
+    kinds = _kinds(history)
+    agents = [s.id for s in plan.steps[:index] if s.kind == AGENT_STEP]
+    loops = carry.agent_loops(history, agents) if agents else {}
     carried: list[CarriedStep] = []
     for spec, step in zip(plan.steps[:index], state.steps[:index], strict=True):
-        if spec.kind in ORCHESTRATOR_KINDS:
-            raise ForkError(
-                "INVALID_FORK_POINT",
-                f"step {spec.id!r} ({spec.kind}) before the fork point cannot be carried over; fork at it or before",
-                "from_step",
-            )
         if step.state not in CARRIED_STATES:
             raise ForkError(
                 "INVALID_FORK_POINT",
@@ -214,11 +253,83 @@ def fork_base(status: dict[str, Any], from_step: str) -> ForkBase:
                 "from_step",
             )
         output = outputs.get(spec.id, carried_outputs.get(spec.id))
+        if step.state == "succeeded" and not step.carried_from:
+            if spec.kind == ASK_USER:
+                # A person's answer, carried as the text the later steps are given: a result, never a permission.
+                output = carry.ask_user_output(spec.id, spec.input, answers)
+            elif spec.kind == AGENT_STEP:
+                output, found = carry.agent_step_output(
+                    spec.id, loops.get(spec.id, []), job.request.agent.max_tool_calls, outputs, kinds, answers
+                )
+                extra.update(found)
         if step.state == "succeeded" and output is None:
             raise ForkError("FORK_NOT_SUPPORTED", f"the result of step {spec.id!r} is no longer in the history")
         kept = step.model_copy(update={"carried_from": step.carried_from or str(status.get("instanceId") or "")})
         carried.append(CarriedStep(step=kept, output=output if step.state == "succeeded" else None))
-    return ForkBase(plan=plan.model_dump(mode="json"), index=index, carried=carried)
+    turn_usage = _turn_usage(loops, own_base, carried)
+    told: dict[str, str] = {}
+    if job.request.mode == "hybrid":
+        told = dict(own_base.clarifications) if own_base else {}
+        told.update(carry.supervisor_answers(history, job.request.wait.on_expiry == "default"))
+        told = {step_id: text for step_id, text in told.items() if step_id in {c.step.id for c in carried}}
+    return ForkBase(
+        plan=plan.model_dump(mode="json"),
+        index=index,
+        carried=carried,
+        outputs=extra,
+        replans=replans,
+        clarifications=told,
+        turn_usage=turn_usage,
+    )
+
+
+def _turn_usage(
+    loops: dict[str, list[dict[str, Any]]], own_base: ForkBase | None, carried: list[CarriedStep]
+) -> dict[str, Usage]:
+    """The turns' usage of each carried agent step or node (a fork of a fork: as its base had it)."""
+    kept = {c.step.id for c in carried}
+    used = {k: v for k, v in (own_base.turn_usage if own_base else {}).items() if k in kept}
+    used.update({owner: carry.turns_usage({owner: turns}) for owner, turns in loops.items() if owner in kept})
+    return used
+
+
+def _kinds(history: list[dict[str, Any]]) -> dict[str, str]:
+    """The executor each step's activities ran (by step id; the last one)."""
+    kinds: dict[str, str] = {}
+    for event in history:
+        if event.get("EventType") == "TaskCompleted":
+            step_id, inp = _task_ref(event)
+            if step_id is not None and isinstance(inp.get("executor_type"), str):
+                kinds[step_id] = inp["executor_type"]
+    return kinds
+
+
+def _no_registry(kind: str) -> bool:
+    raise ForkError("FORK_NOT_SUPPORTED", "the Supervisor replanned this job and no registry was given")
+
+
+def _replanned(
+    history: list[dict[str, Any]],
+    job: JobInput,
+    state: JobState,
+    from_step: str,
+    own_base: ForkBase | None,
+    writes_answer: Callable[[str], bool] | None,
+) -> tuple[Plan, int]:
+    """A hybrid job the Supervisor replanned: the plan in force when ``from_step`` started, and its replans."""
+    if writes_answer is None:
+        writes_answer = _no_registry
+    ran = {s.id for s in state.steps if s.state == "succeeded"}
+    try:
+        # A fork of a fork: its plan started as its base's (with that fork's replans), then its own Supervisor's.
+        initial = list(_origin_plan(job, None, own_base).steps) if own_base is not None else None
+        start = own_base.replans if own_base is not None else 0
+        plan, replans = carry.plan_at(history, from_step, ran, writes_answer, initial, start)
+    except ValueError as exc:  # ValidationError: e.g. more steps than a plan may have
+        raise ForkError("FORK_NOT_SUPPORTED", f"the plan in force at {from_step!r} is not a valid plan: {exc}") from exc
+    if plan is None:
+        raise ForkError("FORK_NOT_SUPPORTED", "the job's plan cannot be rebuilt from its history")
+    return plan, replans
 
 
 AGENT_ANSWER = "answer"  # orchestrators/agent.py ANSWER_STEP_ID: a fork there runs only the answer again
@@ -346,12 +457,57 @@ def _workflow_base(status: dict[str, Any], job: JobInput, state: JobState, from_
         and s.state in FINISHED_TOOL_STATES
     ]
     before.sort(key=lambda s: (s.ended_at or "", s.started_at or ""))
-    # What these nodes handed on lives only in the origin's orchestrator (a branch's come back in its part result).
-    held = [s.id for s in before if s.kind in UNCARRIED_NODE_KINDS and s.id not in in_branches]
-    if held:
+    loaded = carry.definitions(history)
+    if _supervisor_team(loaded, job):
         raise ForkError(
-            "FORK_NOT_SUPPORTED", f"node(s) {held} before the fork point cannot be carried over yet; fork at them"
+            "FORK_NOT_SUPPORTED",
+            "a supervisor team has no graph to fork: its supervisor chooses each round's member as it goes, from "
+            "what the earlier rounds said; run the team again",
         )
+    nodes = _root_nodes(loaded, job)
+    bodies = {
+        str(m): str(n.get("id")) for n in nodes.values() if n.get("kind") == LOOP_NODE for m in n.get("body") or []
+    }
+    if from_step in bodies:
+        raise ForkError(
+            "INVALID_FORK_POINT", f"{from_step!r} runs in the body of loop {bodies[from_step]!r}: fork at the loop"
+        )
+    extra = dict(own_base.outputs) if own_base else {}
+    schemas = dict(own_base.workflow.schemas) if own_base and own_base.workflow else {}
+    own = [s for s in before if s.state == "succeeded" and not s.carried_from and s.id not in in_branches]
+    agents = [s for s in own if s.kind == AGENT_NODE]
+    loops = carry.agent_loops(history, [s.id for s in agents]) if agents else {}
+    subs = carry.sub_workflow_results(history, job_id) if any(s.kind == WORKFLOW_NODE for s in own) else {}
+    kinds = _kinds(history)
+    part_usage: dict[str, Usage] = {}
+    for step in own:
+        if step.kind == AGENT_NODE:
+            agent = _agent_definition(loaded, step.tool_input)
+            limit = int((agent.get("limits") or {}).get("max_tool_calls") or 0) if agent else 0
+            output, found = carry.agent_node_output(step.id, loops.get(step.id, []), limit, outputs, kinds, answers)
+            if output is None or agent is None:
+                raise ForkError("FORK_NOT_SUPPORTED", f"agent node {step.id!r}: its answer is not in the history")
+            outputs[step.id] = output
+            extra.update(found)
+            if isinstance(agent.get("output_schema"), dict):
+                schemas[step.id] = agent["output_schema"]
+        elif step.kind == WORKFLOW_NODE:
+            part = subs.get(step.id)
+            if part is None:
+                raise ForkError(
+                    "FORK_NOT_SUPPORTED", f"sub-workflow node {step.id!r}: its result is not in the history"
+                )
+            result = part.get("result")
+            outputs[step.id] = result if isinstance(result, dict) else {}
+            try:
+                part_usage[step.id] = Usage.model_validate(part.get("usage") or {})
+            except ValidationError:
+                pass
+        elif step.kind == LOOP_NODE:
+            iterations = carry.loop_iterations(step.tool_output)
+            if iterations is None:
+                raise ForkError("FORK_NOT_SUPPORTED", f"loop node {step.id!r}: its iterations are not recorded")
+            outputs[step.id] = {"iterations": iterations}
     carried = [
         CarriedStep(
             step=s.model_copy(update={"carried_from": s.carried_from or job_id}),
@@ -361,9 +517,42 @@ def _workflow_base(status: dict[str, Any], job: JobInput, state: JobState, from_
     ]
     kept = {s.id for s in before}
     base = WorkflowBase(
-        parts={b: p for b, p in parts.items() if b in kept}, answers={n: a for n, a in answers.items() if n in kept}
+        parts={b: p for b, p in parts.items() if b in kept},
+        answers={n: a for n, a in answers.items() if n in kept},
+        node=nodes.get(from_step),
+        schemas={n: v for n, v in schemas.items() if n in kept},
     )
-    return ForkBase(index=len(carried), carried=carried, workflow=base)
+    turn_usage = _turn_usage(loops, own_base, carried) | part_usage
+    return ForkBase(index=len(carried), carried=carried, workflow=base, outputs=extra, turn_usage=turn_usage)
+
+
+def _root_nodes(loaded: list[tuple[dict[str, Any], dict[str, Any]]], job: JobInput) -> dict[str, dict[str, Any]]:
+    """The run's own workflow's nodes by id, as it loaded them (none for a team: it is compiled, not loaded)."""
+    run = job.run
+    for inp, definition in loaded:
+        if run is not None and (inp.get("kind"), inp.get("id")) == ("workflow", run.id) and run.kind == "workflow":
+            found = definition.get("nodes")
+            return {str(n.get("id")): n for n in found if isinstance(n, dict)} if isinstance(found, list) else {}
+    return {}
+
+
+def _supervisor_team(loaded: list[tuple[dict[str, Any], dict[str, Any]]], job: JobInput) -> bool:
+    """Whether the run is a team whose strategy is a supervisor's rounds (as the run loaded it)."""
+    run = job.run
+    for inp, definition in loaded:
+        if run is not None and run.kind == "team" and (inp.get("kind"), inp.get("id")) == ("team", run.id):
+            strategy = definition.get("strategy")
+            return isinstance(strategy, dict) and strategy.get("type") == "supervisor"
+    return False
+
+
+def _agent_definition(loaded: list[tuple[dict[str, Any], dict[str, Any]]], ran: str | None) -> dict[str, Any] | None:
+    """The agent an agent node ran (its step says ``<agent> v<version>``), as the run loaded it."""
+    agent_id, _, version = (ran or "").rpartition(" v")
+    for inp, definition in loaded:
+        if (inp.get("kind"), inp.get("id"), str(inp.get("version"))) == ("agent", agent_id, version):
+            return definition
+    return None
 
 
 def carried_base(history: list[dict[str, Any]]) -> ForkBase | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -78,6 +79,23 @@ class Plan(BaseModel):
                 raise ValueError(f"step {step.id!r} depends on {unknown}, which are not earlier steps")
             seen.add(step.id)
         return self
+
+
+def replanned_steps(
+    new: list[PlanStep], kept: list[str], suffix: str, writes_answer: Callable[[str], bool]
+) -> list[PlanStep]:
+    """A replan's steps as they join the plan: ids with ``suffix`` (never clashing with the steps that ran),
+    their dependencies renamed alike, and an answer step also citing ``kept`` (what already ran)."""
+    return [
+        s.model_copy(
+            update={
+                "id": f"{s.id}{suffix}"[:32],
+                "depends_on": (list(kept) if writes_answer(s.kind) else [])
+                + [f"{d}{suffix}"[:32] for d in s.depends_on],
+            }
+        )
+        for s in new
+    ]
 
 
 class SqlDraft(BaseModel):

@@ -4,17 +4,28 @@ from __future__ import annotations
 
 import re
 import time
+import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from devhost.storage.azurite import Azurite
 from tests.devhost.hostproc import REPO_ROOT, DevHostProcess
 from tests.jobs.jobclient import JobClient
 
 MIXED_Q = "Which region had the most returns in Q3, and what does the returns policy say about refunds after 30 days?"
-ACTIVITIES = ("plan", "load_fork_base", "consult_rag", "execute_azure_sql", "generate_response")
+ACTIVITIES = (
+    "plan",
+    "load_fork_base",
+    "load_definition",
+    "consult_rag",
+    "execute_azure_sql",
+    "generate_response",
+    "agent_turn",
+    "call_tool",
+)
 
 
 def executions(host: DevHostProcess) -> Counter[str]:
@@ -68,6 +79,98 @@ def test_kill_during_a_fork_reruns_only_the_step_in_flight(tmp_path: Path) -> No
         assert completions(host, fork_id) == Counter({"load_fork_base": 1, "consult_rag": 1, "generate_response": 1})
         ran = executions(host) - before
         assert ran == Counter({"load_fork_base": 1, "consult_rag": 1, "generate_response": 2}), ran
+    finally:
+        host.stop()
+
+
+def test_kill_during_a_fork_of_an_agent_job_reruns_no_carried_turn_or_call(tmp_path: Path) -> None:
+    host = DevHostProcess(REPO_ROOT, tmp_path / "data", env={"JOB_RETRY_FIRST_INTERVAL_MS": "50"}).start(timeout_s=120)
+    try:
+        jobs = JobClient(host)
+        origin = jobs.wait(jobs.submit(MIXED_Q, mode="agent", tools=["function.growth_rate"]), timeout_s=180)
+        assert origin["status"] == "completed", origin.get("error")
+        assert [s["id"] for s in origin["steps"]] == ["t1", "t2", "answer"]
+        host.kill()
+        host.extra_env["OFFLINE_LLM_FAULTS"] = "write_answer:DELAY:1:60000"
+        host.start(timeout_s=120)
+        jobs = JobClient(host)
+        before = executions(host)
+        resp = jobs.http.post(f"/api/jobs/{origin['id']}/fork", json={"from_step": "turn-2", "changes": {}})
+        assert resp.status_code == 202, resp.text
+        fork_id = resp.json()["id"]
+        wait_until(lambda: executions(host)["generate_response"] > before["generate_response"], "the answer to start")
+        assert completions(host, fork_id) == Counter({"load_fork_base": 1, "agent_turn": 1})
+        host.kill()
+        host.extra_env.pop("OFFLINE_LLM_FAULTS")
+        host.start(timeout_s=120)
+        view = JobClient(host).wait(fork_id, timeout_s=180)
+        assert view["status"] == "completed", view.get("error")
+        assert [s.get("carried_over", False) for s in view["steps"]] == [True, True, False]
+        assert view["answer"]["text"] == origin["answer"]["text"]
+        # The carried turn's calls (the SQL and the lookup) never ran for the fork; the turn after them ran once.
+        assert completions(host, fork_id) == Counter({"load_fork_base": 1, "agent_turn": 1, "generate_response": 1})
+        ran = executions(host) - before
+        assert ran == Counter({"load_fork_base": 1, "agent_turn": 1, "generate_response": 2}), ran
+    finally:
+        host.stop()
+
+
+def test_kill_during_a_fork_of_a_workflow_run_reruns_no_carried_node(tmp_path: Path, azurite: Azurite) -> None:
+    env = {
+        "AzureWebJobsStorage": azurite.connection_string,
+        "DEFINITIONS_TABLE": "killfork" + uuid.uuid4().hex[:10],
+        "JOB_RETRY_FIRST_INTERVAL_MS": "50",
+    }
+    host = DevHostProcess(REPO_ROOT, tmp_path / "data", env=env).start(timeout_s=120)
+    try:
+        jobs = JobClient(host)
+        scout: dict[str, Any] = {
+            "id": "scout",
+            "name": "Scout",
+            "instructions": "Find the policy.",
+            "tools": ["consult_rag"],
+        }
+        workflow: dict[str, Any] = {
+            "id": "killed",
+            "name": "Killed",
+            "nodes": [
+                {"id": "scout", "kind": "agent", "agent": "scout",
+                 "input": {"prompt": {"value": "refunds after 30 days"}}},
+                {"id": "docs", "kind": "step", "step": "consult_rag", "after": ["scout"],
+                 "input": {"query": {"value": "store credit"}}},
+                {"id": "final", "kind": "step", "step": "generate_response", "after": ["docs"],
+                 "input": {"question": {"value": "What is the refund policy?"}}},
+            ],
+        }  # fmt: skip
+        for kind, body in (("agents", scout), ("workflows", workflow)):
+            assert jobs.http.post(f"/api/{kind}", json=body).status_code == 201
+        started = jobs.http.post("/api/workflows/killed/runs", json={})
+        assert started.status_code == 202, started.text
+        origin = jobs.wait(started.json()["id"], timeout_s=180)
+        assert origin["status"] == "completed", origin.get("error")
+        host.kill()
+        host.extra_env["OFFLINE_LLM_FAULTS"] = "write_answer:DELAY:1:60000"
+        host.start(timeout_s=120)
+        jobs = JobClient(host)
+        before = executions(host)
+        fork_body = {"from_step": "docs", "changes": {"query": "damaged items"}}
+        resp = jobs.http.post(f"/api/jobs/{origin['id']}/fork", json=fork_body)
+        assert resp.status_code == 202, resp.text
+        fork_id = resp.json()["id"]
+        wait_until(lambda: executions(host)["generate_response"] > before["generate_response"], "the answer to start")
+        assert completions(host, fork_id) == Counter({"load_fork_base": 1, "load_definition": 1, "consult_rag": 1})
+        host.kill()
+        host.extra_env.pop("OFFLINE_LLM_FAULTS")
+        host.start(timeout_s=120)
+        view = JobClient(host).wait(fork_id, timeout_s=180)
+        assert view["status"] == "completed", view.get("error")
+        assert [s["id"] for s in view["steps"] if s.get("carried_over")] == ["scout"]
+        assert view["steps"][1]["output"]["query"] == "damaged items"
+        # The agent node (its turns, its lookups, its answer) never ran for the fork; only the answer in flight twice.
+        each = {"load_fork_base": 1, "load_definition": 1, "consult_rag": 1, "generate_response": 1}
+        assert completions(host, fork_id) == Counter(each)
+        ran = executions(host) - before
+        assert ran == Counter(each | {"generate_response": 2}), ran
     finally:
         host.stop()
 

@@ -261,6 +261,19 @@ def _fork_workflow(jobs: JobClient) -> str:
     return fork_id
 
 
+def _fork_agent(jobs: JobClient) -> str:
+    """A fork of a finished agent job at its second turn: the first turn's calls and transcript carried over."""
+    origin = _agent(jobs)
+    body = {"from_step": "turn-2", "changes": {"constraints": {"max_tokens": 900}}}
+    resp = jobs.http.post(f"/api/jobs/{origin}/fork", json=body)
+    assert resp.status_code == 202, resp.text
+    job_id = str(resp.json()["id"])
+    view = jobs.wait(job_id, timeout_s=120)
+    assert view["status"] == "completed", view.get("error")
+    assert [s["id"] for s in view["steps"] if s.get("carried_over")], view["steps"]
+    return job_id
+
+
 # Scenarios whose host needs the definitions store (Azurite, started by the recorder).
 NEEDS_STORE = {
     "workflow_waiting_at_human",
@@ -292,6 +305,7 @@ SCENARIOS: dict[str, tuple[dict[str, str], Callable[[JobClient], str]]] = {
     "workflow_run_limit_reached": ({"DEFINITIONS_TABLE": "replay"}, _run_limit_reached),
     "fork_completed": ({}, _fork),
     "fork_workflow_completed": ({"DEFINITIONS_TABLE": "replay"}, _fork_workflow),
+    "fork_agent_completed": ({}, _fork_agent),
 }
 
 

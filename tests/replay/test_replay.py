@@ -53,6 +53,7 @@ def test_every_scenario_is_recorded() -> None:
         "workflow_run_limit_reached",
         "fork_completed",
         "fork_workflow_completed",
+        "fork_agent_completed",
     }
 
 
