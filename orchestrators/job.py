@@ -623,6 +623,8 @@ class JobRun:
                     **self.budget_left(),
                     **context,
                 }
+                # Whose verified queries a SQL step may reuse: the job's owner as the API recorded it.
+                | ({"owner": {"id": owner.id, "roles": owner.roles}} if (owner := self.job.owner) else {})
             ),
             constraints=self.step_constraints
             or Constraints.model_validate(self.job.request.constraints.model_dump(exclude={"budget"})),
