@@ -134,7 +134,8 @@ class _Answer(StreamingRun):
             extra["unsupported"] = unsupported
         if claims:
             extra["claims"] = [c.model_dump(mode="json", exclude_defaults=False) for c in claims]
-            extra["claims_summary"] = summarize(claims).model_dump(mode="json")
+        # Always a summary: an answer whose writer gave no claims says that nothing in it is checked.
+        extra["claims_summary"] = summarize(claims).model_dump(mode="json")
         return ExecutorOutput(
             status=status,
             result=answer.model_dump(mode="json", exclude={"claims"}) | extra,
