@@ -533,6 +533,8 @@ class CitationScore:
     supporting: int = 0  # of those, the pairs whose source supports the claim on its own
     facts_stated: int = 0
     facts_carried: int = 0
+    answers: int = 0  # answers with text
+    unclaimed: int = 0  # of those, the ones with no claims (their summary says nothing in them is checked)
 
     def add(self, q: Question, run: Run) -> None:
         """Score one answer's claims (checked again here, per cited source) and its expected facts."""
@@ -541,6 +543,8 @@ class CitationScore:
         sources = [ClaimSource.model_validate(s) for s in run.sources]
         formats = _formats()
         self.claims += len(run.claims)
+        self.answers += bool(run.answer.strip())
+        self.unclaimed += bool(run.answer.strip()) and not run.claims
         self.verified += sum(1 for c in run.claims if _verified(c))
         for raw in run.claims:
             claim = Claim.model_validate(raw)
@@ -565,6 +569,7 @@ class CitationScore:
             f"citation precision (each cited source supports its claim): {pct(self.supporting, self.cited)}",
             f"citation recall (each stated fact carried by a verified claim citing its source): "
             f"{pct(self.facts_carried, self.facts_stated)}",
+            f"answers with no claims (nothing in them checked): {self.unclaimed} of {self.answers}",
         ]
 
 
