@@ -208,7 +208,7 @@ async def fork(req: func.HttpRequest, client: df.DurableOrchestrationClient, job
         job = JobInput(
             job_id=new_id,
             request=request,
-            owner=JobOwner(id=who.id, name=who.name, idp=who.idp) if who else None,
+            owner=JobOwner(id=who.id, name=who.name, idp=who.idp, roles=sorted(who.roles)[:64]) if who else None,
             policy=_resolve_policy(request),
             trace=telemetry.inject_trace_context(),
             fork=ForkSpec(origin=job_id, from_step=body.from_step, input=checked),

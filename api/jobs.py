@@ -108,7 +108,7 @@ async def submit(req: func.HttpRequest, client: df.DurableOrchestrationClient) -
     request = parse_body(req, JobRequest, "a 'question'")
     check_tools(request)
     who = caller.principal
-    owner = JobOwner(id=who.id, name=who.name, idp=who.idp) if who else None
+    owner = JobOwner(id=who.id, name=who.name, idp=who.idp, roles=sorted(who.roles)[:64]) if who else None
     from shared.runtime import telemetry
 
     job_id = new_job_id()

@@ -269,7 +269,7 @@ async def _start(
 ) -> func.HttpResponse:
     """Start the job orchestration for a run (``spec`` None: the built-in ask workflow, today's job)."""
     who = caller.principal
-    owner = JobOwner(id=who.id, name=who.name, idp=who.idp) if who else None
+    owner = JobOwner(id=who.id, name=who.name, idp=who.idp, roles=sorted(who.roles)[:64]) if who else None
     from shared.runtime import telemetry
 
     job_id = new_job_id()

@@ -3,6 +3,11 @@
 A saved statement is guarded (with each slot at its first allowed value) before it is stored: a statement the
 guard refuses is a 400 ``INVALID_VERIFIED_QUERY``. Who approved it is the caller (the Easy Auth principal; with
 function keys, nobody in particular). Retiring keeps the row, so a job that used it can still be traced.
+
+With Easy Auth on, the caller is the query's owner (from the principal, never the body). A query is listed to
+(and reused for) its owner, everyone when its owner holds a role of VERIFIED_QUERIES_SHARED_ROLES, and the admin
+role; anyone else gets 404 ``VERIFIED_QUERY_NOT_FOUND`` as for a missing id. Only the owner or an admin edits or
+retires it: another user who sees a shared one gets 403 ``VERIFIED_QUERY_FORBIDDEN``.
 """
 
 from __future__ import annotations
@@ -14,17 +19,22 @@ import azure.durable_functions as df
 import azure.functions as func
 from pydantic import ValidationError
 
+from api.auth import Caller
 from api.common import read_json_body, request_caller, route_auth_level
-from api.contract.bodies import VerifiedQueryList, dump_body
+from api.contract.bodies import VerifiedQueryList, VerifiedQueryShown, dump_body
 from api.errors import ApiError, from_validation_error, guarded, json_response
 from shared.providers.sql.verified import (
+    QueryOwner,
+    Reader,
     VerifiedQuery,
     VerifiedQueryIn,
     VerifiedQueryStore,
     catalog_version,
     get_verified_store,
+    may_change,
     now,
     sample_sql,
+    visible,
 )
 
 ROUTE = "verified-queries"
@@ -66,51 +76,99 @@ def _checked(body: Any, approved_by: str | None) -> VerifiedQuery:
     )
 
 
-def _approver(req: func.HttpRequest) -> str | None:
-    principal = request_caller(req).principal
+def _reader(caller: Caller) -> Reader | None:
+    who = caller.principal
+    return Reader(id=who.id, roles=who.roles) if who else None
+
+
+def _owner(caller: Caller) -> QueryOwner | None:
+    who = caller.principal
+    return QueryOwner(id=who.id, name=who.name, roles=tuple(sorted(who.roles)[:64])) if who else None
+
+
+def _approver(caller: Caller) -> str | None:
+    principal = caller.principal
     return principal.name or principal.id if principal else None
 
 
+def _settings() -> Any:
+    from shared.runtime.settings import get_settings
+
+    return get_settings()
+
+
+async def _changeable(store: VerifiedQueryStore, query_id: str, caller: Caller) -> VerifiedQuery:
+    """The query this caller may edit or retire: 404 when they cannot see it, 403 when it is not theirs."""
+    query = await asyncio.to_thread(store.get, query_id)
+    reader, settings = _reader(caller), _settings()
+    if query is None or not visible(query, reader, settings):
+        raise ApiError(404, "VERIFIED_QUERY_NOT_FOUND", f"there is no verified query {query_id!r}")
+    if not may_change(query, reader, settings):
+        raise ApiError(
+            403,
+            "VERIFIED_QUERY_FORBIDDEN",
+            f"verified query {query_id!r} is shared with you, not yours: only its owner or an admin changes it",
+        )
+    return query
+
+
 async def list_queries(req: func.HttpRequest) -> func.HttpResponse:
-    """The live verified queries (``?retired=true``: the retired ones too)."""
+    """The live verified queries this caller may see (``?retired=true``: the retired ones too)."""
     include = req.params.get("retired", "").lower() in ("1", "true", "yes")
-    request_caller(req)
+    caller = request_caller(req)
+    reader, settings = _reader(caller), _settings()
     queries = await asyncio.to_thread(_store().list, include_retired=include)
-    return json_response(dump_body(VerifiedQueryList(verified_queries=queries)))
+    mine = [q for q in queries if visible(q, reader, settings)]
+    return json_response(dump_body(VerifiedQueryList(verified_queries=[_shown(q, caller) for q in mine])))
+
+
+def _shown(query: VerifiedQuery, caller: Caller) -> VerifiedQueryShown:
+    """A query as the API shows it, with whether it is shared and whether this caller may change it."""
+    from shared.providers.sql.verified import shared
+
+    settings = _settings()
+    return VerifiedQueryShown(
+        **query.model_dump(),
+        shared=shared(query, settings.shared_roles) or not settings.website_auth_enabled,
+        editable=may_change(query, _reader(caller), settings),
+    )
 
 
 async def create_query(req: func.HttpRequest) -> func.HttpResponse:
-    """Save a verified query; 409 when the id is taken."""
-    query = await asyncio.to_thread(_checked, read_json_body(req, MAX_BODY_BYTES), _approver(req))
+    """Save a verified query, owned by the caller; 409 when the id is taken."""
+    caller = request_caller(req)
+    query = await asyncio.to_thread(_checked, read_json_body(req, MAX_BODY_BYTES), _approver(caller))
+    query = query.model_copy(update={"owner": _owner(caller)})
     if not await asyncio.to_thread(_store().put, query, create=True):
         raise ApiError(409, "VERIFIED_QUERY_EXISTS", f"verified query {query.id!r} exists; PUT to edit it", field="id")
-    return json_response(query.model_dump(mode="json"), 201)
+    return json_response(dump_body(_shown(query, caller)), 201)
 
 
 async def update_query(req: func.HttpRequest, query_id: str) -> func.HttpResponse:
-    """Edit a verified query (approved again, by the caller, now)."""
+    """Edit a verified query (approved again, by the caller, now); its owner stays (an admin edits for them)."""
+    caller = request_caller(req)
     store = _store()
-    if await asyncio.to_thread(store.get, query_id) is None:
-        raise ApiError(404, "VERIFIED_QUERY_NOT_FOUND", f"there is no verified query {query_id!r}")
+    before = await _changeable(store, query_id, caller)
     body = read_json_body(req, MAX_BODY_BYTES)
     if isinstance(body, dict) and body.get("id", query_id) != query_id:
         raise ApiError(400, "INVALID_VERIFIED_QUERY", "the id in the body differs from the URL's", field="id")
     query = await asyncio.to_thread(_checked, {**body, "id": query_id} if isinstance(body, dict) else body, None)
-    query = query.model_copy(update={"approved_by": _approver(req)})
+    mine = before.owner is None or (caller.principal is not None and before.owner.id == caller.principal.id)
+    # The owner editing their own query brings its roles up to date; an admin's edit leaves the owner as it was.
+    owner = _owner(caller) if mine and caller.principal is not None else before.owner
+    query = query.model_copy(update={"approved_by": _approver(caller), "owner": owner})
     await asyncio.to_thread(store.put, query, create=False)
-    return json_response(query.model_dump(mode="json"))
+    return json_response(dump_body(_shown(query, caller)))
 
 
 async def retire_query(req: func.HttpRequest, query_id: str) -> func.HttpResponse:
     """Retire a verified query: no job uses it any more; the row stays."""
-    request_caller(req)
+    caller = request_caller(req)
     store = _store()
-    query = await asyncio.to_thread(store.get, query_id)
-    if query is None:
-        raise ApiError(404, "VERIFIED_QUERY_NOT_FOUND", f"there is no verified query {query_id!r}")
+    query = await _changeable(store, query_id, caller)
     retired = query.model_copy(update={"retired": True})
     await asyncio.to_thread(store.put, retired, create=False)
-    return json_response(retired.model_dump(mode="json"))
+    return json_response(dump_body(_shown(retired, caller)))
 
 
 def register(bp: df.Blueprint) -> None:

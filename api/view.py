@@ -448,8 +448,8 @@ def answer_claims(steps: list[StepView]) -> dict[str, Any]:
     """The answer's claims as the answer step checked them (shared/jobs/claims.py), or nothing."""
     for step in reversed(steps):
         out = step.output
-        if step.kind == "generate_response" and isinstance(out, dict) and out.get("claims"):
-            return {"claims": out["claims"], "claims_summary": out.get("claims_summary")}
+        if step.kind == "generate_response" and isinstance(out, dict) and out.get("claims_summary"):
+            return {"claims": out.get("claims") or [], "claims_summary": out["claims_summary"]}
     return {}
 
 

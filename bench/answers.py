@@ -43,7 +43,8 @@ import re
 import sqlite3
 import tempfile
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -449,10 +450,16 @@ def _clients(tmp: Path) -> Any:
     return Clients(settings)
 
 
+# The real-model tier's per-step limits (Gemma 3 270M on shared CPU cores): a short answer, a long deadline.
+REAL_MODEL_CONSTRAINTS = {"max_tokens": 400, "timeout_ms": 300_000}
+
+
 def _call(clients: Any, kind: str, task: dict[str, Any], context: dict[str, Any] | None = None) -> dict[str, Any]:
     from shared.executors.runner import run_executor
 
     payload = {"task_id": f"bench-{kind}", "executor_type": kind, "task": task, "execution_context": context or {}}
+    if clients.settings.llm_provider != "offline":
+        payload["constraints"] = REAL_MODEL_CONSTRAINTS
     return run_executor(payload, clients=clients)
 
 
@@ -481,10 +488,13 @@ def _sources(outputs: dict[str, dict[str, Any]], wanted: list[str]) -> tuple[lis
     return sources, cut
 
 
-def run_question(clients: Any, question: str) -> Run:
-    """Plan a question and run its steps as the orchestrator would (a failed step is skipped)."""
+def run_question(clients: Any, question: str, planner: Any = None) -> Run:
+    """Plan a question and run its steps as the orchestrator would (a failed step is skipped).
+
+    ``planner``: other clients for the plan alone (the real-model tier plans offline: see ``main``).
+    """
     run = Run()
-    planned = _call(clients, "plan", {"question": question})
+    planned = _call(planner or clients, "plan", {"question": question})
     if planned["status"] == "failed":
         run.messages.append(planned["error"]["message"])
         return run
@@ -523,6 +533,8 @@ class CitationScore:
     supporting: int = 0  # of those, the pairs whose source supports the claim on its own
     facts_stated: int = 0
     facts_carried: int = 0
+    answers: int = 0  # answers with text
+    unclaimed: int = 0  # of those, the ones with no claims (their summary says nothing in them is checked)
 
     def add(self, q: Question, run: Run) -> None:
         """Score one answer's claims (checked again here, per cited source) and its expected facts."""
@@ -531,6 +543,8 @@ class CitationScore:
         sources = [ClaimSource.model_validate(s) for s in run.sources]
         formats = _formats()
         self.claims += len(run.claims)
+        self.answers += bool(run.answer.strip())
+        self.unclaimed += bool(run.answer.strip()) and not run.claims
         self.verified += sum(1 for c in run.claims if _verified(c))
         for raw in run.claims:
             claim = Claim.model_validate(raw)
@@ -555,6 +569,7 @@ class CitationScore:
             f"citation precision (each cited source supports its claim): {pct(self.supporting, self.cited)}",
             f"citation recall (each stated fact carried by a verified claim citing its source): "
             f"{pct(self.facts_carried, self.facts_stated)}",
+            f"answers with no claims (nothing in them checked): {self.unclaimed} of {self.answers}",
         ]
 
 
@@ -569,6 +584,35 @@ def _formats() -> dict[str, str]:
     return _FORMATS
 
 
+@contextmanager
+def _model(real: bool, tmp: Path) -> Iterator[tuple[Any, Any, str]]:
+    """(clients, planner clients or None, label): the offline model, or the real-model tier's server."""
+    offline = _clients(tmp)
+    if not real:
+        yield offline, None, "offline model"
+        return
+    from shared.providers.clients import Clients
+    from shared.runtime.settings import Settings
+    from tests.realmodel.server import MODEL_NAME, LlamaServer, installed
+
+    missing = installed()
+    if missing is not None:
+        raise SystemExit(f"the real-model tier is not installed: {missing}")
+    server = LlamaServer(tmp / "llama.log").start()
+    try:
+        settings = Settings(
+            llm_provider="openai",
+            openai_base_url=server.base_url,
+            openai_model=MODEL_NAME,
+            local_index_path=tmp / "docs.sqlite3",
+            partial_output_path=tmp / "partial.sqlite3",
+            model_prices={MODEL_NAME: {"input_per_million": 0, "output_per_million": 0}},  # type: ignore[dict-item]
+        )
+        yield Clients(settings), offline, f"{MODEL_NAME} on llama.cpp (plans by the offline planner)"
+    finally:
+        server.stop()
+
+
 CATEGORIES = ("sql", "documents", "mixed", "unanswerable")
 SCORES = ("correct", "partial", "wrong", "unanswered-correctly")
 
@@ -577,15 +621,21 @@ def main(argv: list[str]) -> int:
     """Run every question and print the scores per category."""
     parser = argparse.ArgumentParser(prog="python -m bench answers")
     parser.add_argument("--verbose", action="store_true", help="print each question, its score and answer")
+    parser.add_argument(
+        "--real-model",
+        action="store_true",
+        help="the SQL writer and the answer writer are the real-model tier's llama.cpp server (Gemma 3 270M, "
+        "make realmodel); plans stay the offline planner's, since the 270M model does not plan these questions",
+    )
+    parser.add_argument("--every", type=int, default=1, help="run every N-th question only (a slow model)")
     args = parser.parse_args(argv)
-    qs = questions()
+    qs = questions()[:: max(1, args.every)]
     table: dict[str, Counter[str]] = {c: Counter() for c in CATEGORIES}
     unsupported = 0
     cites = CitationScore()
-    with tempfile.TemporaryDirectory() as tmp:
-        clients = _clients(Path(tmp))
+    with tempfile.TemporaryDirectory() as tmp, _model(args.real_model, Path(tmp)) as (clients, planner, label):
         for q in qs:
-            run = run_question(clients, q.text)
+            run = run_question(clients, q.text, planner)
             score = q.check(run)
             table[q.category][score] += 1
             cites.add(q, run)
@@ -600,7 +650,7 @@ def main(argv: list[str]) -> int:
                     verdict = claim.get("check") or {}
                     text = str(claim.get("text"))[:100]
                     print(f"  claim {verdict.get('status')}: {text} ({verdict.get('reason')})")
-    print(f"{len(qs)} held-out questions, offline model, sample data")
+    print(f"{len(qs)} held-out questions, {label}, sample data")
     print()
     print(f"{'category':<14}" + "".join(f"{s:>22}" for s in SCORES) + f"{'total':>8}")
     for c in CATEGORIES:

@@ -135,6 +135,9 @@ param easyAuthTenantId string = tenant().tenantId
 @description('App role (of the Easy Auth app registration) whose members see, answer and cancel every job.')
 param jobsAdminRole string = 'Jobs.Admin'
 
+@description('App roles (comma-separated) whose verified queries everyone sees and reuses; others\' are private.')
+param verifiedQueriesSharedRoles string = 'VerifiedQueries.Curator'
+
 @minValue(1)
 @description('Days a finished job (completed, failed, cancelled) stays in the Durable store before the app purges its history.')
 param jobHistoryRetentionDays int = 30
@@ -303,6 +306,7 @@ module functionApp 'modules/functionapp.bicep' = {
     easyAuthClientId: easyAuthClientId
     easyAuthTenantId: easyAuthTenantId
     jobsAdminRole: jobsAdminRole
+    verifiedQueriesSharedRoles: verifiedQueriesSharedRoles
     jobHistoryRetentionDays: jobHistoryRetentionDays
     sandboxSessionsEndpoint: deploySessionPool ? sessions.outputs.poolManagementEndpoint : ''
     sandboxPricePerHour: sandboxPricePerHour

@@ -1622,7 +1622,11 @@ function evidenceLabel(e) {
  */
 function renderClaims(answer) {
   const claims = answer.claims || [];
-  if (!claims.length) return null;
+  if (!claims.length) {
+    // No claims: the server's summary says nothing in the answer is checked; the page says so too.
+    const said = answer.claims_summary && answer.claims_summary.text;
+    return said ? h('div', { class: 'claims', id: 'claims' }, h('h4', { id: 'claims-summary', class: 'claim-unchecked' }, `Claims: ${said}`)) : null;
+  }
   const summary = (answer.claims_summary && answer.claims_summary.text) || `${claims.length} claims`;
   return h(
     'div',

@@ -237,10 +237,17 @@ class ToolList(Open):
     left_out: list[dict[str, Any]]
 
 
-class VerifiedQueryList(Open):
-    """The verified queries."""
+class VerifiedQueryShown(VerifiedQuery):
+    """A verified query as a caller sees it: whether it is shared, and whether this caller may change it."""
 
-    verified_queries: list[VerifiedQuery]
+    shared: bool
+    editable: bool
+
+
+class VerifiedQueryList(Open):
+    """The verified queries this caller may see."""
+
+    verified_queries: list[VerifiedQueryShown]
 
 
 class StepKindInfo(Open):

@@ -308,7 +308,8 @@ def render_claims(answer: dict[str, Any]) -> list[Any]:
     """The checker's summary ("verified 5 of 6") and each claim with its evidence; unsupported ones flagged red."""
     claims = answer.get("claims") or []
     if not claims:
-        return []
+        said = (answer.get("claims_summary") or {}).get("text")
+        return [Text(f"claims: {said}", style="yellow")] if said else []
     summary = (answer.get("claims_summary") or {}).get("text") or f"{len(claims)} claims"
     table = Table(title=f"claims: {summary}")
     table.add_column("check")

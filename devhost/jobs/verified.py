@@ -43,6 +43,8 @@ def render_list(items: list[dict[str, Any]]) -> Table:
     for q in items:
         approved = f"{str(q.get('approved_at') or '')[:10]} {q.get('approved_by') or ''}".strip()
         state = "retired" if q.get("retired") else "live"
+        if "shared" in q:  # whether everyone sees it (the server says; with Easy Auth, by its owner's role)
+            state += ", shared" if q["shared"] else ", private"
         table.add_row(str(q["id"]), str(q.get("name", "")), str(q.get("question", ""))[:70], approved, state)
     return table
 

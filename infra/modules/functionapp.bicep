@@ -38,6 +38,8 @@ param easyAuthClientId string = ''
 param easyAuthTenantId string = tenant().tenantId
 @description('App role whose members see every job (read by api/auth.py as JOBS_ADMIN_ROLE).')
 param jobsAdminRole string = 'Jobs.Admin'
+@description('App roles (comma-separated) whose verified queries everyone sees (read as VERIFIED_QUERIES_SHARED_ROLES).')
+param verifiedQueriesSharedRoles string = 'VerifiedQueries.Curator'
 @minValue(1)
 @description('Days before a finished job\'s history is purged (read by api/maintenance.py as JOB_HISTORY_RETENTION_DAYS).')
 param jobHistoryRetentionDays int = 30
@@ -76,6 +78,7 @@ var appCodeSettings = {
   AZURE_SQL_DATABASE: sqlDatabaseName
   APPLICATIONINSIGHTS_CONNECTION_STRING: applicationInsights.properties.ConnectionString
   JOBS_ADMIN_ROLE: jobsAdminRole
+  VERIFIED_QUERIES_SHARED_ROLES: verifiedQueriesSharedRoles
   JOB_HISTORY_RETENTION_DAYS: string(jobHistoryRetentionDays)
   SANDBOX_PROVIDER: empty(sandboxSessionsEndpoint) ? 'off' : 'azure_sessions'
   SANDBOX_SESSIONS_ENDPOINT: sandboxSessionsEndpoint

@@ -223,6 +223,8 @@ class Attempts:
                     **self.budgets.budget_left(),
                     **context.model_dump(exclude_unset=True),
                 }
+                # Whose verified queries a SQL step may reuse: the job's owner as the API recorded it.
+                | ({"owner": {"id": owner.id, "roles": owner.roles}} if (owner := self.record.job.owner) else {})
             ),
             constraints=self.budgets.constraints,
         )

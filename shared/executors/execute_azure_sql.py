@@ -17,7 +17,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from shared.executors import register
 from shared.executors.common import call_llm, charge_failure, usage_of
 from shared.executors.decisions import Decided, DecisionHook, decide
-from shared.jobs.contracts import ErrorCode, ExecutorInput, ExecutorOutput, ProviderError, SqlAccess, SqlResult
+from shared.jobs.contracts import (
+    ErrorCode,
+    ExecutorInput,
+    ExecutorOutput,
+    JobOwnerRef,
+    ProviderError,
+    SqlAccess,
+    SqlResult,
+)
 from shared.jobs.plan import SqlDraft
 from shared.providers.interfaces import LLMTask
 from shared.runtime.sqlguard.guard import GuardResult, guard_sql
@@ -109,7 +117,8 @@ def execute_azure_sql(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
     model_used: str | None = chosen.model_used
     sql = task.sql
     # A statement a person approved before for this kind of question comes first (still guarded and approved below).
-    verified = None if sql else find_verified(task.question, clients)
+    reader = inp.execution_context.owner
+    verified = None if sql else find_verified(task.question, clients, reader)
     if verified is not None:
         sql = verified.sql
     if not sql:
@@ -143,7 +152,7 @@ def execute_azure_sql(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
         )
     if verified is None and task.sql:
         # An approved (or edited back) statement that is a verified query's is still that query: say so.
-        verified = same_verified(task.question, verdict.sql, clients, database.dialect)
+        verified = same_verified(task.question, verdict.sql, clients, database.dialect, reader)
     sensitive = sorted(t for t in verdict.tables if catalog.is_sensitive(t))
     if access.sql_mode == "draft":
         draft = {
@@ -202,18 +211,24 @@ def execute_azure_sql(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
     return ExecutorOutput(status="success", result=body, usage=usage, model_used=model_used)
 
 
-def find_verified(question: str, clients: Clients) -> Match | None:
-    """The verified query matching the question, its slots filled; None when none matches or none can be read."""
+def find_verified(question: str, clients: Clients, owner: JobOwnerRef | None) -> Match | None:
+    """The verified query the job's owner may reuse matching the question, its slots filled; else None.
+
+    ``owner`` comes from the execution context, which only the orchestrator writes (from the job's input, which
+    the API set from the Easy Auth principal): never from the task, a plan or a model.
+    """
     try:
-        return clients.verified_match(question)
+        return clients.verified_match(question, owner)
     except Exception as exc:  # the store is an aid: without it the SQL is written as before
         logger.warning("verified queries could not be read (%s): writing the SQL instead", type(exc).__name__)
         return None
 
 
-def same_verified(question: str, guarded_sql: str, clients: Clients, dialect: str) -> Match | None:
+def same_verified(
+    question: str, guarded_sql: str, clients: Clients, dialect: str, owner: JobOwnerRef | None
+) -> Match | None:
     """The verified query matching the question when its guarded statement is exactly ``guarded_sql``."""
-    candidate = find_verified(question, clients)
+    candidate = find_verified(question, clients, owner)
     if candidate is None or guard_step_sql(candidate.sql, clients, dialect).sql != guarded_sql:
         return None
     return candidate

@@ -105,7 +105,10 @@ class _Answer(StreamingRun):
             # plainly without a model call (a small model given no source tends to invent or to copy the prompt).
             text = not_found_answer(step_notes)
             yield TextChunk(text)
-            return ExecutorOutput(status="success", result={"answer": text, "citations": [], "dropped_citations": 0})
+            nothing = {"claims_summary": summarize([]).model_dump(mode="json")}  # it states no fact to check
+            return ExecutorOutput(
+                status="success", result={"answer": text, "citations": [], "dropped_citations": 0} | nothing
+            )
         response = yield from self.model(
             lambda on_delta: call_llm(
                 inp, clients, LLMTask.WRITE_ANSWER, inputs, AnswerResult, on_delta=on_delta, output_schema=schema
@@ -134,7 +137,8 @@ class _Answer(StreamingRun):
             extra["unsupported"] = unsupported
         if claims:
             extra["claims"] = [c.model_dump(mode="json", exclude_defaults=False) for c in claims]
-            extra["claims_summary"] = summarize(claims).model_dump(mode="json")
+        # Always a summary: an answer whose writer gave no claims says that nothing in it is checked.
+        extra["claims_summary"] = summarize(claims).model_dump(mode="json")
         return ExecutorOutput(
             status=status,
             result=answer.model_dump(mode="json", exclude={"claims"}) | extra,

@@ -388,11 +388,17 @@ def check_claims(
     ]
 
 
+NO_CLAIMS = "no claims: nothing in this answer is checked against a source"
+
+
 def summarize(claims: Sequence[CheckedClaim]) -> ClaimsSummary:
     """``verified 5 of 6``, with the counts of unsupported and uncheckable claims."""
     status = [c.check.status for c in claims]
     verified, unsupported = status.count("verified"), status.count("unsupported")
     uncheckable = status.count("not_checkable")
+    if not claims:
+        # Text with no claims is not shown as checked: the summary says that nothing in it was.
+        return ClaimsSummary(verified=0, total=0, unsupported=0, not_checkable=0, text=NO_CLAIMS)
     text = f"verified {verified} of {len(claims)}"
     if unsupported:
         text += f"; {unsupported} unsupported"

@@ -88,6 +88,16 @@ class PreviousAttempt(BaseModel):
     error: PreviousError
 
 
+class JobOwnerRef(BaseModel):
+    """The job's owner as a step sees it (the Easy Auth principal's id and app roles): whose verified queries
+    the step may reuse. Copied by the orchestrator from the job's input, which the API set; never from a task."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1, max_length=200)
+    roles: list[str] = Field(default_factory=list, max_length=64)
+
+
 class ExecutionContext(BaseModel):
     """Everything an executor gets besides its task; written by the orchestrator alone.
 
@@ -124,6 +134,8 @@ class ExecutionContext(BaseModel):
     # A workflow agent's output schema (from the pinned agent definition): the answer writer is asked for an
     # object of this shape. Never in the task, which a plan or an edit may set.
     output_schema: dict[str, Any] | None = None
+    # The job's owner (None without Easy Auth, or for a job started before it): what its SQL steps may reuse.
+    owner: JobOwnerRef | None = None
 
 
 class SqlAccess(BaseModel):

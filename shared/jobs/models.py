@@ -118,6 +118,8 @@ class JobOwner(BaseModel):
     id: str = Field(min_length=1, max_length=200)
     name: str = Field(default="", max_length=200)
     idp: str = Field(default="", max_length=50)
+    # Their app roles when they started it (whose verified queries the job's SQL steps may reuse).
+    roles: list[str] = Field(default_factory=list, max_length=64)
 
 
 class ForkSpec(BaseModel):

@@ -15,9 +15,11 @@ from shared.runtime.settings import Settings, get_settings
 if TYPE_CHECKING:
     from azure.core.credentials import TokenCredential
 
+    from shared.jobs.contracts import JobOwnerRef
     from shared.providers.interfaces import LLMProvider, Retriever, SqlDatabase
     from shared.providers.sql.catalog import Catalog
     from shared.providers.sql.family import DatabaseMember
+    from shared.providers.sql.paraphrase import Vocabulary
     from shared.providers.sql.verified import Match
 
 T = TypeVar("T")
@@ -72,12 +74,29 @@ class Clients:
 
         return member(provider)
 
-    def verified_match(self, question: str) -> Match | None:
-        """The verified query matching a question, its slots filled (None: none matches, or none are stored)."""
-        from shared.providers.sql.verified import get_verified_store, match
+    def verified_match(self, question: str, owner: JobOwnerRef | None) -> Match | None:
+        """The verified query the job's ``owner`` may reuse that matches a question, its slots filled (or None)."""
+        from shared.providers.sql.verified import Reader, get_verified_store, match, visible
 
+        reader = Reader(id=owner.id, roles=frozenset(owner.roles)) if owner is not None else None
         store = get_verified_store(self.settings)
-        return match(question, store.list()) if store is not None else None
+        if store is None:
+            return None
+        mine = [q for q in store.list() if visible(q, reader, self.settings)]
+        return match(question, mine, self._vocabulary())
+
+    def _vocabulary(self) -> Vocabulary:
+        """The paraphrase tables with the catalog's synonyms (the built-in ones alone when there is no catalog)."""
+        from shared.providers.sql.paraphrase import Vocabulary, vocabulary
+
+        def build() -> Vocabulary:
+            try:
+                catalog = self.catalog
+            except Exception:  # no SQL catalog configured: the built-in tables still reword questions
+                return Vocabulary()
+            return vocabulary(catalog.synonyms, [m.name for m in catalog.metrics])
+
+        return self._get("paraphrase_vocabulary", build)
 
     @property
     def llm(self) -> LLMProvider:

@@ -400,6 +400,11 @@ class Settings(BaseSettings):
     website_auth_enabled: bool = False
     # App role whose members see, answer and cancel every job (with Easy Auth on).
     jobs_admin_role: str = Field(default="Jobs.Admin", min_length=1, max_length=200)
+    # App roles (comma-separated) whose verified queries everyone sees and reuses (with Easy Auth on); anyone
+    # else's are private to their owner, and JOBS_ADMIN_ROLE sees all (shared/providers/sql/verified.py).
+    verified_queries_shared_roles: str = Field(
+        default="VerifiedQueries.Curator", max_length=1000, pattern=r"^[^,\s]+(\s*,\s*[^,\s]+)*$|^$"
+    )
 
     # --- Definitions (agents, workflows, teams: shared/definitions/store.py) ----------------
     # The Table service URL used with the managed identity; unset: the host storage's table endpoint
@@ -495,6 +500,11 @@ class Settings(BaseSettings):
         """The databases a SQL step may use: SQL_PROVIDER first, then SQL_PROVIDER_CHOICES (no repeats)."""
         extra = [p.strip() for p in self.sql_provider_choices.split(",") if p.strip()]
         return list(dict.fromkeys([self.sql_provider, *extra]))
+
+    @property
+    def shared_roles(self) -> frozenset[str]:
+        """The app roles whose verified queries are shared with everyone (VERIFIED_QUERIES_SHARED_ROLES)."""
+        return frozenset(r.strip() for r in self.verified_queries_shared_roles.split(",") if r.strip())
 
     @property
     def allowed_tables(self) -> list[str]:

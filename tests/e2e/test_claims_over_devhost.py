@@ -183,3 +183,28 @@ def test_a_writers_own_verdict_is_replaced_by_the_checkers(fake: FakeOpenAI, job
     assert view["status"] == "completed", view.get("error")
     [claim] = view["answer"]["claims"]
     assert claim["check"]["status"] == "unsupported" and "trust me" not in claim["check"]["reason"]
+
+
+def test_an_answer_without_claims_says_that_nothing_in_it_is_checked(fake: FakeOpenAI, jobs: JobClient) -> None:
+    """A model that writes prose (a figure, a citation) and no claims: nothing is shown as checked."""
+    rows = q3_rows()
+    reply = {
+        "answer": f"{rows[0][0]} had the most returns in Q3 ({rows[0][1]}) [sql:sales].",
+        "citations": [{"source_id": "sql:sales", "kind": "sql", "title": "Returns", "quote": None}],
+        "claims": [],
+    }
+    fake.reset()
+    fake.script_job(
+        plan=plan(),
+        write_sql={"sql": Q3_SQL, "tables": ["returns", "order_items", "orders", "regions"], "explanation": "Q3"},
+        write_answer=JsonReply(reply, check_schema=False),
+    )
+    view = jobs.wait(jobs.submit(QUESTION), timeout_s=180)
+    assert view["status"] == "completed", view.get("error")
+    answer = view["answer"]
+    assert answer["claims"] == []
+    assert answer["claims_summary"]["total"] == 0 and answer["claims_summary"]["verified"] == 0
+    assert answer["claims_summary"]["text"] == "no claims: nothing in this answer is checked against a source"
+    console = Console(record=True, width=200)
+    console.print(render_result(view))
+    assert "claims: no claims: nothing in this answer is checked against a source" in console.export_text()

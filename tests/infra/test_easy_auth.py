@@ -52,6 +52,7 @@ def test_entra_id_provider_with_the_tenant_issuer_and_no_secret() -> None:
 
 def test_the_admin_role_is_an_app_setting() -> None:
     assert app_settings_vars()["appCodeSettings"]["JOBS_ADMIN_ROLE"] == "jobsAdminRole"
+    assert app_settings_vars()["appCodeSettings"]["VERIFIED_QUERIES_SHARED_ROLES"] == "verifiedQueriesSharedRoles"
     # The platform, not the Bicep, says whether Easy Auth is on: the app must never be told by hand.
     for group in app_settings_vars().values():
         assert "WEBSITE_AUTH_ENABLED" not in group

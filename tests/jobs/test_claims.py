@@ -150,3 +150,10 @@ def test_parse_figure(written: str, number: float, percent: bool) -> None:
     parsed = parse_figure(written)
     assert parsed is not None and parsed.number == pytest.approx(number) and parsed.percent is percent
     assert parse_figure("North") is None
+
+
+def test_no_claims_is_summarised_as_nothing_checked() -> None:
+    from shared.jobs.claims import NO_CLAIMS, summarize
+
+    summary = summarize([])
+    assert (summary.total, summary.verified, summary.text) == (0, 0, NO_CLAIMS)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from shared.providers.sql.paraphrase import Vocabulary, vocabulary
 from shared.providers.sql.verified import Slot, VerifiedQuery, VerifiedQueryIn, match, now, sample_sql
 
 SQL = "SELECT COUNT(*) FROM orders o JOIN regions g ON g.region_id = o.region_id WHERE g.name = {region}"
@@ -75,3 +76,57 @@ def test_a_paraphrase_matches_only_with_the_same_words(question: str, value: str
     regions = Slot(values=["North", "South", "East", "West"])
     found = match(question, [query(question=Q3, variables={"region": regions})])
     assert (found.values["region"] if found else None) == value
+
+
+def _catalog_vocabulary() -> Vocabulary:
+    from shared.providers.sql.catalog import load_catalog
+
+    catalog = load_catalog()
+    return vocabulary(catalog.synonyms, [m.name for m in catalog.metrics])
+
+
+REFUNDS = "What was the total refund amount in the {region} region?"
+CHANNEL = "How many orders came in through the {channel} channel?"
+
+
+@pytest.mark.parametrize(
+    ("template", "question", "value"),
+    [
+        # Synonyms (the catalog's: area, territory, zone; the question table: number of, third quarter).
+        (Q3, "Number of returns in the western area during the third quarter?", "West"),
+        (Q3, "What is the count of returned items for the North territory in Q3?", "North"),
+        (Q3, "Q3: how many returns were recorded in the East zone?", "East"),
+        # Inflections and other slot phrasing.
+        (REFUNDS, "How much was refunded in the East region?", "East"),
+        (REFUNDS, "What's the refund amount of the southern region?", "South"),
+        (CHANNEL, "How many orders were placed via the Store channel?", "Store"),
+        (CHANNEL, "Number of online orders?", "Online"),
+        (CHANNEL, "How many purchases came in through the online channel?", "Online"),
+        # Near misses: another question, however close its words.
+        (Q3, "How many returns did the West region have in Q3 2025?", None),  # a year added
+        (Q3, "How many returns did the West region have in Q3, by channel?", None),  # a breakdown
+        (Q3, "How many returns didn't the West region have in Q3?", None),  # negated
+        (Q3, "What was the average number of returns in the West region in Q3?", None),  # another aggregate
+        (Q3, "How many damaged returns did the West region have in Q3?", None),  # a filter the template lacks
+        (Q3, "Which region had the most returns in Q3?", None),  # no value: a ranking
+        (Q3, "How many refunds did the South region have in Q3?", None),  # refunds name a metric of their own
+        (REFUNDS, "What was the average refund amount in the East region?", None),
+        (REFUNDS, "What was the total refund amount in the West region per month?", None),
+        (REFUNDS, "What was the total revenue in the West region?", None),
+        (CHANNEL, "How many orders did not come in through the Online channel?", None),
+        (CHANNEL, "How many orders came in through the Store channel in Q3?", None),
+        (CHANNEL, "How many customers ordered through the Store channel?", None),
+    ],
+)
+def test_a_rewording_matches_and_a_near_miss_does_not(template: str, question: str, value: str | None) -> None:
+    slot = "channel" if "{channel}" in template else "region"
+    values = ["Online", "Store"] if slot == "channel" else ["North", "South", "East", "West"]
+    sql = SQL.replace("{region}", "{channel}") if slot == "channel" else SQL
+    verified = query(question=template, sql=sql, variables={slot: Slot(values=values)})
+    found = match(question, [verified], _catalog_vocabulary())
+    assert (found.values[slot] if found else None) == value
+
+
+def test_a_synonym_naming_a_metric_of_its_own_is_not_collapsed() -> None:
+    vocab = vocabulary({"refunds": "returns", "area": "region"}, ["refund_amount", "return_count"])
+    assert "refunds" not in vocab.words and vocab.words["area"] == "region"

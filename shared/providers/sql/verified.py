@@ -3,14 +3,16 @@
 A verified query holds a question template with variable parts (``Returns in the {region} region in Q3``),
 the statement with the same slots (``... WHERE g.name = {region}``), the allowed values of each slot, the
 catalog version it was written against, and who approved it and when. The SQL step looks for one whose
-template matches the question (case, spaces and end punctuation aside) before it asks a writer; it fills
+template matches the question, or that the question rewords (paraphrase.py), before it asks a writer; it fills
 the slots with the question's values, each one of the slot's allowed values and written as a SQL string
 literal (never spliced as code), and the statement then goes through the same guard and the same approval
 as any other: a verified query that reads a sensitive table still needs a person's approval of this exact
 statement in this job.
 
 They are stored next to the definitions (Table Storage; Azurite locally), in the table
-``<DEFINITIONS_TABLE>verified``: one row per query, retired rather than deleted.
+``<DEFINITIONS_TABLE>verified``: one row per query, retired rather than deleted. With Easy Auth on, a query is
+its owner's unless its owner holds a role of VERIFIED_QUERIES_SHARED_ROLES (then everyone's); the admin role
+sees all (``visible``); only the owner or an admin edits or retires it (``may_change``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from shared.providers.sql.paraphrase import Vocabulary, reworded
 
 if TYPE_CHECKING:
     from azure.data.tables import TableClient
@@ -80,9 +84,30 @@ class VerifiedQueryIn(BaseModel):
         return self
 
 
+class QueryOwner(BaseModel):
+    """Who saved a verified query (the Easy Auth principal) and their app roles then: whether it is shared."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str = Field(min_length=1, max_length=200)
+    name: str = Field(default="", max_length=200)
+    roles: tuple[str, ...] = Field(default=(), max_length=64)
+
+
+class Reader(BaseModel):
+    """Who looks for verified queries: an API caller, or the owner of the job whose SQL step reuses one."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str = Field(min_length=1, max_length=200)
+    roles: frozenset[str] = frozenset()
+
+
 class VerifiedQuery(VerifiedQueryIn):
     """A stored verified query: who approved it and when, against which catalog, and whether it is retired."""
 
+    # Set from the principal by the API, never from a body (VerifiedQueryIn forbids it); None without Easy Auth.
+    owner: QueryOwner | None = None
     approved_by: str | None = None
     approved_at: str
     catalog_version: str
@@ -109,6 +134,44 @@ class Match(BaseModel):
         }
 
 
+# --- who sees which ------------------------------------------------------------------------------------
+
+
+def shared(query: VerifiedQuery, shared_roles: frozenset[str]) -> bool:
+    """Whether everyone sees the query: its owner held one of the shared roles (VERIFIED_QUERIES_SHARED_ROLES)."""
+    return query.owner is not None and bool(shared_roles.intersection(query.owner.roles))
+
+
+def visible(query: VerifiedQuery, reader: Reader | None, settings: Settings) -> bool:
+    """Whether ``reader`` may see and reuse the query.
+
+    Without Easy Auth the function key is the only gate: everything is visible. With it, a query is visible to
+    its owner, to everyone when its owner holds a shared role, and to the admin role; a reader unknown to Easy
+    Auth (a job started before it was turned on) sees only the shared ones, and an ownerless query (saved
+    before) only admins see.
+    """
+    if not settings.website_auth_enabled:
+        return True
+    if shared(query, settings.shared_roles):
+        return True
+    if reader is None:
+        return False
+    if settings.jobs_admin_role in reader.roles:
+        return True
+    return query.owner is not None and query.owner.id == reader.id
+
+
+def may_change(query: VerifiedQuery, reader: Reader | None, settings: Settings) -> bool:
+    """Whether ``reader`` may edit or retire the query: its owner or an admin (seeing a shared one is not enough)."""
+    if not settings.website_auth_enabled:
+        return True
+    if reader is None:
+        return False
+    if settings.jobs_admin_role in reader.roles:
+        return True
+    return query.owner is not None and query.owner.id == reader.id
+
+
 def _normal(text: str) -> str:
     return " ".join(text.casefold().split()).strip(" ?.!")
 
@@ -126,12 +189,13 @@ def literal(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def match(question: str, queries: list[VerifiedQuery]) -> Match | None:
+def match(question: str, queries: list[VerifiedQuery], vocab: Vocabulary | None = None) -> Match | None:
     """The first live verified query the question matches, its slots filled, or None.
 
-    The template first (its literal words in order); then a paraphrase: the question names one allowed value
-    per slot, and its other content words are exactly the template's (so "Q2" never matches a "Q3" template,
-    nor "fewest" a "most" one), whatever their order and the stop words around them.
+    The template first (its literal words in order); then a rewording (shared/providers/sql/paraphrase.py):
+    the question names one allowed value per slot, and its other content words, once phrases, synonyms
+    (``vocab``: the catalog's) and inflections are made canonical, are the template's, apart from filler. So
+    "Q2" never matches a "Q3" template, nor "average" a "total" one, nor "not ... through Online" an Online one.
     """
     live = [q for q in queries if not q.retired]
     for q in live:
@@ -139,8 +203,9 @@ def match(question: str, queries: list[VerifiedQuery]) -> Match | None:
         values = _canonical(q, {name: found.group(name).strip() for name in q.variables}) if found else None
         if values is not None:
             return Match(query=q, values=values, sql=fill(q.sql, values))
+    words = vocab or Vocabulary()
     for q in live:
-        values = _paraphrase(question, q)
+        values = reworded(question, q.question, {n: s.values for n, s in q.variables.items()}, words)
         if values is not None:
             return Match(query=q, values=values, sql=fill(q.sql, values))
     return None
@@ -155,28 +220,6 @@ def _canonical(q: VerifiedQuery, given: dict[str, str]) -> dict[str, str] | None
             return None
         values[name] = canonical
     return values
-
-
-def _words(text: str) -> set[str]:
-    from shared.ingest.text import STOP_WORDS
-
-    # "the West region's total" says what "the total in the West region" says: possessives go.
-    words = re.findall(r"[a-z0-9]+", re.sub(r"['’]s\b", "", text.casefold()))
-    return {w[:-1] if len(w) > 3 and w.endswith("s") else w for w in words if w not in STOP_WORDS}
-
-
-def _paraphrase(question: str, q: VerifiedQuery) -> dict[str, str] | None:
-    """The slot values when the question is a rewording of the template (see ``match``), else None."""
-    text = f" {_normal(question)} "
-    values: dict[str, str] = {}
-    for name, slot in q.variables.items():
-        named = [v for v in slot.values if re.search(rf"(?<![a-z0-9]){re.escape(v.casefold())}(?![a-z0-9])", text)]
-        if len(named) != 1:
-            return None
-        values[name] = named[0]
-        text = re.sub(rf"(?<![a-z0-9]){re.escape(named[0].casefold())}(?![a-z0-9])", " ", text)
-    template = _words(SLOT.sub(" ", q.question))
-    return values if template and _words(text) == template else None
 
 
 def fill(sql: str, values: dict[str, str]) -> str:
