@@ -27,6 +27,7 @@ from orchestrators.fork import run_fork
 from orchestrators.outcomes import EditedTask, ExpiredAnswer, JobStop, event_data
 from orchestrators.policy import Caller, Failure, Standing, decide, error_options
 from orchestrators.python_step import PythonStep, result_note, runs_code, sandbox_ms
+from orchestrators.quote_gate import gate as quote_gate
 from shared.executors import (
     AGENT_TURN,
     CALL_TOOL,
@@ -245,9 +246,11 @@ class JobRun:
                 # A workflow or team run: the graph replaces the plan (orchestrators/workflow.py).
                 if _run_walker is None:
                     raise JobStop("CONFIG_ERROR", "workflow runs are not installed in this app")
+                yield from quote_gate(self)  # the run's quote, and approval.cost_over (orchestrators/quote_gate.py)
                 answer = yield from _run_walker(self).work()
             elif self.job.request.mode == "agent":
                 self.agent_mode = True
+                yield from quote_gate(self)
                 answer = yield from AgentLoop(self).work()
             else:
                 plan = yield from self.make_plan(self.job.request.question)
@@ -255,6 +258,7 @@ class JobRun:
                 self.state.steps = [StepState(id=s.id, kind=s.kind, title=s.title) for s in plan.steps]
                 self.state.status = "running"
                 self.publish()
+                yield from quote_gate(self, plan)
                 answer = yield from self.run_steps(plan)
         except JobStop as stop:
             return self.finish_failed(stop.info)
