@@ -116,6 +116,10 @@ def gate(run: JobRun, plan: Plan | None = None) -> Gen:
         details={"quote": made.model_dump(mode="json"), "cost_over": limit},
         timeout_seconds=run.approval_seconds,
         expiry_falls_back=on_timeout != "fail",
+        expiry_message=(
+            f"the quote of this job (up to {made.high:.6f} {made.currency}, over approval.cost_over {limit:g}) was "
+            f"not approved within {run.approval_seconds} s, so it stopped before spending past planning"
+        ),
     )
     if reply.action() == "approve":
         expired = " (the wait expired)" if isinstance(reply, ExpiredAnswer) else ""

@@ -1,0 +1,119 @@
+"""The quote after planning and approval.cost_over, driven inline (orchestrators/quote_gate.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from devhost.durable.inline import InlineContext, run_inline
+from orchestrators.job import job_orchestrator_body
+from tests.jobs.test_policy_inline import ANSWER_OK, PLAN, RAG_OK, Script, ok
+
+CALLS = {"table": "t1", "per_call": {"flex.executions": 0.001}, "per_second": {"flex.gb_seconds": 0.0}}
+QUOTE_PRICES = {
+    "version": "t1",
+    "calls": CALLS,
+    "unknown_per_call": {"storage.transactions": 9},
+    "models": {"m1": {"input": 1e-6, "output": 2e-6}},
+}
+
+
+def job(approval: dict[str, Any] | None = None, quote_prices: dict[str, Any] | None = QUOTE_PRICES) -> dict[str, Any]:
+    policy: dict[str, Any] = {"max_attempts_per_model": 2, "first_retry_ms": 1, "output_price": {"m1": 2e-6}}
+    policy["call_prices"] = CALLS
+    if quote_prices is not None:
+        policy["quote_prices"] = quote_prices
+    request: dict[str, Any] = {"question": "What about refunds?", "constraints": {"max_tokens": 100}}
+    if approval is not None:
+        request["approval"] = approval
+    return {"job_id": "j1", "request": request, "policy": policy}
+
+
+def script() -> Script:
+    return Script(plan=[ok(PLAN, 0)], consult_rag=[ok(RAG_OK, 0)], generate_response=[ok(ANSWER_OK, 0)])
+
+
+def test_the_quote_is_in_the_state_after_planning_with_its_price_version() -> None:
+    ctx = InlineContext(job(), script())
+    result = run_inline(job_orchestrator_body, ctx)
+    assert result["status"] == "completed"
+    made = ctx.custom_status["quote"]
+    assert made["price_table_version"] == "t1" and made["currency"] == "USD"
+    assert [s["step_id"] for s in made["by_step"]] == ["(job)", "s1", "s2"]
+    # Planning spent its one call (0.001): both ends include it; s1 and s2 at least one call each.
+    assert made["low"] == pytest.approx(0.001 + 2 * 0.001)
+    # High: 2 attempts × 1 model, 60 s timeout at 0 per s, the answer's tokens at m1's prices.
+    assert made["high"] == pytest.approx(0.001 + 2 * 0.001 + 2 * (0.001 + 8000 * 1e-6 + 100 * 2e-6))
+    assert made["unknown"] == [
+        {"meter": "storage.transactions", "unit": "transaction", "low": 18, "high": 36, "price": "unknown"}
+    ]
+
+
+def test_a_job_without_quote_prices_has_no_quote_and_never_asks() -> None:
+    ctx = InlineContext(job({"cost_over": 0.0}, quote_prices=None), script())
+    assert run_inline(job_orchestrator_body, ctx)["status"] == "completed"
+    assert "quote" not in ctx.custom_status
+
+
+def test_under_cost_over_the_job_does_not_ask() -> None:
+    asked: list[str] = []
+    ctx = InlineContext(job({"cost_over": 1.0}), script(), lambda name: asked.append(name))
+    assert run_inline(job_orchestrator_body, ctx)["status"] == "completed"
+    assert asked == []
+
+
+def test_over_cost_over_a_person_is_asked_with_the_quote_and_reject_stops_before_any_step() -> None:
+    seen: list[dict[str, Any]] = []
+    calls = script()
+    ctx = InlineContext(job({"cost_over": 0.005}), calls, None)
+
+    def answer(name: str) -> Any:
+        waiting = ctx.custom_status["waiting"]
+        seen.append(waiting)
+        return json.dumps({"answer": "reject", "question_id": waiting["question_id"]})
+
+    ctx._answer = answer
+    result = run_inline(job_orchestrator_body, ctx)
+    assert result["status"] == "failed" and result["error"]["code"] == "QUOTE_REJECTED"
+    assert "approval.cost_over 0.005 USD, and a person rejected it" in result["error"]["message"]
+    assert [name for name, _ in calls.calls] == ["plan"]  # nothing past planning ran
+    (waiting,) = seen
+    assert waiting["kind"] == "cost" and waiting["options"] == ["approve", "reject"]
+    assert waiting["details"]["quote"]["high"] > 0.005 and waiting["details"]["cost_over"] == 0.005
+    assert (
+        "may cost 0.003000 to" in waiting["question"]
+        and "meters without a price: storage.transactions" in (waiting["question"])
+    )
+    assert ctx.custom_status["steps"][0]["state"] == "pending"
+
+
+def approve(ctx: InlineContext) -> str:
+    return json.dumps({"answer": "approve", "question_id": ctx.custom_status["waiting"]["question_id"]})
+
+
+def test_approve_lets_the_job_run() -> None:
+    ctx = InlineContext(job({"cost_over": 0.005}), script(), None)
+    ctx._answer = lambda name: approve(ctx)
+    assert run_inline(job_orchestrator_body, ctx)["status"] == "completed"
+
+
+def test_an_expired_wait_stops_the_job_unless_on_timeout_approves() -> None:
+    stopped = run_inline(job_orchestrator_body, InlineContext(job({"cost_over": 0.0, "timeout_seconds": 1}), script()))
+    assert stopped["error"]["code"] == "WAIT_EXPIRED"  # as an SQL approval with on_timeout=fail
+    assert stopped["error"]["message"].startswith("the quote of this job (up to")
+    approving = {"cost_over": 0.0, "timeout_seconds": 1, "on_timeout": "approve"}
+    assert run_inline(job_orchestrator_body, InlineContext(job(approving), script()))["status"] == "completed"
+    rejecting = {"cost_over": 0.0, "timeout_seconds": 1, "on_timeout": "reject"}
+    rejected = run_inline(job_orchestrator_body, InlineContext(job(rejecting), script()))
+    assert rejected["error"]["code"] == "QUOTE_REJECTED"
+    assert "no one approved it in time" in rejected["error"]["message"]
+
+
+def test_an_agent_job_is_quoted_before_its_first_turn() -> None:
+    agent = job({"cost_over": 0.0, "timeout_seconds": 1})
+    agent["request"] |= {"mode": "agent", "agent": {"max_turns": 2, "max_tool_calls": 3}}
+    calls = Script()
+    result = run_inline(job_orchestrator_body, InlineContext(agent, calls))
+    assert result["error"]["code"] == "WAIT_EXPIRED" and calls.calls == []
