@@ -23,6 +23,7 @@ from api.errors import ApiError, guarded, json_response
 from api.jobs import durable_instances, job_links, new_job_id, resolve_policy
 from api.view import decode
 from shared.definitions.models import Agent, AgentNode, InputSpec, Team, ToolNode, Workflow, WorkflowNode
+from shared.definitions.quote import run_quote
 from shared.definitions.usage import set_in_flight_check
 from shared.jobs.models import (
     ORCHESTRATOR_NAME,
@@ -260,11 +261,16 @@ async def start_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
         tools=allowed_tools(pinned),
         limits=run_limits(body.limits),
     )
-    return await _start(req, client, caller, request, spec)
+    return await _start(req, client, caller, request, spec, (Visible(store, caller), definition))
 
 
 async def _start(
-    req: func.HttpRequest, client: df.DurableOrchestrationClient, caller: Any, request: JobRequest, spec: RunSpec | None
+    req: func.HttpRequest,
+    client: df.DurableOrchestrationClient,
+    caller: Any,
+    request: JobRequest,
+    spec: RunSpec | None,
+    quoted: tuple[Visible, Workflow | Team] | None = None,
 ) -> func.HttpResponse:
     """Start the job orchestration for a run (``spec`` None: the built-in ask workflow, today's job)."""
     who = caller.principal
@@ -281,6 +287,8 @@ async def _start(
             from shared.runtime.settings import get_settings
 
             policy.tool_price = tool_prices(spec.tools, get_settings().tool_prices)
+        # A run's quote, from its graph and bounds before it starts (shared/definitions/quote.py).
+        made = await in_store(run_quote, *quoted, request, policy) if quoted is not None else None
         job = JobInput(
             job_id=job_id,
             request=request,
@@ -288,6 +296,7 @@ async def _start(
             policy=policy,
             trace=telemetry.inject_trace_context(),
             run=spec,
+            quote=made,
         )
         await client.start_new(ORCHESTRATOR_NAME, job_id, job.model_dump(mode="json"))
     links = job_links(req, job_id)

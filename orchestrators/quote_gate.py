@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from orchestrators.outcomes import ExpiredAnswer, JobStop
+from shared.definitions.quote import job_bounds
 from shared.executors import get_executor, kinds_where
 from shared.executors import uses_llm as executor_uses_llm
 from shared.jobs.plan import AGENT_STEP, ORCHESTRATOR_KINDS, Plan
@@ -30,15 +31,7 @@ REPLANS = "hybrid mode: the Supervisor's replans and re-runs are not in the rang
 
 def bounds_of(run: JobRun) -> QuoteBounds:
     """The bounds the quote multiplies by: the job's constraints and the app's retry policy."""
-    constraints = run.job.request.constraints
-    prices = run.job.policy.quote_prices
-    models = list(constraints.allowed_models) or (list(prices.models) if prices else [])
-    return QuoteBounds(
-        models=models,
-        attempts_per_model=run.job.policy.max_attempts_per_model,
-        max_tokens=constraints.max_tokens,
-        timeout_s=constraints.timeout_ms / 1000,
-    )
+    return job_bounds(run.job.request, run.job.policy)
 
 
 def spent_so_far(run: JobRun) -> float:

@@ -95,6 +95,9 @@ class Item:
     sql: bool = False  # each call is a SQL statement
     sandbox: bool = False  # each call runs code in the sandbox
     retried: bool = True  # its calls are retried (attempts × models)
+    # Its own per-call limits (a workflow's agent node runs under the agent's); None: the job's bounds.
+    max_tokens: int | None = None
+    timeout_s: float | None = None
 
 
 class QuoteStep(BaseModel):
@@ -159,6 +162,13 @@ class _Tally:
 
 def _item_tally(item: Item, bounds: QuoteBounds, prices: QuotePrices) -> _Tally:
     tally = _Tally()
+    if item.max_tokens is not None or item.timeout_s is not None:
+        bounds = bounds.model_copy(
+            update={
+                "max_tokens": item.max_tokens or bounds.max_tokens,
+                "timeout_s": item.timeout_s or bounds.timeout_s,
+            }
+        )
     models = bounds.models or list(prices.models) or ["(default model)"]
     tries = bounds.attempts_per_model * len(models) if item.retried else 1
     low_calls, high_calls = item.calls[0], item.calls[1] * tries
@@ -345,10 +355,26 @@ def plan_items(
     return items
 
 
-def agent_items(turns: int, tool_calls: int, *, prefix: str = "", tool: str | None = None) -> list[Item]:
+def agent_items(
+    turns: int,
+    tool_calls: int,
+    *,
+    prefix: str = "",
+    tool: str | None = None,
+    max_tokens: int | None = None,
+    timeout_s: float | None = None,
+) -> list[Item]:
     """An agent's work: at least one and at most ``turns`` model turns, at most ``tool_calls`` tool calls."""
     return [
-        Item(f"{prefix}turns", "agent_turn", (1, turns), (1, turns)),
+        Item(f"{prefix}turns", "agent_turn", (1, turns), (1, turns), max_tokens=max_tokens, timeout_s=timeout_s),
         # A tool call may be a step kind that calls a model (a SQL draft): the high end counts each as one.
-        Item(f"{prefix}tool_calls", "call_tool", (0, tool_calls), (0, tool_calls), tool=tool),
+        Item(
+            f"{prefix}tool_calls",
+            "call_tool",
+            (0, tool_calls),
+            (0, tool_calls),
+            tool=tool,
+            max_tokens=max_tokens,
+            timeout_s=timeout_s,
+        ),
     ]
