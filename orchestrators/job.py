@@ -28,6 +28,7 @@ from orchestrators.outcomes import EditedTask, ExpiredAnswer, JobStop, event_dat
 from orchestrators.policy import Caller, Failure, Standing, decide, error_options
 from orchestrators.python_step import PythonStep, result_note, runs_code, sandbox_ms
 from orchestrators.quote_gate import gate as quote_gate
+from orchestrators.quote_gate import max_cost_left
 from shared.executors import (
     AGENT_TURN,
     CALL_TOOL,
@@ -770,7 +771,7 @@ class JobRun:
             if budget.max_estimated_cost is not None:
                 cost_left = round(budget.max_estimated_cost - cost, 8)
                 left["budget_cost_left"] = min(cost_left, left.get("budget_cost_left", cost_left))
-        return left
+        return max_cost_left(self, left)  # budget.max_cost's share for the prompt (orchestrators/quote_gate.py)
 
     def check_budget(self, step_id: str | None, uses_llm: bool, model: str | None, call_price: float = 0.0) -> None:
         """Stop before a call whose worst case would exceed the job budget or the running agent's own.

@@ -10,12 +10,13 @@ before quotes existed have no ``quote_prices`` and are left as they ran (replay)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from orchestrators.outcomes import ExpiredAnswer, JobStop
 from shared.definitions.quote import job_bounds
 from shared.executors import get_executor, kinds_where
 from shared.executors import uses_llm as executor_uses_llm
+from shared.jobs.costs import CallPrices, next_call
 from shared.jobs.plan import AGENT_STEP, ORCHESTRATOR_KINDS, Plan
 from shared.jobs.quote import Item, Quote, QuoteBounds, agent_items, plan_items, quote
 
@@ -124,3 +125,18 @@ def gate(run: JobRun, plan: Plan | None = None) -> Gen:
         f"stopped before spending past planning: the quote's high end {made.high:.6f} {made.currency} is over "
         f"approval.cost_over {limit:g} {made.currency}, and {who}",
     )
+
+
+def max_cost_left(run: JobRun, left: dict[str, Any]) -> dict[str, Any]:
+    """``budget.max_cost``'s share for the executor's own check of its prompt (its input tokens, which the
+    orchestrator's check before the call cannot know): what is left after every priced meter so far and the
+    next call's infrastructure worst case. The tighter of it and ``max_estimated_cost``'s is sent."""
+    prices = run.job.policy.call_prices or CallPrices(table="")
+    infra = sum(run.spend.by_meter(prices).values())
+    timeout_s = (run.step_constraints or run.job.request.constraints).timeout_ms / 1000
+    upcoming = sum(next_call(prices, timeout_s).values())
+    for _, budget, _, cost in run.budgets():
+        if budget.max_cost is not None:
+            cost_left = round(budget.max_cost - cost - infra - upcoming, 8)
+            left["budget_cost_left"] = min(cost_left, left.get("budget_cost_left", cost_left))
+    return left

@@ -117,3 +117,33 @@ def test_an_agent_job_is_quoted_before_its_first_turn() -> None:
     calls = Script()
     result = run_inline(job_orchestrator_body, InlineContext(agent, calls))
     assert result["error"]["code"] == "WAIT_EXPIRED" and calls.calls == []
+
+
+def test_max_cost_covers_the_next_calls_input_tokens_through_the_executors_prompt_check() -> None:
+    # budget.max_cost's share is sent to each call: max_cost - spent so far - the call's own infrastructure worst case.
+    prices = {"table": "t", "per_call": {"durable.actions": 0.001}, "per_second": {}}
+    body = job()
+    body["policy"]["call_prices"] = prices
+    body["request"]["constraints"]["budget"] = {"max_cost": 0.0034}
+    calls = script()
+    assert run_inline(job_orchestrator_body, InlineContext(body, calls))["status"] == "completed"
+    left = [payload["execution_context"]["budget_cost_left"] for _, payload in calls.calls]
+    assert left == pytest.approx([0.0024, 0.0014, 0.0004])
+
+
+def test_the_executor_refuses_a_prompt_that_would_cross_max_cost_naming_the_token_meter() -> None:
+    from shared.executors.common import check_budget
+    from shared.jobs.contracts import ExecutorInput, ProviderError
+    from shared.providers.clients import Clients
+    from shared.runtime.settings import Settings
+
+    inp = ExecutorInput(
+        task_id="j:s1:1",
+        executor_type="generate_response",
+        execution_context={"budget_cost_left": 0.0001},  # type: ignore[arg-type]
+    )
+    clients = Clients(Settings(_env_file=None))  # type: ignore[call-arg]
+    with pytest.raises(ProviderError) as raised:
+        check_budget(inp, clients, "gpt-4.1", {"sources": "x" * 4000})
+    assert raised.value.code == "BUDGET_EXCEEDED"
+    assert str(raised.value).endswith("the meter that crosses it: llm.tokens:gpt-4.1")
