@@ -73,8 +73,8 @@ def agent_quote(run: JobRun) -> Quote | None:
         return None
     limits = run.job.request.agent
     answer = sorted(kinds_where(lambda spec: spec.writes_answer))
-    items = agent_items(limits.max_turns, limits.max_tool_calls)
-    items += [Item(kind, kind, (1, 1), (1, 1)) for kind in answer[:1]]
+    items = agent_items(limits.max_turns, limits.max_tool_calls, step_id="agent")
+    items += [Item("answer", kind, (1, 1), (1, 1)) for kind in answer[:1]]
     return quote(items, bounds_of(run), prices, spent=spent_so_far(run), assumptions=[NOT_BOUNDED])
 
 
@@ -107,7 +107,8 @@ def gate(run: JobRun, plan: Plan | None = None) -> Gen:
         question[:1000],
         COST_OPTIONS,
         default={"approve": "approve", "reject": "reject"}.get(on_timeout),
-        details={"quote": made.model_dump(mode="json"), "cost_over": limit},
+        # The view shows the whole quote; the question carries its summary (the state has 16 KB in all).
+        details={"quote": made.model_dump(mode="json", exclude={"by_step", "assumptions"}), "cost_over": limit},
         timeout_seconds=run.approval_seconds,
         expiry_falls_back=on_timeout != "fail",
         expiry_message=(

@@ -69,17 +69,16 @@ def step_items(steps: list[tuple[str, str]], request: JobRequest) -> list[Item]:
     )
 
 
-def agent_work(agent: Agent, prefix: str) -> list[Item]:
-    """One run of an agent: its loop and its answer, under its own per-call limits."""
+def agent_work(agent: Agent, step_id: str) -> list[Item]:
+    """One run of an agent (one entry, ``step_id``): its loop and its answer, under its own per-call limits."""
     limits, constraints = agent.limits, agent.constraints
     timeout_s = constraints.timeout_ms / 1000
     items = agent_items(
-        limits.max_turns, limits.max_tool_calls, prefix=prefix, max_tokens=constraints.max_tokens, timeout_s=timeout_s
+        limits.max_turns, limits.max_tool_calls, step_id=step_id, max_tokens=constraints.max_tokens, timeout_s=timeout_s
     )
     answer = sorted(kinds_where(lambda spec: spec.writes_answer))[:1]
     items += [
-        Item(f"{prefix}answer", kind, (1, 1), (1, 1), max_tokens=constraints.max_tokens, timeout_s=timeout_s)
-        for kind in answer
+        Item(step_id, kind, (1, 1), (1, 1), max_tokens=constraints.max_tokens, timeout_s=timeout_s) for kind in answer
     ]
     return items
 
@@ -110,7 +109,7 @@ class _Walk:
             return [Item(path, "call_tool", (1, 1), tool=node.tool)]
         if isinstance(node, AgentNode):
             agent = self.resolver.find("agent", node.agent, node.version)
-            return agent_work(agent, f"{path}/") if isinstance(agent, Agent) else []
+            return agent_work(agent, path) if isinstance(agent, Agent) else []
         if isinstance(node, WorkflowNode) and depth < _MAX_WALK:
             sub = self.resolver.find("workflow", node.workflow, node.version)
             if isinstance(sub, Workflow):
@@ -159,16 +158,16 @@ def team_items(team: Team, resolver: Resolver) -> list[Item]:
             return items
         heaviest = max(members.values(), key=lambda a: (a.limits.max_turns + a.limits.max_tool_calls, a.id))
         rounds = strategy.max_rounds
-        work = agent_work(supervisor, "supervisor/") if isinstance(supervisor, Agent) else []
-        work += agent_work(heaviest, "member/")
+        work = agent_work(supervisor, f"supervisor:{supervisor.id}") if isinstance(supervisor, Agent) else []
+        work += agent_work(heaviest, f"member:{heaviest.id}")
         return [_times(item, rounds) for item in work]
     for agent_id, agent in members.items():
-        items += agent_work(agent, f"{agent_id}/")
+        items += agent_work(agent, agent_id)
     aggregator = getattr(strategy, "aggregator", None)
     if aggregator:
         found = resolver.find("agent", aggregator, None)
         if isinstance(found, Agent):
-            items += agent_work(found, "aggregator/")
+            items += agent_work(found, f"aggregator:{found.id}")
     return items
 
 

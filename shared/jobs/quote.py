@@ -33,7 +33,7 @@ from shared.jobs.costs import CallPrices
 # Input tokens a model call is assumed to send at most (the prompts carry at most MAX_ANSWER_SOURCES passages
 # and SQL rows cut to 20; the offline model's largest prompt in the held-out questions is far below it).
 DEFAULT_INPUT_TOKENS = 8_000
-MAX_QUOTE_STEPS = 40  # by_step entries kept (the quote rides in the job's custom status)
+MAX_QUOTE_STEPS = 24  # by_step entries kept (the quote rides in the job's custom status, 16 KB in all)
 
 
 class TokenPrice(BaseModel):
@@ -241,6 +241,7 @@ def quote(
         tally = _item_tally(item, bounds, prices)
         tallies.append(tally)
         steps.append(_step(item.step_id, item.kind, item.calls, tally))
+    steps = _merged(steps)
     low = sum(step.low for step in steps)
     high = sum(step.high for step in steps)
     unknown: dict[str, list[float]] = {}
@@ -274,6 +275,21 @@ def quote(
         ],
         assumptions=list(assumptions),
     )
+
+
+def _merged(steps: list[QuoteStep]) -> list[QuoteStep]:
+    """One entry per step id (a step and its Supervisor call, an agent's turns and tool calls), first kind kept."""
+    by_id: dict[str, QuoteStep] = {}
+    for step in steps:
+        have = by_id.get(step.step_id)
+        if have is None:
+            by_id[step.step_id] = step.model_copy()
+            continue
+        have.low = _r(have.low + step.low)
+        have.high = _r(have.high + step.high)
+        have.calls = (have.calls[0] + step.calls[0], have.calls[1] + step.calls[1])
+        have.unknown = sorted(set(have.unknown) | set(step.unknown))
+    return list(by_id.values())
 
 
 def _step(step_id: str, kind: str, calls: tuple[int, int], tally: _Tally, spent: float = 0.0) -> QuoteStep:
@@ -331,7 +347,7 @@ def plan_items(
             items.append(Item(step_id, kind, (0, 0)))
             continue
         if kind in agents:
-            items.extend(agent_items(agent_turns, agent_tool_calls, prefix=f"{step_id}/"))
+            items.extend(agent_items(agent_turns, agent_tool_calls, step_id=step_id))
             continue
         llm = uses_llm(kind)
         calls = 1
@@ -351,7 +367,7 @@ def plan_items(
             )
         )
         if supervised:
-            items.append(Item(f"{step_id}/supervise", "supervise", (1, 1), (1, 1)))
+            items.append(Item(step_id, "supervise", (1, 1), (1, 1)))  # shown in its step's entry
     return items
 
 
@@ -359,17 +375,17 @@ def agent_items(
     turns: int,
     tool_calls: int,
     *,
-    prefix: str = "",
+    step_id: str = "agent",
     tool: str | None = None,
     max_tokens: int | None = None,
     timeout_s: float | None = None,
 ) -> list[Item]:
-    """An agent's work: at least one and at most ``turns`` model turns, at most ``tool_calls`` tool calls."""
+    """An agent's work (one entry, ``step_id``): 1 to ``turns`` model turns, at most ``tool_calls`` tool calls."""
     return [
-        Item(f"{prefix}turns", "agent_turn", (1, turns), (1, turns), max_tokens=max_tokens, timeout_s=timeout_s),
+        Item(step_id, "agent_turn", (1, turns), (1, turns), max_tokens=max_tokens, timeout_s=timeout_s),
         # A tool call may be a step kind that calls a model (a SQL draft): the high end counts each as one.
         Item(
-            f"{prefix}tool_calls",
+            step_id,
             "call_tool",
             (0, tool_calls),
             (0, tool_calls),

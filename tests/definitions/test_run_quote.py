@@ -53,13 +53,14 @@ def test_a_loop_a_sub_workflow_and_an_agent_node() -> None:
     made = run_quote(Resolver(sub, {"kind": "agent", **AGENT}), wf, request(), POLICY)
     assert made is not None and made.price_table_version == "t1"
     by = {s.step_id: s for s in made.by_step}
-    assert set(by) == {"docs", "inner/t", "think/turns", "think/tool_calls", "think/answer"}
+    assert set(by) == {"docs", "inner/t", "think"}
     assert by["docs"].calls == (1, 3)  # once at the low end, max_iterations at the high end
     assert by["docs"].high == pytest.approx(3 * 0.001)  # consult_rag calls no model
     assert by["inner/t"].calls == (1, 1)
-    # The agent's calls run under its own max_tokens (10), at 1e-6 per output token.
-    assert by["think/turns"].high == pytest.approx(3 * (0.001 + 10 * 1e-6))
-    assert by["think/tool_calls"].low == 0 and by["think/tool_calls"].high == pytest.approx(4 * (0.001 + 10e-6))
+    # The agent's turns, tool calls and answer run under its own max_tokens (10), at 1e-6 per output token.
+    assert by["think"].calls == (2, 3 + 4 + 1)
+    assert by["think"].low == pytest.approx(2 * 0.001)
+    assert by["think"].high == pytest.approx((3 + 4 + 1) * (0.001 + 10 * 1e-6))
     assert made.low == pytest.approx(0.001 * 4)  # docs, t, a turn, the answer
     assert any("condition" in a for a in made.assumptions)
 
@@ -98,12 +99,13 @@ def test_teams_by_strategy() -> None:
             ("sup", sup),
         ]
     }
-    assert ids["seq"] == ["a1/turns", "a1/tool_calls", "a1/answer", "a2/turns", "a2/tool_calls", "a2/answer"]
-    assert ids["fan"][-3:] == ["aggregator/turns", "aggregator/tool_calls", "aggregator/answer"]
+    assert ids["seq"] == ["a1", "a2"]
+    assert ids["fan"] == ["a1", "a2", "aggregator:boss"]
     rounds = run_quote(resolver, sup, request(), POLICY)
     assert rounds is not None
     by = {s.step_id: s for s in rounds.by_step}
-    assert by["member/turns"].calls == (1, 2 * 8)  # the heaviest member (a2), max_rounds times
+    assert list(by) == ["supervisor:boss", "member:a2"]
+    assert by["member:a2"].calls == (2, 2 * (8 + 12 + 1))  # the heaviest member, max_rounds times
 
 
 def test_no_quote_prices_no_quote() -> None:

@@ -109,19 +109,29 @@ def test_plan_items_count_drafts_approvals_questions_agents_and_supervision() ->
         agent_turns=4,
         agent_tool_calls=5,
     )
-    got = [(i.step_id, i.calls, i.model_calls) for i in items]
+    got = [(i.step_id, i.kind, i.calls, i.model_calls) for i in items]
     assert got == [
-        ("s1", (1, 1), (0, 0)),
-        ("s1/supervise", (1, 1), (1, 1)),
-        ("s2", (1, 2), (1, 2)),  # drafted, then run once approved
-        ("s2/supervise", (1, 1), (1, 1)),
-        ("s3", (0, 0), (0, 0)),  # a question to a person: no call
-        ("s4/turns", (1, 4), (1, 4)),
-        ("s4/tool_calls", (0, 5), (0, 5)),
-        ("s5", (1, 2), (0, 0)),  # writes_files: may run twice
-        ("s5/supervise", (1, 1), (1, 1)),
-        ("s6", (1, 1), (1, 1)),
-        ("s6/supervise", (1, 1), (1, 1)),
+        ("s1", "consult_rag", (1, 1), (0, 0)),
+        ("s1", "supervise", (1, 1), (1, 1)),  # a hybrid step's Supervisor call, in its step's entry
+        ("s2", "execute_azure_sql", (1, 2), (1, 2)),  # drafted, then run once approved
+        ("s2", "supervise", (1, 1), (1, 1)),
+        ("s3", "ask_user", (0, 0), (0, 0)),  # a question to a person: no call
+        ("s4", "agent_turn", (1, 4), (1, 4)),
+        ("s4", "call_tool", (0, 5), (0, 5)),
+        ("s5", "run_python", (1, 2), (0, 0)),  # writes_files: may run twice
+        ("s5", "supervise", (1, 1), (1, 1)),
+        ("s6", "generate_response", (1, 1), (1, 1)),
+        ("s6", "supervise", (1, 1), (1, 1)),
+    ]
+    made = quote(items, BOUNDS, PRICES)
+    assert [(s.step_id, s.kind, s.calls) for s in made.by_step] == [
+        ("(job)", "(job)", (0, 0)),
+        ("s1", "consult_rag", (2, 2)),
+        ("s2", "execute_azure_sql", (2, 3)),
+        ("s3", "ask_user", (0, 0)),
+        ("s4", "agent_turn", (1, 9)),
+        ("s5", "run_python", (2, 3)),
+        ("s6", "generate_response", (2, 2)),
     ]
     assert plan_items([("s2", "execute_azure_sql")], llm, sql_kinds=["execute_azure_sql"])[0].calls == (1, 1)
 
@@ -129,16 +139,16 @@ def test_plan_items_count_drafts_approvals_questions_agents_and_supervision() ->
 def test_agent_items_bound_turns_and_tool_calls() -> None:
     items = agent_items(8, 12)
     made = quote(items, BOUNDS, PRICES.model_copy(update={"unknown_per_call": {}, "unknown_per_job": {}}))
-    turns, tools = made.by_step[1:]
-    assert turns.low == pytest.approx(0.001) and tools.low == 0
-    assert tools.high == pytest.approx(12 * 3 * (0.002 + 1000 * 1e-6 + 100 * 2e-6))
+    agent = made.by_step[-1]
+    assert agent.step_id == "agent" and agent.calls == (1, 20) and agent.low == pytest.approx(0.001)
+    assert agent.high == pytest.approx((8 + 12) * 3 * (0.002 + 1000 * 1e-6 + 100 * 2e-6))
 
 
 def test_the_range_holds_low_le_high_and_by_step_sums_to_it_and_is_bounded() -> None:
     items = [Item(f"s{i}", "generate_response", (1, 1), (1, 1)) for i in range(60)]
     made = quote(items, BOUNDS, PRICES)
     assert 0 < made.low <= made.high
-    assert len(made.by_step) == MAX_QUOTE_STEPS + 1 and made.by_step[-1].step_id == "(+21 more)"
+    assert len(made.by_step) == MAX_QUOTE_STEPS + 1 and made.by_step[-1].step_id == "(+37 more)"
     assert sum(s.low for s in made.by_step) == pytest.approx(made.low)
     assert sum(s.high for s in made.by_step) == pytest.approx(made.high)
 
