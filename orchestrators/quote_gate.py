@@ -10,6 +10,7 @@ before quotes existed have no ``quote_prices`` and are left as they ran (replay)
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 from orchestrators.outcomes import ExpiredAnswer, JobStop
@@ -17,13 +18,16 @@ from shared.definitions.quote import job_bounds
 from shared.executors import get_executor, kinds_where
 from shared.executors import uses_llm as executor_uses_llm
 from shared.jobs.costs import CallPrices, next_call
+from shared.jobs.models import STATUS_BUDGET_BYTES, custom_status
 from shared.jobs.plan import AGENT_STEP, ORCHESTRATOR_KINDS, Plan
-from shared.jobs.quote import Item, Quote, QuoteBounds, agent_items, plan_items, quote
+from shared.jobs.quote import Item, Quote, QuoteBounds, agent_items, cut_steps, plan_items, quote
 
 if TYPE_CHECKING:
     from orchestrators.job import Gen, JobRun
 
 QUOTE_REJECTED = "QUOTE_REJECTED"
+# Room kept in the custom status for the cost question (1000 characters and its fields), in UTF-16 bytes.
+QUESTION_ROOM = 2 * 1500
 COST_OPTIONS = ["approve", "reject"]
 SEARCH_KIND = "consult_rag"
 NOT_BOUNDED = "a person's 'retry' after a step failed for good is not bounded: each one can add a step's high end"
@@ -78,6 +82,17 @@ def agent_quote(run: JobRun) -> Quote | None:
     return quote(items, bounds_of(run), prices, spent=spent_so_far(run), assumptions=[NOT_BOUNDED])
 
 
+def fitted(run: JobRun, made: Quote) -> Quote:
+    """The quote as the job's state can hold it with a question still to ask: ``by_step`` cut while it does not."""
+    keep = len(made.by_step)
+    while True:
+        run.state.quote = made.model_copy(update={"by_step": cut_steps(made.by_step, keep)})
+        size = len(json.dumps(custom_status(run.state), separators=(",", ":"), ensure_ascii=False).encode("utf-16-le"))
+        if size + QUESTION_ROOM <= STATUS_BUDGET_BYTES or keep == 0:
+            return run.state.quote
+        keep -= 1
+
+
 def gate(run: JobRun, plan: Plan | None = None) -> Gen:
     """Quote the job (after planning; an agent job or a run: before it starts) and ask when over cost_over."""
     if run.part_of_run or (run.job.run is not None and run.job.run.part is not None):
@@ -90,7 +105,7 @@ def gate(run: JobRun, plan: Plan | None = None) -> Gen:
         made = agent_quote(run)
     if made is None:
         return
-    run.state.quote = made
+    run.state.quote = fitted(run, made)
     run.publish()
     limit = run.job.request.approval.cost_over
     if limit is None or made.high <= limit:
@@ -107,8 +122,8 @@ def gate(run: JobRun, plan: Plan | None = None) -> Gen:
         question[:1000],
         COST_OPTIONS,
         default={"approve": "approve", "reject": "reject"}.get(on_timeout),
-        # The view shows the whole quote; the question carries its summary (the state has 16 KB in all).
-        details={"quote": made.model_dump(mode="json", exclude={"by_step", "assumptions"}), "cost_over": limit},
+        # The view shows the quote; the question carries its range (the state has 16 KB in all).
+        details={"low": made.low, "high": made.high, "currency": made.currency, "cost_over": limit},
         timeout_seconds=run.approval_seconds,
         expiry_falls_back=on_timeout != "fail",
         expiry_message=(

@@ -101,14 +101,13 @@ class Item:
 
 
 class QuoteStep(BaseModel):
-    """One step or node's share of the quote."""
+    """One step or node's share of the quote (its unknown meters are in the quote's ``unknown``, summed)."""
 
     step_id: str
     kind: str
     low: float
     high: float
     calls: tuple[int, int]
-    unknown: list[str] = Field(default_factory=list)
 
 
 class UnknownMeter(BaseModel):
@@ -250,19 +249,7 @@ def quote(
             have = unknown.setdefault(meter, [0.0, 0.0])
             have[0] += lo
             have[1] += hi
-    kept = steps[:MAX_QUOTE_STEPS]
-    if len(steps) > MAX_QUOTE_STEPS:
-        rest = steps[MAX_QUOTE_STEPS:]
-        kept.append(
-            QuoteStep(
-                step_id=f"(+{len(rest)} more)",
-                kind="(more)",
-                low=_r(sum(s.low for s in rest)),
-                high=_r(sum(s.high for s in rest)),
-                calls=(sum(s.calls[0] for s in rest), sum(s.calls[1] for s in rest)),
-                unknown=sorted({m for s in rest for m in s.unknown}),
-            )
-        )
+    kept = cut_steps(steps, MAX_QUOTE_STEPS)
     return Quote(
         low=_r(low),
         high=_r(high),
@@ -277,6 +264,21 @@ def quote(
     )
 
 
+def cut_steps(steps: list[QuoteStep], keep: int) -> list[QuoteStep]:
+    """The first ``keep`` entries, the rest summed in one ``(+n more)`` entry (the totals do not change)."""
+    if len(steps) <= keep:
+        return list(steps)
+    rest = steps[keep:]
+    more = QuoteStep(
+        step_id=f"(+{len(rest)} more)",
+        kind="(more)",
+        low=_r(sum(s.low for s in rest)),
+        high=_r(sum(s.high for s in rest)),
+        calls=(sum(s.calls[0] for s in rest), sum(s.calls[1] for s in rest)),
+    )
+    return [*steps[:keep], more]
+
+
 def _merged(steps: list[QuoteStep]) -> list[QuoteStep]:
     """One entry per step id (a step and its Supervisor call, an agent's turns and tool calls), first kind kept."""
     by_id: dict[str, QuoteStep] = {}
@@ -288,7 +290,6 @@ def _merged(steps: list[QuoteStep]) -> list[QuoteStep]:
         have.low = _r(have.low + step.low)
         have.high = _r(have.high + step.high)
         have.calls = (have.calls[0] + step.calls[0], have.calls[1] + step.calls[1])
-        have.unknown = sorted(set(have.unknown) | set(step.unknown))
     return list(by_id.values())
 
 
@@ -299,7 +300,6 @@ def _step(step_id: str, kind: str, calls: tuple[int, int], tally: _Tally, spent:
         low=_r(tally.low + spent),
         high=_r(tally.high + spent),
         calls=calls,
-        unknown=sorted(tally.unknown),
     )
 
 

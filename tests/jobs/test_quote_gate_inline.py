@@ -81,7 +81,8 @@ def test_over_cost_over_a_person_is_asked_with_the_quote_and_reject_stops_before
     assert [name for name, _ in calls.calls] == ["plan"]  # nothing past planning ran
     (waiting,) = seen
     assert waiting["kind"] == "cost" and waiting["options"] == ["approve", "reject"]
-    assert waiting["details"]["quote"]["high"] > 0.005 and waiting["details"]["cost_over"] == 0.005
+    assert waiting["details"]["high"] == ctx.custom_status["quote"]["high"] > 0.005
+    assert waiting["details"]["cost_over"] == 0.005
     assert (
         "may cost 0.003000 to" in waiting["question"]
         and "meters without a price: storage.transactions" in (waiting["question"])
@@ -147,3 +148,35 @@ def test_the_executor_refuses_a_prompt_that_would_cross_max_cost_naming_the_toke
         check_budget(inp, clients, "gpt-4.1", {"sources": "x" * 4000})
     assert raised.value.code == "BUDGET_EXCEEDED"
     assert str(raised.value).endswith("the meter that crosses it: llm.tokens:gpt-4.1")
+
+
+def test_the_largest_plans_quote_and_its_question_fit_the_custom_status() -> None:
+    from types import SimpleNamespace
+
+    from orchestrators.quote_gate import fitted
+    from shared.jobs.models import STATUS_BUDGET_BYTES, JobState, StepState, Waiting, custom_status
+    from shared.jobs.quote import QuoteBounds, QuotePrices, plan_items, quote
+
+    kinds = ["agent", "execute_azure_sql", "run_python", "consult_rag"] * 3
+    steps = [(f"s{i}", kind) for i, kind in enumerate(kinds, 1)]
+    items = plan_items(steps, lambda k: True, agent_kinds=["agent"], supervised=True)
+    made = quote(items, QuoteBounds(models=["m1"]), QuotePrices.model_validate(QUOTE_PRICES), assumptions=["x" * 200])
+    # The worst state before quotes: 12 steps with 200-character titles (10.4 KB); then a 1000-character question.
+    run = SimpleNamespace(state=JobState(steps=[StepState(id=i, kind=k, title="t" * 200) for i, k in steps]))
+    kept = fitted(run, made)  # type: ignore[arg-type]
+    assert (kept.low, kept.high) == (made.low, made.high) and len(kept.by_step) < len(made.by_step)
+    assert kept.by_step[-1].step_id.startswith("(+") and sum(s.high for s in kept.by_step) == pytest.approx(made.high)
+    run.state.waiting = Waiting(
+        question_id="job-q1",
+        kind="cost",
+        question="q" * 1000,
+        options=["approve", "reject"],
+        details={"low": made.low, "high": made.high, "currency": "USD", "cost_over": 0.1},
+        asked_at="2026-11-28T00:00:00.000000+00:00",
+        expires_at="2026-12-01T00:00:00.000000+00:00",
+    )
+    size = len(json.dumps(custom_status(run.state), separators=(",", ":"), ensure_ascii=False).encode("utf-16-le"))
+    assert size <= STATUS_BUDGET_BYTES, size
+    # A plan of short titles keeps its whole quote.
+    short = SimpleNamespace(state=JobState(steps=[StepState(id=i, kind=k, title="t") for i, k in steps]))
+    assert fitted(short, made).by_step == made.by_step  # type: ignore[arg-type]
