@@ -1,11 +1,12 @@
 """Quote accuracy: the held-out questions (bench/answers.py) run as jobs on devhost with the offline model, each
 job's final cost (its ledger) against the quote it got after planning (shared/jobs/quote.py).
 
-``python -m bench quotes``, or ``python -m bench.quotes [--limit N] [--verbose]``. Priced as the offline model
-at gpt-4.1-mini's list prices (MODEL_PRICES), on Flex Consumption On Demand with the Azure Storage backend (whose transactions have no price
-in the table: their quantity is compared with the quote's bounds instead). A question the job asks a person
-expires into its default answer. Prints how many jobs' cost fell inside their quote range, the median ratio
-actual/high (and actual/low), and the same for the unpriced Storage transactions; asserts nothing.
+``python -m bench quotes``, or ``python -m bench.quotes [--limit N] [--verbose]``. The offline model is priced
+at gpt-4.1-mini's list prices (MODEL_PRICES), on Flex Consumption On Demand with the Azure Storage backend
+(whose transactions have no price in the table: their quantity is compared with the quote's bounds instead). A
+question the job asks a person expires into its default answer. Prints how many jobs' cost fell inside their
+quote range, the median ratio actual/high (and actual/low), and the same for the unpriced Storage transactions;
+asserts nothing.
 """
 
 from __future__ import annotations
