@@ -89,6 +89,13 @@ def main(argv: list[str]) -> int:
     if to_low:
         print(f"actual/low: median {statistics.median(to_low):.2f} (min {min(to_low):.2f}, max {max(to_low):.2f})")
     print(f"Storage transactions (no price) inside the quote's bounds: {in_storage}/{len(counted)}")
+    # The quote's high end assumes DEFAULT_INPUT_TOKENS per model call (a step's usage sums its attempts).
+    inputs = [
+        int((u or {}).get("tokens_input") or 0)
+        for _, v in rows
+        for u in [v["usage"]["planning"], *v["usage"]["by_step"].values()]
+    ]
+    print(f"largest input tokens of one step (or planning): {max(inputs, default=0)} (the quote assumes 8000 a call)")
     print(f"CPU time of this process (polling, not the host): {time.process_time() - started:.2f} s")
     if args.verbose:
         for category, view in quoted:
