@@ -11,6 +11,7 @@ before quotes existed have no ``quote_prices`` and are left as they ran (replay)
 from __future__ import annotations
 
 import json
+import logging
 from typing import TYPE_CHECKING, Any
 
 from orchestrators.outcomes import ExpiredAnswer, JobStop
@@ -25,7 +26,9 @@ from shared.jobs.quote import Item, Quote, QuoteBounds, agent_items, cut_steps, 
 if TYPE_CHECKING:
     from orchestrators.job import Gen, JobRun
 
+logger = logging.getLogger(__name__)
 QUOTE_REJECTED = "QUOTE_REJECTED"
+QUOTE_EVENT = "job.quote"
 # Room kept in the custom status for the cost question (1000 characters and its fields), in UTF-16 bytes.
 QUESTION_ROOM = 2 * 1500
 COST_OPTIONS = ["approve", "reject"]
@@ -93,6 +96,24 @@ def fitted(run: JobRun, made: Quote) -> Quote:
         keep -= 1
 
 
+def log_quote(run: JobRun, made: Quote) -> None:
+    """The ``job.quote`` event, once (never on replay): App Insights gets it as a trace with these dimensions
+    (the names follow shared/runtime/telemetry.py's, which orchestrator code may not import)."""
+    if run.ctx.is_replaying:
+        return
+    extra = {
+        "job.event": QUOTE_EVENT,
+        "job.id": run.job.job_id,
+        "job.quote.low": made.low,
+        "job.quote.high": made.high,
+        "job.quote.currency": made.currency,
+        "job.quote.price_table": made.price_table_version,
+        "job.quote.unknown": ",".join(u.meter for u in made.unknown),
+        "job.workflow": run.job.run.id if run.job.run else "ask",
+    }
+    logger.info("job %s quote %.8f-%.8f %s", run.job.job_id, made.low, made.high, made.currency, extra=extra)
+
+
 def gate(run: JobRun, plan: Plan | None = None) -> Gen:
     """Quote the job (after planning; an agent job or a run: before it starts) and ask when over cost_over."""
     if run.part_of_run or (run.job.run is not None and run.job.run.part is not None):
@@ -107,6 +128,7 @@ def gate(run: JobRun, plan: Plan | None = None) -> Gen:
         return
     run.state.quote = fitted(run, made)
     run.publish()
+    log_quote(run, made)
     limit = run.job.request.approval.cost_over
     if limit is None or made.high <= limit:
         return

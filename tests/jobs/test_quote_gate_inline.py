@@ -180,3 +180,14 @@ def test_the_largest_plans_quote_and_its_question_fit_the_custom_status() -> Non
     # A plan of short titles keeps its whole quote.
     short = SimpleNamespace(state=JobState(steps=[StepState(id=i, kind=k, title="t") for i, k in steps]))
     assert fitted(short, made).by_step == made.by_step  # type: ignore[arg-type]
+
+
+def test_the_quote_is_logged_once_as_the_job_quote_event(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("INFO", logger="orchestrators.quote_gate")
+    ctx = InlineContext(job(), script())
+    run_inline(job_orchestrator_body, ctx)
+    (record,) = [r for r in caplog.records if getattr(r, "job.event", None) == "job.quote"]
+    made = ctx.custom_status["quote"]
+    assert getattr(record, "job.quote.high") == made["high"] and getattr(record, "job.quote.low") == made["low"]
+    assert getattr(record, "job.quote.price_table") == "t1"
+    assert getattr(record, "job.quote.unknown") == "storage.transactions"
