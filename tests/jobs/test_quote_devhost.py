@@ -5,6 +5,9 @@ version it was quoted with when a newer table is added."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -86,6 +89,19 @@ def test_approved_the_job_runs_and_its_cost_falls_in_its_quote(host: DevHostProc
     quote, cost = done["quote"], done["cost"]
     assert quote["low"] <= cost["total"] <= quote["high"]
     assert cost["price_table"]["version"] == quote["price_table_version"] == "2000-01"
+    # The CLI prints the quote beside the cost.
+    assert host.keys is not None
+    shown = subprocess.run(
+        [sys.executable, "-m", "devhost", "jobs", "show", job_id, "--url", host.base_url, "--key", host.keys.function],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    line = next(x for x in shown.stdout.splitlines() if x.startswith("quote: $"))
+    assert line == f"quote: ${quote['low']:.6f} to ${quote['high']:.6f} USD (prices 2000-01)"
 
 
 def test_max_cost_stops_before_the_step_that_would_cross_it_naming_the_meter(host: DevHostProcess) -> None:
