@@ -62,8 +62,11 @@ def job_links(req: func.HttpRequest, job_id: str) -> dict[str, str]:
     return {"status": base, "feedback": f"{base}/feedback", "cancel": f"{base}/cancel", "events": f"{base}/events"}
 
 
-def resolve_policy(request: JobRequest) -> RetryPolicy:
-    """Read the retry policy and prices from settings once, at submit time (the orchestrator can't)."""
+def resolve_policy(request: JobRequest, more_models: list[str] | None = None) -> RetryPolicy:
+    """Read the retry policy and prices from settings once, at submit time (the orchestrator can't).
+
+    ``more_models``: models a run's agents name themselves, priced for its quote too.
+    """
     from shared.providers.clients import get_clients
     from shared.runtime.pricing import tool_prices
 
@@ -80,7 +83,7 @@ def resolve_policy(request: JobRequest) -> RetryPolicy:
         # The infrastructure prices this job keeps for budget.max_cost (the table in force now).
         call_prices=_call_prices(settings),
         # The prices of its quote (shared/jobs/quote.py), from the same table version.
-        quote_prices=_quote_prices(settings, models),
+        quote_prices=_quote_prices(settings, list(dict.fromkeys([*models, *(more_models or [])]))),
     )
 
 

@@ -49,7 +49,8 @@ def job_bounds(request: JobRequest, policy: RetryPolicy) -> QuoteBounds:
     constraints = request.constraints
     prices = policy.quote_prices
     return QuoteBounds(
-        models=list(constraints.allowed_models) or (list(prices.models) if prices else []),
+        # No allowed_models: the app's default model, the first priced (a run's agents may add their own after it).
+        models=list(constraints.allowed_models) or (list(prices.models)[:1] if prices else []),
         attempts_per_model=policy.max_attempts_per_model,
         max_tokens=constraints.max_tokens,
         timeout_s=constraints.timeout_ms / 1000,
@@ -69,16 +70,28 @@ def step_items(steps: list[tuple[str, str]], request: JobRequest) -> list[Item]:
     )
 
 
-def agent_work(agent: Agent, step_id: str) -> list[Item]:
+def agent_models(agent: Agent, allowed: list[str]) -> tuple[str, ...]:
+    """The models an agent's calls may use: its own cut to the job's (as the orchestrator); empty: the job's."""
+    wanted = [m for m in [agent.model.model, *agent.model.fallbacks] if m]
+    return tuple(m for m in wanted if not allowed or m in allowed)
+
+
+def agent_work(agent: Agent, step_id: str, allowed: list[str]) -> list[Item]:
     """One run of an agent (one entry, ``step_id``): its loop and its answer, under its own per-call limits."""
     limits, constraints = agent.limits, agent.constraints
-    timeout_s = constraints.timeout_ms / 1000
+    timeout_s, models = constraints.timeout_ms / 1000, agent_models(agent, allowed)
     items = agent_items(
-        limits.max_turns, limits.max_tool_calls, step_id=step_id, max_tokens=constraints.max_tokens, timeout_s=timeout_s
+        limits.max_turns,
+        limits.max_tool_calls,
+        step_id=step_id,
+        max_tokens=constraints.max_tokens,
+        timeout_s=timeout_s,
+        models=models,
     )
     answer = sorted(kinds_where(lambda spec: spec.writes_answer))[:1]
     items += [
-        Item(step_id, kind, (1, 1), (1, 1), max_tokens=constraints.max_tokens, timeout_s=timeout_s) for kind in answer
+        Item(step_id, kind, (1, 1), (1, 1), max_tokens=constraints.max_tokens, timeout_s=timeout_s, models=models)
+        for kind in answer
     ]
     return items
 
@@ -109,7 +122,8 @@ class _Walk:
             return [Item(path, "call_tool", (1, 1), tool=node.tool)]
         if isinstance(node, AgentNode):
             agent = self.resolver.find("agent", node.agent, node.version)
-            return agent_work(agent, path) if isinstance(agent, Agent) else []
+            allowed = self.request.constraints.allowed_models
+            return agent_work(agent, path, allowed) if isinstance(agent, Agent) else []
         if isinstance(node, WorkflowNode) and depth < _MAX_WALK:
             sub = self.resolver.find("workflow", node.workflow, node.version)
             if isinstance(sub, Workflow):
@@ -146,7 +160,7 @@ def _times(item: Item, repeat: int) -> Item:
     )
 
 
-def team_items(team: Team, resolver: Resolver) -> list[Item]:
+def team_items(team: Team, resolver: Resolver, allowed: list[str]) -> list[Item]:
     """A team's work by its strategy."""
     agents = {a: resolver.find("agent", a, None) for a in team.agents}
     members = {a: found for a, found in agents.items() if isinstance(found, Agent)}
@@ -158,16 +172,16 @@ def team_items(team: Team, resolver: Resolver) -> list[Item]:
             return items
         heaviest = max(members.values(), key=lambda a: (a.limits.max_turns + a.limits.max_tool_calls, a.id))
         rounds = strategy.max_rounds
-        work = agent_work(supervisor, f"supervisor:{supervisor.id}") if isinstance(supervisor, Agent) else []
-        work += agent_work(heaviest, f"member:{heaviest.id}")
+        boss = agent_work(supervisor, f"supervisor:{supervisor.id}", allowed) if isinstance(supervisor, Agent) else []
+        work = boss + agent_work(heaviest, f"member:{heaviest.id}", allowed)
         return [_times(item, rounds) for item in work]
     for agent_id, agent in members.items():
-        items += agent_work(agent, agent_id)
+        items += agent_work(agent, agent_id, allowed)
     aggregator = getattr(strategy, "aggregator", None)
     if aggregator:
         found = resolver.find("agent", aggregator, None)
         if isinstance(found, Agent):
-            items += agent_work(found, f"aggregator:{found.id}")
+            items += agent_work(found, f"aggregator:{found.id}", allowed)
     return items
 
 
@@ -179,7 +193,7 @@ def run_quote(
     if prices is None:
         return None
     if isinstance(definition, Team):
-        items = team_items(definition, resolver)
+        items = team_items(definition, resolver, request.constraints.allowed_models)
     else:
         items = _Walk(resolver, request).workflow(definition, "", 1, 0)
     return quote(items, job_bounds(request, policy), prices, assumptions=[RUN_LOW, NOT_BOUNDED])

@@ -98,6 +98,7 @@ class Item:
     # Its own per-call limits (a workflow's agent node runs under the agent's); None: the job's bounds.
     max_tokens: int | None = None
     timeout_s: float | None = None
+    models: tuple[str, ...] = ()  # the models it may call (an agent's own); empty: the job's
 
 
 class QuoteStep(BaseModel):
@@ -168,7 +169,7 @@ def _item_tally(item: Item, bounds: QuoteBounds, prices: QuotePrices) -> _Tally:
                 "timeout_s": item.timeout_s or bounds.timeout_s,
             }
         )
-    models = bounds.models or list(prices.models) or ["(default model)"]
+    models = list(item.models) or bounds.models or list(prices.models) or ["(default model)"]
     tries = bounds.attempts_per_model * len(models) if item.retried else 1
     low_calls, high_calls = item.calls[0], item.calls[1] * tries
     high_llm = item.model_calls[1] * tries  # low: no token is certain
@@ -379,18 +380,21 @@ def agent_items(
     tool: str | None = None,
     max_tokens: int | None = None,
     timeout_s: float | None = None,
+    models: tuple[str, ...] = (),
 ) -> list[Item]:
     """An agent's work (one entry, ``step_id``): 1 to ``turns`` model turns, at most ``tool_calls`` tool calls."""
-    return [
-        Item(step_id, "agent_turn", (1, turns), (1, turns), max_tokens=max_tokens, timeout_s=timeout_s),
-        # A tool call may be a step kind that calls a model (a SQL draft): the high end counts each as one.
-        Item(
-            step_id,
-            "call_tool",
-            (0, tool_calls),
-            (0, tool_calls),
-            tool=tool,
-            max_tokens=max_tokens,
-            timeout_s=timeout_s,
-        ),
-    ]
+    turn = Item(
+        step_id, "agent_turn", (1, turns), (1, turns), max_tokens=max_tokens, timeout_s=timeout_s, models=models
+    )
+    # A tool call may be a step kind that calls a model (a SQL draft): the high end counts each as one.
+    call = Item(
+        step_id,
+        "call_tool",
+        (0, tool_calls),
+        (0, tool_calls),
+        tool=tool,
+        max_tokens=max_tokens,
+        timeout_s=timeout_s,
+        models=models,
+    )
+    return [turn, call]

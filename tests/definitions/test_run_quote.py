@@ -111,3 +111,27 @@ def test_teams_by_strategy() -> None:
 def test_no_quote_prices_no_quote() -> None:
     wf = Workflow.model_validate({"id": "w", "name": "W", "nodes": [{"id": "t", "kind": "tool", "tool": "function.x"}]})
     assert run_quote(Resolver(), wf, request(), RetryPolicy()) is None
+
+
+def test_an_agent_with_its_own_model_is_priced_at_it() -> None:
+    prices = PRICES.model_copy(
+        update={"models": {"m1": TokenPrice(input=0.0, output=1e-6), "big": TokenPrice(input=0.0, output=1e-3)}}
+    )
+    policy = RetryPolicy(max_attempts_per_model=1, quote_prices=prices)
+    boss = {"kind": "agent", **AGENT, "model": {"model": "big"}}
+    wf = Workflow.model_validate(
+        {
+            "id": "w",
+            "name": "W",
+            "nodes": [
+                {"id": "ans", "kind": "step", "step": "generate_response", "input": {"question": {"value": "q"}}},
+                {"id": "think", "kind": "agent", "agent": "a1", "after": ["ans"]},
+            ],
+        }
+    )
+    plain = JobRequest(question="run", constraints={"max_tokens": 100})  # no allowed_models: the default (m1)
+    made = run_quote(Resolver(boss), wf, plain, policy)
+    assert made is not None
+    by = {s.step_id: s for s in made.by_step}
+    assert by["ans"].high == pytest.approx(0.001 + 100 * 1e-6)  # one try on the default model
+    assert by["think"].high == pytest.approx((3 + 4 + 1) * (0.001 + 10 * 1e-3))  # the agent's own model
