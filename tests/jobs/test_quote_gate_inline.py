@@ -191,3 +191,41 @@ def test_the_quote_is_logged_once_as_the_job_quote_event(caplog: pytest.LogCaptu
     assert getattr(record, "job.quote.high") == made["high"] and getattr(record, "job.quote.low") == made["low"]
     assert getattr(record, "job.quote.price_table") == "t1"
     assert getattr(record, "job.quote.unknown") == "storage.transactions"
+
+
+def test_a_money_budget_bounds_a_priced_sandbox_run() -> None:
+    import shared.executors.run_python as module
+    from shared.jobs.contracts import ExecutorInput
+    from shared.providers.clients import Clients
+    from shared.runtime.settings import Settings
+    from shared.sandbox.base import SandboxResult
+
+    seen: list[float] = []
+
+    class Sandbox:
+        def run(self, request: Any, limits: Any) -> SandboxResult:
+            seen.append(limits.wall_seconds)
+            return SandboxResult(status="ok", result=1, wall_ms=10)
+
+    settings = Settings(_env_file=None, sandbox_price_per_hour=3.6)  # type: ignore[call-arg]
+    clients = Clients(settings)
+
+    def call(cost_left: float) -> Any:
+        inp = ExecutorInput(
+            task_id="j:s1:1",
+            executor_type="run_python",
+            task={"question": "one", "code": "result = 1"},
+            execution_context={"budget_cost_left": cost_left, "allowed_tools": ["python.run"]},  # type: ignore[arg-type]
+        )
+        return module.run_python(inp, clients)
+
+    original = module.build_sandbox
+    module.build_sandbox = lambda clients, job_id: Sandbox()  # type: ignore[assignment,return-value]
+    try:
+        refused = call(0.0)
+        assert refused.status == "failed" and refused.error.code == "BUDGET_EXCEEDED" and seen == []
+        assert refused.error.message.endswith("the meter that crosses it: sandbox.local.seconds")
+        assert call(0.002).status == "success"
+        assert seen == [pytest.approx(2.0)]  # 0.002 USD at 3.6 USD an hour: 2 s of sandbox time at most
+    finally:
+        module.build_sandbox = original
