@@ -17,8 +17,8 @@ The range, per executor call (an activity attempt) and per job:
 - a meter with no known price (the table's ``null``, a model or tool missing from MODEL_PRICES / TOOL_PRICES)
   is never counted as 0: it is listed in ``unknown`` with its quantity bounds.
 
-What the range cannot bound is said in ``assumptions`` (a person's "retry" after a failure, a Supervisor's
-replans): those can take a job above ``high``.
+What the range cannot bound is said in ``assumptions`` (the input tokens of a model call, a person's "retry"
+after a failure, a Supervisor's replans): those can take a job above ``high``.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shared.jobs.costs import CallPrices
 
-# Input tokens a model call is assumed to send at most (the prompts carry at most MAX_ANSWER_SOURCES passages
-# and SQL rows cut to 20; the offline model's largest prompt in the held-out questions is far below it).
+# Input tokens a model call is assumed to send at most: an assumption, not a bound the executors enforce (a
+# prompt of 200 long passages is larger); the largest step of the held-out questions sent 1,833 (bench quotes).
 DEFAULT_INPUT_TOKENS = 8_000
 MAX_QUOTE_STEPS = 24  # by_step entries kept (the quote rides in the job's custom status, 16 KB in all)
 
@@ -237,6 +237,10 @@ def quote(
     tallies = [job]
     if spent or prices.per_job or prices.unknown_per_job:
         steps.append(_step("(job)", "(job)", (0, 0), job, spent))
+    items = list(items)
+    notes = list(assumptions)
+    if any(item.model_calls[1] for item in items):
+        notes.insert(0, f"each model call sends at most {bounds.input_tokens} input tokens (assumed, not enforced)")
     for item in items:
         tally = _item_tally(item, bounds, prices)
         tallies.append(tally)
@@ -261,7 +265,7 @@ def quote(
             UnknownMeter(meter=m, unit=_unit(m), low=round(lo, 6), high=round(hi, 6))
             for m, (lo, hi) in sorted(unknown.items())
         ],
-        assumptions=list(assumptions),
+        assumptions=notes,
     )
 
 
