@@ -107,6 +107,11 @@ QUESTION_OPTIONS: dict[str, list[dict[str, str]]] = {
         {"value": "abort", "meaning": "stop the job"},
     ],
     "clarify": [],
+    # approval.cost_over: the quote (details.quote) is over the job's limit; asked before it spends past planning.
+    "cost": [
+        {"value": "approve", "meaning": "go on: the job may cost up to the quote's high end"},
+        {"value": "reject", "meaning": "stop the job before it spends more (QUOTE_REJECTED)"},
+    ],
 }
 
 

@@ -64,8 +64,11 @@ def job_links(req: func.HttpRequest, job_id: str) -> dict[str, str]:
     return {"status": base, "feedback": f"{base}/feedback", "cancel": f"{base}/cancel", "events": f"{base}/events"}
 
 
-def resolve_policy(request: JobRequest) -> RetryPolicy:
-    """Read the retry policy and prices from settings once, at submit time (the orchestrator can't)."""
+def resolve_policy(request: JobRequest, more_models: list[str] | None = None) -> RetryPolicy:
+    """Read the retry policy and prices from settings once, at submit time (the orchestrator can't).
+
+    ``more_models``: models a run's agents name themselves, priced for its quote too.
+    """
     from shared.providers.clients import get_clients
     from shared.runtime.pricing import tool_prices
 
@@ -81,6 +84,8 @@ def resolve_policy(request: JobRequest) -> RetryPolicy:
         tool_price=tool_prices(list(request.tools), settings.tool_prices),
         # The infrastructure prices this job keeps for budget.max_cost (the table in force now).
         call_prices=_call_prices(settings),
+        # The prices of its quote (shared/jobs/quote.py), from the same table version.
+        quote_prices=_quote_prices(settings, list(dict.fromkeys([*models, *(more_models or [])]))),
     )
 
 
@@ -90,6 +95,16 @@ def _call_prices(settings: Any) -> Any:
 
     try:
         return call_prices(settings, datetime.now(UTC).isoformat())
+    except (OSError, ValueError) as exc:
+        raise ApiError(503, "CONFIG_ERROR", f"invalid setting COST_PRICE_TABLE: {str(exc)[:200]}") from exc
+
+
+def _quote_prices(settings: Any, models: list[str]) -> Any:
+    """The price table's prices for the job's quote now; a table that cannot be read is a configuration error."""
+    from shared.runtime.ledger import quote_prices
+
+    try:
+        return quote_prices(settings, datetime.now(UTC).isoformat(), models)
     except (OSError, ValueError) as exc:
         raise ApiError(503, "CONFIG_ERROR", f"invalid setting COST_PRICE_TABLE: {str(exc)[:200]}") from exc
 

@@ -24,6 +24,7 @@ from api.errors import ApiError, guarded, json_response
 from api.jobs import durable_instances, job_links, new_job_id, resolve_policy
 from api.view import decode
 from shared.definitions.models import Agent, AgentNode, InputSpec, Team, ToolNode, Workflow, WorkflowNode
+from shared.definitions.quote import agent_models, run_quote
 from shared.definitions.usage import set_in_flight_check
 from shared.jobs.models import (
     ORCHESTRATOR_NAME,
@@ -261,11 +262,17 @@ async def start_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
         tools=allowed_tools(pinned),
         limits=run_limits(body.limits),
     )
-    return await _start(req, client, caller, request, spec)
+    models = [m for agent in pinned.agents for m in agent_models(agent, request.constraints.allowed_models)]
+    return await _start(req, client, caller, request, spec, (Visible(store, caller), definition, models))
 
 
 async def _start(
-    req: func.HttpRequest, client: df.DurableOrchestrationClient, caller: Any, request: JobRequest, spec: RunSpec | None
+    req: func.HttpRequest,
+    client: df.DurableOrchestrationClient,
+    caller: Any,
+    request: JobRequest,
+    spec: RunSpec | None,
+    quoted: tuple[Visible, Workflow | Team, list[str]] | None = None,
 ) -> func.HttpResponse:
     """Start the job orchestration for a run (``spec`` None: the built-in ask workflow, today's job)."""
     who = caller.principal
@@ -276,12 +283,14 @@ async def _start(
     kind, def_id, version = (spec.kind, spec.id, spec.version) if spec else ("workflow", BUILT_IN, None)
     attributes = {"run.kind": kind, "run.id": def_id, "run.version": version or 0}
     with telemetry.job_span(job_id=job_id, attributes=attributes):
-        policy = resolve_policy(request)
+        policy = resolve_policy(request, quoted[2] if quoted else None)
         if spec is not None:  # a run's family tools are its spec's (an ask job's are its request's)
             from shared.runtime.pricing import tool_prices
             from shared.runtime.settings import get_settings
 
             policy.tool_price = tool_prices(spec.tools, get_settings().tool_prices)
+        # A run's quote, from its graph and bounds before it starts (shared/definitions/quote.py).
+        made = await in_store(run_quote, quoted[0], quoted[1], request, policy) if quoted is not None else None
         job = JobInput(
             job_id=job_id,
             request=request,
@@ -289,6 +298,7 @@ async def _start(
             policy=policy,
             trace=telemetry.inject_trace_context(),
             run=spec,
+            quote=made,
         )
         await client.start_new(ORCHESTRATOR_NAME, job_id, job.model_dump(mode="json"))
     links = job_links(req, job_id)

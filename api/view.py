@@ -311,6 +311,7 @@ def build_job_view(
         waiting=waiting_view(waiting, str(status.get("instanceId"))) if waiting else None,
         usage=_usage(state),
         cost=view_cost(history, status.get("createdTime"), parts=parts),  # every meter (shared/runtime/ledger.py)
+        quote=_quote(state, job_input),  # what it may cost, before it spent (shared/jobs/quote.py)
         agent=_agent(request, state),
         run=_with_run_facts(_run(job_input, output), job_input, history),
         # What the job was asked with besides its question: enough to start it again with other limits.
@@ -323,6 +324,14 @@ def build_job_view(
         links=links,
         history_purged_after=history_purged_after(status.get("createdTime"), runtime, retention_days),
     )
+
+
+def _quote(state: JobState | None, job_input: Any) -> dict[str, Any] | None:
+    """The job's quote: after planning (the state's), or a run's made before it started (its input's)."""
+    if state is not None and state.quote is not None:
+        return state.quote.model_dump(mode="json")
+    made = job_input.get("quote") if isinstance(job_input, dict) else None
+    return made if isinstance(made, dict) else None
 
 
 def waiting_view(waiting: Waiting, job_id: str = "") -> WaitingView:

@@ -21,6 +21,7 @@ from orchestrators.agent import AgentLoop, agent_step
 from orchestrators.fork import run_fork
 from orchestrators.outcomes import JobStop
 from orchestrators.plan import PlanRun
+from orchestrators.quote_gate import gate as quote_gate
 from orchestrators.run.core import RunCore
 from orchestrators.run.record import Gen
 from orchestrators.workflow import WorkflowWalk
@@ -47,9 +48,13 @@ class JobRun:
                 answer = yield from run_fork(self.core, PlanRun(self.core), self.walker)
             elif self.core.job.run is not None:
                 # A workflow or team run: the graph replaces the plan (orchestrators/workflow.py).
+                yield from quote_gate(
+                    self.core
+                )  # the run's quote, and approval.cost_over (orchestrators/quote_gate.py)
                 answer = yield from self.walker(self.core).work()
             elif self.core.job.request.mode == "agent":
                 self.core.attempts.hand_failures_to_executor()
+                yield from quote_gate(self.core)
                 answer = yield from AgentLoop(self.core).work()
             else:
                 answer = yield from PlanRun(self.core).work()

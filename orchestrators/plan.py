@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from orchestrators.outcomes import JobStop
+from orchestrators.quote_gate import gate as quote_gate
 from orchestrators.run.core import RunCore
 from orchestrators.run.record import Gen, problems, writes_answer
 from orchestrators.run.supervision import Supervision
@@ -37,6 +38,7 @@ class PlanRun:
         state.steps = [StepState(id=s.id, kind=s.kind, title=s.title) for s in plan.steps]
         state.status = "running"
         self.core.publish()
+        yield from quote_gate(self.core, plan)  # the quote, and approval.cost_over (orchestrators/quote_gate.py)
         return (yield from self.run_steps(plan))
 
     def make_plan(self, question: str, context_note: str | None = None) -> Gen:

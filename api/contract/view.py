@@ -254,6 +254,9 @@ class JobView(Open):
     waiting: WaitingView | None
     usage: UsageView
     cost: dict[str, Any] = Field(description="Every meter of the job (shared/runtime/ledger.py).")
+    quote: dict[str, Any] | None = Field(
+        default=None, description="What the job may cost, made before it spent (shared/jobs/quote.py); null if none."
+    )
     agent: AgentView | None
     run: RunView | None
     request: dict[str, Any] = Field(description="What the job was asked with besides its question.")

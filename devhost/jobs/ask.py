@@ -36,7 +36,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from devhost.jobs.cost import cost_line
+from devhost.jobs.cost import cost_line, quote_line
 from devhost.jobs.stream import (
     AnswerDraft,
     EventStream,
@@ -94,6 +94,10 @@ def add_parser(sub: Any) -> None:
     )
     ask.add_argument("--max-tokens", type=int, default=None, help="max tokens per step")
     ask.add_argument("--budget-tokens", type=int, default=None, help="max total tokens for the job")
+    ask.add_argument("--max-cost", type=float, default=None, help="budget in USD across every priced meter")
+    ask.add_argument(
+        "--cost-over", type=float, default=None, help="ask before running when the quote's high end is over this (USD)"
+    )
     ask.add_argument("--model", action="append", default=None, help="allowed model (repeat for fallbacks)")
     ask.add_argument("--mode", choices=["deterministic", "hybrid", "agent"], default="deterministic")
     ask.add_argument(
@@ -134,11 +138,15 @@ def build_request(args: argparse.Namespace) -> dict[str, Any]:
         constraints["allowed_models"] = args.model
     if args.budget_tokens:
         constraints["budget"] = {"max_total_tokens": args.budget_tokens}
+    if getattr(args, "max_cost", None) is not None:
+        constraints["budget"] = {**constraints.get("budget", {}), "max_cost": args.max_cost}
     approval: dict[str, Any] = {"sql": args.approval}
     if getattr(args, "approval_python", None):
         approval["python"] = args.approval_python
     if getattr(args, "wait_seconds", None):
         approval["timeout_seconds"] = args.wait_seconds
+    if getattr(args, "cost_over", None) is not None:
+        approval["cost_over"] = args.cost_over
     body: dict[str, Any] = {"question": args.question, "mode": args.mode, "approval": approval}
     wait = {"timeout_seconds": getattr(args, "wait_seconds", None), "on_expiry": getattr(args, "on_wait_expiry", None)}
     if any(v is not None for v in wait.values()):
@@ -285,9 +293,9 @@ def render_result(view: dict[str, Any], url: str | None = None) -> Group:
         parts.append(f"[dim]{OFFLINE_NOTE}[/]")
     usage = (view.get("usage") or {}).get("total") or {}
     parts.append(f"usage: {usage.get('total_tokens', 0)} tokens, ~${usage.get('estimated_cost', 0):.4f}")
-    cost = cost_line(view)
-    if cost:
-        parts.append(Text(cost))  # plain text: meter names are not markup
+    for line in (quote_line(view), cost_line(view)):
+        if line:
+            parts.append(Text(line))  # plain text: meter names are not markup
     return Group(*parts)
 
 

@@ -26,3 +26,19 @@ def cost_line(view: dict[str, Any]) -> str | None:
         line += f" + price unknown: {shown}{more}"
     table = cost.get("price_table") or {}
     return f"{line} ({cost.get('backend')}, {cost.get('hosting')}; prices {table.get('version')})"
+
+
+def quote_line(view: dict[str, Any]) -> str | None:
+    """'quote: $0.000120 to $0.031000 USD + price unknown: storage.transactions 31-271 transaction (prices 2026-11)'."""
+    quote = view.get("quote")
+    if not isinstance(quote, dict):
+        return None
+    currency = quote.get("currency", "USD")
+    line = f"quote: ${float(quote.get('low') or 0):.6f} to ${float(quote.get('high') or 0):.6f} {currency}"
+    unknown = [u for u in quote.get("unknown") or [] if isinstance(u, dict)]
+    if unknown:
+        ranges = [f"{_quantity(u.get('low'))}-{_quantity(u.get('high'))}" for u in unknown[:4]]
+        shown = ", ".join(f"{u.get('meter')} {r} {u.get('unit')}" for u, r in zip(unknown, ranges, strict=False))
+        more = f" and {len(unknown) - 4} more" if len(unknown) > 4 else ""
+        line += f" + price unknown: {shown}{more}"
+    return f"{line} (prices {quote.get('price_table_version')})"

@@ -150,6 +150,21 @@ class Budgets:
             if budget.max_estimated_cost is not None:
                 cost_left = round(budget.max_estimated_cost - cost, 8)
                 left["budget_cost_left"] = min(cost_left, left.get("budget_cost_left", cost_left))
+        return self.max_cost_left(left)
+
+    def max_cost_left(self, left: dict[str, Any]) -> dict[str, Any]:
+        """``budget.max_cost``'s share for the executor's own check of its prompt (its input tokens, which the
+        orchestrator's check before the call cannot know): what is left after every priced meter so far and the
+        next call's infrastructure worst case. The tighter of it and ``max_estimated_cost``'s is sent."""
+        job = self.record.job
+        prices = job.policy.call_prices or CallPrices(table="")
+        infra = sum(self._spend.by_meter(prices).values())
+        timeout_s = (self.step_constraints or job.request.constraints).timeout_ms / 1000
+        upcoming = sum(next_call(prices, timeout_s).values())
+        for _, budget, _, cost in self.budgets():
+            if budget.max_cost is not None:
+                cost_left = round(budget.max_cost - cost - infra - upcoming, 8)
+                left["budget_cost_left"] = min(cost_left, left.get("budget_cost_left", cost_left))
         return left
 
     def check_budget(self, step_id: str | None, uses_llm: bool, model: str | None, call_price: float = 0.0) -> None:

@@ -87,7 +87,8 @@ def check_budget(inp: ExecutorInput, clients: Clients, model: str, inputs: dict[
         if worst_cost > float(cost_left):
             raise ProviderError(
                 ErrorCode.BUDGET_EXCEEDED,
-                f"the call may cost up to {worst_cost:.6f} USD; the job has {float(cost_left):.6f} USD left",
+                f"the call may cost up to {worst_cost:.6f} USD; the job has {float(cost_left):.6f} USD left; "
+                f"the meter that crosses it: llm.tokens:{model}",
             )
 
 

@@ -62,6 +62,16 @@ def run_python(inp: ExecutorInput, clients: Clients) -> ExecutorOutput:
     wall = settings.sandbox_wall_seconds
     if ctx.sandbox_seconds_left is not None:
         wall = min(wall, ctx.sandbox_seconds_left)
+    if ctx.budget_cost_left is not None and settings.sandbox_price_per_hour > 0:
+        # A money budget (max_estimated_cost, max_cost) bounds the sandbox time too: the run may use what is left.
+        affordable = float(ctx.budget_cost_left) * 3600 / settings.sandbox_price_per_hour
+        if affordable <= 0:
+            return ExecutorOutput.failure(
+                ErrorCode.BUDGET_EXCEEDED,
+                f"no code ran: the job has {float(ctx.budget_cost_left):.6f} USD left; the meter that crosses it: "
+                f"sandbox.{settings.sandbox_provider}.seconds",
+            )
+        wall = min(wall, affordable)
     request = SandboxRequest(code=task.code, inputs={name: ctx.python_inputs[name] for name in task.inputs})
     try:
         ran = build_sandbox(clients, ctx.job_id or "local").run(request, SandboxLimits(wall_seconds=wall))

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 from shared.jobs.agent import TOOL_NAME, AgentLimits
 from shared.jobs.contracts import Constraints, Usage
 from shared.jobs.costs import CallPrices
+from shared.jobs.quote import Quote, QuotePrices
 from shared.jobs.runs import RunReport, RunSpec
 
 JobStatus = Literal["pending", "planning", "running", "waiting_for_user", "completed", "failed", "cancelled"]
@@ -61,6 +62,9 @@ class ApprovalPolicy(BaseModel):
     # None: the app's JOB_USER_WAIT_TIMEOUT_SECONDS (3 days unless set), the same as every other wait.
     timeout_seconds: int | None = Field(default=None, ge=1, le=7 * 86_400)
     on_timeout: Literal["fail", "approve", "reject"] = "fail"
+    # USD: a job whose quote's high end is over this asks a person (with the quote) before it spends past
+    # planning (a workflow or team run: before it starts); reject stops it with QUOTE_REJECTED.
+    cost_over: float | None = Field(default=None, ge=0)
 
 
 class WaitPolicy(BaseModel):
@@ -110,6 +114,8 @@ class RetryPolicy(BaseModel):
     # USD per call and per second of each priced infrastructure meter, from the price table at submit
     # (budget.max_cost); None for jobs started before it existed.
     call_prices: CallPrices | None = None
+    # The prices of the job's quote (shared/jobs/quote.py), from the same table version; None: no quote.
+    quote_prices: QuotePrices | None = None
 
 
 class JobOwner(BaseModel):
@@ -146,6 +152,8 @@ class JobInput(BaseModel):
     run: RunSpec | None = None
     # A fork of another job (shared/jobs/fork.py): the steps before ``fork.from_step`` are carried over.
     fork: ForkSpec | None = None
+    # A workflow or team run: its quote, made by the API from the graph and the bounds before it started.
+    quote: Quote | None = None
 
 
 class ErrorInfo(BaseModel):
@@ -225,7 +233,7 @@ class Waiting(BaseModel):
     question_id: str
     # None: a question of the job itself (planning out of tries); the published state omits it then.
     step_id: str | None = None
-    kind: Literal["approval", "error", "clarify"]
+    kind: Literal["approval", "error", "clarify", "cost"]
     question: str = Field(max_length=1000)
     options: list[str]
     free_text: bool = False
@@ -278,6 +286,8 @@ class JobState(BaseModel):
     replans: int = 0
     # A fork: what its carried-over steps (and an agent's earlier turns) used in the origin; not in ``usage``.
     carried_over: Usage | None = None
+    # What the job may cost: its quote after planning (an agent job, a run: before it starts).
+    quote: Quote | None = None
 
 
 def custom_status(state: JobState) -> dict[str, Any]:

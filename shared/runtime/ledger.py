@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shared.jobs.costs import CallPrices
 from shared.jobs.durable_json import decode
+from shared.jobs.quote import QuotePrices, TokenPrice
 from shared.runtime.pricing import find_price, tool_price
 from shared.runtime.settings import ModelPrice
 from shared.runtime.streaming.base import DONE_TTL_S
@@ -611,11 +612,37 @@ def _price(book: _Book, config: CostConfig, table: PriceTable) -> Ledger:
     )
 
 
-def price_table_of(settings: Any, started: str | None) -> PriceTable:
-    """The table a job is priced with: COST_PRICE_TABLE, else the version in force when it started; overrides on top."""
-    path = settings.cost_price_table
-    table = load_price_table(Path(path)) if path else table_for(started)
+def price_table_of(settings: Any, started: str | None, version: str | None = None) -> PriceTable:
+    """The table a job is priced with; overrides on top.
+
+    ``version``: the one the job was quoted with (its input's ``call_prices.table``), kept even when a newer
+    table is added: COST_PRICE_TABLE when it is that version, else ``<version>.json`` in COST_PRICES_DIR (or
+    shared/runtime/prices/). Without one, or when that version is gone: COST_PRICE_TABLE, else the version in
+    force when the job started.
+    """
+    path = getattr(settings, "cost_price_table", None)
+    folder = Path(getattr(settings, "cost_prices_dir", None) or PRICES_DIR)
+    table: PriceTable | None = None
+    if version:
+        if path and load_price_table(Path(path)).version == version:
+            table = load_price_table(Path(path))
+        elif (folder / f"{version}.json").is_file():
+            table = load_price_table(folder / f"{version}.json")
+    if table is None:
+        table = load_price_table(Path(path)) if path else table_for(started, folder)
     return table.with_overrides(settings.cost_price_overrides)
+
+
+def quoted_version(history: list[dict[str, Any]]) -> str | None:
+    """The price table version a job was started (and quoted) with, from its input; None for older jobs."""
+    for event in history:
+        if _type(event) == "ExecutionStarted":
+            given = decode(event.get("Input"))
+            policy = given.get("policy") if isinstance(given, dict) else None
+            prices = policy.get("call_prices") if isinstance(policy, dict) else None
+            version = prices.get("table") if isinstance(prices, dict) else None
+            return str(version) if version else None
+    return None
 
 
 def view_cost(
@@ -630,7 +657,7 @@ def view_cost(
 
         settings = get_settings()
     try:
-        table = price_table_of(settings, started)
+        table = price_table_of(settings, started, quoted_version(history))
     except (OSError, ValueError) as exc:
         return {"total": None, "error": f"the price table cannot be read: {str(exc)[:300]}"}
     return job_ledger(history, config_from_settings(settings), table, parts).model_dump(mode="json")
@@ -738,3 +765,68 @@ def call_prices(settings: Any, now: str) -> CallPrices:
     gb_second = price(f"flex.{mode}.gb_seconds")
     per_second = {"flex.gb_seconds": config.memory_mb / 1024 * gb_second} if gb_second is not None else {}
     return CallPrices(table=table.version, per_call=per_call, per_second=per_second)
+
+
+def quote_prices(settings: Any, now: str, models: list[str]) -> QuotePrices:
+    """The prices a job started ``now`` keeps for its quote: the same table version as its ``call_prices``.
+
+    The per-call quantities follow ``call_prices``; a meter the table has no price for is kept as a quantity
+    (``unknown_per_call``), never as 0. ``models``: the job's allowed models (the default one when none).
+    """
+    table = price_table_of(settings, now)
+    config = config_from_settings(settings)
+    mode = "on_demand" if config.hosting == "flex_on_demand" else "always_ready"
+    priced: dict[str, float] = {}
+    unknown: dict[str, float] = {}
+    per_job: dict[str, float] = {}
+    unknown_per_job: dict[str, float] = {}
+
+    def put(key: str, meter: str, quantity: float, job: float) -> None:
+        entry = table.prices.get(key)
+        if entry is not None and entry.price is not None:
+            priced[meter] = quantity * entry.price
+            if job:
+                per_job[meter] = job * entry.price
+        else:
+            unknown[meter] = quantity
+            if job:
+                unknown_per_job[meter] = job
+
+    if config.backend == "azure_storage":
+        # Per call: its 2 messages and the episode its result wakes; per job: the client's row, the start
+        # message and the first episode.
+        per_call = 2 * STORAGE_PER_MESSAGE + STORAGE_PER_EPISODE
+        first = STORAGE_PER_JOB + STORAGE_PER_MESSAGE + STORAGE_PER_EPISODE
+        put("storage.transactions", "storage.transactions", per_call, first)
+    else:
+        sku = "consumption" if config.backend == "dts_consumption" else "dedicated"
+        put(f"dts.{sku}.actions", "durable.actions", 2, 1)
+    put(f"flex.{mode}.executions", "flex.executions", 2, 1)
+    gb_entry = table.prices.get(f"flex.{mode}.gb_seconds")
+    gb = config.memory_mb / 1024
+    per_second = {"flex.gb_seconds": gb * gb_entry.price} if gb_entry and gb_entry.price is not None else {}
+    unknown_per_second = {} if per_second else {"flex.gb_seconds": gb}
+    sandbox: float | None = 0.0
+    if settings.sandbox_provider == "azure_sessions":
+        sandbox = config.sandbox_price_per_hour / 3600 if config.sandbox_price_per_hour > 0 else None
+    token_prices = {}
+    for model in models:
+        price = find_price(model, config.model_prices)
+        if price is not None:
+            token_prices[model] = TokenPrice(
+                input=price.input_per_million / 1_000_000, output=price.output_per_million / 1_000_000
+            )
+    return QuotePrices(
+        version=table.version,
+        currency=table.currency,
+        calls=CallPrices(table=table.version, per_call=priced, per_second=per_second),
+        unknown_per_call=unknown,
+        unknown_per_second=unknown_per_second,
+        per_job=per_job,
+        unknown_per_job=unknown_per_job,
+        models=token_prices,
+        tools=dict(config.tool_prices),
+        search_unknown=config.search_provider == "azure",
+        sql_unknown=config.sql_provider == "azure_sql",
+        sandbox_per_second=sandbox,
+    )

@@ -459,6 +459,9 @@ class Settings(BaseSettings):
     # Another price table file (the shape of shared/runtime/prices/*.json); unset: the table in force when the
     # job started, from shared/runtime/prices/.
     cost_price_table: Path | None = None
+    # The folder of versioned price tables (<version>.json); unset: shared/runtime/prices/. A job keeps the
+    # version it was quoted with (its input names it), even when a newer table is added here.
+    cost_prices_dir: Path | None = None
     # JSON object: a price per unit by price key ("storage.transactions": 0.0000004), over the table.
     cost_price_overrides: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=dict, max_length=100)
 

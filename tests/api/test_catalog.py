@@ -99,7 +99,7 @@ def test_codes_statuses_nodes_and_the_tool_pattern_come_from_their_sources() -> 
     assert "waiting_for_user" in catalog["job_statuses"] and set(catalog["terminal_statuses"]) <= set(
         catalog["job_statuses"]
     )
-    assert [q["kind"] for q in catalog["question_kinds"]] == ["approval", "error", "clarify"]
+    assert [q["kind"] for q in catalog["question_kinds"]] == ["approval", "error", "clarify", "cost"]
 
 
 def test_the_definition_forms_choices_come_from_the_models() -> None:

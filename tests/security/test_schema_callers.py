@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from orchestrators.outcomes import JobStop
-from orchestrators.graph import structured
+from orchestrators.outcomes import JobStop, structured
 from shared.jobs.contracts import AnswerResult, ErrorCode, ProviderError
 from shared.providers.llm.offline.model import _shaped
 from shared.providers.llm.shaped import check_output_schema, shape_reply
