@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.jobs.contracts import Usage
+from shared.jobs.models import QuestionKind
 
 
 class Open(BaseModel):
@@ -145,7 +146,7 @@ class WaitingView(Open):
 
     question_id: str
     step_id: str | None
-    kind: Literal["approval", "error", "clarify"]
+    kind: QuestionKind
     question: str
     options: list[str]
     free_text: bool

@@ -226,6 +226,9 @@ class StepState(BaseModel):
             brief["error"] = {"code": self.error.code, "message": "", "step_id": self.id}
         return brief
 
+# What a job may ask a person (api/catalog.py describes each; the view's contract reuses this).
+QuestionKind = Literal["approval", "error", "clarify", "cost"]
+
 
 class Waiting(BaseModel):
     """The question a waiting job asks the user."""
@@ -233,7 +236,7 @@ class Waiting(BaseModel):
     question_id: str
     # None: a question of the job itself (planning out of tries); the published state omits it then.
     step_id: str | None = None
-    kind: Literal["approval", "error", "clarify", "cost"]
+    kind: QuestionKind
     question: str = Field(max_length=1000)
     options: list[str]
     free_text: bool = False
