@@ -33,13 +33,13 @@ EXPECTED = ["Hello Tokyo!", "Hello Seattle!", "Hello London!"]
 
 def _limit_pages(engine: Engine, extra: int) -> None:
     """Let the store grow by ``extra`` pages at most: the disk is (nearly) full."""
-    db = engine._store.db
+    db = engine.core.store.db
     pages = int(db.execute("PRAGMA page_count").fetchone()[0])
     db.execute(f"PRAGMA max_page_count={pages + extra}")
 
 
 def _free_space(engine: Engine) -> None:
-    engine._store.db.execute(f"PRAGMA max_page_count={NO_LIMIT}")
+    engine.core.store.db.execute(f"PRAGMA max_page_count={NO_LIMIT}")
 
 
 async def _submit_with_retry(engine: Engine, faults_seen: list[str], wait_s: float = 60.0) -> str:
