@@ -11,7 +11,7 @@ from devhost.durable import history as h
 from devhost.durable.engine.activities import ActivityRunner
 from devhost.durable.engine.core import FunctionTable
 from devhost.durable.engine.endings import Endings
-from devhost.durable.engine.retries import add_retry_root, retry_step
+from devhost.durable.engine.episodes.retries import add_retry_root, retry_step
 from devhost.durable.engine.state import Decisions, Instance, Message, ParentRef, Work
 from devhost.durable.engine.timers import DurableTimers
 from devhost.durable.store import Store

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from devhost.durable import history as h
 from devhost.durable.engine.entities import Entities, entity_request
-from devhost.durable.engine.remote_entities import RemoteEntities
+from devhost.durable.engine.remote.entities import RemoteEntities
+from devhost.durable.engine.remote.workers import EntityFlight, Item
 from devhost.durable.engine.state import Instance
-from devhost.durable.engine.workers import EntityFlight, Item
 from tests.devhost.engine_fakes import TS, FakeCore, function
 
 

@@ -8,11 +8,11 @@ from typing import Any
 
 from devhost.durable import history as h
 from devhost.durable.actions import ActionType
-from devhost.durable.engine.episodes import Episodes
-from devhost.durable.engine.handlers import ActionHandlers
-from devhost.durable.engine.remote import Failure, Outcome, RemoteEpisodes
+from devhost.durable.engine.episodes.actions import ActionHandlers
+from devhost.durable.engine.episodes.replay import Episodes
+from devhost.durable.engine.remote.orchestrations import Failure, Outcome, RemoteEpisodes
+from devhost.durable.engine.remote.workers import EntityFlight, Flight, Item
 from devhost.durable.engine.state import Decisions, Instance, Message, Work
-from devhost.durable.engine.workers import EntityFlight, Flight, Item
 from tests.devhost.engine_fakes import TS, FakeCore, FakeEndings, FakeEntities, FakeWork, function
 
 

@@ -11,15 +11,15 @@ from devhost.durable.engine.core import EngineCore, log
 from devhost.durable.engine.dispatch import Dispatcher
 from devhost.durable.engine.endings import Endings
 from devhost.durable.engine.entities import Entities
-from devhost.durable.engine.episodes import Episodes
-from devhost.durable.engine.handlers import ActionHandlers
+from devhost.durable.engine.episodes.actions import ActionHandlers
+from devhost.durable.engine.episodes.replay import Episodes
 from devhost.durable.engine.management import Management
 from devhost.durable.engine.recovery import Recovery
-from devhost.durable.engine.remote import RemoteEpisodes
-from devhost.durable.engine.remote_entities import RemoteEntities
+from devhost.durable.engine.remote.entities import RemoteEntities
+from devhost.durable.engine.remote.orchestrations import RemoteEpisodes
+from devhost.durable.engine.remote.workers import ExternalWorkers
 from devhost.durable.engine.rewind import Rewinder
 from devhost.durable.engine.timers import DurableTimers
-from devhost.durable.engine.workers import ExternalWorkers
 from devhost.functions.logs import install_log_context
 from devhost.functions.model import LoadedApp
 

@@ -11,7 +11,7 @@ from devhost.durable import history as h
 from devhost.durable.actions import ActionType, first_mismatch
 from devhost.durable.engine.core import FunctionTable, log
 from devhost.durable.engine.entities import entity_request
-from devhost.durable.engine.retries import add_retry_root
+from devhost.durable.engine.episodes.retries import add_retry_root
 from devhost.durable.engine.state import (
     Decisions,
     Instance,

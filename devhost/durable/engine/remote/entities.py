@@ -16,9 +16,9 @@ from typing import Any, Protocol
 
 from devhost.durable import history as h
 from devhost.durable.engine.entities import ENTITY_BATCH, BatchResult, EntitySignal, OperationResult
-from devhost.durable.engine.remote import Failure
+from devhost.durable.engine.remote.orchestrations import Failure
+from devhost.durable.engine.remote.workers import EntityFlight, Item
 from devhost.durable.engine.state import EntityInstance, EntityOp, Instance, split_entity_id
-from devhost.durable.engine.workers import EntityFlight, Item
 from devhost.durable.store import Store
 from devhost.durable.timeutil import epoch_to_history
 

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from devhost.durable import history as h
-from devhost.durable.engine.batches import close_delivered, consume, set_custom_status, take_batch
 from devhost.durable.engine.core import STORE_ERRORS, execution_started, log
-from devhost.durable.engine.episodes import ActionMapper, Ending
-from devhost.durable.engine.handlers import EntitySender, WorkSink
+from devhost.durable.engine.episodes.actions import EntitySender, WorkSink
+from devhost.durable.engine.episodes.messages import close_delivered, consume, set_custom_status, take_batch
+from devhost.durable.engine.episodes.replay import ActionMapper, Ending
+from devhost.durable.engine.remote.workers import EntityFlight, Flight, Item
 from devhost.durable.engine.state import Decisions, Instance, Message, Work, parse_json_text
-from devhost.durable.engine.workers import EntityFlight, Flight, Item
 from devhost.durable.statuses import TERMINAL_STATES
 from devhost.durable.store import Store
 from devhost.durable.timeutil import epoch_to_history

@@ -11,10 +11,10 @@ from devhost.durable import history as h
 from devhost.durable.accel import predecoded
 from devhost.durable.actions import ActionType, flatten
 from devhost.durable.decoded import MIN_CACHED_EVENTS, DecodedHistories
-from devhost.durable.engine.batches import close_delivered, consume, set_custom_status, take_batch
 from devhost.durable.engine.core import OUT_OF_PROC_MARKER, FunctionTable, execution_started, flog, log
-from devhost.durable.engine.handlers import EntitySender
-from devhost.durable.engine.retries import retry_step
+from devhost.durable.engine.episodes.actions import EntitySender
+from devhost.durable.engine.episodes.messages import close_delivered, consume, set_custom_status, take_batch
+from devhost.durable.engine.episodes.retries import retry_step
 from devhost.durable.engine.state import Decisions, Instance, Message
 from devhost.durable.statuses import TERMINAL_STATES
 from devhost.durable.store import Store
