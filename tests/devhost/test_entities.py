@@ -16,7 +16,8 @@ import pytest
 from devhost.durable import history as h
 from devhost.durable.engine import Engine, StoreUnavailable
 from devhost.durable.engine.entities import ENTITY_BATCH
-from devhost.durable.store import SCHEMA_VERSION, Store
+from devhost.durable.store import Store
+from devhost.durable.store_schema import SCHEMA_VERSION
 from tests.devhost.conftest import APPS, EngineRunner, complete, sdk_input
 
 COUNTER_APP = APPS / "entity_counter"

@@ -21,7 +21,8 @@ from typing import Any
 from devhost.durable import history as h
 from devhost.durable.engine.state import EntityInstance, Instance, Message, ParentRef, cancel_handles
 from devhost.durable.statuses import TERMINAL_STATES
-from devhost.durable.store import InstanceRow, Store, StoreFault
+from devhost.durable.store import Store
+from devhost.durable.store_schema import InstanceRow, StoreFault
 from devhost.durable.timeutil import epoch_to_history
 from devhost.functions.logs import host_logger
 from devhost.functions.model import EngineError, FunctionInfo, LoadedApp

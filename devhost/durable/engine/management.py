@@ -26,7 +26,8 @@ from devhost.durable.engine.core import (
 from devhost.durable.engine.entities import WorkerPresence, entity_status
 from devhost.durable.engine.state import Instance, Message, parse_json_text, validate_instance_id
 from devhost.durable.statuses import ALL_STATUSES, TERMINAL_STATES
-from devhost.durable.store import InstanceRow, Store
+from devhost.durable.store import Store
+from devhost.durable.store_schema import InstanceRow
 from devhost.durable.timeutil import (
     datetime_to_epoch,
     epoch_to_history,

@@ -12,7 +12,8 @@ from typing import Any, Protocol
 from devhost.durable import history as h
 from devhost.durable.engine.core import instance_from_row
 from devhost.durable.engine.state import Decisions, Instance, Message
-from devhost.durable.store import InstanceRow, Store
+from devhost.durable.store import Store
+from devhost.durable.store_schema import InstanceRow
 from devhost.durable.timeutil import (
     epoch_to_history,
     parse_history_time,

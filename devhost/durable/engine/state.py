@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from devhost.durable import history as h
-from devhost.durable.store import InstanceRow
+from devhost.durable.store_schema import InstanceRow
 from devhost.functions import ids
 from devhost.functions.model import (
     InvalidRequest,
