@@ -3,7 +3,8 @@
 Production code is the app's packages and ``function_app.py``; tests, benchmarks and scripts are not. The
 modules still over the limit while they are being split are listed in ``KNOWN_EXCEPTIONS``, the one place
 that names them: the list only shrinks. An exception that is no longer over the limit (or no longer exists)
-fails too, so the list never keeps a stale entry. ``devhost/`` may have none.
+fails too, so the list never keeps a stale entry. ``devhost/`` may have none, and no folder under it holds
+more than ``FOLDER_LIMIT`` modules.
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ KNOWN_EXCEPTIONS: frozenset[str] = frozenset(
     }
 )
 
-# No exception may be granted under these folders.
+# No exception may be granted under these folders, and none of their folders holds over FOLDER_LIMIT modules.
 NO_EXCEPTIONS_UNDER = ("devhost/",)
+FOLDER_LIMIT = 15
 
 
 def production_modules(root: Path, roots: Iterable[str] = PRODUCTION) -> list[Path]:
@@ -67,6 +69,14 @@ def problems(root: Path, *, limit: int = LIMIT, exceptions: frozenset[str] = KNO
     for name, lines in sorted(sizes.items()):
         if lines > limit and name not in exceptions:
             found.append(f"{name}: {lines} lines, over the limit of {limit}; split it by concern")
+    folders: dict[str, int] = {}
+    for name in sizes:
+        if name.startswith(NO_EXCEPTIONS_UNDER):
+            folder = name.rsplit("/", 1)[0]
+            folders[folder] = folders.get(folder, 0) + 1
+    for folder, count in sorted(folders.items()):
+        if count > FOLDER_LIMIT:
+            found.append(f"{folder}/: {count} modules, over the limit of {FOLDER_LIMIT}; group them in packages")
     for name in sorted(exceptions):
         size = sizes.get(name)
         if size is None:

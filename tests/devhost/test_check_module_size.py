@@ -35,6 +35,17 @@ def test_devhost_may_have_no_exception(tmp_path: Path) -> None:
     assert found[0].startswith("devhost/durable/big.py: no module under devhost/ may be excepted")
 
 
+def test_a_devhost_folder_over_fifteen_modules_fails(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {f"devhost/flat/m{i}.py": 1 for i in range(16)} | {"shared/wide/m.py": 1})
+    assert problems(root, exceptions=frozenset()) == [
+        "devhost/flat/: 16 modules, over the limit of 15; group them in packages"
+    ]
+
+
 def test_function_app_counts_as_production(tmp_path: Path) -> None:
     root = _tree(tmp_path, {"function_app.py": 11})
     assert main(["--root", str(root), "--limit", "10"]) == 1
+
+
+def test_the_repository_passes_with_its_exceptions() -> None:
+    assert problems(Path(__file__).resolve().parents[2]) == []
