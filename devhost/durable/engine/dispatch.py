@@ -53,7 +53,7 @@ class EpisodeRunner(Protocol):
     """Who runs an orchestration's episode (``Episodes``, ``RemoteEpisodes``)."""
 
     def run(self, inst: Instance) -> None:
-        """The dispatcher loop: a slice whenever something is ready; probe and reload while the store fails."""
+        """Run the instance's next episode over its pending messages (effects go into the open transaction)."""
 
 
 class RemoteAnswers(Protocol):
@@ -64,7 +64,7 @@ class RemoteAnswers(Protocol):
         """Whether workers' answers wait for the dispatcher's next slice."""
 
     def episode(self, inst: Instance) -> None:
-        """Run the next batch of an entity's operations; effects go into the open slice transaction."""
+        """Hand the instance's next episode to a worker (after the slice commits); it waits for the answer."""
 
     def apply_answers(self) -> None:
         """Apply the answers that arrived since the last slice, inside the slice's transaction."""
@@ -84,7 +84,7 @@ class RemoteEntityRunner(Protocol):
     """Who hands an entity's next batch to a worker (``RemoteEntities``)."""
 
     def episode(self, ent: EntityInstance) -> None:
-        """Run the next batch of an entity's operations; effects go into the open slice transaction."""
+        """Hand the entity's next batch of operations, with its state, to a worker (after the slice commits)."""
 
 
 class Failer(Protocol):

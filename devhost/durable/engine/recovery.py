@@ -60,10 +60,10 @@ class Reloadable(Protocol):
     """A part with in-memory state that a reload rebuilds from the store (``Entities``, ...)."""
 
     def recover(self) -> None:
-        """Load every pending operation from the store and queue its entity (start, or after a store fault)."""
+        """Load this part's pending work from the store and schedule it (start, or after a store fault)."""
 
     def clear(self) -> None:
-        """Forget every entity (a reload from the store follows, or the engine stops)."""
+        """Forget this part's in-memory state (a reload from the store follows)."""
 
 
 class Recovery:

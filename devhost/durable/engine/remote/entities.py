@@ -61,7 +61,7 @@ class EntityQueues(Protocol):
         """Every entity with operations waiting (a snapshot)."""
 
     def schedule(self, ent: EntityInstance) -> None:
-        """Queue ``inst`` for an episode, unless it waits (a worker's episode, a scheduled start, coalescing)."""
+        """Queue ``ent`` for the dispatcher when it has operations and none in flight."""
 
     def forget_if_idle(self, ent: EntityInstance) -> None:
         """Drop ``ent`` once it has nothing queued and holds no lock (it lives in the store only then)."""
