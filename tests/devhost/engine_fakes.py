@@ -16,6 +16,15 @@ from devhost.functions.model import FunctionInfo, FunctionKind, HostConfig, Load
 
 TS = "2026-01-01T00:00:00.000000Z"
 
+# Stores the fakes opened (each runs a checkpoint thread), closed by close_fakes after each test.
+_opened: list[Store] = []
+
+
+def close_fakes() -> None:
+    """Close every store a fake opened."""
+    while _opened:
+        _opened.pop().close()
+
 
 def function(name: str, kind: FunctionKind, body: Callable[..., Any]) -> FunctionInfo:
     """A durable function of the app, named ``name``."""
@@ -33,6 +42,7 @@ class FakeCore:
         self.timeout: float | None = None
         self.store = Store(tmp / "store.sqlite3")
         self.store.open("hub")
+        _opened.append(self.store)
         self.instances: dict[str, Instance] = {}
         self.deferred: list[Callable[[], None]] = []
         self.ready: list[Instance | EntityInstance] = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,20 +16,29 @@ from devhost.durable.engine.management import Management
 from devhost.durable.engine.recovery import Recovery
 from devhost.durable.engine.state import EntityInstance, Instance, Message
 from devhost.functions.model import HostConfig, InstanceAlreadyExists, InvalidRequest, LoadedApp
-from tests.devhost.engine_fakes import TS, FakeCore, FakeEndings, FakeWork, function
+from tests.devhost.engine_fakes import TS, FakeCore, FakeEndings, FakeWork, close_fakes, function
 
 # ----- EngineCore ----------------------------------------------------------------------------
 
 
-def _core(tmp_path: Path) -> EngineCore:
+@pytest.fixture(autouse=True)
+def _closed_stores() -> Iterator[None]:
+    yield
+    close_fakes()
+
+
+@pytest.fixture
+def core(tmp_path: Path) -> Iterator[EngineCore]:
+    loop = asyncio.new_event_loop()
     core = EngineCore(LoadedApp(root=tmp_path, host=HostConfig(), functions=[]), tmp_path)
-    core.open(asyncio.new_event_loop(), reset=False)
+    core.open(loop, reset=False)
     core.mark_started()
-    return core
+    yield core
+    core.close()
+    loop.close()
 
 
-def test_core_runs_deferred_work_only_after_a_commit_and_refuses_while_the_store_fails(tmp_path: Path) -> None:
-    core = _core(tmp_path)
+def test_core_runs_deferred_work_only_after_a_commit_and_refuses_while_the_store_fails(core: EngineCore) -> None:
     ran: list[str] = []
     with core.transaction():
         core.defer(lambda: ran.append("after"))
@@ -43,11 +53,9 @@ def test_core_runs_deferred_work_only_after_a_commit_and_refuses_while_the_store
     with pytest.raises(StoreUnavailable), core.transaction():
         pass
     assert ran == ["after"]
-    core.close()
 
 
-def test_core_delivers_to_the_current_execution_only_and_holds_a_suspended_instance(tmp_path: Path) -> None:
-    core = _core(tmp_path)
+def test_core_delivers_to_the_current_execution_only_and_holds_a_suspended_instance(core: EngineCore) -> None:
     inst = Instance("i1", "orch", None, None, 0.0)
     inst.texts.append("{}")
     core.track(inst)
@@ -59,7 +67,6 @@ def test_core_delivers_to_the_current_execution_only_and_holds_a_suspended_insta
     inst.status = "Running"
     core.schedule(inst)
     assert core.pop_ready() is inst and inst.queued
-    core.close()
 
 
 # ----- Dispatcher ----------------------------------------------------------------------------

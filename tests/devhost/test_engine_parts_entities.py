@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from devhost.durable import history as h
 from devhost.durable.engine.entities import Entities, entity_request
 from devhost.durable.engine.remote.entities import RemoteEntities
 from devhost.durable.engine.remote.workers import EntityFlight, Item
 from devhost.durable.engine.state import Instance
-from tests.devhost.engine_fakes import TS, FakeCore, function
+from tests.devhost.engine_fakes import TS, FakeCore, close_fakes, function
+
+
+@pytest.fixture(autouse=True)
+def _closed_stores() -> Iterator[None]:
+    yield
+    close_fakes()
 
 
 class _Workers:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from devhost.durable import history as h
 from devhost.durable.actions import ActionType
@@ -13,7 +16,13 @@ from devhost.durable.engine.episodes.replay import Episodes
 from devhost.durable.engine.remote.orchestrations import Failure, Outcome, RemoteEpisodes
 from devhost.durable.engine.remote.workers import EntityFlight, Flight, Item
 from devhost.durable.engine.state import Decisions, Instance, Message, Work
-from tests.devhost.engine_fakes import TS, FakeCore, FakeEndings, FakeEntities, FakeWork, function
+from tests.devhost.engine_fakes import TS, FakeCore, FakeEndings, FakeEntities, FakeWork, close_fakes, function
+
+
+@pytest.fixture(autouse=True)
+def _closed_stores() -> Iterator[None]:
+    yield
+    close_fakes()
 
 
 def _noop(x: Any) -> None:
