@@ -1,8 +1,9 @@
-"""The engine's core and its driving parts one by one: core, dispatcher, recovery, management."""
+"""The engine's core and its driving parts one by one: core, dispatcher, recovery, management, rewind."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,8 +15,9 @@ from devhost.durable.engine.core import EngineCore, StoreUnavailable
 from devhost.durable.engine.dispatch import Dispatcher
 from devhost.durable.engine.management import Management
 from devhost.durable.engine.recovery import Recovery
-from devhost.durable.engine.state import EntityInstance, Instance, Message
-from devhost.functions.model import HostConfig, InstanceAlreadyExists, InvalidRequest, LoadedApp
+from devhost.durable.engine.rewind import Rewinder
+from devhost.durable.engine.state import Decisions, EntityInstance, Instance, Message
+from devhost.functions.model import HostConfig, InstanceAlreadyExists, InvalidRequest, LoadedApp, PreconditionFailed
 from tests.devhost.engine_fakes import TS, FakeCore, FakeEndings, FakeWork, close_fakes, function
 
 # ----- EngineCore ----------------------------------------------------------------------------
@@ -287,3 +289,63 @@ def test_management_holds_events_while_suspended_and_resumes_before_them(tmp_pat
 
     assert asyncio.run(run()) == [h.EXECUTION_SUSPENDED, h.EXECUTION_RESUMED, h.EVENT_RAISED]
     assert core.saved == ["Suspended", "Pending"]  # no episode ran yet: resumed to Pending
+
+
+# ----- Rewinder ------------------------------------------------------------------------------
+
+
+class _Decisions:
+    """Who persists the decisions of a rewind, recorded."""
+
+    def __init__(self) -> None:
+        self.persisted: list[Decisions] = []
+
+    def persist_decisions(self, inst: Instance, d: Decisions) -> None:
+        self.persisted.append(d)
+
+
+def _failed(core: FakeCore) -> Instance:
+    inst = Instance("f1", "orch", None, None, 0.0)
+    inst.status = "Failed"
+    core.store.insert_instance(inst.row())
+    core.store.update_instance(
+        inst.id,
+        execution_id=inst.execution_id,
+        status="Failed",
+        input_text=None,
+        output='"boom"',
+        custom_status=None,
+        updated=0.0,
+        estate=inst.estate(),
+    )
+    events = [
+        h.event(h.ORCHESTRATOR_STARTED, TS),
+        h.event(h.TASK_SCHEDULED, TS, 0, Name="act", Version="", Input="1"),
+        h.event(h.ORCHESTRATOR_COMPLETED, TS),
+        h.event(h.TASK_FAILED, TS, TaskScheduledId=0, Reason="boom", Details=""),
+        h.event(h.EXECUTION_COMPLETED, TS, 1, OrchestrationStatus=3, Result='"boom"'),
+    ]
+    core.store.append_history(inst.id, 0, [h.render(e) for e in events])
+    return inst
+
+
+def test_rewind_reopens_the_failed_task_runs_it_again_and_replays_after_the_commit(tmp_path: Path) -> None:
+    core, decisions = FakeCore(tmp_path), _Decisions()
+    _failed(core)
+    asyncio.run(Rewinder(core, decisions).rewind("f1", "try again"))
+    inst = core.instances["f1"]
+    assert inst.status == "Running" and inst.open == {0: "a"} and inst.output_text is None
+    kept = [json.loads(t)["EventType"] for t in core.store.history("f1")]
+    assert h.TASK_FAILED not in kept and h.EXECUTION_COMPLETED not in kept
+    [d] = decisions.persisted
+    assert d.work == [(0, "act", "1")]
+    [marker] = list(inst.inbox)
+    assert marker.event["Data"] == "Rewound: try again"
+    assert core.scheduled == ["f1"]  # scheduled once the rewind's transaction committed
+
+
+def test_rewind_refuses_an_instance_that_did_not_fail(tmp_path: Path) -> None:
+    core = FakeCore(tmp_path)
+    _stored(core, "running")
+    with pytest.raises(PreconditionFailed, match="Only failed instances can be rewound"):
+        asyncio.run(Rewinder(core, _Decisions()).rewind("running", None))
