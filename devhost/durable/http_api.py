@@ -3,7 +3,8 @@
 Same handlers for both URL families, as in the extension: the public webhook path requires the
 ``durabletask_extension`` system key (or the master key); the RPC listener on a loopback-only port
 serves them without a key so the SDK's ``DurableOrchestrationClient`` works unchanged. Status codes
-and bodies follow the extension's ``HttpApiHandler``; engine errors are mapped in ``error_response``.
+and bodies follow the extension's ``HttpApiHandler``; query parameters are read and engine errors mapped
+in ``http_wire``.
 """
 
 from __future__ import annotations
@@ -13,12 +14,25 @@ import logging
 import re
 from datetime import UTC, datetime
 from typing import Any, Protocol
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from devhost.durable.history import parse_json_or_text
+from devhost.durable.http_wire import (
+    InvalidJson,
+    RestartOfUnknownInstance,
+    error_response,
+    json_response,
+    lenient_datetime,
+    parse_bool,
+    parse_datetime,
+    parse_statuses,
+    positive_float,
+    query_params,
+    split_path,
+)
 from devhost.durable.statuses import RUNNING_STATES, TERMINAL_STATES
 from devhost.functions.model import EngineError, InstanceNotFound, InvalidRequest, NotSupported, PreconditionFailed
 
@@ -29,41 +43,10 @@ RPC_PATH = "/durabletask"
 CONNECTION_NAME = "Storage"
 CONTINUATION_HEADER = "x-ms-continuation-token"
 
-RUNTIME_STATUSES = (
-    "Running",
-    "Completed",
-    "ContinuedAsNew",
-    "Failed",
-    "Canceled",
-    "Terminated",
-    "Pending",
-    "Suspended",
-)
-
-# .NET exception type names the extension reports for each kind of failure; clients match on them.
-_EXCEPTION_TYPES: dict[str, str] = {
-    "InstanceNotFound": "System.ArgumentException",
-    "InstanceGone": "System.InvalidOperationException",
-    "InstanceAlreadyExists": "DurableTask.Core.Exceptions.OrchestrationAlreadyExistsException",
-    "InvalidRequest": "System.ArgumentException",
-    "PreconditionFailed": "System.InvalidOperationException",
-    "NotSupported": "System.NotSupportedException",
-    "StoreUnavailable": "System.InvalidOperationException",
-    "InvalidJson": "Newtonsoft.Json.JsonReaderException",
-    "RestartOfUnknownInstance": "System.ArgumentException",
-}
 # Operations answered after the instance's state is checked; rewind is refused (410) only when finished
 # without failing.
 _STATE_OPERATIONS = frozenset({"terminate", "suspend", "resume", "rewind"})
 _REWIND_GONE = TERMINAL_STATES - {"Failed"}
-_MESSAGES: dict[int, str] = {
-    400: "One or more of the arguments submitted is incorrect",
-    404: "The requested resource was not found",
-    410: "The orchestration instance is no longer running",
-    500: "Something went wrong while processing your request",
-    501: "This operation is not implemented by the devhost",
-    503: "The durable store cannot write right now; retry later",
-}
 
 
 class Engine(Protocol):
@@ -149,129 +132,6 @@ class Engine(Protocol):
         """One page of entity statuses and the next continuation token."""
 
 
-def json_response(payload: Any, status_code: int = 200, headers: dict[str, str] | None = None) -> Response:
-    """A JSON response with the extension's content type."""
-    body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
-    return Response(body, status_code=status_code, headers=headers, media_type="application/json; charset=utf-8")
-
-
-def error_response(exc: BaseException) -> Response:
-    """Map an engine error (or any unexpected exception) to the extension's JSON error body."""
-    if isinstance(exc, EngineError):
-        status = exc.status_code
-        kind = type(exc).__name__
-        body = {
-            "Message": exc.http_message or _MESSAGES.get(status, "An error has occurred."),
-            "ExceptionMessage": str(exc) or kind,
-            "ExceptionType": _EXCEPTION_TYPES.get(kind, "System.Exception"),
-            "StackTrace": "",
-        }
-        code = getattr(exc, "code", None)
-        if isinstance(code, str):
-            body["ErrorCode"] = code  # e.g. STORE_UNAVAILABLE: a stable code clients can match
-        return json_response(body, status, headers={"Retry-After": "5"} if status == 503 else None)
-    log.error("Durable HTTP API request failed", exc_info=exc)
-    return json_response(
-        {
-            "Message": "Something went wrong while processing your request",
-            "ExceptionMessage": "An internal error occurred in the devhost; see the host log for details.",
-            "ExceptionType": "System.Exception",
-            "StackTrace": "",
-        },
-        500,
-    )
-
-
-class InvalidJson(InvalidRequest):
-    """A body that is not JSON: the extension's 400 "Invalid JSON content" (a Json.NET reader exception)."""
-
-    http_message = "Invalid JSON content"
-
-
-class RestartOfUnknownInstance(InvalidRequest):
-    """HandleRestartInstanceRequestAsync's 400 for an id no instance has."""
-
-    http_message = "InstanceId does not match a valid orchestration instance."
-
-
-def parse_bool(value: str | None, default: bool) -> bool:
-    """.NET ``bool.TryParse`` semantics: 'true'/'false' in any case, anything else keeps the default."""
-    if value is None:
-        return default
-    text = value.strip().lower()
-    if text == "true":
-        return True
-    if text == "false":
-        return False
-    return default
-
-
-_DT_RE = re.compile(
-    r"^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2})?)(\.\d+)?)?(Z|[+\- ]\d{2}:?\d{2})?$", re.IGNORECASE
-)
-
-
-def parse_datetime(name: str, value: str) -> datetime:
-    """Parse an ISO-8601 query value (up to 7 fractional digits, optional zone; no zone = UTC)."""
-    m = _DT_RE.match(value.strip())
-    if not m:
-        raise InvalidRequest(f"The '{name}' query parameter '{value}' is not a valid ISO-8601 date and time.")
-    date, clock, frac, zone = m.groups()
-    text = date + "T" + (clock or "00:00:00")
-    if clock and len(clock) == 5:
-        text += ":00"
-    if frac:
-        text += frac[:7]  # Python keeps microseconds; .NET's 7th digit is dropped
-    if zone is None or zone.upper() == "Z":
-        text += "+00:00"
-    else:
-        # An unencoded '+' in a query string arrives as a space.
-        zone = "+" + zone[1:] if zone.startswith(" ") else zone
-        text += zone if ":" in zone else f"{zone[:3]}:{zone[3:]}"
-    try:
-        return datetime.fromisoformat(text).astimezone(UTC)
-    except ValueError as exc:
-        raise InvalidRequest(f"The '{name}' query parameter '{value}' is not a valid date and time.") from exc
-
-
-def parse_statuses(value: str | None) -> list[str] | None:
-    """Parse ``runtimeStatus=Running,Pending`` into canonical names; unknown names are a 400."""
-    if value is None or value.strip() == "":
-        return None
-    canonical = {s.lower(): s for s in RUNTIME_STATUSES}
-    out: list[str] = []
-    for item in value.split(","):
-        key = item.strip().lower()
-        if not key:
-            continue
-        if key not in canonical:
-            raise InvalidRequest(
-                f"'{item.strip()}' is not a valid runtimeStatus; use one of: {', '.join(RUNTIME_STATUSES)}."
-            )
-        out.append(canonical[key])
-    return out or None
-
-
-def _query(request: Request) -> dict[str, str]:
-    """Query parameters with lower-cased names (the extension matches them case-insensitively)."""
-    return {k.lower(): v for k, v in request.query_params.items()}
-
-
-def _split(subpath: str) -> list[str]:
-    parts = subpath.strip("/").split("/") if subpath.strip("/") else []
-    return [unquote(p) for p in parts]
-
-
-def _positive_float(name: str, value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        number = -1.0
-    if not number > 0 or number != number or number == float("inf"):
-        raise InvalidRequest(f"The '{name}' query parameter must be a positive number of seconds, got '{value}'.")
-    return number
-
-
 class DurableHttpApi:
     """Serves the Durable HTTP API on top of the engine and builds the client binding JSON."""
 
@@ -355,7 +215,7 @@ class DurableHttpApi:
     async def handle(self, request: Request, subpath: str, origin: str) -> Response:
         """Serve one API request; ``subpath`` is the path after the base (webhook or RPC) path."""
         try:
-            return await self._dispatch(request, _split(subpath), origin)
+            return await self._dispatch(request, split_path(subpath), origin)
         except EngineError as exc:
             return error_response(exc)
         except Exception as exc:  # the host must answer, never drop the connection
@@ -390,7 +250,7 @@ class DurableHttpApi:
     # ----- operations -------------------------------------------------------------------------
 
     async def _start(self, request: Request, name: str, instance_id: str | None, origin: str) -> Response:
-        q = _query(request)
+        q = query_params(request)
         body = await request.body()
         input_json: str | None = None
         if body.strip():
@@ -408,8 +268,8 @@ class DurableHttpApi:
     async def _created_reply(self, request: Request, q: dict[str, str], instance_id: str, origin: str) -> Response:
         if "timeout" not in q:
             return self.check_status_response(origin, instance_id)
-        timeout = _positive_float("timeout", q["timeout"])
-        interval = _positive_float("pollingInterval", q["pollinginterval"]) if "pollinginterval" in q else 1.0
+        timeout = positive_float("timeout", q["timeout"])
+        interval = positive_float("pollingInterval", q["pollinginterval"]) if "pollinginterval" in q else 1.0
         if interval > timeout:
             raise InvalidRequest("The 'pollingInterval' must not be greater than the 'timeout'.")
         # The extension polls every pollingInterval; waiting on the engine answers as soon as the instance ends.
@@ -422,7 +282,7 @@ class DurableHttpApi:
         return self.check_status_response(origin, instance_id)
 
     async def _status(self, request: Request, instance_id: str) -> Response:
-        q = _query(request)
+        q = query_params(request)
         status = await self.engine.get_status(
             instance_id,
             show_history=parse_bool(q.get("showhistory"), False),
@@ -439,7 +299,7 @@ class DurableHttpApi:
         return json_response(status, 200)
 
     async def _list(self, request: Request) -> Response:
-        q = _query(request)
+        q = query_params(request)
         top: int | None = None
         if "top" in q:
             if not re.fullmatch(r"\d+", q["top"].strip()) or int(q["top"]) < 1:
@@ -487,7 +347,7 @@ class DurableHttpApi:
         return Response(status_code=202)
 
     async def _operation(self, request: Request, instance_id: str, op: str, origin: str) -> Response:
-        q = _query(request)
+        q = query_params(request)
         if op == "restart":
             return await self._restart(request, q, instance_id, origin)
         if op not in _STATE_OPERATIONS:
@@ -540,7 +400,7 @@ class DurableHttpApi:
         return json_response({"instancesDeleted": deleted}, 200)
 
     async def _purge_by(self, request: Request) -> Response:
-        q = _query(request)
+        q = query_params(request)
         try:
             created_from = parse_datetime("createdTimeFrom", q.get("createdtimefrom") or "")
         except InvalidRequest:
@@ -577,11 +437,11 @@ class DurableHttpApi:
         return json_response(None if state is None else parse_json_or_text(state), 200)
 
     async def _entity_list(self, request: Request, name: str | None) -> Response:
-        q = _query(request)
+        q = query_params(request)
         # The extension ignores values it cannot parse (TryGet...QueryParameterValue) rather than refusing them.
         top = int(q["top"]) if re.fullmatch(r"\d{1,9}", q.get("top", "").strip()) and int(q["top"]) > 0 else 100
-        op_from = _lenient_datetime(q.get("lastoperationtimefrom"))
-        op_to = _lenient_datetime(q.get("lastoperationtimeto"))
+        op_from = lenient_datetime(q.get("lastoperationtimefrom"))
+        op_to = lenient_datetime(q.get("lastoperationtimeto"))
         items, token = await self.engine.list_entities(
             name=name,
             op_from=op_from,
@@ -593,7 +453,7 @@ class DurableHttpApi:
         return json_response(items, 200, headers={CONTINUATION_HEADER: token} if token else None)
 
     async def _entity_signal(self, request: Request, name: str, key: str) -> Response:
-        operation = "delete" if request.method.upper() == "DELETE" else _query(request).get("op", "")
+        operation = "delete" if request.method.upper() == "DELETE" else query_params(request).get("op", "")
         body = await request.body()
         input_text: str | None = None
         if body:
@@ -612,13 +472,3 @@ class DurableHttpApi:
 
 # The key the extension's GET reads as the empty key.
 EMPTY_ENTITY_KEY = "$"
-
-
-def _lenient_datetime(value: str | None) -> float | None:
-    """A query date as epoch seconds, or None when absent or not a date (the extension ignores it then)."""
-    if not value:
-        return None
-    try:
-        return parse_datetime("time", value).timestamp()
-    except InvalidRequest:
-        return None

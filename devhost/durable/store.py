@@ -12,12 +12,13 @@ The store is used from the engine's event-loop thread only. The engine opens a t
 ``begin()``, issues statements and calls ``commit()`` without awaiting in between, so a crash (even
 ``kill -9``) leaves either the whole episode or none of it.
 
-WAL checkpoints run on a background thread with its own connection (``Checkpointer``), so the
-checkpoint's ``fsync`` calls never stall the event loop inside a commit; the engine's connection only
-checkpoints itself as a backstop when the WAL grows past ``BACKSTOP_CHECKPOINT_PAGES``. Commits are
-unchanged (same WAL, same ``synchronous`` level), so durability is the same as with SQLite's automatic
-checkpoints; the checkpoint connection uses the same ``synchronous`` level, so it syncs the WAL before
-copying it into the database exactly as an automatic checkpoint would.
+The schema, its migrations and the row type are in ``store_schema``. WAL checkpoints run on a background
+thread with its own connection (``checkpoint.Checkpointer``), so the checkpoint's ``fsync`` calls never stall
+the event loop inside a commit; the engine's connection only checkpoints itself as a backstop when the WAL
+grows past ``BACKSTOP_CHECKPOINT_PAGES``. Commits are unchanged (same WAL, same ``synchronous`` level), so
+durability is the same as with SQLite's automatic checkpoints; the checkpoint connection uses the same
+``synchronous`` level, so it syncs the WAL before copying it into the database exactly as an automatic
+checkpoint would.
 """
 
 from __future__ import annotations
@@ -26,24 +27,21 @@ import contextlib
 import logging
 import os
 import sqlite3
-import threading
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 2
-# A checkpoint runs after this many commits, or CHECKPOINT_IDLE_S after the last commit.
-CHECKPOINT_EVERY_COMMITS = 100
-CHECKPOINT_IDLE_S = 1.0
-CHECKPOINT_RETRY_S = 0.05
-# Under a steady stream of commits a concurrent checkpoint never catches up completely, and SQLite
-# rewinds the WAL only when it has: the engine's own connection then checkpoints (the few frames the
-# background thread has not copied yet) once the WAL reaches this many pages. SQLite's default
-# automatic checkpoint is at 1000 pages (all of them copied and synced inside a commit).
-BACKSTOP_CHECKPOINT_PAGES = 4000
-# After the WAL is rewound, SQLite truncates the file to this size if it grew larger.
-WAL_SIZE_LIMIT_BYTES = 32 * 1024 * 1024
+from devhost.durable.checkpoint import BACKSTOP_CHECKPOINT_PAGES, WAL_SIZE_LIMIT_BYTES, Checkpointer
+from devhost.durable.store_schema import (
+    ENTITY_SCHEMA,
+    INSTANCE_COLUMNS,
+    MIGRATIONS,
+    SCHEMA,
+    SCHEMA_VERSION,
+    InstanceRow,
+    StoreDamaged,
+    StoreFault,
+)
 
 # The write probe (probe_write) needs this many bytes of new pages, so it fails while the disk is full.
 PROBE_BYTES = 64 * 1024
@@ -51,200 +49,6 @@ PROBE_BYTES = 64 * 1024
 USED_MARKER = ".devhost-store-used"
 
 log = logging.getLogger("devhost.durable")
-
-
-class StoreFault(RuntimeError):
-    """The durable store cannot persist (disk full, I/O error); the transaction was rolled back."""
-
-
-class StoreDamaged(RuntimeError):
-    """The durable store file is damaged or unexpectedly empty; devhost refuses to start on it."""
-
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS instances (
-    ord INTEGER PRIMARY KEY AUTOINCREMENT,
-    instance_id TEXT NOT NULL UNIQUE,
-    name TEXT NOT NULL,
-    version TEXT,
-    execution_id TEXT NOT NULL,
-    status TEXT NOT NULL,
-    input TEXT,
-    output TEXT,
-    custom_status TEXT,
-    created REAL NOT NULL,
-    updated REAL NOT NULL,
-    parent_id TEXT,
-    parent_execution TEXT,
-    parent_seq INTEGER,
-    parent_name TEXT,
-    estate TEXT
-);
-CREATE INDEX IF NOT EXISTS instances_status ON instances(status);
-CREATE INDEX IF NOT EXISTS instances_created ON instances(created);
-CREATE INDEX IF NOT EXISTS instances_status_created ON instances(status, created);
-CREATE TABLE IF NOT EXISTS history (
-    instance_id TEXT NOT NULL,
-    idx INTEGER NOT NULL,
-    body TEXT NOT NULL,
-    PRIMARY KEY (instance_id, idx)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS inbox (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    instance_id TEXT NOT NULL,
-    execution_id TEXT,
-    body TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS inbox_instance ON inbox(instance_id);
-CREATE TABLE IF NOT EXISTS activities (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    instance_id TEXT NOT NULL,
-    execution_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    name TEXT NOT NULL,
-    input TEXT
-);
-CREATE INDEX IF NOT EXISTS activities_instance ON activities(instance_id);
-CREATE TABLE IF NOT EXISTS timers (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    instance_id TEXT NOT NULL,
-    execution_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    fire_at REAL NOT NULL,
-    fire_text TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS timers_instance ON timers(instance_id);
-"""
-
-# Version 2 added Durable Entities: their state, and the operations sent to them and not yet run.
-_ENTITY_SCHEMA = """
-CREATE TABLE IF NOT EXISTS entities (
-    entity_id TEXT PRIMARY KEY,
-    state TEXT,
-    last_op REAL NOT NULL
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS entities_last_op ON entities(last_op);
-CREATE TABLE IF NOT EXISTS entity_ops (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    entity_id TEXT NOT NULL,
-    body TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS entity_ops_entity ON entity_ops(entity_id);
-"""
-
-
-def _migrate_1_to_2(db: sqlite3.Connection) -> int:
-    """Version 1 -> 2: add the entity tables (an old store has no entities, so nothing moves)."""
-    db.executescript(_ENTITY_SCHEMA)
-    return 2
-
-
-# version -> a function that upgrades a store in place from that version and returns the new version.
-_MIGRATIONS: dict[int, Callable[[sqlite3.Connection], int]] = {1: _migrate_1_to_2}
-
-INSTANCE_COLUMNS = (
-    "instance_id, name, version, execution_id, status, input, output, custom_status, created, updated, "
-    "parent_id, parent_execution, parent_seq, parent_name, estate"
-)
-
-
-@dataclass(frozen=True, slots=True)
-class InstanceRow:
-    """One row of ``instances``."""
-
-    instance_id: str
-    name: str
-    version: str | None
-    execution_id: str
-    status: str
-    input: str | None
-    output: str | None
-    custom_status: str | None
-    created: float
-    updated: float
-    parent_id: str | None
-    parent_execution: str | None
-    parent_seq: int | None
-    parent_name: str | None
-    estate: str | None
-
-
-class Checkpointer:
-    """Runs ``PRAGMA wal_checkpoint(PASSIVE)`` on a background thread with its own connection.
-
-    A passive checkpoint never blocks the engine's writers and holds no Python lock while SQLite
-    copies pages and syncs files (the sqlite3 module releases the GIL around each statement).
-    """
-
-    def __init__(self, path: Path, synchronous: str) -> None:
-        self._path = path
-        self._synchronous = synchronous
-        self._wake = threading.Event()
-        self._stopping = False
-        self._thread: threading.Thread | None = None
-        self.commits = 0  # bumped by the engine's thread; read here (a plain int under the GIL)
-        self._baseline = 0
-        self.checkpoints = 0
-        self.last_result: tuple[int, int, int] | None = None
-
-    def start(self) -> None:
-        """Start the checkpoint thread."""
-        self._stopping = False
-        # Read here, not on the new thread: commits made before it gets going must still count.
-        self._baseline = self.commits
-        self._thread = threading.Thread(target=self._run, name="devhost-wal-checkpoint", daemon=True)
-        self._thread.start()
-
-    def committed(self) -> None:
-        """Count one commit; every CHECKPOINT_EVERY_COMMITS-th wakes the thread."""
-        self.commits += 1
-        if self.commits % CHECKPOINT_EVERY_COMMITS == 0:
-            self._wake.set()
-
-    def stop(self, timeout_s: float = 10.0) -> None:
-        """Stop the thread (after a checkpoint in progress finishes)."""
-        thread, self._thread = self._thread, None
-        if thread is None:
-            return
-        self._stopping = True
-        self._wake.set()
-        thread.join(timeout_s)
-
-    def _run(self) -> None:
-        try:
-            db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
-        except sqlite3.Error:
-            log.warning("WAL checkpoint thread cannot open %s; the engine checkpoints itself.", self._path)
-            return
-        try:
-            db.execute(f"PRAGMA synchronous={self._synchronous}")
-            done = self._baseline
-            wait_s = CHECKPOINT_IDLE_S
-            while not self._stopping:
-                self._wake.wait(wait_s)
-                self._wake.clear()
-                if self._stopping:
-                    break
-                seen = self.commits
-                wait_s = CHECKPOINT_IDLE_S
-                if seen == done:
-                    continue
-                try:
-                    row = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-                except sqlite3.Error as exc:
-                    log.warning("WAL checkpoint failed (retried later): %s", exc)
-                    continue
-                self.last_result = (int(row[0]), int(row[1]), int(row[2])) if row else None
-                self.checkpoints += 1
-                done = seen
-                if self.last_result is not None and self.last_result[2] < self.last_result[1]:
-                    # Commits landed while copying: SQLite rewinds the WAL only once every frame is
-                    # copied, so catch up soon (in the next pause between commits).
-                    wait_s = CHECKPOINT_RETRY_S
-        finally:
-            with contextlib.suppress(sqlite3.Error):
-                db.close()
 
 
 class Store:
@@ -337,7 +141,7 @@ class Store:
         db.execute("PRAGMA busy_timeout=5000")
         db.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_CHECKPOINT_PAGES}")
         db.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT_BYTES}")
-        db.executescript(_SCHEMA)
+        db.executescript(SCHEMA)
         self._check_schema_version(db)
         db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('hub_name', ?)", (hub_name,))
 
@@ -345,12 +149,12 @@ class Store:
         """A new store gets today's version; an older one is migrated step by step; anything else is refused."""
         row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         if row is None:
-            db.executescript(_ENTITY_SCHEMA)
+            db.executescript(ENTITY_SCHEMA)
             db.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             return
         found = int(row[0]) if str(row[0]).isdigit() else -1
-        while found in _MIGRATIONS and found < SCHEMA_VERSION:
-            found = _MIGRATIONS[found](db)
+        while found in MIGRATIONS and found < SCHEMA_VERSION:
+            found = MIGRATIONS[found](db)
             db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(found),))
         if found == SCHEMA_VERSION:
             return

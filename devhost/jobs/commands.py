@@ -22,7 +22,15 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from devhost.jobs.ask import (
+from devhost.jobs.ask import key_for
+from devhost.jobs.definitions import CliError as DefinitionCliError
+from devhost.jobs.definitions import add_parsers as add_definition_parsers
+from devhost.jobs.definitions import run as run_definitions
+from devhost.jobs.follow import follow_job
+from devhost.jobs.fork import ForkCliError
+from devhost.jobs.fork import add_parsers as add_fork_parsers
+from devhost.jobs.fork import run as run_fork
+from devhost.jobs.printed import (
     EXIT_CANCELLED,
     EXIT_COMPLETED,
     EXIT_FAILED,
@@ -31,20 +39,10 @@ from devhost.jobs.ask import (
     answer_hint,
     attach_hint,
     cli_command,
-    deadline_text,
-    follow_job,
     http_problem,
-    key_for,
     remember_connection,
-    render_progress,
-    render_result,
 )
-from devhost.jobs.definitions import CliError as DefinitionCliError
-from devhost.jobs.definitions import add_parsers as add_definition_parsers
-from devhost.jobs.definitions import run as run_definitions
-from devhost.jobs.fork import ForkCliError
-from devhost.jobs.fork import add_parsers as add_fork_parsers
-from devhost.jobs.fork import run as run_fork
+from devhost.jobs.render import deadline_text, render_progress, render_result
 from devhost.jobs.stream import local_time
 from devhost.jobs.verified import add_parsers as add_verified_parsers
 from devhost.jobs.verified import run as run_verified

@@ -18,7 +18,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from devhost.jobs.ask import EXIT_USAGE, http_problem
+from devhost.jobs.printed import EXIT_USAGE, http_problem
 
 PLURALS = {"agents": "agent", "workflows": "workflow", "teams": "team"}
 

@@ -16,7 +16,7 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
-from devhost.jobs.ask import http_problem
+from devhost.jobs.printed import http_problem
 
 
 class ForkCliError(Exception):

@@ -14,7 +14,8 @@ from typing import Any
 import httpx
 from rich.console import Console
 
-from devhost.jobs.ask import EXIT_USAGE, attach_hint, follow_job, http_problem
+from devhost.jobs.follow import follow_job
+from devhost.jobs.printed import EXIT_USAGE, attach_hint, http_problem
 
 
 def add_run_parser(actions: Any, common: argparse.ArgumentParser, plural: str) -> None:

@@ -16,8 +16,8 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
-from devhost.jobs.ask import EXIT_USAGE, http_problem
 from devhost.jobs.definitions import CliError, load_documents
+from devhost.jobs.printed import EXIT_USAGE, http_problem
 
 GROUP = "verified-queries"
 ROUTE = "/api/verified-queries"

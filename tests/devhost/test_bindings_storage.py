@@ -11,19 +11,9 @@ import azure.functions as func
 import pytest
 
 from devhost.functions.model import FunctionInfo, FunctionKind
-from devhost.storage.bindings import (
-    BindingError,
-    OutValue,
-    StorageBinding,
-    _blob_bytes,
-    _blob_value,
-    _entities,
-    _message_texts,
-    add_binding_arguments,
-    binding_data,
-    plan_bindings,
-    resolve_expression,
-)
+from devhost.storage.binding_data import BindingError, binding_data, resolve_expression
+from devhost.storage.binding_io import StorageBinding, _blob_bytes, _entities, _message_texts, blob_value
+from devhost.storage.bindings import OutValue, add_binding_arguments, plan_bindings
 
 # Never dialled: these tests need no storage (and stay out of the slow set, which is marked by what a module names).
 CONNECTION = "DefaultEndpointsProtocol=http;AccountName=acct;AccountKey=a2V5;BlobEndpoint=http://127.0.0.1:1/acct;"
@@ -166,13 +156,13 @@ def _binding(kind: str, annotation: Any = None, **settings: Any) -> StorageBindi
 
 
 def test_blob_input_values_follow_the_annotation_and_data_type() -> None:
-    assert _blob_value(_binding("blob", str), b"caf\xc3\xa9") == "café"
-    assert _blob_value(_binding("blob", bytes), b"raw") == b"raw"
-    assert _blob_value(_binding("blob", str, dataType=func.DataType.BINARY), b"raw") == b"raw"
-    assert _blob_value(_binding("blob", bytes, dataType="string"), b"raw") == "raw"
-    stream = _blob_value(_binding("blob", func.InputStream), b"streamed")
+    assert blob_value(_binding("blob", str), b"caf\xc3\xa9") == "café"
+    assert blob_value(_binding("blob", bytes), b"raw") == b"raw"
+    assert blob_value(_binding("blob", str, dataType=func.DataType.BINARY), b"raw") == b"raw"
+    assert blob_value(_binding("blob", bytes, dataType="string"), b"raw") == "raw"
+    stream = blob_value(_binding("blob", func.InputStream), b"streamed")
     assert isinstance(stream, func.InputStream) and stream.read() == b"streamed"
-    assert _blob_value(_binding("blob", str), None) is None
+    assert blob_value(_binding("blob", str), None) is None
 
 
 def test_output_values_as_the_host_writes_them() -> None:
@@ -203,7 +193,7 @@ def test_table_entities_take_keys_from_the_binding_and_need_them() -> None:
 
 
 def test_a_value_put_into_a_table_filter_stays_inside_its_quotes() -> None:
-    from devhost.storage.bindings import _odata_quote
+    from devhost.storage.binding_io import _odata_quote
 
     attempt = {"who": "x' or PartitionKey ne '"}
     made = resolve_expression("Name eq '{who}'", attempt, escape=_odata_quote)

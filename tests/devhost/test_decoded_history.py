@@ -97,11 +97,11 @@ def test_long_chain_runs_on_the_cache_with_the_same_history(run_engine: EngineRu
         status = await complete(engine, iid)
         assert status["runtimeStatus"] == "Completed", status
         assert status["output"]["steps"] == 40
-        assert engine._decoded.hits > 20  # the later episodes took the decoded prefix
+        assert engine.episodes.decoded.hits > 20  # the later episodes took the decoded prefix
         full = await engine.get_status(iid, show_history=True)
         assert full is not None
         kinds = [e["EventType"] for e in full["historyEvents"]]
         assert kinds == ["ExecutionStarted"] + ["TaskCompleted"] * 40 + ["ExecutionCompleted"]
-        assert engine._decoded._count == 0  # forgotten when the instance ended
+        assert engine.episodes.decoded._count == 0  # forgotten when the instance ended
 
     run_engine(body, app_dir=APPS_DIR / "bench_noop")

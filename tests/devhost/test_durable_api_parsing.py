@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from devhost.durable.http_api import parse_bool, parse_datetime, parse_statuses
+from devhost.durable.http_wire import parse_bool, parse_datetime, parse_statuses
 from devhost.functions.model import InvalidRequest
 
 

@@ -36,12 +36,12 @@ def _waiting(status: dict[str, Any]) -> bool:
 
 async def _pending(engine: Engine) -> str:
     # Accepted but no episode run yet: the instance is held back from the scheduler for this test only.
-    schedule = engine._schedule
-    engine._schedule = lambda inst: None  # type: ignore[method-assign]
+    schedule = engine.core.schedule
+    engine.core.schedule = lambda inst: None  # type: ignore[method-assign]
     try:
         return await engine.start_instance("forever_orch", None, None)
     finally:
-        engine._schedule = schedule  # type: ignore[method-assign]
+        engine.core.schedule = schedule  # type: ignore[method-assign]
 
 
 async def _running(engine: Engine) -> str:

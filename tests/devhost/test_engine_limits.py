@@ -90,7 +90,7 @@ async def main():
     engine = Engine(load_app(Path(sys.argv[1])), Path(sys.argv[2]))
     await engine.start()
     iid = await engine.start_instance("blocker", None, None)
-    while engine._active_activities == 0:
+    while engine.activity_runner.active == 0:
         await asyncio.sleep(0.01)
     await engine.stop(grace_s=0.1)
     print("stopped", iid, flush=True)

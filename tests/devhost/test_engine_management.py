@@ -62,7 +62,7 @@ def test_late_activity_result_after_terminate_is_discarded(run_engine: EngineRun
         assert status is not None and status["runtimeStatus"] == "Terminated"
         # The slow activity finished after the terminate: its result was discarded.
         assert all(e.get("FunctionName") != "sleepy" for e in status["historyEvents"])
-        assert engine._store.activities() == []
+        assert engine.core.store.activities() == []
 
     run_engine(body)
 
@@ -282,7 +282,7 @@ def test_stop_persists_finished_activity_results(run_engine: EngineRunner, tmp_p
     async def first(engine: Engine) -> str:
         iid = await engine.start_instance("sleepy_then_wait", "sleeper", sdk_input(0.3))
         for _ in range(3000):
-            if engine._active_activities:
+            if engine.activity_runner.active:
                 break
             await asyncio.sleep(0.01)
         return iid  # stop() now waits for the running activity and persists its result
@@ -319,7 +319,7 @@ def test_rewind_reruns_last_attempt_of_exhausted_retry(run_engine: EngineRunner)
         status = await complete(engine, iid)
         assert status["runtimeStatus"] == "Completed", status
         assert status["output"] == ["rwr ok after 3", "Hello retry!"]
-        events = [json.loads(t) for t in engine._store.history(iid)]
+        events = [json.loads(t) for t in engine.core.store.history(iid)]
         ids = [e["EventId"] for e in events if e["EventType"] in (4, 10)]
         assert ids == list(range(len(ids)))  # attempt 0, timer 1, attempt 2 (re-run), then say_hello 3
 

@@ -76,7 +76,7 @@ def test_retry_fails_twice_then_succeeds(run_engine: EngineRunner) -> None:
         status = await complete(engine, iid)
         assert status["runtimeStatus"] == "Completed", status
         assert status["output"] == ["r1 ok after 3", "Hello retry!"]
-        raw = engine._store.history(iid)  # the stored DTFx events, retry ids as DTFx numbers them
+        raw = engine.core.store.history(iid)  # the stored DTFx events, retry ids as DTFx numbers them
         events = [json.loads(t) for t in raw]
         shaped = [
             (
@@ -160,7 +160,7 @@ def test_timer_event_race_event_wins_and_cancels_timer(run_engine: EngineRunner)
         await engine.raise_event(iid, "Approval", event_input(True))
         status = await complete(engine, iid)
         assert status["output"] == {"approved": "true"}  # client-raised data arrives as JSON text
-        assert engine._store.timers() == []  # cancelled timer is gone
+        assert engine.core.store.timers() == []  # cancelled timer is gone
         full = await engine.get_status(iid, show_history=True)
         assert full is not None and "TimerFired" not in history_types(full)
 
@@ -411,7 +411,7 @@ def test_parallel_retries_keep_ids_aligned(run_engine: EngineRunner) -> None:
         for i in range(6):
             expected += [f"fan-{i} ok after {i % 3 + 1}", f"Hello {i}!"]
         assert status["output"] == expected
-        events = [json.loads(t) for t in engine._store.history(iid)]
+        events = [json.loads(t) for t in engine.core.store.history(iid)]
         scheduled = [e["EventId"] for e in events if e["EventType"] in (4, 10)]
         assert sorted(scheduled) == list(range(len(scheduled)))  # every id allocated once, none skipped
 

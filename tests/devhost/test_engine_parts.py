@@ -9,13 +9,13 @@ from typing import Any, cast
 
 from devhost.durable import history as h
 from devhost.durable.engine.activities import ActivityRunner
+from devhost.durable.engine.core import FunctionTable
 from devhost.durable.engine.endings import Endings
-from devhost.durable.engine.retries import add_retry_root, retry_step
+from devhost.durable.engine.episodes.retries import add_retry_root, retry_step
 from devhost.durable.engine.state import Decisions, Instance, Message, ParentRef, Work
 from devhost.durable.engine.timers import DurableTimers
 from devhost.durable.store import Store
 from devhost.functions.model import FunctionInfo, HostConfig, LoadedApp
-from devhost.functions.threads import DaemonThreadPool
 
 TS = "2026-01-01T00:00:00.000000Z"
 
@@ -195,30 +195,34 @@ class _FakeSite:
     """The engine primitives ``Endings`` names in ``EndingsSite``, recorded instead of persisted."""
 
     def __init__(self) -> None:
-        self._store = cast(Store, _FakeStore())
-        self._instances: dict[str, Instance] = {}
-        self._after: list[Callable[[], None]] = []
+        self.store = cast(Store, _FakeStore())
+        self.instances: dict[str, Instance] = {}
+        self.after: list[Callable[[], None]] = []
         self.scheduled: list[str] = []
         self.saved: list[tuple[str, str]] = []
         self.woken: list[str] = []
         self.appended: list[list[dict[str, Any]]] = []
 
-    def _schedule(self, inst: Instance) -> None:
+    def untrack(self, instance_id: str) -> None:
+        self.instances.pop(instance_id, None)
+
+    def defer(self, callback: Callable[[], None]) -> None:
+        self.after.append(callback)
+
+    def schedule(self, inst: Instance) -> None:
         self.scheduled.append(inst.id)
 
-    def _save(self, inst: Instance) -> None:
+    def save(self, inst: Instance) -> None:
         self.saved.append((inst.id, inst.status))
 
-    def _wake_waiters(self, instance_id: str) -> None:
+    def wake_waiters(self, instance_id: str) -> None:
         self.woken.append(instance_id)
 
-    def _forget_message(self, m: Message) -> None:
-        pass
+    def send_inbox(self, target: Instance, ev: dict[str, Any], execution_id: str | None) -> None:
+        target.inbox.append(Message(ev, execution_id, inbox_id=self.store.insert_inbox(target.id, execution_id, "")))
+        self.schedule(target)
 
-    def _execution_started(self, inst: Instance) -> dict[str, Any]:
-        return h.event(h.EXECUTION_STARTED, TS, Name=inst.name)
-
-    def _append(
+    def append(
         self, inst: Instance, new_events: Sequence[dict[str, Any] | str], decided: list[dict[str, Any]], ts: str
     ) -> None:
         self.appended.append(decided)
@@ -230,7 +234,7 @@ def _parent_and_child(site: _FakeSite) -> tuple[Instance, Instance]:
     child = Instance("child", "sub", None, None, 0.0)
     child.status = "Running"
     child.parent = ParentRef(parent.id, parent.execution_id, 2, parent.name)
-    site._instances.update({parent.id: parent, child.id: child})
+    site.instances.update({parent.id: parent, child.id: child})
     return parent, child
 
 
@@ -239,13 +243,13 @@ def test_a_completed_child_tells_its_parent_and_wakes_its_waiters_after_commit()
     parent, child = _parent_and_child(site)
     Endings(site).finish(child, [], [], "Completed", {"n": 1}, TS)
     assert child.status == "Completed" and child.output_text == '{"n":1}'
-    assert "child" not in site._instances
+    assert "child" not in site.instances
     assert site.appended[0][-1]["EventType"] == h.EXECUTION_COMPLETED
     [message] = list(parent.inbox)
     assert message.event["EventType"] == h.SUB_ORCHESTRATION_COMPLETED and message.event["TaskScheduledId"] == 2
     assert site.scheduled == ["parent"]
     assert site.woken == []  # only once the transaction commits
-    for after in site._after:
+    for after in site.after:
         after()
     assert site.woken == ["child"]
 
@@ -272,61 +276,75 @@ class _ActivitySite:
 
     def __init__(self, functions: list[FunctionInfo]) -> None:
         self.app = LoadedApp(root=Path("."), host=HostConfig(), functions=functions)
-        self.client_binding: Callable[[], str] | None = None
-        self.activities_run = 0
-        self._active_activities = 0
-        self._timeout: float | None = None
-        self._fault: str | None = None
-        self._instances: dict[str, Instance] = {}
-        self._activities = {f.name.lower(): f for f in functions}
-        self._work_queue: asyncio.Queue[Work | None] | None = None
-        self._pool: DaemonThreadPool | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self.functions = FunctionTable(self.app)
+        self.timeout: float | None = None
+        self.fault: str | None = None
+        self.instances: dict[str, Instance] = {}
+        self.loop: asyncio.AbstractEventLoop | None = None
         self.delivered: list[tuple[str, Message]] = []
+        self.offered: list[Work] = []
 
-    def _deliver(self, instance_id: str, message: Message) -> None:
+    def deliver(self, instance_id: str, message: Message) -> None:
         self.delivered.append((instance_id, message))
 
-    def _unknown_function_message(self, name: str, kind: str) -> str:
-        return f"no {kind} named {name}"
+    def offer_activity(self, work: Work) -> None:
+        self.offered.append(work)
 
 
 async def _double(n: int) -> int:
     return n * 2
 
 
-def _run_work(site: _ActivitySite, names: list[str], *, open_tasks: bool = True) -> None:
+def _run_work(
+    site: _ActivitySite, names: list[str], *, open_tasks: bool = True, remote: bool = False
+) -> ActivityRunner:
     inst = _instance()
-    site._instances[inst.id] = inst
+    inst.remote = remote
+    site.instances[inst.id] = inst
     work = [Work(i, inst.id, inst.execution_id, i, name, "21") for i, name in enumerate(names)]
     for item in work if open_tasks else []:
         inst.open[item.seq] = "a"
+    runner = ActivityRunner(site, site)
 
     async def run() -> None:
-        site._loop = asyncio.get_running_loop()
-        site._work_queue = asyncio.Queue()
-        for item in [*work, None]:
-            site._work_queue.put_nowait(item)
-        await ActivityRunner(site).worker()
+        site.loop = asyncio.get_running_loop()
+        runner.open()
+        worker = asyncio.create_task(runner.worker())
+        for item in work:
+            runner.enqueue(item)
+        for _ in range(10_000):  # until the worker ran what was queued
+            if runner.idle():
+                break
+            await asyncio.sleep(0.001)
+        runner.stop_workers(1)
+        await worker
+        runner.close()
 
     asyncio.run(run())
+    return runner
 
 
 def test_activity_runner_delivers_a_result_and_names_an_unknown_activity() -> None:
     fn = FunctionInfo("double", "activity", {"name": "n"}, [], _double, durable_name="double", is_async=True)
     site = _ActivitySite([fn])
-    _run_work(site, ["double", "missing"])
+    runner = _run_work(site, ["double", "missing"])
     done, unknown = (message.event for _id, message in site.delivered)
     assert (done["EventType"], done["TaskScheduledId"], done["Result"]) == (h.TASK_COMPLETED, 0, "42")
-    assert (unknown["EventType"], unknown["Reason"]) == (h.TASK_FAILED, "no activity named missing")
-    assert site.activities_run == 1 and site._active_activities == 0
+    assert (unknown["EventType"], unknown["Reason"]) == (h.TASK_FAILED, site.functions.unknown("missing", "activity"))
+    assert runner.activities_run == 1 and runner.idle()
 
 
 def test_activity_runner_skips_work_of_a_closed_task_and_runs_nothing_while_the_store_fails() -> None:
     fn = FunctionInfo("double", "activity", {"name": "n"}, [], _double, durable_name="double", is_async=True)
     site = _ActivitySite([fn])
-    _run_work(site, ["double"], open_tasks=False)  # e.g. the instance was terminated meanwhile
-    assert site.delivered == [] and site.activities_run == 0
-    site._fault = "disk full"
-    _run_work(site, ["double"])  # stays in the store: the reload after the fault queues it again
-    assert site.delivered == [] and site.activities_run == 0
+    runner = _run_work(site, ["double"], open_tasks=False)  # e.g. the instance was terminated meanwhile
+    assert site.delivered == [] and runner.activities_run == 0
+    site.fault = "disk full"
+    runner = _run_work(site, ["double"])  # stays in the store: the reload after the fault queues it again
+    assert site.delivered == [] and runner.activities_run == 0
+
+
+def test_activity_runner_hands_a_remote_instances_work_to_the_workers() -> None:
+    site = _ActivitySite([])
+    runner = _run_work(site, ["anything"], remote=True)
+    assert [w.name for w in site.offered] == ["anything"] and site.delivered == [] and runner.activities_run == 0

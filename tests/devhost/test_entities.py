@@ -16,7 +16,8 @@ import pytest
 from devhost.durable import history as h
 from devhost.durable.engine import Engine, StoreUnavailable
 from devhost.durable.engine.entities import ENTITY_BATCH
-from devhost.durable.store import SCHEMA_VERSION, Store
+from devhost.durable.store import Store
+from devhost.durable.store_schema import SCHEMA_VERSION
 from tests.devhost.conftest import APPS, EngineRunner, complete, sdk_input
 
 COUNTER_APP = APPS / "entity_counter"
@@ -51,7 +52,7 @@ def test_call_entity_history_has_event_sent_and_the_response_event(run_engine: E
     async def body(engine: Engine) -> None:
         instance_id = await engine.start_instance("count_up", None, sdk_input({"key": "h", "numbers": [7]}))
         await complete(engine, instance_id)
-        events = [json.loads(t) for t in engine._store.history(instance_id)]
+        events = [json.loads(t) for t in engine.core.store.history(instance_id)]
         sent = [e for e in events if e["EventType"] == h.EVENT_SENT]
         raised = [e for e in events if e["EventType"] == h.EVENT_RAISED]
         assert [e["EventId"] for e in sent] == [0, 1]  # one sequence id per call, as the SDK counts
@@ -197,14 +198,14 @@ def test_pending_operations_survive_a_stop_and_run_after_the_next_start(
     data = tmp_path / "entity-data"
 
     async def send(engine: Engine) -> None:
-        engine._stopping = True  # nothing is dispatched: the operations stay in the store
+        engine.core.begin_stopping()  # nothing is dispatched: the operations stay in the store
         for _ in range(3):
             await engine.signal_entity("counter", "s", "add", json.dumps("2"))
-        assert engine._store.pending_entity_ops("@counter@s") == 3
+        assert engine.core.store.pending_entity_ops("@counter@s") == 3
 
     async def check(engine: Engine) -> None:
         assert await _state(engine, "s") == (True, 6)
-        assert engine._store.pending_entity_ops("@counter@s") == 0
+        assert engine.core.store.pending_entity_ops("@counter@s") == 0
 
     _run(run_engine, send, data_dir=data)
     _run(run_engine, check, data_dir=data)
@@ -214,7 +215,7 @@ def test_a_signal_the_store_cannot_write_is_refused_whole_and_the_entity_heals(r
     async def body(engine: Engine) -> None:
         await engine.signal_entity("counter", "f", "add", json.dumps("1"))
         assert await _state(engine, "f") == (True, 1)
-        db = engine._store.db
+        db = engine.core.store.db
         pages = int(db.execute("PRAGMA page_count").fetchone()[0])
         db.execute(f"PRAGMA max_page_count={pages}")  # the disk is full
         big = json.dumps(json.dumps("x" * 200_000))  # needs new pages
@@ -228,7 +229,7 @@ def test_a_signal_the_store_cannot_write_is_refused_whole_and_the_entity_heals(r
                 break
             await asyncio.sleep(0.01)
         assert engine.store_fault is None
-        assert engine._store.pending_entity_ops("@counter@f") == 0  # nothing of the refused signals
+        assert engine.core.store.pending_entity_ops("@counter@f") == 0  # nothing of the refused signals
         await engine.signal_entity("counter", "f", "add", json.dumps("2"))
         assert await _state(engine, "f") == (True, 3)
 

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from devhost.durable.store import BACKSTOP_CHECKPOINT_PAGES, CHECKPOINT_EVERY_COMMITS, InstanceRow, Store
+from devhost.durable.checkpoint import BACKSTOP_CHECKPOINT_PAGES, CHECKPOINT_EVERY_COMMITS
+from devhost.durable.store import Store
+from devhost.durable.store_schema import InstanceRow
 
 
 def _row(instance_id: str) -> InstanceRow:

@@ -21,8 +21,10 @@ import httpx
 import pytest
 
 import devhost.durable.store as store_module
+import devhost.durable.store_schema as store_schema
 from devhost.durable.engine import Engine, StoreUnavailable
-from devhost.durable.store import SCHEMA_VERSION, Store, StoreDamaged, StoreFault
+from devhost.durable.store import Store
+from devhost.durable.store_schema import SCHEMA_VERSION, StoreDamaged, StoreFault
 from devhost.functions.loader import load_app
 from tests.devhost.conftest import BASIC_APP, EngineRunner, complete
 from tests.devhost.hostproc import APPS_DIR, DEFAULT_KEYS, REPO_ROOT, DevHostProcess
@@ -33,13 +35,13 @@ EXPECTED = ["Hello Tokyo!", "Hello Seattle!", "Hello London!"]
 
 def _limit_pages(engine: Engine, extra: int) -> None:
     """Let the store grow by ``extra`` pages at most: the disk is (nearly) full."""
-    db = engine._store.db
+    db = engine.core.store.db
     pages = int(db.execute("PRAGMA page_count").fetchone()[0])
     db.execute(f"PRAGMA max_page_count={pages + extra}")
 
 
 def _free_space(engine: Engine) -> None:
-    engine._store.db.execute(f"PRAGMA max_page_count={NO_LIMIT}")
+    engine.core.store.db.execute(f"PRAGMA max_page_count={NO_LIMIT}")
 
 
 async def _submit_with_retry(engine: Engine, faults_seen: list[str], wait_s: float = 60.0) -> str:
@@ -265,13 +267,13 @@ def test_an_older_store_is_migrated_in_place(tmp_path: Path, monkeypatch: pytest
         seen.append(0)
         return 1
 
-    monkeypatch.setattr(store_module, "_MIGRATIONS", {**store_module._MIGRATIONS, 0: from_zero})
+    monkeypatch.setattr(store_module, "MIGRATIONS", {**store_schema.MIGRATIONS, 0: from_zero})
     again = Store(store.path)
     again.open("Hub")
     version = again.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
     again.close()
     assert seen == [0] and version == str(SCHEMA_VERSION)
-    monkeypatch.setattr(store_module, "_MIGRATIONS", {})
+    monkeypatch.setattr(store_module, "MIGRATIONS", {})
     _set_schema_version(store, "0")
     with pytest.raises(StoreDamaged, match="no migration exists"):
         Store(store.path).open("Hub")

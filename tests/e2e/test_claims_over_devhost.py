@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from devhost.jobs.ask import render_result
+from devhost.jobs.render import render_result
 from shared.providers.search.local import get_default_index
 from shared.providers.sql.sampledata import ensure_sample_db
 from shared.runtime.settings import Settings

@@ -7,7 +7,8 @@ from typing import Any
 from rich.console import Console
 
 from devhost.cli import build_parser
-from devhost.jobs.ask import build_request, render_progress
+from devhost.jobs.ask import build_request
+from devhost.jobs.render import render_progress
 
 
 def request(*argv: str) -> dict[str, Any]:

@@ -1,32 +1,29 @@
 """Durable Functions engine: replays orchestrators through the SDK, runs activities, persists state.
 
-The package is split along its seams. At the bottom, composed parts: objects of their own that the engine
-holds, each behind a typed interface. Timers and retries know nothing of the engine; endings, activities and
-rewind reach it only through the primitives their ``Site`` protocol names. Timers, retries, endings and
-activities have unit tests of their own (tests/devhost/test_engine_parts.py):
+The engine is built from parts, each an object of its own that owns its fields and reaches the others only
+through the typed protocols its module names (its ``...Site`` for the core, and small interfaces such as
+``WorkSink`` or ``Ending`` for the others). ``Engine`` (``lifecycle``) constructs and wires them in one place
+and publishes the client API as the parts' own methods. Each part has unit tests over a small fake site
+(tests/devhost/test_engine_parts*.py, fakes in tests/devhost/engine_fakes.py):
 
 - ``state``: the in-memory instance, the messages and work items, one episode's decisions.
-- ``workers``: the queues of remote work offered to gRPC sidecar workers.
+- ``core``: ``EngineCore``, the live instances, the ready queue, the store transaction and fault state, the
+  history and row writes, completion waiters.
 - ``timers``: ``DurableTimers``, durable timers on the event loop, delivered as messages.
-- ``retries``: calls with a retry policy (stateless: the bookkeeping lives on the instance).
-- ``endings``: ``Endings``, how an execution ends (completion, failure, continue-as-new, the parent told),
-  over the engine primitives it names in ``EndingsSite``.
-- ``activities``: ``ActivityRunner``, the activity workers, over the engine primitives it names in
-  ``ActivitySite``.
-- ``rewind``: ``Rewinder``, re-running the failed tasks of a failed instance, over the engine primitives it
-  names in ``RewindSite``.
-
-The rest is still one class chain, each module adding one responsibility to the class below it (a method
-only calls what its own module or a lower one defines); these are the seams still to be composed:
-
-- ``core``: engine state and the shared primitives (ready queue, store transaction, history appends).
-- ``entities``: Durable Entities: operations queued per entity, batches, replies, the entity client API.
-- ``handlers``: replayed actions checked, new ones scheduled, one handler per action type.
-- ``episodes``: one replay of the orchestrator through the SDK and applying its decisions.
-- ``remote``: episodes, activities and entity batches of remote instances (gRPC sidecar workers).
-- ``dispatch``: the dispatcher loop, committed slices, store-fault healing, recovery at start.
-- ``management``: the client API (start, status, query, events, terminate, suspend, resume, purge).
-- ``lifecycle``: ``Engine`` itself: start and stop.
+- ``activities``: ``ActivityRunner``, the activity queue, workers and thread pool.
+- ``entities``: ``Entities``, Durable Entities: operations queued per entity, batches, replies, the entity
+  client API.
+- ``endings``: ``Endings``, how an execution ends (completion, failure, continue-as-new, the parent told).
+- ``episodes/``: ``Episodes`` (``replay``), one replay through the SDK and applying its decisions;
+  ``ActionHandlers`` (``actions``), replayed actions checked and new ones scheduled; which messages an
+  episode takes (``messages``); calls with a retry policy (``retries``).
+- ``remote/``: work of gRPC sidecar workers: their queues (``workers``), remote episodes and activities
+  (``orchestrations``), remote entity batches and entity locks (``entities``).
+- ``dispatch``: ``Dispatcher``, the loop that runs ready items in committed slices.
+- ``recovery``: ``Recovery``, loading what is in flight at start and reloading it after a store fault.
+- ``management``: ``Management``, the client API (start, status, query, events, terminate, suspend, ...).
+- ``rewind``: ``Rewinder``, re-running the failed tasks of a failed instance.
+- ``lifecycle``: ``Engine``, the wiring, start and stop.
 
 Design (the protocol facts it relies on are in ARCHITECTURE.md):
 

@@ -1,4 +1,9 @@
-"""Engine state and the primitives every part uses: ready queue, store transaction, history appends."""
+"""The engine core: the live instances, the ready queue, the store transaction and the primitives every part uses.
+
+``EngineCore`` is a part like the others: the engine holds one and hands it to each part behind the protocol
+of what that part needs (``CoreSite`` in the part's module). It owns its fields; the parts change them only
+through its methods (``track``, ``untrack``, ``defer``, ``make_ready``, ``store_failed``, ...).
+"""
 
 from __future__ import annotations
 
@@ -8,28 +13,19 @@ import re
 import sqlite3
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from devhost.durable import history as h
-from devhost.durable.decoded import DecodedHistories
-from devhost.durable.engine.activities import ActivityRunner
-from devhost.durable.engine.endings import Endings
-from devhost.durable.engine.state import EntityInstance, Instance, Message, ParentRef, Work
-from devhost.durable.engine.timers import DurableTimers
-from devhost.durable.engine.workers import ExternalWorkers
+from devhost.durable.engine.state import EntityInstance, Instance, Message, ParentRef, cancel_handles
 from devhost.durable.statuses import TERMINAL_STATES
-from devhost.durable.store import InstanceRow, Store, StoreFault
-from devhost.durable.timeutil import (
-    epoch_to_history,
-)
+from devhost.durable.store import Store
+from devhost.durable.store_schema import InstanceRow, StoreFault
+from devhost.durable.timeutil import epoch_to_history
 from devhost.functions.logs import host_logger
-from devhost.functions.model import (
-    EngineError,
-    LoadedApp,
-)
-from devhost.functions.threads import DaemonThreadPool
+from devhost.functions.model import EngineError, FunctionInfo, LoadedApp
 
 log = host_logger("devhost.durable")
 
@@ -94,81 +90,225 @@ class StoreUnavailable(EngineError):
     code = "STORE_UNAVAILABLE"
 
 
-class EngineCore:
-    """Engine state and the primitives every part uses: ready queue, store transaction, history appends."""
+def seq_of(ev: dict[str, Any]) -> int | None:
+    """The sequence id a completion event completes (None for other events)."""
+    key = _SEQ_FIELD.get(ev.get("EventType", -1))
+    return ev.get(key) if key else None
 
-    def __init__(
-        self, app: LoadedApp, data_dir: Path, *, synchronous: str = "NORMAL", reset_store: bool = False
-    ) -> None:
+
+def forget_message(store: Store, m: Message) -> None:
+    """Drop a message that no longer applies, deleting whatever persists it."""
+    if m.inbox_id is not None:
+        store.delete_inbox((m.inbox_id,))
+    if m.work_id is not None:
+        store.delete_activities((m.work_id,))
+    if m.timer_id is not None:
+        store.delete_timers((m.timer_id,))
+
+
+def instance_from_row(row: InstanceRow) -> Instance:
+    """The in-memory instance a stored row describes (its history is loaded separately)."""
+    inst = Instance(row.instance_id, row.name, row.version, row.input, row.created)
+    inst.execution_id = row.execution_id
+    inst.status = row.status
+    inst.output_text = row.output
+    inst.custom_status_text = row.custom_status
+    inst.updated = row.updated
+    if row.parent_id:
+        inst.parent = ParentRef(row.parent_id, row.parent_execution or "", row.parent_seq or 0, row.parent_name or "")
+    inst.load_estate(row.estate)
+    return inst
+
+
+def execution_started(inst: Instance) -> dict[str, Any]:
+    """The ``ExecutionStarted`` event of an instance's current execution."""
+    p = inst.parent
+    parent = (
+        {
+            "Name": p.name,
+            "Version": "",
+            "TaskScheduleId": p.seq,
+            "OrchestrationInstance": {"InstanceId": p.instance_id, "ExecutionId": p.execution_id},
+        }
+        if p
+        else None
+    )
+    return h.event(
+        h.EXECUTION_STARTED,
+        epoch_to_history(inst.started_at),
+        Name=inst.name,
+        Version=inst.version or "",
+        Input=inst.input_text,
+        OrchestrationInstance={"InstanceId": inst.id, "ExecutionId": inst.execution_id},
+        ParentInstance=parent,
+        Tags=None,
+        ScheduledStartTime=epoch_to_history(inst.not_before) if inst.not_before else None,
+        Generation=inst.generation,
+    )
+
+
+class FunctionTable:
+    """The app's durable functions by kind and lower-cased name (read-only)."""
+
+    def __init__(self, app: LoadedApp) -> None:
+        self.orchestrators: Mapping[str, FunctionInfo] = MappingProxyType(
+            {f.durable_name.lower(): f for f in app.by_kind("orchestrator") if f.durable_name}
+        )
+        self.activities: Mapping[str, FunctionInfo] = MappingProxyType(
+            {f.durable_name.lower(): f for f in app.by_kind("activity") if f.durable_name}
+        )
+        self.entities: Mapping[str, FunctionInfo] = MappingProxyType(
+            {f.durable_name.lower(): f for f in app.by_kind("entity") if f.durable_name}
+        )
+
+    def unknown(self, name: str, kind: str) -> str:
+        """The extension's message for a function name the app does not have (of ``kind``)."""
+        known = {"orchestrator": self.orchestrators, "entity": self.entities}.get(kind, self.activities)
+        names = ", ".join(f"'{f.durable_name}'" for f in known.values())
+        return (
+            f"The function '{name}' doesn't exist, is disabled, or is not an {kind} function. "
+            f"Additional info: The following are the known {kind} functions: {names}."
+        )
+
+
+class EngineCore:
+    """The live instances, the ready queue, the store transaction and the primitives every part uses."""
+
+    def __init__(self, app: LoadedApp, data_dir: Path, *, synchronous: str = "NORMAL") -> None:
         self.app = app
-        self._reset_store = reset_store
-        # Why the store cannot write, while it cannot (None when healthy); set by _store_failed only.
-        self._fault: str | None = None
-        self.store_faults = 0
         self.hub_name = app.host.hub_name
         safe_hub = re.sub(r"[^A-Za-z0-9_-]", "_", self.hub_name)
         self.db_path = Path(data_dir) / f"durable-{safe_hub}.sqlite3"
-        self._store = Store(self.db_path, synchronous=synchronous)
+        self.store = Store(self.db_path, synchronous=synchronous)
+        self.functions = FunctionTable(app)
+        self.max_actions = app.host.max_orchestration_actions
+        self.timeout = app.host.function_timeout_s
+        # Why the store cannot write, while it cannot (None when healthy).
+        self._fault: str | None = None
+        self.store_faults = 0
         self._instances: dict[str, Instance] = {}
+        self.instances: Mapping[str, Instance] = MappingProxyType(self._instances)
         # Orchestration instances with messages to deliver, and entities with operations to run.
         self._ready: deque[Instance | EntityInstance] = deque()
-        # Entities with operations waiting (an entity without pending operations lives in the store only).
-        self._entities: dict[str, EntityInstance] = {}
         self._ready_event: asyncio.Event | None = None
-        self._work_queue: asyncio.Queue[Work | None] | None = None
-        # Episodes and activities of remote instances, for workers of the gRPC sidecar protocol
-        # (devhost.durable.sidecar), and the workers' answers to episodes, applied by the dispatcher in its
-        # next slice (group commit).
-        self.workers = ExternalWorkers()
-        self._remote_done: deque[Any] = deque()
-        # Activity workers (their tasks start with the engine); a result is a message to deliver.
-        self.activity_runner = ActivityRunner(self)
-        # How an execution ends (completion, failure, continue-as-new, the parent told).
-        self.endings = Endings(self)
-        # Durable timers, armed on the loop once their creation commits; a fired one is a message to deliver.
-        self.timers = DurableTimers(is_live=lambda inst: self._instances.get(inst.id) is inst, deliver=self._deliver)
         self._after: list[Callable[[], None]] = []
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
-        self._tasks: list[asyncio.Task[None]] = []
-        self._pool: DaemonThreadPool | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = False
         self._stopping = False
-        self._active_activities = 0
         self._delayed = 0
-        self._orchestrators = {f.durable_name.lower(): f for f in app.by_kind("orchestrator") if f.durable_name}
-        self._activities = {f.durable_name.lower(): f for f in app.by_kind("activity") if f.durable_name}
-        self._entity_fns = {f.durable_name.lower(): f for f in app.by_kind("entity") if f.durable_name}
-        self._max_actions = app.host.max_orchestration_actions
-        self._timeout = app.host.function_timeout_s
-        # The durableClient binding JSON for functions that have one (an activity may raise events, start
-        # orchestrations...): the host attaches it once its HTTP API is up (attach_client).
-        self.client_binding: Callable[[], str] | None = None
-        # Counters for tests and benchmarks (episodes replayed, activity executions started).
-        self.episodes_run = 0
-        self._decoded = DecodedHistories()  # decoded history prefixes: an episode decodes only its new events
-        self.activities_run = 0
-        self.entity_batches_run = 0
 
-    def attach_client(self, binding: Callable[[], str]) -> None:
-        """Where activities with a durableClient binding get its JSON (the host's Durable HTTP API)."""
-        self.client_binding = binding
+    # ----- lifecycle -------------------------------------------------------------------------
 
-    def _instance_from_row(self, row: InstanceRow) -> Instance:
-        inst = Instance(row.instance_id, row.name, row.version, row.input, row.created)
-        inst.execution_id = row.execution_id
-        inst.status = row.status
-        inst.output_text = row.output
-        inst.custom_status_text = row.custom_status
-        inst.updated = row.updated
-        if row.parent_id:
-            inst.parent = ParentRef(
-                row.parent_id, row.parent_execution or "", row.parent_seq or 0, row.parent_name or ""
-            )
-        inst.load_estate(row.estate)
-        return inst
+    def open(self, loop: asyncio.AbstractEventLoop, *, reset: bool) -> None:
+        """Open the store on ``loop`` (``reset``: start from an empty store)."""
+        self._loop = loop
+        self._ready_event = asyncio.Event()
+        self.store.open(self.hub_name, reset=reset)
+        self._fault = None
+        self._stopping = False
 
-    def _schedule(self, inst: Instance) -> None:
+    def mark_started(self) -> None:
+        """Recovery is done: the client API is open."""
+        self._started = True
+
+    def begin_stopping(self) -> None:
+        """Schedule nothing more (what is pending stays in the store)."""
+        self._stopping = True
+
+    def close(self) -> None:
+        """Cancel the waiters, forget the live state and close the store."""
+        for inst in self._instances.values():
+            cancel_handles(inst)
+        self._delayed = 0
+        for waiters in self._waiters.values():
+            for fut in waiters:
+                if not fut.done():
+                    fut.cancel()
+        self._waiters.clear()
+        self.store.close()
+        self._instances.clear()
+        self._ready.clear()
+        self._started = False
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop the engine runs on (None before start)."""
+        return self._loop
+
+    @property
+    def started(self) -> bool:
+        """Whether the engine is running."""
+        return self._started
+
+    @property
+    def stopping(self) -> bool:
+        """Whether the engine is stopping (nothing new is scheduled)."""
+        return self._stopping
+
+    def require_started(self) -> None:
+        """Refuse a call on an engine that is not running."""
+        if not self._started:
+            raise RuntimeError("The durable engine is not running; call start() first.")
+
+    # ----- live instances --------------------------------------------------------------------
+
+    def track(self, inst: Instance) -> None:
+        """Hold ``inst`` as a live (non-terminal) instance."""
+        self._instances[inst.id] = inst
+
+    def untrack(self, instance_id: str) -> None:
+        """Forget a live instance (it ended)."""
+        self._instances.pop(instance_id, None)
+
+    def is_live(self, inst: Instance) -> bool:
+        """Whether ``inst`` is still the live instance of its id."""
+        return self._instances.get(inst.id) is inst
+
+    def forget_all(self) -> None:
+        """Drop every live instance and ready item (a reload from the store follows)."""
+        for inst in self._instances.values():
+            cancel_handles(inst)
+        self._instances.clear()
+        self._ready.clear()
+        self._delayed = 0
+
+    # ----- ready queue -----------------------------------------------------------------------
+
+    def make_ready(self, item: Instance | EntityInstance) -> None:
+        """Queue an instance or entity for the dispatcher and wake it."""
+        self._ready.append(item)
+        self.wake_dispatcher()
+
+    def wake_dispatcher(self) -> None:
+        """Wake the dispatcher (new ready items, answers or a fault)."""
+        event = self._ready_event
+        if event is not None and not event.is_set():
+            event.set()
+
+    def pop_ready(self) -> Instance | EntityInstance | None:
+        """The next ready item, or None."""
+        return self._ready.popleft() if self._ready else None
+
+    @property
+    def has_ready(self) -> bool:
+        """Whether an instance or entity waits for the dispatcher."""
+        return bool(self._ready)
+
+    @property
+    def delayed(self) -> int:
+        """Instances waiting out a fan-in coalescing window."""
+        return self._delayed
+
+    async def wait_for_ready(self) -> None:
+        """Sleep until ``wake_dispatcher``."""
+        event = self._ready_event
+        assert event is not None
+        event.clear()
+        await event.wait()
+
+    def schedule(self, inst: Instance) -> None:
+        """Queue ``inst`` for an episode, unless it waits (a worker's episode, a scheduled start, coalescing)."""
         if (
             inst.queued
             or inst.flight is not None  # a worker runs its episode: the next one waits for that completion
@@ -191,10 +331,7 @@ class EngineCore:
                     self._delayed += 1
                 return
         inst.queued = True
-        self._ready.append(inst)
-        event = self._ready_event
-        if event is not None and not event.is_set():
-            event.set()
+        self.make_ready(inst)
 
     def _not_yet(self, inst: Instance) -> bool:
         """A scheduled start still in the future: wake the instance then (once), not now."""
@@ -207,8 +344,8 @@ class EngineCore:
 
     def _start_due(self, inst: Instance) -> None:
         inst.wake_handle = None
-        if self._instances.get(inst.id) is inst:
-            self._schedule(inst)
+        if self.is_live(inst):
+            self.schedule(inst)
 
     def _wake(self, inst: Instance) -> None:
         inst.wake_handle = None
@@ -216,35 +353,60 @@ class EngineCore:
         if inst.queued or not inst.inbox:
             return
         inst.last_cost = 0.0  # the coalescing window is over: run now
-        self._schedule(inst)
+        self.schedule(inst)
 
-    def _deliver(self, instance_id: str, message: Message) -> None:
+    def deliver(self, instance_id: str, message: Message) -> None:
+        """Hand a message to a live instance's current execution (dropped otherwise) and schedule it."""
         inst = self._instances.get(instance_id)
         if inst is None or inst.status in TERMINAL_STATES:
             return
         if message.execution_id is not None and message.execution_id != inst.execution_id:
             return
         inst.inbox.append(message)
-        self._schedule(inst)
+        self.schedule(inst)
+
+    def send_inbox(self, target: Instance, ev: dict[str, Any], execution_id: str | None) -> None:
+        """Persist an event for ``target`` (inside the open transaction) and schedule it."""
+        inbox_id = self.store.insert_inbox(target.id, execution_id, h.render(ev))
+        target.inbox.append(Message(ev, execution_id, inbox_id=inbox_id))
+        self.schedule(target)
+
+    # ----- transactions and faults -----------------------------------------------------------
+
+    def defer(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` once the open transaction commits (never if it rolls back)."""
+        self._after.append(callback)
+
+    def take_deferred(self) -> list[Callable[[], None]]:
+        """The callbacks of the transaction that just committed, handed over once."""
+        after, self._after = self._after, []
+        return after
 
     @property
-    def store_fault(self) -> str | None:
+    def fault(self) -> str | None:
         """Why the durable store cannot write right now, or None when it works."""
         return self._fault
 
-    def _store_failed(self, exc: BaseException) -> None:
+    def store_failed(self, exc: BaseException) -> None:
         """Enter the fault state: nothing of the failed transaction counts; the dispatcher heals."""
-        self._store.rollback()
+        self.store.rollback()
         self._after.clear()
         if self._fault is None:
             self.store_faults += 1
             log.error("The durable store cannot write (%s); new work is refused with 503 until it recovers.", exc)
         self._fault = f"{type(exc).__name__}: {exc}"
-        if self._ready_event is not None:
-            self._ready_event.set()
+        self.wake_dispatcher()
+
+    def still_failing(self, exc: BaseException) -> None:
+        """A probe or reload during healing failed: the fault stays, with this reason."""
+        self._fault = f"{type(exc).__name__}: {exc}"
+
+    def healed(self) -> None:
+        """The store writes again."""
+        self._fault = None
 
     @contextlib.contextmanager
-    def _transaction(self) -> Iterator[None]:
+    def transaction(self) -> Iterator[None]:
         """One management operation as one transaction: 503 while the store is faulty, all or nothing.
 
         On a store error the transaction is rolled back and the engine enters the fault state; the
@@ -253,75 +415,38 @@ class EngineCore:
         """
         if self._fault is not None:
             raise StoreUnavailable(f"The durable store cannot write right now ({self._fault}); retry later.")
-        store = self._store
+        store = self.store
         try:
             store.begin()
             yield
             store.commit()
         except STORE_ERRORS as exc:
-            self._store_failed(exc)
+            self.store_failed(exc)
             raise StoreUnavailable(f"The durable store cannot write right now ({exc}); retry later.") from exc
         except BaseException:
             store.rollback()
             self._after.clear()
             raise
-        after, self._after = self._after, []
-        for callback in after:
+        for callback in self.take_deferred():
             callback()
 
-    def _seq_of(self, ev: dict[str, Any]) -> int | None:
-        key = _SEQ_FIELD.get(ev.get("EventType", -1))
-        return ev.get(key) if key else None
+    # ----- history and rows ------------------------------------------------------------------
 
-    def _forget_message(self, m: Message) -> None:
-        """Drop a message that no longer applies, deleting whatever persists it."""
-        store = self._store
-        if m.inbox_id is not None:
-            store.delete_inbox((m.inbox_id,))
-        if m.work_id is not None:
-            store.delete_activities((m.work_id,))
-        if m.timer_id is not None:
-            store.delete_timers((m.timer_id,))
-
-    def _execution_started(self, inst: Instance) -> dict[str, Any]:
-        p = inst.parent
-        parent = (
-            {
-                "Name": p.name,
-                "Version": "",
-                "TaskScheduleId": p.seq,
-                "OrchestrationInstance": {"InstanceId": p.instance_id, "ExecutionId": p.execution_id},
-            }
-            if p
-            else None
-        )
-        return h.event(
-            h.EXECUTION_STARTED,
-            epoch_to_history(inst.started_at),
-            Name=inst.name,
-            Version=inst.version or "",
-            Input=inst.input_text,
-            OrchestrationInstance={"InstanceId": inst.id, "ExecutionId": inst.execution_id},
-            ParentInstance=parent,
-            Tags=None,
-            ScheduledStartTime=epoch_to_history(inst.not_before) if inst.not_before else None,
-            Generation=inst.generation,
-        )
-
-    def _append(
+    def append(
         self, inst: Instance, new_events: Sequence[dict[str, Any] | str], decided: list[dict[str, Any]], ts: str
     ) -> None:
         """Append an episode's events (new, decisions, OrchestratorCompleted) to history."""
         texts = [e if isinstance(e, str) else h.render(e) for e in new_events]
         texts.extend(h.render(e) for e in decided)
         texts.append(h.render(h.event(h.ORCHESTRATOR_COMPLETED, ts)))
-        self._store.append_history(inst.id, len(inst.texts), texts)
+        self.store.append_history(inst.id, len(inst.texts), texts)
         inst.texts.extend(texts)
         joined = ",".join(texts)
         inst.joined = f"{inst.joined},{joined}" if inst.joined else joined
 
-    def _save(self, inst: Instance) -> None:
-        self._store.update_instance(
+    def save(self, inst: Instance) -> None:
+        """Write the instance's row (status, output, custom status, execution state)."""
+        self.store.update_instance(
             inst.id,
             execution_id=inst.execution_id,
             status=inst.status,
@@ -332,28 +457,23 @@ class EngineCore:
             estate=inst.estate(),
         )
 
-    def _enqueue_work(self, work: Work) -> None:
-        inst = self._instances.get(work.instance_id)
-        if inst is None or inst.execution_id != work.execution_id or self._work_queue is None:
-            return
-        if inst.remote:
-            self.workers.offer_activity(work)
-            return
-        self._work_queue.put_nowait(work)
+    # ----- completion waiters ----------------------------------------------------------------
 
-    def _unknown_function_message(self, name: str, kind: str) -> str:
-        known = {"orchestrator": self._orchestrators, "entity": self._entity_fns}.get(kind, self._activities)
-        names = ", ".join(f"'{f.durable_name}'" for f in known.values())
-        return (
-            f"The function '{name}' doesn't exist, is disabled, or is not an {kind} function. "
-            f"Additional info: The following are the known {kind} functions: {names}."
-        )
+    def add_waiter(self, instance_id: str) -> asyncio.Future[None]:
+        """A future resolved when the instance ends."""
+        assert self._loop is not None
+        fut: asyncio.Future[None] = self._loop.create_future()
+        self._waiters.setdefault(instance_id, []).append(fut)
+        return fut
 
-    def _require_started(self) -> None:
-        if not self._started:
-            raise RuntimeError("The durable engine is not running; call start() first.")
+    def remove_waiter(self, instance_id: str, fut: asyncio.Future[None]) -> None:
+        """Stop waiting with ``fut``."""
+        waiters = self._waiters.get(instance_id)
+        if waiters and fut in waiters:
+            waiters.remove(fut)
 
-    def _wake_waiters(self, instance_id: str) -> None:
+    def wake_waiters(self, instance_id: str) -> None:
+        """Resolve the waiters of an instance that ended."""
         for fut in self._waiters.pop(instance_id, []):
             if not fut.done():
                 fut.set_result(None)

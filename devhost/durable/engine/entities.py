@@ -17,13 +17,16 @@ import functools
 import json
 import time
 import uuid
-from typing import Any
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 
 from devhost.durable import history as h
-from devhost.durable.engine.core import EngineCore, flog, log
-from devhost.durable.engine.state import EntityInstance, EntityOp, Message, entity_id_of, split_entity_id
+from devhost.durable.engine.core import FunctionTable, flog, log
+from devhost.durable.engine.state import EntityInstance, EntityOp, Instance, entity_id_of, split_entity_id
+from devhost.durable.store import Store
 from devhost.durable.timeutil import epoch_to_history, epoch_to_status
 from devhost.functions import ids
 from devhost.functions.logs import current_invocation
@@ -63,64 +66,137 @@ class BatchResult(BaseModel):
     signals: list[EntitySignal] = []
 
 
-class Entities(EngineCore):
-    """Durable Entities: operations queued per entity, run one batch at a time, state and replies in one commit."""
+class EntitiesSite(Protocol):
+    """What entities need of the engine core (``EngineCore``)."""
+
+    functions: FunctionTable
+
+    @property
+    def store(self) -> Store:
+        """The durable store."""
+
+    @property
+    def instances(self) -> Mapping[str, Instance]:
+        """The live (non-terminal) orchestration instances by id (read-only)."""
+
+    @property
+    def stopping(self) -> bool:
+        """Whether the engine is stopping (nothing new is scheduled)."""
+
+    def require_started(self) -> None:
+        """Refuse a call on an engine that is not running."""
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """One management operation as one transaction: 503 while the store is faulty, all or nothing."""
+
+    def defer(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` once the open transaction commits (never if it rolls back)."""
+
+    def make_ready(self, item: Instance | EntityInstance) -> None:
+        """Queue an instance or entity for the dispatcher and wake it."""
+
+    def send_inbox(self, target: Instance, ev: dict[str, Any], execution_id: str | None) -> None:
+        """Persist an event for ``target`` (inside the open transaction) and schedule it."""
+
+
+class WorkerPresence(Protocol):
+    """Whether gRPC sidecar workers are served (``ExternalWorkers``): then an unknown entity runs at one."""
+
+    @property
+    def enabled(self) -> bool:
+        """Whether a gRPC endpoint serves workers (then unknown functions run at one)."""
+
+
+class Entities:
+    """Durable Entities: operations queued per entity, run one batch at a time, state and replies in one commit.
+
+    It owns the entities with operations waiting (an entity without pending operations lives in the store only).
+    """
+
+    def __init__(self, site: EntitiesSite, workers: WorkerPresence) -> None:
+        self._site = site
+        self._workers = workers
+        self._entities: dict[str, EntityInstance] = {}
+        self.batches_run = 0
+
+    # ----- the entities with operations waiting ---------------------------------------------
+
+    def get(self, entity_id: str) -> EntityInstance | None:
+        """The entity with operations waiting under ``entity_id``, if any."""
+        return self._entities.get(entity_id)
+
+    def waiting(self) -> list[EntityInstance]:
+        """Every entity with operations waiting (a snapshot)."""
+        return list(self._entities.values())
+
+    def __contains__(self, entity_id: object) -> bool:
+        return entity_id in self._entities
+
+    def __len__(self) -> int:
+        return len(self._entities)
+
+    def forget_if_idle(self, ent: EntityInstance) -> None:
+        """Drop ``ent`` once it has nothing queued and holds no lock (it lives in the store only then)."""
+        if self._entities.get(ent.id) is ent and not ent.queue and ent.lock is None:
+            del self._entities[ent.id]
+
+    def clear(self) -> None:
+        """Forget every entity (a reload from the store follows, or the engine stops)."""
+        self._entities.clear()
 
     # ----- sending -------------------------------------------------------------------------
 
-    def _send_entity_op(self, entity_id: str, request: dict[str, Any]) -> None:
+    def send_op(self, entity_id: str, request: dict[str, Any]) -> None:
         """Persist an operation for an entity (inside the caller's transaction); it runs after the commit."""
-        op_id = self._store.insert_entity_op(entity_id, h.dumps(request))
+        op_id = self._site.store.insert_entity_op(entity_id, h.dumps(request))
         ent = self._entities.get(entity_id)
         if ent is None:
             ent = self._entities[entity_id] = EntityInstance(entity_id)
         ent.queue.append(EntityOp(op_id, request))
-        self._after.append(functools.partial(self._schedule_entity, ent))
+        self._site.defer(functools.partial(self.schedule, ent))
 
-    def _schedule_entity(self, ent: EntityInstance) -> None:
+    def schedule(self, ent: EntityInstance) -> None:
+        """Queue ``ent`` for the dispatcher when it has operations and none in flight."""
         if (
             ent.queued
             or ent.flight is not None
-            or self._stopping
+            or self._site.stopping
             or self._entities.get(ent.id) is not ent
             or not ent.queue
         ):
             return
         ent.queued = True
-        self._ready.append(ent)
-        event = self._ready_event
-        if event is not None and not event.is_set():
-            event.set()
+        self._site.make_ready(ent)
 
-    def _recover_entities(self) -> None:
+    def recover(self) -> None:
         """Load every pending operation from the store and queue its entity (start, or after a store fault)."""
-        for op_id, entity_id, body in self._store.entity_ops():
+        for op_id, entity_id, body in self._site.store.entity_ops():
             ent = self._entities.get(entity_id)
             if ent is None:
                 ent = self._entities[entity_id] = EntityInstance(entity_id)
             ent.queue.append(EntityOp(op_id, json.loads(body)))
         for ent in self._entities.values():
-            self._schedule_entity(ent)
+            self.schedule(ent)
 
     # ----- one batch -----------------------------------------------------------------------
 
-    def _entity_episode(self, ent: EntityInstance) -> None:
+    def episode(self, ent: EntityInstance) -> None:
         """Run the next batch of an entity's operations; effects go into the open slice transaction."""
         batch = [ent.queue.popleft() for _ in range(min(len(ent.queue), ENTITY_BATCH))]
         if batch:
-            self.entity_batches_run += 1
-            found = self._store.get_entity(ent.id)
+            self.batches_run += 1
+            found = self._site.store.get_entity(ent.id)
             state = found[0] if found else None
-            fn = self._entity_fns.get(ent.name)
+            fn = self._site.functions.entities.get(ent.name)
             if fn is None:
-                message = self._unknown_function_message(ent.name, "entity")
+                message = self._site.functions.unknown(ent.name, "entity")
                 result = _failed_batch(len(batch), message, found is not None, state)
             else:
                 result = self._invoke_entity(fn, ent, found is not None, state, batch)
-            self._apply_batch(ent, batch, result, existed=found is not None)
-            self._store.delete_entity_ops([op.op_id for op in batch])
+            self.apply_batch(ent, batch, result, existed=found is not None)
+            self._site.store.delete_entity_ops([op.op_id for op in batch])
         if ent.queue:
-            self._schedule_entity(ent)
+            self.schedule(ent)
         elif self._entities.get(ent.id) is ent:
             del self._entities[ent.id]
 
@@ -168,13 +244,13 @@ class Entities(EngineCore):
         )
         return result
 
-    def _apply_batch(self, ent: EntityInstance, batch: list[EntityOp], result: BatchResult, *, existed: bool) -> None:
+    def apply_batch(self, ent: EntityInstance, batch: list[EntityOp], result: BatchResult, *, existed: bool) -> None:
         """Write the new state, reply to each calling orchestration, send the entity's own signals."""
         now = time.time()
         if result.entityExists:
-            self._store.put_entity(ent.id, result.entityState, now)
+            self._site.store.put_entity(ent.id, result.entityState, now)
         elif existed:
-            self._store.delete_entity(ent.id)
+            self._site.store.delete_entity(ent.id)
             log.info("%s: entity deleted.", ent.id)
         ts = epoch_to_history(now)
         for op, outcome in zip(batch, result.results, strict=True):
@@ -187,11 +263,11 @@ class Entities(EngineCore):
             request = entity_request(signal.name, signal.input, signal=True, ts=ts, parent=ent.id)
             if signal.notBefore:
                 request["notBefore"] = signal.notBefore
-            self._send_entity_op(target, request)
+            self.send_op(target, request)
 
     def _reply(self, request: dict[str, Any], outcome: OperationResult, ts: str) -> None:
         """Deliver an operation's result to the orchestration that called it (dropped if that execution ended)."""
-        parent = self._instances.get(str(request.get("parent")))
+        parent = self._site.instances.get(str(request.get("parent")))
         if parent is None or parent.execution_id != request.get("parentExecution"):
             return
         if parent.remote:
@@ -204,9 +280,7 @@ class Entities(EngineCore):
             if outcome.isError:
                 response["exceptionType"] = "Error"
             ev = h.event(h.EVENT_RAISED, ts, Name=request.get("id"), Input=h.dumps(response))
-        inbox_id = self._store.insert_inbox(parent.id, parent.execution_id, h.render(ev))
-        parent.inbox.append(Message(ev, parent.execution_id, inbox_id=inbox_id))
-        self._schedule(parent)
+        self._site.send_inbox(parent, ev, parent.execution_id)
 
     # ----- client API ----------------------------------------------------------------------
 
@@ -215,36 +289,36 @@ class Entities(EngineCore):
     ) -> None:
         """Send a one-way operation to an entity (the extension's SignalEntityAsync); ``not_before``: a gRPC
         client's scheduled signal (run by its worker no earlier)."""
-        self._require_started()
+        self._site.require_started()
         entity_id = entity_id_of(name, key)
-        if not self._is_remote_entity(name) and name.lower() not in self._entity_fns:
-            raise InvalidRequest(self._unknown_function_message(name, "entity"))
+        if not self.is_remote(name) and name.lower() not in self._site.functions.entities:
+            raise InvalidRequest(self._site.functions.unknown(name, "entity"))
         request = entity_request(operation, input_text, signal=True, ts=epoch_to_history(time.time()))
         if not_before:
             request["notBefore"] = not_before
-        with self._transaction():
-            self._send_entity_op(entity_id, request)
+        with self._site.transaction():
+            self.send_op(entity_id, request)
 
-    def _is_remote_entity(self, name: str) -> bool:
+    def is_remote(self, name: str) -> bool:
         """An entity whose function is not in the app runs at a gRPC worker, while an endpoint serves one."""
-        return self.workers.enabled and name.lower() not in self._entity_fns
+        return self._workers.enabled and name.lower() not in self._site.functions.entities
 
     def entity_record(self, entity_id: str) -> tuple[str | None, float] | None:
         """(state JSON text, last operation time) of an existing entity, or None."""
-        self._require_started()
-        return self._store.get_entity(entity_id)
+        self._site.require_started()
+        return self._site.store.get_entity(entity_id)
 
     def entity_records(
         self, *, prefix: str, op_from: float | None, op_to: float | None, after: str | None, limit: int
     ) -> list[tuple[str, str | None, float]]:
         """Existing entities by id prefix and last operation time, after an id, at most ``limit``."""
-        self._require_started()
-        return self._store.query_entities(prefix=prefix, op_from=op_from, op_to=op_to, after=after, limit=limit)
+        self._site.require_started()
+        return self._site.store.query_entities(prefix=prefix, op_from=op_from, op_to=op_to, after=after, limit=limit)
 
     async def read_entity_state(self, name: str, key: str) -> tuple[bool, str | None]:
         """(exists, state JSON text) of an entity."""
-        self._require_started()
-        found = self._store.get_entity(entity_id_of(name, key))
+        self._site.require_started()
+        found = self._site.store.get_entity(entity_id_of(name, key))
         return (found is not None, found[0] if found else None)
 
     async def list_entities(
@@ -258,7 +332,7 @@ class Entities(EngineCore):
         fetch_state: bool,
     ) -> tuple[list[dict[str, Any]], str | None]:
         """Existing entities (of one name, or all) as the extension's DurableEntityStatus, one page at a time."""
-        self._require_started()
+        self._site.require_started()
         after: str | None = None
         if continuation:
             try:
@@ -268,7 +342,7 @@ class Entities(EngineCore):
             if not after.startswith("@"):
                 raise InvalidRequest("The continuation token is not valid.")
         prefix = entity_id_of(name, "") if name else "@"
-        rows = self._store.query_entities(prefix=prefix, op_from=op_from, op_to=op_to, after=after, limit=top + 1)
+        rows = self._site.store.query_entities(prefix=prefix, op_from=op_from, op_to=op_to, after=after, limit=top + 1)
         token = None
         if len(rows) > top:
             rows = rows[:top]
@@ -287,33 +361,33 @@ class Entities(EngineCore):
 
     # ----- entities as instances (the extension's /instances endpoints) ---------------------
 
-    def _entity_status(self, entity_id: str, show_input: bool) -> dict[str, Any] | None:
+    def status(self, entity_id: str, show_input: bool) -> dict[str, Any] | None:
         """An existing entity as the instance status the extension shows for ``@name@key``, or None."""
-        found = self._store.get_entity(entity_id)
+        found = self._site.store.get_entity(entity_id)
         return None if found is None else entity_status(entity_id, found[0], found[1], show_input)
 
-    def _entity_rows(
+    def rows(
         self, *, prefix: str | None, created_from: float | None, created_to: float | None, after: str | None, limit: int
     ) -> list[tuple[str, str | None, float]]:
         """Existing entities for the instance listing (an orchestration id prefix matches no entity)."""
         if prefix and not prefix.startswith("@"):
             return []
-        return self._store.query_entities(
+        return self._site.store.query_entities(
             prefix=prefix or "@", op_from=created_from, op_to=created_to, after=after, limit=limit
         )
 
-    async def purge_entity(self, entity_id: str) -> int:
+    async def purge(self, entity_id: str) -> int:
         """Delete an entity and its state (DELETE instances/@name@key); 0 while it has operations to run."""
-        self._require_started()
-        if self._store.get_entity(entity_id) is None:
+        self._site.require_started()
+        if self._site.store.get_entity(entity_id) is None:
             raise InstanceNotFound(f"No instance with ID '{entity_id}' was found.")
         if entity_id in self._entities:
             # The same rule as for orchestrations: nothing in flight is purged (its operations would
             # otherwise recreate it half-way).
             log.warning("%s: entity has operations to run; only idle entities are purged.", entity_id)
             return 0
-        with self._transaction():
-            return self._store.delete_entity(entity_id)
+        with self._site.transaction():
+            return self._site.store.delete_entity(entity_id)
 
 
 def entity_request(

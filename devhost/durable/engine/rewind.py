@@ -5,13 +5,15 @@ from __future__ import annotations
 import functools
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from devhost.durable import history as h
+from devhost.durable.engine.core import instance_from_row
 from devhost.durable.engine.state import Decisions, Instance, Message
-from devhost.durable.store import InstanceRow, Store
+from devhost.durable.store import Store
+from devhost.durable.store_schema import InstanceRow
 from devhost.durable.timeutil import (
     epoch_to_history,
     parse_history_time,
@@ -73,42 +75,65 @@ def _rewound_history(
 
 
 class RewindSite(Protocol):
-    """What a rewind needs of the engine: its store and live instances, and the primitives that change them."""
+    """What a rewind needs of the engine core (``EngineCore``)."""
 
-    _store: Store
-    _instances: dict[str, Instance]
-    _after: list[Callable[[], None]]
+    @property
+    def store(self) -> Store:
+        """The durable store."""
 
-    def _require_started(self) -> None: ...
-    def _transaction(self) -> AbstractContextManager[None]: ...
-    def _instance_from_row(self, row: InstanceRow) -> Instance: ...
-    def _persist_decisions(self, inst: Instance, d: Decisions) -> None: ...
-    def _save(self, inst: Instance) -> None: ...
-    def _schedule(self, inst: Instance) -> None: ...
+    @property
+    def instances(self) -> Mapping[str, Instance]:
+        """The live (non-terminal) orchestration instances by id (read-only)."""
+
+    def require_started(self) -> None:
+        """Refuse a call on an engine that is not running."""
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """One management operation as one transaction: 503 while the store is faulty, all or nothing."""
+
+    def track(self, inst: Instance) -> None:
+        """Hold ``inst`` as a live (non-terminal) instance."""
+
+    def defer(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` once the open transaction commits (never if it rolls back)."""
+
+    def save(self, inst: Instance) -> None:
+        """Write the instance's row (status, output, custom status, execution state)."""
+
+    def schedule(self, inst: Instance) -> None:
+        """Queue ``inst`` for an episode, unless it waits (a worker's episode, a scheduled start, coalescing)."""
+
+
+class DecisionWriter(Protocol):
+    """Who persists an episode's decisions (``ActionHandlers``)."""
+
+    def persist_decisions(self, inst: Instance, d: Decisions) -> None:
+        """Write the episode's work items, timers, cancellations and children; dispatch after commit."""
 
 
 class Rewinder:
     """Rewind: re-open the failed tasks of a failed instance (and of its failed children) and re-run them."""
 
-    def __init__(self, site: RewindSite) -> None:
+    def __init__(self, site: RewindSite, decisions: DecisionWriter) -> None:
         self._site = site
+        self._decisions = decisions
 
     async def rewind(self, instance_id: str, reason: str | None) -> None:
         """Rewind a Failed instance: drop its failures, re-run failed and unfinished work, replay."""
-        self._site._require_started()
-        if instance_id in self._site._instances:
+        self._site.require_started()
+        if instance_id in self._site.instances:
             raise PreconditionFailed(f"Only failed instances can be rewound; '{instance_id}' is still running.")
-        row = self._site._store.get_instance(instance_id)
+        row = self._site.store.get_instance(instance_id)
         if row is None:
             raise InstanceNotFound(f"No instance with ID '{instance_id}' was found.")
         if row.status != "Failed":
             raise PreconditionFailed(f"Only failed instances can be rewound; '{instance_id}' is {row.status}.")
-        with self._site._transaction():
+        with self._site.transaction():
             self._rewind_locked(row, reason)
 
     def _rewind_locked(self, row: InstanceRow, reason: str | None) -> None:
-        store = self._site._store
-        inst = self._site._instance_from_row(row)
+        store = self._site.store
+        inst = instance_from_row(row)
         events = [json.loads(t) for t in store.history(row.instance_id)]
         retry_seqs, dropped_timer = _reopen_exhausted_retry(inst)
         kept, reopened, scheduled = _rewound_history(events, retry_seqs, dropped_timer)
@@ -121,14 +146,14 @@ class Rewinder:
         inst.status = "Running" if texts else "Pending"
         inst.output_text = None
         inst.updated = time.time()
-        self._site._instances[inst.id] = inst
-        self._site._persist_decisions(inst, self._rerun_open_tasks(inst, scheduled, reason))
+        self._site.track(inst)
+        self._decisions.persist_decisions(inst, self._rerun_open_tasks(inst, scheduled, reason))
         marker = h.event(h.GENERIC_EVENT, epoch_to_history(time.time()), Data=f"Rewound: {reason or ''}")
         inbox_id = store.insert_inbox(inst.id, None, h.render(marker))
         inst.inbox.append(Message(marker, None, inbox_id=inbox_id))
-        self._site._save(inst)
+        self._site.save(inst)
         log.info("%s: orchestration '%s' rewound.", inst.id, inst.name)
-        self._site._after.append(functools.partial(self._site._schedule, inst))
+        self._site.defer(functools.partial(self._site.schedule, inst))
 
     def _rerun_open_tasks(self, inst: Instance, scheduled: dict[int, dict[str, Any]], reason: str | None) -> Decisions:
         """Re-run every open task: failed ones and those a failing episode recorded but never ran."""
@@ -149,10 +174,10 @@ class Rewinder:
     def _rerun_child(self, inst: Instance, seq: int, source: dict[str, Any], reason: str | None, d: Decisions) -> None:
         """A failed sub-orchestration is rewound too; one that never started is started."""
         child_id = source.get("InstanceId") or f"{inst.execution_id}:{seq}"
-        child_row = self._site._store.get_instance(child_id)
+        child_row = self._site.store.get_instance(child_id)
         if child_row is not None and child_row.status == "Failed":
             self._rewind_locked(child_row, reason)
-        elif child_id not in self._site._instances:
+        elif child_id not in self._site.instances:
             d.children.append(
                 (seq, source.get("Name") or "", child_id, source.get("Input"), source.get("Version") or None)
             )

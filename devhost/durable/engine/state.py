@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from devhost.durable import history as h
-from devhost.durable.store import InstanceRow
+from devhost.durable.store_schema import InstanceRow
 from devhost.functions import ids
 from devhost.functions.model import (
     InvalidRequest,
@@ -84,7 +84,7 @@ class EntityInstance:
         self.name, self.key = split_entity_id(entity_id)
         self.queue: deque[EntityOp] = deque()
         self.queued = False
-        # Its batch in flight at a gRPC worker, while there is one (devhost.durable.engine.workers.EntityFlight).
+        # Its batch in flight at a gRPC worker, while there is one (devhost.durable.engine.remote.workers.EntityFlight).
         self.flight: Any = None
         # The critical section holding it (a gRPC orchestration's lock_entities): its "held" op, kept in the store.
         self.lock: EntityOp | None = None
@@ -164,7 +164,7 @@ class Instance:
         self.last_end = 0.0
         self.wake_handle: asyncio.TimerHandle | None = None
         # Run by an external worker over the gRPC sidecar protocol (devhost.grpc), not by the app's functions;
-        # its episode in flight at such a worker, while there is one (devhost.durable.engine.remote.Flight).
+        # its episode in flight at such a worker, while there is one (devhost.durable.engine.remote.workers.Flight).
         self.remote = False
         self.flight: Any = None
         # A scheduled start: the first episode runs no earlier than this (epoch seconds; 0: at once).

@@ -16,10 +16,10 @@ from google.protobuf import timestamp_pb2, wrappers_pb2
 
 from devhost.durable import history as h
 from devhost.durable.actions import ActionType
-from devhost.durable.engine.remote import Failure, Outcome
+from devhost.durable.engine.remote.orchestrations import Failure, Outcome
+from devhost.durable.engine.remote.workers import Accepts, EntityFlight, Flight, Item, token_of
 from devhost.durable.engine.state import Work, split_entity_id
-from devhost.durable.engine.workers import Accepts, EntityFlight, Flight, Item, token_of
-from devhost.durable.store import InstanceRow
+from devhost.durable.store_schema import InstanceRow
 from devhost.durable.timeutil import epoch_to_history, parse_history_time
 
 # Runtime status names (devhost.durable.statuses) and the protocol's enum, both ways.

@@ -20,7 +20,7 @@ from google.protobuf import empty_pb2
 
 from devhost.durable import history as h
 from devhost.durable.engine import Engine, StoreUnavailable
-from devhost.durable.engine.remote import Failure, Outcome
+from devhost.durable.engine.remote.orchestrations import Failure, Outcome
 from devhost.durable.engine.state import split_entity_id
 from devhost.durable.sidecar import convert
 from devhost.durable.statuses import TERMINAL_STATES

@@ -26,7 +26,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from devhost.durable.http_api import RPC_PATH, WEBHOOK_PATH, DurableHttpApi, Engine, json_response
+from devhost.durable.http_api import RPC_PATH, WEBHOOK_PATH, DurableHttpApi, Engine
+from devhost.durable.http_wire import json_response
 from devhost.functions.http.easyauth import EasyAuthSimulation, PrincipalSpecError
 from devhost.functions.http.httpmap import (
     UnsupportedReturn,

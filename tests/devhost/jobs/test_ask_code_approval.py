@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from devhost.jobs.ask import ask_user, deadline_text
+from devhost.jobs.prompts import ask_user
+from devhost.jobs.render import deadline_text
 
 CODE = "growth = rows['revenue'].iloc[-1] / rows['revenue'].iloc[0] - 1\nresult = {'growth_rate': growth}\n"
 APPROVAL: dict[str, Any] = {

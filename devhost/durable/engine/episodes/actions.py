@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable
-from typing import Any, ClassVar
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Protocol
 
 from devhost.durable import history as h
 from devhost.durable.actions import ActionType, first_mismatch
-from devhost.durable.engine.core import log
-from devhost.durable.engine.entities import Entities, entity_request
-from devhost.durable.engine.retries import add_retry_root
+from devhost.durable.engine.core import FunctionTable, log
+from devhost.durable.engine.entities import entity_request
+from devhost.durable.engine.episodes.retries import add_retry_root
 from devhost.durable.engine.state import (
     Decisions,
     Instance,
@@ -21,19 +21,70 @@ from devhost.durable.engine.state import (
     split_entity_id,
     validate_instance_id,
 )
+from devhost.durable.store import Store
 from devhost.durable.timeutil import (
     epoch_to_history,
     parse_history_time,
 )
-from devhost.functions.model import (
-    InvalidRequest,
-)
+from devhost.functions.model import InvalidRequest, LoadedApp
 
 
-class ActionHandlers(Entities):
+class HandlersSite(Protocol):
+    """What scheduling actions needs of the engine core (``EngineCore``)."""
+
+    app: LoadedApp
+    functions: FunctionTable
+    max_actions: int
+
+    @property
+    def store(self) -> Store:
+        """The durable store."""
+
+    @property
+    def instances(self) -> Mapping[str, Instance]:
+        """The live (non-terminal) orchestration instances by id (read-only)."""
+
+    def track(self, inst: Instance) -> None:
+        """Hold ``inst`` as a live (non-terminal) instance."""
+
+    def defer(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` once the open transaction commits (never if it rolls back)."""
+
+    def schedule(self, inst: Instance) -> None:
+        """Queue ``inst`` for an episode, unless it waits (a worker's episode, a scheduled start, coalescing)."""
+
+
+class EntitySender(Protocol):
+    """Who takes operations for entities (``Entities``)."""
+
+    def send_op(self, entity_id: str, request: dict[str, Any]) -> None:
+        """Persist an operation for an entity (inside the caller's transaction); it runs after the commit."""
+
+
+class WorkSink(Protocol):
+    """Who runs work items once their creation commits (``ActivityRunner``)."""
+
+    def enqueue(self, work: Work) -> None:
+        """Queue a work item of a live execution: for a local worker, or a gRPC worker for a remote instance."""
+
+
+class TimerArming(Protocol):
+    """Who arms durable timers once their creation commits (``DurableTimers``)."""
+
+    def arm(self, inst: Instance, execution_id: str, seq: int, timer_id: int, fire_at: float, fire_text: str) -> None:
+        """Arm the timer ``seq`` of ``inst`` (store row ``timer_id``) to fire at ``fire_at`` (epoch seconds)."""
+
+
+class ActionHandlers:
     """Orchestrator actions: check replayed ones, schedule new ones with one handler per action type."""
 
-    def _map_actions(
+    def __init__(self, site: HandlersSite, entities: EntitySender, work: WorkSink, timers: TimerArming) -> None:
+        self._site = site
+        self._entities = entities
+        self._work = work
+        self._timers = timers
+
+    def map_actions(
         self,
         inst: Instance,
         flat: list[dict[str, Any]],
@@ -50,9 +101,9 @@ class ActionHandlers(Entities):
         """
         mapped = inst.mapped
         n_old = len(mapped)
-        if len(flat) + (n_old if new_only else 0) > self._max_actions:
+        if len(flat) + (n_old if new_only else 0) > self._site.max_actions:
             return (
-                f"Maximum amount of orchestration actions ({self._max_actions}) has been reached. "
+                f"Maximum amount of orchestration actions ({self._site.max_actions}) has been reached. "
                 "This value can be configured in host.json file as MaxOrchestrationActions."
             )
         fresh = flat
@@ -81,8 +132,10 @@ class ActionHandlers(Entities):
     def _new_activity(self, inst: Instance, action: dict[str, Any], d: Decisions, ts: str) -> str | None:
         t = action["actionType"]
         name = action.get("functionName") or ""
-        if not inst.remote and name.lower() not in self._activities:  # a remote worker fails unknown names itself
-            return self._unknown_function_message(name, "activity")
+        if (
+            not inst.remote and name.lower() not in self._site.functions.activities
+        ):  # a remote worker fails unknown names itself
+            return self._site.functions.unknown(name, "activity")
         seq = inst.next_seq
         inst.next_seq += 1
         input_text = action.get("input")
@@ -97,8 +150,8 @@ class ActionHandlers(Entities):
     def _new_sub_orchestration(self, inst: Instance, action: dict[str, Any], d: Decisions, ts: str) -> str | None:
         t = action["actionType"]
         name = action.get("functionName") or ""
-        if not inst.remote and name.lower() not in self._orchestrators:
-            return self._unknown_function_message(name, "orchestrator")
+        if not inst.remote and name.lower() not in self._site.functions.orchestrators:
+            return self._site.functions.unknown(name, "orchestrator")
         seq = inst.next_seq
         inst.next_seq += 1
         explicit_id = action.get("instanceId")
@@ -106,7 +159,7 @@ class ActionHandlers(Entities):
         problem = self._child_id_problem(inst, child_id)
         if problem:
             return problem
-        version = action.get("version") or self.app.host.default_version
+        version = action.get("version") or self._site.app.host.default_version
         input_text = action.get("input")
         d.events.append(
             h.event(
@@ -155,8 +208,8 @@ class ActionHandlers(Entities):
             name, _key = split_entity_id(entity_id)
         except InvalidRequest as exc:
             return str(exc)
-        if not inst.remote and name not in self._entity_fns:
-            return self._unknown_function_message(name, "entity")
+        if not inst.remote and name not in self._site.functions.entities:
+            return self._site.functions.unknown(name, "entity")
         seq = inst.next_seq
         inst.next_seq += 1
         # The SDK's input is JSON text; the extension sends it on as a JSON string (the entity decodes twice).
@@ -208,9 +261,9 @@ class ActionHandlers(Entities):
             return str(exc)
         return None
 
-    def _persist_decisions(self, inst: Instance, d: Decisions) -> None:
+    def persist_decisions(self, inst: Instance, d: Decisions) -> None:
         """Write the episode's work items, timers, cancellations and children; dispatch after commit."""
-        store = self._store
+        store = self._site.store
         execution_id = inst.execution_id
         for seq in d.cancels:
             store.delete_timer_seq(inst.id, execution_id, seq)
@@ -219,24 +272,22 @@ class ActionHandlers(Entities):
                 handle.cancel()
         for seq, name, input_text in d.work:
             work_id = store.insert_activity(inst.id, execution_id, seq, name, input_text)
-            self._after.append(
-                functools.partial(self._enqueue_work, Work(work_id, inst.id, execution_id, seq, name, input_text))
+            self._site.defer(
+                functools.partial(self._work.enqueue, Work(work_id, inst.id, execution_id, seq, name, input_text))
             )
         for seq, fire_at, fire_text in d.timers:
             timer_id = store.insert_timer(inst.id, execution_id, seq, fire_at, fire_text)
-            self._after.append(
-                functools.partial(self.timers.arm, inst, execution_id, seq, timer_id, fire_at, fire_text)
-            )
+            self._site.defer(functools.partial(self._timers.arm, inst, execution_id, seq, timer_id, fire_at, fire_text))
         for seq, name, child_id, input_text, version in d.children:
             self._create_child(inst, seq, name, child_id, input_text, version)
         for entity_id, request in d.entity_ops:
-            self._send_entity_op(entity_id, request)
+            self._entities.send_op(entity_id, request)
 
     def _create_child(
         self, parent: Instance, seq: int, name: str, child_id: str, input_text: str | None, version: str | None
     ) -> None:
         ts = epoch_to_history(time.time())
-        if child_id in self._instances:
+        if child_id in self._site.instances:
             ev = h.event(
                 h.SUB_ORCHESTRATION_FAILED,
                 ts,
@@ -244,18 +295,18 @@ class ActionHandlers(Entities):
                 Reason=f"An orchestration with instance ID '{child_id}' already exists and is still running.",
                 Details="",
             )
-            inbox_id = self._store.insert_inbox(parent.id, parent.execution_id, h.render(ev))
+            inbox_id = self._site.store.insert_inbox(parent.id, parent.execution_id, h.render(ev))
             parent.inbox.append(Message(ev, parent.execution_id, inbox_id=inbox_id))
             return
-        if self._store.get_instance(child_id) is not None:
-            self._store.delete_instance(child_id)  # a terminal instance with this id is replaced
+        if self._site.store.get_instance(child_id) is not None:
+            self._site.store.delete_instance(child_id)  # a terminal instance with this id is replaced
         now = time.time()
         # The JSON protocol's action input is sent on as a JSON string; a gRPC worker's is the input itself.
         child_input = input_text if parent.remote else h.dumps(input_text)
         child = Instance(child_id, name, version, child_input, now)
         child.parent = ParentRef(parent.id, parent.execution_id, seq, parent.name)
         child.remote = parent.remote
-        self._store.insert_instance(child.row())
-        self._instances[child_id] = child
+        self._site.store.insert_instance(child.row())
+        self._site.track(child)
         log.info("%s: sub-orchestration '%s' scheduled by %s.", child_id, name, parent.id)
-        self._schedule(child)
+        self._site.schedule(child)

@@ -5,17 +5,19 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from devhost.durable import history as h
 from devhost.durable.accel import predecoded
 from devhost.durable.actions import ActionType, flatten
-from devhost.durable.decoded import MIN_CACHED_EVENTS
-from devhost.durable.engine.core import CUSTOM_STATUS_LIMIT_KB, MAX_BATCH, OUT_OF_PROC_MARKER, flog, log
-from devhost.durable.engine.handlers import ActionHandlers
-from devhost.durable.engine.retries import retry_step
+from devhost.durable.decoded import MIN_CACHED_EVENTS, DecodedHistories
+from devhost.durable.engine.core import OUT_OF_PROC_MARKER, FunctionTable, execution_started, flog, log
+from devhost.durable.engine.episodes.actions import EntitySender
+from devhost.durable.engine.episodes.messages import close_delivered, consume, set_custom_status, take_batch
+from devhost.durable.engine.episodes.retries import retry_step
 from devhost.durable.engine.state import Decisions, Instance, Message
 from devhost.durable.statuses import TERMINAL_STATES
+from devhost.durable.store import Store
 from devhost.durable.timeutil import (
     epoch_to_history,
 )
@@ -26,30 +28,97 @@ from devhost.functions.model import (
 )
 
 
-class Episodes(ActionHandlers):
-    """One episode: replay the orchestrator through the SDK over its history and apply what it decided."""
+class EpisodesSite(Protocol):
+    """What an episode needs of the engine core (``EngineCore``)."""
 
-    def _is_retry_relevant(self, inst: Instance, ev: dict[str, Any]) -> bool:
-        et = ev.get("EventType")
-        if et in (h.TASK_FAILED, h.SUB_ORCHESTRATION_FAILED):
-            entry = inst.rmap.get(ev.get("TaskScheduledId", -1))
-            return entry is not None and entry[1] == "attempt"
-        if et == h.TIMER_FIRED:
-            entry = inst.rmap.get(ev.get("TimerId", -1))
-            return entry is not None and entry[1] == "timer"
-        return False
+    functions: FunctionTable
 
-    def _episode(self, inst: Instance) -> None:
+    @property
+    def store(self) -> Store:
+        """The durable store."""
+
+    def schedule(self, inst: Instance) -> None:
+        """Queue ``inst`` for an episode, unless it waits (a worker's episode, a scheduled start, coalescing)."""
+
+    def save(self, inst: Instance) -> None:
+        """Write the instance's row (status, output, custom status, execution state)."""
+
+    def append(
+        self, inst: Instance, new_events: Sequence[dict[str, Any] | str], decided: list[dict[str, Any]], ts: str
+    ) -> None:
+        """Append an episode's events (new, decisions, OrchestratorCompleted) to history."""
+
+
+class ActionMapper(Protocol):
+    """Who checks and schedules an episode's actions (``ActionHandlers``)."""
+
+    def map_actions(
+        self,
+        inst: Instance,
+        flat: list[dict[str, Any]],
+        d: Decisions,
+        ts: str,
+        *,
+        check_missing: bool,
+        new_only: bool = False,
+    ) -> str | None:
+        """Flatten-and-diff (ARCHITECTURE.md): check replayed actions, schedule new ones; returns a failure message."""
+
+    def persist_decisions(self, inst: Instance, d: Decisions) -> None:
+        """Write the episode's work items, timers, cancellations and children; dispatch after commit."""
+
+
+class Ending(Protocol):
+    """How an execution ends (``Endings``)."""
+
+    def finish(
+        self,
+        inst: Instance,
+        new_events: Sequence[dict[str, Any] | str],
+        decided: list[dict[str, Any]],
+        status: str,
+        output: Any,
+        ts: str,
+        *,
+        terminal_events: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """Move an instance to a terminal status: history tail, row, cleanup, parent notification."""
+
+    def continue_as_new(
+        self, inst: Instance, input_text: Any, new_events: Sequence[dict[str, Any] | str], d: Decisions, ts: str
+    ) -> None:
+        """End this execution and start a new one of the same instance with ``input_text`` (continue-as-new)."""
+
+    def fail_now(self, inst: Instance, message: str) -> None:
+        """Fail an instance outside the normal episode path (unknown orchestrator, engine errors)."""
+
+
+class Episodes:
+    """One episode: replay the orchestrator through the SDK over its history and apply what it decided.
+
+    It owns the decoded-history cache and the count of episodes it ran.
+    """
+
+    def __init__(self, site: EpisodesSite, actions: ActionMapper, endings: Ending, entities: EntitySender) -> None:
+        self._site = site
+        self._actions = actions
+        self._endings = endings
+        self._entities = entities
+        self.decoded = DecodedHistories()  # decoded history prefixes: an episode decodes only its new events
+        self.episodes_run = 0
+
+    def run(self, inst: Instance) -> None:
+        """Run the instance's next episode over its pending messages (effects go into the open transaction)."""
         if inst.status in TERMINAL_STATES or inst.status == "Suspended":
             return
-        batch, retry_msg = self._take_batch(inst)
+        batch, retry_msg = take_batch(self._site.store, inst)
         first = not inst.texts
         if not batch and not first:
             return
-        fn = self._orchestrators.get(inst.name.lower())
+        fn = self._site.functions.orchestrators.get(inst.name.lower())
         if fn is None:
-            self._consume(batch)
-            self.endings.fail_now(inst, self._unknown_function_message(inst.name, "orchestrator"))
+            consume(self._site.store, batch)
+            self._endings.fail_now(inst, self._site.functions.unknown(inst.name, "orchestrator"))
             return
         now = time.time()
         ts_epoch = max([now] + [m.fire_at for m in batch])
@@ -62,43 +131,14 @@ class Episodes(ActionHandlers):
             batch = batch[:1]
             new_events, state, error = self._invoke(fn, inst, batch, ts, first)
         self.episodes_run += 1
-        self._consume(batch)
+        consume(self._site.store, batch)
         self._apply(inst, new_events, state, error, retry_msg, batch, ts, ts_epoch)
         if inst.status in TERMINAL_STATES:
-            self._decoded.forget(inst.id)
+            self.decoded.forget(inst.id)
         inst.last_end = time.monotonic()
         inst.last_cost = time.time() - now
         if inst.inbox and inst.status not in TERMINAL_STATES:
-            self._schedule(inst)
-
-    def _take_batch(self, inst: Instance) -> tuple[list[Message], Message | None]:
-        """The messages one episode delivers, and the retry-relevant one if that is what it delivers.
-
-        Stale messages (another execution's, or completing a task no longer open) are dropped; a
-        retry-relevant message always gets an episode of its own, so host and SDK number retries alike.
-        """
-        inbox = inst.inbox
-        batch: list[Message] = []
-        while inbox:
-            m = inbox[0]
-            seq = self._seq_of(m.event)
-            stale = (m.execution_id is not None and m.execution_id != inst.execution_id) or (
-                seq is not None and seq not in inst.open
-            )
-            if stale:
-                inbox.popleft()
-                self._forget_message(m)
-                continue
-            if self._is_retry_relevant(inst, m.event):
-                if batch:
-                    break
-                inbox.popleft()
-                return [m], m
-            inbox.popleft()
-            batch.append(m)
-            if len(batch) >= MAX_BATCH:
-                break
-        return batch, None
+            self._site.schedule(inst)
 
     @staticmethod
     def _ends_with_can(state: dict[str, Any]) -> bool:
@@ -106,25 +146,13 @@ class Episodes(ActionHandlers):
         flatten(state.get("actions") or [], flat)
         return bool(flat) and flat[-1].get("actionType") == ActionType.CONTINUE_AS_NEW
 
-    def _consume(self, batch: list[Message]) -> None:
-        store = self._store
-        inbox_ids = [m.inbox_id for m in batch if m.inbox_id is not None]
-        work_ids = [m.work_id for m in batch if m.work_id is not None]
-        timer_ids = [m.timer_id for m in batch if m.timer_id is not None]
-        if inbox_ids:
-            store.delete_inbox(inbox_ids)
-        if work_ids:
-            store.delete_activities(work_ids)
-        if timer_ids:
-            store.delete_timers(timer_ids)
-
     def _invoke(
         self, fn: FunctionInfo, inst: Instance, batch: list[Message], ts: str, first: bool
     ) -> tuple[list[str], dict[str, Any] | None, str | None]:
         """Run the SDK handle over history + new events; returns (rendered new events, state, error)."""
         new_events = [h.event(h.ORCHESTRATOR_STARTED, ts)]
         if first:
-            new_events.append(self._execution_started(inst))
+            new_events.append(execution_started(inst))
         new_events.extend(m.event for m in batch)
         rendered = [h.render(e) for e in new_events]
         fresh = ",".join([h.unplayed(t) for t in rendered])
@@ -145,7 +173,7 @@ class Episodes(ActionHandlers):
         # A short history decodes as fast as the cache could splice it: the SDK decodes it, as before.
         decoded = None
         if len(inst.texts) >= MIN_CACHED_EVENTS:
-            decoded = self._decoded.context(inst.id, inst.joined, fresh, tail)
+            decoded = self.decoded.context(inst.id, inst.joined, fresh, tail)
         invocation_id = ids.invocation_id()
         flog.info("Executing 'Functions.%s' (Reason='(null)', Id=%s)", fn.name, invocation_id)
         started = time.perf_counter()
@@ -194,7 +222,7 @@ class Episodes(ActionHandlers):
         ts_epoch: float,
     ) -> None:
         """Turn the orchestrator's state into history, scheduled work and a status."""
-        self._close_delivered(inst, batch)
+        close_delivered(inst, batch)
         d = Decisions()
         if retry_msg is not None:
             retry_step(inst, retry_msg.event, ts, ts_epoch, d)
@@ -205,7 +233,7 @@ class Episodes(ActionHandlers):
             inst.status = "Running"
             log.info("%s: orchestration '%s' started.", inst.id, inst.name)
         if failure is not None:
-            self.endings.finish(
+            self._endings.finish(
                 inst, new_events, d.events, "Failed", f"Orchestrator function '{inst.name}' failed: {failure}", ts
             )
             return
@@ -213,28 +241,18 @@ class Episodes(ActionHandlers):
         if state.get("isDone"):
             # Entity signals of the last episode are sent even though the execution ends (DTFx sends them).
             for entity_id, request in d.entity_ops:
-                self._send_entity_op(entity_id, request)
+                self._entities.send_op(entity_id, request)
             d.entity_ops.clear()
             if flat and flat[-1].get("actionType") == ActionType.CONTINUE_AS_NEW:
-                self.endings.continue_as_new(inst, flat[-1].get("input"), new_events, d, ts)
+                self._endings.continue_as_new(inst, flat[-1].get("input"), new_events, d, ts)
                 return
             if not inst.open:
                 output = state.get("output")
-                self.endings.finish(inst, new_events, d.events, "Completed", output, ts)
+                self._endings.finish(inst, new_events, d.events, "Completed", output, ts)
                 return
-        self._append(inst, new_events, d.events, ts)
-        self._persist_decisions(inst, d)
-        self._save(inst)
-
-    def _close_delivered(self, inst: Instance, batch: list[Message]) -> None:
-        """The tasks this batch completes are no longer open; completed retry attempts leave the retry map."""
-        for m in batch:
-            seq = self._seq_of(m.event)
-            if seq is None:
-                continue
-            inst.open.pop(seq, None)
-            if m.event["EventType"] in (h.TASK_COMPLETED, h.SUB_ORCHESTRATION_COMPLETED):
-                inst.rmap.pop(seq, None)
+        self._site.append(inst, new_events, d.events, ts)
+        self._actions.persist_decisions(inst, d)
+        self._site.save(inst)
 
     def _state_failure(
         self,
@@ -249,19 +267,7 @@ class Episodes(ActionHandlers):
         if state is None:
             return error or "The orchestrator returned no state."
         flatten(state.get("actions") or [], flat)
-        failure = self._map_actions(inst, flat, d, ts, check_missing=error is None)
+        failure = self._actions.map_actions(inst, flat, d, ts, check_missing=error is None)
         if failure is None and "customStatus" in state:
-            failure = self._set_custom_status(inst, h.dumps(state["customStatus"]))
+            failure = set_custom_status(inst, h.dumps(state["customStatus"]))
         return failure or error
-
-    @staticmethod
-    def _set_custom_status(inst: Instance, text: str) -> str | None:
-        """Take an episode's custom status (JSON text); why the episode fails when it is too large."""
-        size_kb = len(text.encode("utf-16-le")) // 1024
-        if size_kb > CUSTOM_STATUS_LIMIT_KB:
-            return (
-                "The UTF-16 size of the JSON-serialized payload must not exceed 16 KB. "
-                f"The current payload size is {size_kb} KB."
-            )
-        inst.custom_status_text = text
-        return None
