@@ -22,17 +22,8 @@ PRODUCTION = ("api", "activities", "orchestrators", "shared", "devhost", "functi
 KNOWN_EXCEPTIONS: frozenset[str] = frozenset(
     {
         "api/jobs.py",
-        "api/view.py",
-        "orchestrators/job.py",
-        "orchestrators/workflow.py",
-        "shared/ingest/pipeline.py",
-        "shared/providers/llm/offline/answers.py",
-        "shared/providers/llm/offline/sql_writer.py",
         "shared/providers/llm/openai.py",
-        "shared/providers/search/azure.py",
         "shared/runtime/ledger.py",
-        "shared/runtime/sqlguard/bounds.py",
-        "shared/runtime/sqlguard/guard.py",
     }
 )
 
