@@ -7,7 +7,7 @@ from typing import Any
 import azure.durable_functions as df
 
 from shared.jobs.models import TERMINAL_RUNTIME
-from shared.runtime.ledger import part_instances
+from shared.runtime.history_counts import part_instances
 
 # A run's parts whose histories one view reads (each is one status call); the rest are left out of the cost.
 MAX_PART_HISTORIES = 64

@@ -91,7 +91,7 @@ def resolve_policy(request: JobRequest, more_models: list[str] | None = None) ->
 
 def _call_prices(settings: Any) -> Any:
     """The price table's per-call prices now; a table that cannot be read is a configuration error (503)."""
-    from shared.runtime.ledger import call_prices
+    from shared.runtime.price_tables import call_prices
 
     try:
         return call_prices(settings, datetime.now(UTC).isoformat())
@@ -101,7 +101,7 @@ def _call_prices(settings: Any) -> Any:
 
 def _quote_prices(settings: Any, models: list[str]) -> Any:
     """The price table's prices for the job's quote now; a table that cannot be read is a configuration error."""
-    from shared.runtime.ledger import quote_prices
+    from shared.runtime.price_tables import quote_prices
 
     try:
         return quote_prices(settings, datetime.now(UTC).isoformat(), models)

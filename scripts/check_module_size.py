@@ -23,7 +23,6 @@ KNOWN_EXCEPTIONS: frozenset[str] = frozenset(
     {
         "api/jobs.py",
         "shared/providers/llm/openai.py",
-        "shared/runtime/ledger.py",
     }
 )
 

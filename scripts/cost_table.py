@@ -11,7 +11,8 @@ import json
 import sys
 from pathlib import Path
 
-from shared.runtime.ledger import Backend, CostConfig, Hosting, Ledger, job_ledger, table_for
+from shared.runtime.ledger import Ledger, job_ledger
+from shared.runtime.price_tables import Backend, CostConfig, Hosting, table_for
 from shared.runtime.settings import DEFAULT_MODEL_PRICES
 
 REPO = Path(__file__).resolve().parents[1]

@@ -21,261 +21,55 @@ completions carrying ``FunctionName``, ``ScheduledTime``, ``Input`` and ``Result
 
 A meter with no known price is kept with its quantity in ``unknown`` and never counted as 0; a meter that
 runs inside the function (the local index, SQLite, the local sandbox, function tools) is ``included`` in
-the Flex meters and costs nothing of its own.
-"""
+the Flex meters and costs nothing of its own."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
-from functools import lru_cache
-from pathlib import Path
 from typing import Any, Literal
 
-from azure.durable_functions.models.history import HistoryEventType
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-from shared.jobs.costs import CallPrices
 from shared.jobs.durable_json import decode
-from shared.jobs.quote import QuotePrices, TokenPrice
+from shared.runtime.history_counts import Call, count, event_type_name, seconds_between
+from shared.runtime.price_tables import (
+    GB,
+    STORAGE_PER_EPISODE,
+    STORAGE_PER_JOB,
+    STORAGE_PER_MESSAGE,
+    CostConfig,
+    PriceTable,
+    config_from_settings,
+    price_table_of,
+    quoted_version,
+)
 from shared.runtime.pricing import find_price, tool_price
-from shared.runtime.settings import ModelPrice
 from shared.runtime.streaming.base import DONE_TTL_S
 
-PRICES_DIR = Path(__file__).resolve().parent / "prices"
-Backend = Literal["azure_storage", "dts_consumption", "dts_dedicated"]
-Hosting = Literal["flex_on_demand", "flex_always_ready"]
 ORCHESTRATION = "(orchestration)"
+
+
 # Activity names whose results say what an executor used.
 _SQL, _RAG, _PYTHON, _TOOL = "execute_azure_sql", "consult_rag", "run_python", "call_tool"
-# Storage transactions per message (put, get, delete) and per orchestrator episode (history read, history
-# write, instance row); one more for the instance row the client writes at the start.
-STORAGE_PER_MESSAGE = 3
-STORAGE_PER_EPISODE = 3
-STORAGE_PER_JOB = 1
+
 
 # Stored bytes (docs/costs.md): a month is 30 days; a GB is 2**30 bytes; an artifact is charged one month of
 # keeping (nothing deletes it sooner); streamed text lives in the side store until DONE_TTL_S after its step.
 MONTH_S = 30 * 86_400
-GB = 2**30
+
+
 ARTIFACT_MONTHS = 1.0
+
+
 STREAM_MONTHS = DONE_TTL_S / MONTH_S
+
+
 STORED = "storage.stored_bytes"
+
+
 # Activities whose text streams to the side store, and the result field that text ends in (the executor
 # registry's ``streams``; tests/runtime/test_ledger_totals.py checks the two agree).
 STREAMED_TEXT = {"generate_response": "answer"}
-
-# DTFx event types by number, as the status API names them ("TaskScheduled"), from the SDK's own enum.
-_TYPE_NAMES = {t.value: "".join(w.capitalize() for w in t.name.split("_")) for t in HistoryEventType}
-
-
-class PriceEntry(BaseModel):
-    """One price: per unit, with where it comes from; ``price`` None is a price not known."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    unit: str = Field(max_length=40)
-    price: float | None = Field(default=None, ge=0)
-    source: str = Field(max_length=600)
-    date: str | None = Field(default=None, max_length=40)
-
-
-class PriceTable(BaseModel):
-    """A versioned price table (shared/runtime/prices/<version>.json)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    version: str = Field(max_length=40)
-    date: str = Field(max_length=40)
-    currency: str = Field(default="USD", max_length=8)
-    note: str = Field(default="", max_length=2000)
-    prices: dict[str, PriceEntry] = Field(default_factory=dict, max_length=200)
-
-    def with_overrides(self, overrides: Mapping[str, float]) -> PriceTable:
-        """This table with some prices set by the operator (COST_PRICE_OVERRIDES)."""
-        if not overrides:
-            return self
-        prices = dict(self.prices)
-        for key, price in overrides.items():
-            unit = prices[key].unit if key in prices else "unit"
-            prices[key] = PriceEntry(unit=unit, price=price, source="COST_PRICE_OVERRIDES (app setting)")
-        return self.model_copy(update={"prices": prices})
-
-
-@lru_cache(maxsize=16)
-def load_price_table(path: Path) -> PriceTable:
-    """Read and check one price table file."""
-    return PriceTable.model_validate_json(path.read_text(encoding="utf-8"))
-
-
-def table_for(started: str | None, prices_dir: Path = PRICES_DIR) -> PriceTable:
-    """The table in force when a job started: the newest version not after its month (else the oldest)."""
-    versions = sorted(p.stem for p in prices_dir.glob("*.json"))
-    if not versions:
-        raise FileNotFoundError(f"no price table in {prices_dir}")
-    month = (started or "")[:7]
-    chosen = [v for v in versions if v <= month] if month else versions
-    return load_price_table(prices_dir / f"{chosen[-1] if chosen else versions[0]}.json")
-
-
-@dataclass(frozen=True)
-class CostConfig:
-    """What the ledger prices for: the backend, the hosting plan and the executors' providers and prices."""
-
-    backend: Backend = "azure_storage"
-    hosting: Hosting = "flex_always_ready"
-    memory_mb: int = 2048
-    model_prices: Mapping[str, ModelPrice] = field(default_factory=dict)
-    tool_prices: Mapping[str, float] = field(default_factory=dict)
-    sandbox_price_per_hour: float = 0.0
-    search_provider: str = "local"
-    sql_provider: str = "sqlite"
-
-
-def config_from_settings(settings: Any) -> CostConfig:
-    """The cost config of the app's settings (shared/runtime/settings.py)."""
-    return CostConfig(
-        backend=settings.cost_durable_backend,
-        hosting=settings.cost_hosting,
-        memory_mb=settings.cost_instance_memory_mb,
-        model_prices=settings.model_prices,
-        tool_prices=settings.tool_prices,
-        sandbox_price_per_hour=settings.sandbox_price_per_hour,
-        search_provider=settings.search_provider,
-        sql_provider=settings.sql_provider,
-    )
-
-
-@dataclass
-class Call:
-    """One activity attempt as the history shows it."""
-
-    name: str
-    step: str
-    scheduled: str | None
-    ended: str | None
-    task: dict[str, Any]
-    result: dict[str, Any]
-
-
-@dataclass
-class Counts:
-    """What the history holds, counted once for every backend."""
-
-    started: int = 0
-    activities: int = 0
-    activities_pending: int = 0
-    sub_orchestrations: int = 0
-    sub_orchestrations_pending: int = 0
-    timers_fired: int = 0
-    events_raised: int = 0
-    events_sent: int = 0
-    lifecycle: int = 0  # suspend, resume, terminate
-    episodes: int = 0
-    episodes_exact: bool = True
-    calls: list[Call] = field(default_factory=list)
-
-    @property
-    def actions(self) -> int:
-        """Durable Task Scheduler actions (the model in the module docstring)."""
-        scheduled_only = self.activities_pending + self.sub_orchestrations_pending
-        return (
-            self.started
-            + 2 * (self.activities + self.sub_orchestrations)
-            + scheduled_only
-            + self.timers_fired
-            + self.events_raised
-            + self.events_sent
-            + self.lifecycle
-        )
-
-
-def _type(event: Mapping[str, Any]) -> str:
-    kind = event.get("EventType")
-    return _TYPE_NAMES.get(kind, str(kind)) if isinstance(kind, int) else str(kind)
-
-
-def _step_of(task_id: Any, name: str) -> str:
-    parts = str(task_id or "").rsplit(":", 2)
-    return parts[1] if len(parts) == 3 and parts[1] else name
-
-
-def _call(name: str, scheduled: str | None, ended: str | None, inp: Any, result: Any) -> Call:
-    given = decode(inp)
-    body = decode(result)
-    given = given if isinstance(given, dict) else {}
-    return Call(
-        name=name,
-        step=_step_of(given.get("task_id"), name),
-        scheduled=scheduled,
-        ended=ended,
-        task=given,
-        result=body if isinstance(body, dict) else {},
-    )
-
-
-def count(history: list[dict[str, Any]]) -> Counts:
-    """Count what happened from a history in either form (recorded DTFx events or the status API's rows)."""
-    counts = Counts()
-    scheduled: dict[int, Mapping[str, Any]] = {}
-    subs: set[int] = set()
-    raw = any(_type(e) in ("TaskScheduled", "OrchestratorStarted", "SubOrchestrationInstanceCreated") for e in history)
-    wakeups = 0
-    for event in history:
-        kind = _type(event)
-        if kind == "ExecutionStarted":
-            counts.started += 1
-            wakeups += 1
-        elif kind == "OrchestratorStarted":
-            counts.episodes += 1
-        elif kind == "TaskScheduled":
-            scheduled[int(event.get("EventId", -1))] = event
-        elif kind == "SubOrchestrationInstanceCreated":
-            subs.add(int(event.get("EventId", -1)))
-        elif kind in ("TaskCompleted", "TaskFailed"):
-            wakeups += 1
-            counts.activities += 1
-            source = scheduled.pop(int(event.get("TaskScheduledId", -2)), None) if raw else None
-            if source is not None:
-                name, when, inp = str(source.get("Name")), source.get("Timestamp"), source.get("Input")
-            else:
-                name, when, inp = str(event.get("FunctionName")), event.get("ScheduledTime"), event.get("Input")
-            counts.calls.append(_call(name, when, event.get("Timestamp"), inp, event.get("Result")))
-        elif kind in ("SubOrchestrationInstanceCompleted", "SubOrchestrationInstanceFailed"):
-            wakeups += 1
-            counts.sub_orchestrations += 1
-            subs.discard(int(event.get("TaskScheduledId", -2)))
-        elif kind == "TimerFired":
-            wakeups += 1
-            counts.timers_fired += 1
-        elif kind == "EventRaised":
-            wakeups += 1
-            counts.events_raised += 1
-        elif kind == "EventSent":
-            counts.events_sent += 1
-        elif kind in ("ExecutionSuspended", "ExecutionResumed", "ExecutionTerminated"):
-            wakeups += 1
-            counts.lifecycle += 1
-    counts.activities_pending = len(scheduled)
-    counts.sub_orchestrations_pending = len(subs)
-    if not raw:
-        # The status API leaves out episodes: at most one per message that wakes the orchestration.
-        counts.episodes, counts.episodes_exact = wakeups, False
-    return counts
-
-
-def seconds_between(start: str | None, end: str | None) -> float:
-    """Seconds from one ISO time to another (0 when either is missing or unreadable)."""
-    if not start or not end:
-        return 0.0
-    try:
-        delta = datetime.fromisoformat(end.replace("Z", "+00:00")) - datetime.fromisoformat(
-            start.replace("Z", "+00:00")
-        )
-    except ValueError:
-        return 0.0
-    return max(0.0, delta.total_seconds())
 
 
 class Meter(BaseModel):
@@ -479,7 +273,7 @@ def job_ledger(
 def _root_of(history: list[dict[str, Any]]) -> str:
     """The job's id, from its start event's input (a part's id begins with it)."""
     for event in history:
-        if _type(event) == "ExecutionStarted":
+        if event_type_name(event) == "ExecutionStarted":
             given = decode(event.get("Input"))
             return str(given.get("job_id") or "") if isinstance(given, dict) else ""
     return ""
@@ -507,24 +301,6 @@ def _account(book: _Book, history: list[dict[str, Any]], config: CostConfig, pre
         book.add("storage.transactions", where, STORAGE_PER_JOB, unit="transaction", key="storage.transactions")
     if not counts.episodes_exact:
         book.add_detail("flex.executions", "orchestrator_episodes_at_most", counts.episodes)
-
-
-def part_instances(history: list[dict[str, Any]]) -> list[str]:
-    """The instance ids of the sub-orchestrations (a run's parts) whose results are in this history."""
-    found: list[str] = []
-    for event in history:
-        kind = _type(event)
-        if kind not in (
-            "SubOrchestrationInstanceCreated",
-            "SubOrchestrationInstanceCompleted",
-            "SubOrchestrationInstanceFailed",
-        ):
-            continue
-        given = decode(event.get("Input"))
-        instance = event.get("InstanceId") or (given.get("job_id") if isinstance(given, dict) else None)
-        if isinstance(instance, str) and instance and instance not in found:
-            found.append(instance)
-    return found
 
 
 def _durable(book: _Book, step: str, config: CostConfig, *, actions: int, messages: int, episodes: int) -> None:
@@ -612,39 +388,6 @@ def _price(book: _Book, config: CostConfig, table: PriceTable) -> Ledger:
     )
 
 
-def price_table_of(settings: Any, started: str | None, version: str | None = None) -> PriceTable:
-    """The table a job is priced with; overrides on top.
-
-    ``version``: the one the job was quoted with (its input's ``call_prices.table``), kept even when a newer
-    table is added: COST_PRICE_TABLE when it is that version, else ``<version>.json`` in COST_PRICES_DIR (or
-    shared/runtime/prices/). Without one, or when that version is gone: COST_PRICE_TABLE, else the version in
-    force when the job started.
-    """
-    path = getattr(settings, "cost_price_table", None)
-    folder = Path(getattr(settings, "cost_prices_dir", None) or PRICES_DIR)
-    table: PriceTable | None = None
-    if version:
-        if path and load_price_table(Path(path)).version == version:
-            table = load_price_table(Path(path))
-        elif (folder / f"{version}.json").is_file():
-            table = load_price_table(folder / f"{version}.json")
-    if table is None:
-        table = load_price_table(Path(path)) if path else table_for(started, folder)
-    return table.with_overrides(settings.cost_price_overrides)
-
-
-def quoted_version(history: list[dict[str, Any]]) -> str | None:
-    """The price table version a job was started (and quoted) with, from its input; None for older jobs."""
-    for event in history:
-        if _type(event) == "ExecutionStarted":
-            given = decode(event.get("Input"))
-            policy = given.get("policy") if isinstance(given, dict) else None
-            prices = policy.get("call_prices") if isinstance(policy, dict) else None
-            version = prices.get("table") if isinstance(prices, dict) else None
-            return str(version) if version else None
-    return None
-
-
 def view_cost(
     history: list[dict[str, Any]],
     started: str | None,
@@ -663,37 +406,9 @@ def view_cost(
     return job_ledger(history, config_from_settings(settings), table, parts).model_dump(mode="json")
 
 
-def history_rows(events: Any) -> list[dict[str, Any]]:
-    """The orchestration's own history (the SDK's HistoryEvent objects, or dicts) as recorded-form dicts."""
-    rows: list[dict[str, Any]] = []
-    for event in events or []:
-        if isinstance(event, dict):
-            rows.append(event)
-            continue
-        stamp = getattr(event, "timestamp", None)
-        row: dict[str, Any] = {
-            "EventType": int(getattr(event, "event_type", -1)),
-            "EventId": getattr(event, "event_id", -1),
-            "Timestamp": stamp.isoformat() if isinstance(stamp, datetime) else stamp,
-        }
-        for name in ("Name", "Input", "Result", "TaskScheduledId"):
-            value = getattr(event, name, None)
-            if value is not None:
-                row[name] = value
-        rows.append(row)
-    return rows
-
-
-def started_at(history: list[dict[str, Any]]) -> str | None:
-    """When the job started: its ExecutionStarted event's time."""
-    for event in history:
-        if _type(event) == "ExecutionStarted":
-            stamp = event.get("Timestamp")
-            return str(stamp) if stamp else None
-    return None
-
-
 GroupBy = Literal["user", "workflow", "model", "meter"]
+
+
 NOT_A_MODEL = "(not a model)"
 
 
@@ -734,99 +449,3 @@ def group_costs(jobs: list[tuple[dict[str, Any], dict[str, Any]]], group_by: Gro
         for g in groups.values()
     ]
     return sorted(shown, key=lambda g: (-g["cost"], g["key"]))
-
-
-def call_prices(settings: Any, now: str) -> CallPrices:
-    """The per-call prices a job started ``now`` keeps for its ``budget.max_cost`` (priced meters only).
-
-    Per activity call: the backend's 2 actions (DTS) or 2 messages and the episode its result wakes (Azure
-    Storage), and 2 Flex executions (the activity and that episode); per second: the Flex GB-seconds.
-    """
-    table = price_table_of(settings, now)
-    config = config_from_settings(settings)
-    mode = "on_demand" if config.hosting == "flex_on_demand" else "always_ready"
-
-    def price(key: str) -> float | None:
-        entry = table.prices.get(key)
-        return entry.price if entry is not None else None
-
-    per_call: dict[str, float] = {}
-    if config.backend == "azure_storage":
-        transaction = price("storage.transactions")
-        if transaction is not None:
-            per_call["storage.transactions"] = (2 * STORAGE_PER_MESSAGE + STORAGE_PER_EPISODE) * transaction
-    else:
-        action = price(f"dts.{'consumption' if config.backend == 'dts_consumption' else 'dedicated'}.actions")
-        if action is not None:
-            per_call["durable.actions"] = 2 * action
-    execution = price(f"flex.{mode}.executions")
-    if execution is not None:
-        per_call["flex.executions"] = 2 * execution
-    gb_second = price(f"flex.{mode}.gb_seconds")
-    per_second = {"flex.gb_seconds": config.memory_mb / 1024 * gb_second} if gb_second is not None else {}
-    return CallPrices(table=table.version, per_call=per_call, per_second=per_second)
-
-
-def quote_prices(settings: Any, now: str, models: list[str]) -> QuotePrices:
-    """The prices a job started ``now`` keeps for its quote: the same table version as its ``call_prices``.
-
-    The per-call quantities follow ``call_prices``; a meter the table has no price for is kept as a quantity
-    (``unknown_per_call``), never as 0. ``models``: the job's allowed models (the default one when none).
-    """
-    table = price_table_of(settings, now)
-    config = config_from_settings(settings)
-    mode = "on_demand" if config.hosting == "flex_on_demand" else "always_ready"
-    priced: dict[str, float] = {}
-    unknown: dict[str, float] = {}
-    per_job: dict[str, float] = {}
-    unknown_per_job: dict[str, float] = {}
-
-    def put(key: str, meter: str, quantity: float, job: float) -> None:
-        entry = table.prices.get(key)
-        if entry is not None and entry.price is not None:
-            priced[meter] = quantity * entry.price
-            if job:
-                per_job[meter] = job * entry.price
-        else:
-            unknown[meter] = quantity
-            if job:
-                unknown_per_job[meter] = job
-
-    if config.backend == "azure_storage":
-        # Per call: its 2 messages and the episode its result wakes; per job: the client's row, the start
-        # message and the first episode.
-        per_call = 2 * STORAGE_PER_MESSAGE + STORAGE_PER_EPISODE
-        first = STORAGE_PER_JOB + STORAGE_PER_MESSAGE + STORAGE_PER_EPISODE
-        put("storage.transactions", "storage.transactions", per_call, first)
-    else:
-        sku = "consumption" if config.backend == "dts_consumption" else "dedicated"
-        put(f"dts.{sku}.actions", "durable.actions", 2, 1)
-    put(f"flex.{mode}.executions", "flex.executions", 2, 1)
-    gb_entry = table.prices.get(f"flex.{mode}.gb_seconds")
-    gb = config.memory_mb / 1024
-    per_second = {"flex.gb_seconds": gb * gb_entry.price} if gb_entry and gb_entry.price is not None else {}
-    unknown_per_second = {} if per_second else {"flex.gb_seconds": gb}
-    sandbox: float | None = 0.0
-    if settings.sandbox_provider == "azure_sessions":
-        sandbox = config.sandbox_price_per_hour / 3600 if config.sandbox_price_per_hour > 0 else None
-    token_prices = {}
-    for model in models:
-        price = find_price(model, config.model_prices)
-        if price is not None:
-            token_prices[model] = TokenPrice(
-                input=price.input_per_million / 1_000_000, output=price.output_per_million / 1_000_000
-            )
-    return QuotePrices(
-        version=table.version,
-        currency=table.currency,
-        calls=CallPrices(table=table.version, per_call=priced, per_second=per_second),
-        unknown_per_call=unknown,
-        unknown_per_second=unknown_per_second,
-        per_job=per_job,
-        unknown_per_job=unknown_per_job,
-        models=token_prices,
-        tools=dict(config.tool_prices),
-        search_unknown=config.search_provider == "azure",
-        sql_unknown=config.sql_provider == "azure_sql",
-        sandbox_per_second=sandbox,
-    )

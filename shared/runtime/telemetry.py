@@ -381,7 +381,8 @@ def log_job_cost(
     workflow, model and meter). Telemetry never fails a job: a ledger that cannot be built is a warning.
     """
     try:
-        from shared.runtime.ledger import history_rows, started_at, view_cost
+        from shared.runtime.history_counts import history_rows, started_at
+        from shared.runtime.ledger import view_cost
 
         rows = history_rows(events)
         cost = view_cost(rows, started_at(rows))

@@ -15,19 +15,17 @@ from typing import Any
 import pytest
 
 from devhost.durable.history import present
-from shared.runtime.ledger import (
+from shared.runtime.history_counts import count
+from shared.runtime.ledger import Ledger, job_ledger, view_cost
+from shared.runtime.price_tables import (
     PRICES_DIR,
     STORAGE_PER_EPISODE,
     STORAGE_PER_JOB,
     STORAGE_PER_MESSAGE,
     CostConfig,
-    Ledger,
     PriceTable,
-    count,
-    job_ledger,
     load_price_table,
     table_for,
-    view_cost,
 )
 from shared.runtime.settings import DEFAULT_MODEL_PRICES, ModelPrice, Settings
 

@@ -17,13 +17,8 @@ from typing import Any
 import pytest
 
 from shared.executors import executor_types, spec_of
-from shared.runtime.ledger import (
-    PRICES_DIR,
-    STREAMED_TEXT,
-    CostConfig,
-    job_ledger,
-    load_price_table,
-)
+from shared.runtime.ledger import STREAMED_TEXT, job_ledger
+from shared.runtime.price_tables import PRICES_DIR, CostConfig, load_price_table
 from shared.runtime.settings import ModelPrice
 
 HISTORIES = Path(__file__).resolve().parents[1] / "replay" / "histories"
