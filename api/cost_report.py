@@ -19,7 +19,7 @@ from api.common import request_caller, route_auth_level
 from api.contract.bodies import CostReport, dump_body
 from api.costs import part_histories
 from api.errors import ApiError, from_validation_error, guarded, json_response
-from api.jobs import durable_instances
+from api.job_list import durable_instances
 from api.view import decode
 from shared.jobs.models import ORCHESTRATOR_NAME
 from shared.runtime.ledger import GroupBy, group_costs, view_cost

@@ -19,7 +19,8 @@ from api.common import check_tools, owned_status, parse_body, request_caller, ro
 from api.compare import compare_views
 from api.contract.bodies import Comparison, ForkAccepted, dump_body
 from api.errors import ApiError, from_validation_error, guarded, json_response
-from api.jobs import job_links, new_job_id
+from api.job_list import new_job_id
+from api.jobs import job_links
 from api.jobs import resolve_policy as _resolve_policy
 from api.view import build_view, decode
 from shared.jobs.fork import ForkError, edited_input, fork_base

@@ -23,7 +23,7 @@ from api.auth import Caller
 from api.common import int_param, request_caller, route_auth_level
 from api.contract.bodies import LogsPage, dump_body
 from api.errors import from_validation_error, guarded, json_response
-from api.jobs import decode_cursor, durable_instances, encode_cursor, newest_first
+from api.job_list import decode_cursor, durable_instances, encode_cursor, newest_first
 from api.view import decode
 from shared.jobs.models import ORCHESTRATOR_NAME, RUNNING_RUNTIME, StepState
 

@@ -21,7 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from api.common import Visible, definition_store, in_store, parse_body, request_caller, route_auth_level, visible_head
 from api.contract.bodies import RunAccepted, dump_body
 from api.errors import ApiError, guarded, json_response
-from api.jobs import durable_instances, job_links, new_job_id, resolve_policy
+from api.job_list import durable_instances, new_job_id
+from api.jobs import job_links, resolve_policy
 from api.view import decode
 from shared.definitions.models import Agent, AgentNode, InputSpec, Team, ToolNode, Workflow, WorkflowNode
 from shared.definitions.quote import agent_models, run_quote

@@ -32,7 +32,7 @@ from typing import Any
 
 import httpx
 
-from api.jobs import durable_instances, new_job_id
+from api.job_list import durable_instances, new_job_id
 from bench._devhost import (
     Figure,
     LeanHttp,

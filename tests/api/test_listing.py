@@ -25,16 +25,16 @@ import pytest
 
 from api.auth import Caller, Principal
 from api.errors import ApiError
-from api.jobs import (
+from api.job_list import (
     ListCursor,
     ListWindows,
-    _list_item,
     decode_cursor,
     durable_instances,
     encode_cursor,
     new_job_id,
     newest_first,
 )
+from api.jobs import _list_item
 from shared.jobs.models import ORCHESTRATOR_NAME
 from tests.devhost.hostproc import APPS_DIR, DevHostProcess
 

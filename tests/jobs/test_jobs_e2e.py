@@ -262,7 +262,7 @@ def test_list_jobs_newest_first_filtered_and_paged(jobs: JobClient) -> None:
 def test_listing_follows_durable_continuation_tokens(jobs: JobClient, host: DevHostProcess) -> None:
     import asyncio
 
-    from api.jobs import durable_instances
+    from api.job_list import durable_instances
 
     for _ in range(3):
         jobs.submit(DOCS_Q)
