@@ -31,10 +31,10 @@ from api.job_list import (
     decode_cursor,
     durable_instances,
     encode_cursor,
+    list_item,
     new_job_id,
     newest_first,
 )
-from api.jobs import _list_item
 from shared.jobs.models import ORCHESTRATOR_NAME
 from tests.devhost.hostproc import APPS_DIR, DevHostProcess
 
@@ -135,7 +135,7 @@ def walk(
                 items, cursor = await newest_first(
                     BINDING,
                     runtime,
-                    lambda data: _list_item(data, caller, wanted),
+                    lambda data: list_item(data, caller, wanted),
                     limit=limit,
                     after=cursor,
                     now=NOW,
