@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from devhost.jobs.ask import render_result
+from devhost.jobs.render import render_result
 from devhost.storage.azurite import Azurite
 from shared.jobs.claims import NO_CLAIMS, Claim, ClaimSource, check_claims
 from tests.devhost.hostproc import REPO_ROOT, DevHostProcess
