@@ -6,7 +6,7 @@ turn, never two batches of one entity at once. A batch is one call of the entity
 extension's out-of-process batch request; its result (new state, one result per operation) is written in
 the dispatcher's slice transaction together with the replies to the calling orchestrations and the
 deletion of the operations it ran, so a crash (even ``kill -9``) leaves all of it or none of it, and the
-operations run again after a restart. The shapes are in ARCHITECTURE.md ("Protocol facts").
+operations run again after a restart. The shapes are in docs/durable-protocol.md.
 """
 
 from __future__ import annotations
