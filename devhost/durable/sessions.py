@@ -36,9 +36,11 @@ from devhost.durable.accel import predecoded
 # SDK versions whose handle (``Orchestrator.create``'s ``handle``) and replay loop
 # (``TaskOrchestrationExecutor.execute``) tests/devhost/test_sessions.py checks event by event.
 TESTED_SDK_VERSIONS = frozenset({"1.7.0"})
-# Bounds (least recently used out first): sessions kept, and history events they hold together.
+# Bounds (least recently used out first): sessions kept, and the history text they hold together. In
+# memory a session costs about twice its history text for a no-op chain (120 kB at 100 steps) and up to
+# four times for the app's jobs (40-160 kB each), so the text cap bounds all sessions to about 64 MB.
 MAX_SESSIONS = 1000
-MAX_SESSION_EVENTS = 100_000
+MAX_SESSION_TEXT = 16_000_000
 DEFAULT_IDLE_TIMEOUT_S = 30.0  # the extension's extendedSessionIdleTimeoutInSeconds default
 # Events the host appends between episodes (an episode's decisions): the SDK's loop only reads EventSent.
 _BETWEEN_EPISODES = frozenset({4, 7, 10, 13, 14})
@@ -50,6 +52,7 @@ Handle = Callable[[str], str]
 @dataclass(slots=True)
 class _Session:
     owner: object  # the engine's Instance the session belongs to (identity)
+    handle: Handle  # the orchestrator function it runs (identity: a reloaded app replays in full)
     texts: list[str]  # that instance's history list (identity: replaced on reload, rewind, continue-as-new)
     execution_id: str
     before: str | None  # the history text just before the last episode's events (identity)
@@ -58,14 +61,11 @@ class _Session:
     executor: Any
     context: Any
     used: float
+    size: int  # characters of history text it has processed (the measure of what it holds)
 
     @property
     def cursor(self) -> int:
         return self.base + len(self.fed)
-
-    @property
-    def size(self) -> int:
-        return len(self.context.histories)
 
 
 def sdk_supported() -> bool:
@@ -86,20 +86,20 @@ def supports(handle: Any) -> bool:
 
 
 class OrchestratorSessions:
-    """Live orchestrator sessions per instance, an LRU bounded in count and in history events held."""
+    """Live orchestrator sessions per instance, an LRU bounded in count and in history text held; idle ones end."""
 
     def __init__(
         self,
         idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
         max_sessions: int = MAX_SESSIONS,
-        max_events: int = MAX_SESSION_EVENTS,
+        max_text: int = MAX_SESSION_TEXT,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
-        self._events = 0
+        self._text = 0
         self._idle = idle_timeout_s
         self._max_sessions = max_sessions
-        self._max_events = max_events
+        self._max_text = max_text
         self._clock = clock
         self.incremental = 0  # episodes that ran on a session
         self.full = 0  # episodes that replayed the whole history
@@ -124,10 +124,11 @@ class OrchestratorSessions:
         for a full replay.
         """
         now = self._clock()
+        self._end_idle(now)
         session = self._take(key)
-        if session is not None and self._valid(session, owner, execution_id, prior, now):
+        if session is not None and session.handle is handle and self._valid(session, owner, execution_id, prior, now):
             try:
-                state = self._advance(session, prior, fresh)
+                state, processed = self._advance(session, prior, fresh)
             except Exception:  # noqa: BLE001 - anything unusual: the full replay below decides (and raises)
                 pass
             else:
@@ -138,14 +139,16 @@ class OrchestratorSessions:
                     fresh,
                     now,
                 )
+                session.size += processed
                 self._keep(key, session)
                 return state
         self.full += 1
         orchestrator, sdk_context = _sdk_parts(handle, *context())
         state = orchestrator.handle(sdk_context)  # the SDK handle's own body: raises as it raises
         session = _Session(
-            owner, prior, execution_id, prior[-1] if prior else None, len(prior), fresh,
+            owner, handle, prior, execution_id, prior[-1] if prior else None, len(prior), fresh,
             orchestrator.task_orchestration_executor, sdk_context, now,
+            sum(map(len, prior)) + sum(map(len, fresh)),
         )  # fmt: skip
         self._keep(key, session)
         return str(state)
@@ -157,23 +160,32 @@ class OrchestratorSessions:
     def clear(self) -> None:
         """Drop every session (the engine stops or reloads)."""
         self._sessions.clear()
-        self._events = 0
+        self._text = 0
 
     def _take(self, key: str) -> _Session | None:
         session = self._sessions.pop(key, None)
         if session is not None:
-            self._events -= session.size
+            self._text -= session.size
         return session
+
+    def _end_idle(self, now: float) -> None:
+        """End the sessions idle past the timeout (the least recently used come first)."""
+        sessions = self._sessions
+        while sessions:
+            key, oldest = next(iter(sessions.items()))
+            if now - oldest.used <= self._idle:
+                return
+            self._take(key)
 
     def _keep(self, key: str, session: _Session) -> None:
         executor = session.executor
         if executor.has_execution_completed or getattr(executor, "generator", None) is None:
             return  # nothing more to run: the execution ended (returned, failed or continued as new)
         self._sessions[key] = session
-        self._events += session.size
-        while self._sessions and (len(self._sessions) > self._max_sessions or self._events > self._max_events):
+        self._text += session.size
+        while self._sessions and (len(self._sessions) > self._max_sessions or self._text > self._max_text):
             _, dropped = self._sessions.popitem(last=False)
-            self._events -= dropped.size
+            self._text -= dropped.size
 
     def _valid(self, s: _Session, owner: object, execution_id: str, prior: list[str], now: float) -> bool:
         if s.owner is not owner or s.texts is not prior or s.execution_id != execution_id:
@@ -186,9 +198,13 @@ class OrchestratorSessions:
         return all(h.unplayed(prior[s.base + i]) == text for i, text in enumerate(s.fed))
 
     @staticmethod
-    def _advance(s: _Session, prior: list[str], fresh: list[str]) -> str:
-        """Run the SDK's replay loop on from where the session stopped: the stored events since, then the new ones."""
-        between = [json.loads(t) for t in prior[s.cursor :]]
+    def _advance(s: _Session, prior: list[str], fresh: list[str]) -> tuple[str, int]:
+        """Run the SDK's replay loop on from where the session stopped: the stored events since, then the new ones.
+
+        Returns the state text and the characters of history text processed.
+        """
+        tail = prior[s.cursor :]
+        between = [json.loads(t) for t in tail]
         if any(e.get("EventType") not in _BETWEEN_EPISODES for e in between):
             raise ValueError("an unexpected event between episodes")
         history_event = _history_event_class()
@@ -208,7 +224,7 @@ class OrchestratorSessions:
             executor.process_event(event)
             if executor.has_execution_completed:
                 break
-        return str(executor.get_orchestrator_state_str())
+        return str(executor.get_orchestrator_state_str()), sum(map(len, tail)) + sum(map(len, fresh))
 
 
 def _history_event_class() -> Any:

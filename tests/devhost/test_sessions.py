@@ -9,7 +9,10 @@ byte for byte, and the session path must really have run incrementally.
 
 from __future__ import annotations
 
+import functools
 import json
+import re
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,10 +21,15 @@ import pytest
 
 from devhost.durable import history as h
 from devhost.durable.accel import install_sdk_accelerations
-from devhost.durable.replay import load_fixture
+from devhost.durable.engine import Engine
+from devhost.durable.replay import load_fixture, orchestrator_handles
 from devhost.durable.sessions import OrchestratorSessions, sdk_supported, supports
+from devhost.functions.loader import read_host_config
+from devhost.functions.model import AppLoadError
+from tests.devhost.conftest import BASIC_APP, EngineRunner, complete, event_input, sdk_input, until
 
-HISTORIES = sorted((Path(__file__).parents[1] / "replay" / "histories").glob("*.json"))
+REPO_ROOT = Path(__file__).resolve().parents[2]
+HISTORIES = sorted((REPO_ROOT / "tests" / "replay" / "histories").glob("*.json"))
 # Events a host appends after an episode ran (its decisions); the rest of an episode is what it was fed.
 DECISIONS = {1, 2, 4, 7, 10, 13, 14}
 
@@ -29,10 +37,7 @@ DECISIONS = {1, 2, 4, 7, 10, 13, 14}
 @pytest.fixture(scope="module")
 def handles() -> dict[str, Callable[[str], str]]:
     install_sdk_accelerations()  # as devhost runs the SDK
-    import function_app
-
-    functions = {fn.get_function_name(): fn for fn in function_app.app.get_functions()}
-    return {name: functions[name].get_user_function() for name in ("job_orchestrator", "workflow_part")}
+    return orchestrator_handles(REPO_ROOT)  # the app's orchestrators, loaded as devhost loads them
 
 
 def _ordered(event: dict[str, Any]) -> dict[str, Any]:
@@ -97,7 +102,8 @@ def test_every_episode_of_a_recorded_job_is_byte_for_byte_a_full_replay(
     compared = 0
     for fed_stored, decided in cuts:
         fed = [h.unplayed(t) for t in fed_stored]
-        full = _outcome(lambda: handle(_context(texts, fed, fixture)))  # noqa: B023 - called at once
+        context = functools.partial(_context, texts, fed, fixture)
+        full = _outcome(lambda: handle(context()))  # noqa: B023 - called at once
         ours = _outcome(
             lambda: sessions.episode(
                 fixture.instance_id,
@@ -105,8 +111,8 @@ def test_every_episode_of_a_recorded_job_is_byte_for_byte_a_full_replay(
                 "exec",
                 handle,
                 texts,
-                fed,
-                lambda: (_context(texts, fed, fixture), None),  # noqa: B023
+                fed,  # noqa: B023 - called at once
+                lambda: (context(), None),  # noqa: B023
             )
         )
         assert ours == full, f"episode {compared} of {path.stem}"
@@ -169,7 +175,7 @@ def test_a_changed_history_replays_in_full(handles: dict[str, Callable[[str], st
     assert (sessions.full, sessions.incremental) == (2, 1)
 
 
-def test_the_lru_is_bounded_in_sessions_and_events(handles: dict[str, Callable[[str], str]]) -> None:
+def test_the_lru_is_bounded_in_sessions_and_text(handles: dict[str, Callable[[str], str]]) -> None:
     fixture = load_fixture(next(p for p in HISTORIES if p.stem == "completed"))
     handle = handles[fixture.orchestrator]
     fed = [h.unplayed(t) for t in episodes(fixture.history)[0][0]]
@@ -177,9 +183,102 @@ def test_the_lru_is_bounded_in_sessions_and_events(handles: dict[str, Callable[[
     for i in range(5):
         sessions.episode(f"i{i}", object(), "exec", handle, [], fed, lambda: (_context([], fed, fixture), None))
     assert len(sessions) == 3
-    sessions = OrchestratorSessions(max_events=len(fed) * 2)
+    sessions = OrchestratorSessions(max_text=sum(map(len, fed)) * 2)
     for i in range(5):
         sessions.episode(f"i{i}", object(), "exec", handle, [], fed, lambda: (_context([], fed, fixture), None))
     assert len(sessions) == 2
     sessions.forget("i4")
     assert len(sessions) == 1
+    # Idle sessions end at the next episode of any instance.
+    now = [0.0]
+    sessions = OrchestratorSessions(idle_timeout_s=30, clock=lambda: now[0])
+    sessions.episode("a", object(), "exec", handle, [], fed, lambda: (_context([], fed, fixture), None))
+    now[0] = 31.0
+    sessions.episode("b", object(), "exec", handle, [], fed, lambda: (_context([], fed, fixture), None))
+    assert len(sessions) == 1
+
+
+def _app_with_sessions(tmp: Path, enabled: bool) -> Path:
+    """A copy of the durable_basic test app whose host.json sets extendedSessionsEnabled."""
+    app = tmp / ("app_on" if enabled else "app_off")
+    shutil.copytree(BASIC_APP, app, ignore=shutil.ignore_patterns("__pycache__", ".devhost"))
+    host_json = json.loads((app / "host.json").read_text(encoding="utf-8"))
+    host_json["extensions"]["durableTask"]["extendedSessionsEnabled"] = enabled
+    (app / "host.json").write_text(json.dumps(host_json), encoding="utf-8")
+    return app
+
+
+def _shape(status: dict[str, Any]) -> list[str]:
+    """A history's events, sorted, without times, ids and episode marks (parallel work ends in any order)."""
+    events = [
+        e for e in status["historyEvents"] if e["EventType"] not in ("OrchestratorStarted", "OrchestratorCompleted")
+    ]
+    return sorted(json.dumps([e["EventType"], e.get("Name"), e.get("Result"), e.get("Input")]) for e in events)
+
+
+def test_devhost_jobs_with_sessions_end_as_without(run_engine: EngineRunner, tmp_path: Path) -> None:
+    """Chains, fan-out, retries, sub-orchestrations, events, status, continue-as-new: same outputs and histories."""
+    run = ["on"]
+
+    async def jobs(engine: Engine) -> tuple[list[Any], int]:
+        key = f"{tmp_path}-{run[0]}"  # flaky counts attempts per key in this process: a fresh key per run
+        out = []
+        ids = [
+            await engine.start_instance("chain", "c1", None),
+            await engine.start_instance("fan_out", "f1", sdk_input(6)),
+            await engine.start_instance("retry_fan", "r1", sdk_input({"width": 3, "key": key})),
+            await engine.start_instance(
+                "parent_orch", "p1", sdk_input({"attempts": 3, "key": key + "p", "fail_times": 1})
+            ),
+            await engine.start_instance("counter_orch", "n1", sdk_input({"n": 0, "limit": 3})),
+        ]
+        sid = await engine.start_instance("status_orch", "s1", sdk_input("abc"))
+        await until(engine, sid, lambda s: s["runtimeStatus"] == "Running")
+        await engine.raise_event(sid, "go", event_input("yes"))
+        eid = await engine.start_instance("event_orch", "e1", None)
+        await until(engine, eid, lambda s: s["runtimeStatus"] == "Running")
+        await engine.raise_event(eid, "first", event_input(1))
+        await until(engine, eid, lambda s: sum(e["EventType"] == "EventRaised" for e in s["historyEvents"]) == 1)
+        await engine.raise_event(eid, "second", event_input(2))
+        for iid in [*ids, sid, eid]:
+            await complete(engine, iid)
+            status = await engine.get_status(iid, show_history=True, show_history_output=True)
+            assert status is not None
+            row = [iid, status["runtimeStatus"], status["output"], status["customStatus"], _shape(status)]
+            # The run's key and generated ids (a default sub-orchestration id is made of the execution id) differ.
+            out.append(json.loads(re.sub("[0-9a-f]{32}", "ID", json.dumps(row).replace(key, "KEY"))))
+        sessions = engine.episodes.sessions
+        return out, (sessions.incremental if sessions is not None else 0)
+
+    with_sessions, incremental = run_engine(jobs, app_dir=_app_with_sessions(tmp_path, True), data_dir=tmp_path / "on")
+    run[0] = "off"
+    without, none = run_engine(jobs, app_dir=_app_with_sessions(tmp_path, False), data_dir=tmp_path / "off")
+    assert none == 0
+    assert incremental >= 20  # most episodes ran on a live orchestrator
+    assert [row[:4] for row in with_sessions] == [row[:4] for row in without]
+    assert all(row[1] == "Completed" for row in with_sessions)
+    assert [row[4] for row in with_sessions] == [row[4] for row in without]
+
+
+@pytest.mark.parametrize(
+    ("durable", "enabled", "idle"),
+    [
+        ({}, False, 30),
+        ({"extendedSessionsEnabled": True, "extendedSessionIdleTimeoutInSeconds": 5}, True, 5),
+        ({"extendedSessionsEnabled": "true"}, True, 30),
+        ({"extendedSessionsEnabled": "False"}, False, 30),
+    ],
+)
+def test_host_json_sets_sessions_as_the_host_reads_it(
+    tmp_path: Path, durable: dict[str, Any], enabled: bool, idle: int
+) -> None:
+    (tmp_path / "host.json").write_text(json.dumps({"version": "2.0", "extensions": {"durableTask": durable}}))
+    host = read_host_config(tmp_path)
+    assert (host.extended_sessions, host.extended_session_idle_timeout_s) == (enabled, idle)
+
+
+@pytest.mark.parametrize("durable", [{"extendedSessionsEnabled": "yes"}, {"extendedSessionIdleTimeoutInSeconds": 0}])
+def test_a_bad_sessions_setting_is_named(tmp_path: Path, durable: dict[str, Any]) -> None:
+    (tmp_path / "host.json").write_text(json.dumps({"version": "2.0", "extensions": {"durableTask": durable}}))
+    with pytest.raises(AppLoadError, match=f"extensions.durableTask.{next(iter(durable))}"):
+        read_host_config(tmp_path)
