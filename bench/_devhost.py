@@ -11,6 +11,7 @@ import contextlib
 import json
 import math
 import os
+import shutil
 import tempfile
 import time
 import uuid
@@ -29,11 +30,24 @@ APP_DIR = APPS_DIR / "bench_noop"
 TERMINAL = {"Completed", "Failed", "Terminated", "Canceled"}
 
 
+def _app_dir(tmp: Path) -> Path:
+    """The bench app; a copy whose host.json enables extended sessions when ``BENCH_EXTENDED_SESSIONS=1``."""
+    if os.environ.get("BENCH_EXTENDED_SESSIONS", "") != "1":
+        return APP_DIR
+    app = tmp / "app"
+    shutil.copytree(APP_DIR, app, ignore=shutil.ignore_patterns("__pycache__", ".devhost"))
+    host_json = json.loads((app / "host.json").read_text(encoding="utf-8"))
+    host_json["extensions"]["durableTask"]["extendedSessionsEnabled"] = True
+    (app / "host.json").write_text(json.dumps(host_json, indent=2), encoding="utf-8")
+    return app
+
+
 @contextmanager
 def bench_host() -> Iterator[DevHostProcess]:
     """A devhost process serving the bench app with a fresh data directory; stopped on exit."""
     with tempfile.TemporaryDirectory(prefix="devhost-bench-") as tmp:
-        host = DevHostProcess(APP_DIR, Path(tmp) / "data", log_path=Path(tmp) / "host.log")
+        app = _app_dir(Path(tmp))
+        host = DevHostProcess(app, Path(tmp) / "data", log_path=Path(tmp) / "host.log")
         host.start()
         try:
             yield host

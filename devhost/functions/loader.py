@@ -176,6 +176,8 @@ def read_host_config(root: Path) -> HostConfig:
         max_concurrent_activities=_positive_int(durable, "maxConcurrentActivityFunctions", 10),
         max_concurrent_orchestrators=_positive_int(durable, "maxConcurrentOrchestratorFunctions", 10),
         max_orchestration_actions=_positive_int(durable, "maxOrchestrationActions", 100_000),
+        extended_sessions=_bool(durable, "extendedSessionsEnabled", False),
+        extended_session_idle_timeout_s=_positive_int(durable, "extendedSessionIdleTimeoutInSeconds", 30),
         default_version=str(default_version) if default_version not in (None, "") else None,
         function_timeout_s=_parse_timeout(raw.get("functionTimeout")),
         raw=raw,
@@ -249,6 +251,16 @@ def _positive_int(section: dict[str, Any], key: str, default: int) -> int:
     value = section.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise AppLoadError(f"host.json extensions.durableTask.{key} must be a positive integer, got {value!r}.")
+    return value
+
+
+def _bool(section: dict[str, Any], key: str, default: bool) -> bool:
+    value = section.get(key, default)
+    # The host's configuration binder takes "true"/"false" strings too.
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    if not isinstance(value, bool):
+        raise AppLoadError(f"host.json extensions.durableTask.{key} must be true or false, got {value!r}.")
     return value
 
 

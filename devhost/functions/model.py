@@ -41,6 +41,9 @@ class HostConfig:
     max_concurrent_activities: int = 10
     max_concurrent_orchestrators: int = 10
     max_orchestration_actions: int = 100_000
+    # extensions.durableTask.extendedSessionsEnabled / extendedSessionIdleTimeoutInSeconds (devhost.durable.sessions).
+    extended_sessions: bool = False
+    extended_session_idle_timeout_s: int = 30
     default_version: str | None = None
     function_timeout_s: float | None = None
     raw: dict[str, Any] = field(default_factory=dict)

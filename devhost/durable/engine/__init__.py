@@ -54,6 +54,8 @@ Design (the protocol facts it relies on are in ARCHITECTURE.md):
 - ``query`` returns instances in insertion (creation) order; the continuation token is opaque.
 - Replay accelerations (``devhost.durable.accel``): a memoised ``namedtuple`` for the SDK executor and a
   ``fromisoformat`` fast path for the SDK's timestamp parser; both are behaviour-preserving.
+- Extended sessions (``devhost.durable.sessions``, host.json ``extendedSessionsEnabled``): an in-process
+  orchestrator stays alive between episodes and is fed only the events appended since; in doubt, a full replay.
 - Rewind removes the failures of plain activity calls and sub-orchestrations (recursively
   rewinding failed children) and re-runs them. Of with-retry calls only the last attempt of the
   exhausted call that failed the instance is re-run (its final retry timer is removed); other

@@ -20,6 +20,7 @@ from devhost.durable.engine.remote.orchestrations import RemoteEpisodes
 from devhost.durable.engine.remote.workers import ExternalWorkers
 from devhost.durable.engine.rewind import Rewinder
 from devhost.durable.engine.timers import DurableTimers
+from devhost.durable.sessions import OrchestratorSessions, sdk_supported
 from devhost.functions.logs import install_log_context
 from devhost.functions.model import LoadedApp
 
@@ -46,7 +47,7 @@ class Engine:
         entities = self.entities = Entities(core, workers)
         endings = self.endings = Endings(core)
         actions = self.actions = ActionHandlers(core, entities, activities, timers)
-        episodes = self.episodes = Episodes(core, actions, endings, entities)
+        episodes = self.episodes = Episodes(core, actions, endings, entities, extended_sessions(app))
         remote_entities = self.remote_entities = RemoteEntities(core, entities, workers)
         remote = self.remote = RemoteEpisodes(
             core,
@@ -62,7 +63,7 @@ class Engine:
             work=activities,
             timers=timers,
             entities=entities,
-            drop_on_reload=(remote.drop_answers, workers.clear),
+            drop_on_reload=(remote.drop_answers, workers.clear, episodes.clear_sessions),
         )
         self.dispatcher = Dispatcher(
             core,
@@ -193,3 +194,21 @@ class Engine:
         for task in pending:
             task.cancel()
         await asyncio.gather(dispatcher, *workers, return_exceptions=True)
+
+
+def extended_sessions(app: LoadedApp) -> OrchestratorSessions | None:
+    """The extended sessions host.json asks for (``extendedSessionsEnabled``), or None."""
+    host = app.host
+    if not host.extended_sessions:
+        return None
+    if not sdk_supported():
+        log.warning(
+            "host.json extendedSessionsEnabled: this azure-functions-durable version is not one devhost checked "
+            "sessions against; every episode replays the whole history instead."
+        )
+        return None
+    log.info(
+        "Extended sessions on: orchestrators stay in memory between episodes (idle timeout %d s).",
+        host.extended_session_idle_timeout_s,
+    )
+    return OrchestratorSessions(idle_timeout_s=float(host.extended_session_idle_timeout_s))

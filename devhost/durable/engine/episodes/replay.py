@@ -16,6 +16,7 @@ from devhost.durable.engine.episodes.actions import EntitySender
 from devhost.durable.engine.episodes.messages import close_delivered, consume, set_custom_status, take_batch
 from devhost.durable.engine.episodes.retries import retry_step
 from devhost.durable.engine.state import Decisions, Instance, Message
+from devhost.durable.sessions import OrchestratorSessions, supports
 from devhost.durable.statuses import TERMINAL_STATES
 from devhost.durable.store import Store
 from devhost.durable.timeutil import (
@@ -96,16 +97,31 @@ class Ending(Protocol):
 class Episodes:
     """One episode: replay the orchestrator through the SDK over its history and apply what it decided.
 
-    It owns the decoded-history cache and the count of episodes it ran.
+    It owns the decoded-history cache, the extended sessions (when host.json enables them) and the count of
+    episodes it ran.
     """
 
-    def __init__(self, site: EpisodesSite, actions: ActionMapper, endings: Ending, entities: EntitySender) -> None:
+    def __init__(
+        self,
+        site: EpisodesSite,
+        actions: ActionMapper,
+        endings: Ending,
+        entities: EntitySender,
+        sessions: OrchestratorSessions | None = None,
+    ) -> None:
         self._site = site
         self._actions = actions
         self._endings = endings
         self._entities = entities
         self.decoded = DecodedHistories()  # decoded history prefixes: an episode decodes only its new events
+        # Live orchestrators between episodes (host.json extendedSessionsEnabled): an episode runs only its new events.
+        self.sessions = sessions
         self.episodes_run = 0
+
+    def clear_sessions(self) -> None:
+        """Drop every extended session (a reload after a store fault: the next episodes replay in full)."""
+        if self.sessions is not None:
+            self.sessions.clear()
 
     def run(self, inst: Instance) -> None:
         """Run the instance's next episode over its pending messages (effects go into the open transaction)."""
@@ -135,6 +151,8 @@ class Episodes:
         self._apply(inst, new_events, state, error, retry_msg, batch, ts, ts_epoch)
         if inst.status in TERMINAL_STATES:
             self.decoded.forget(inst.id)
+            if self.sessions is not None:
+                self.sessions.forget(inst.id)
         inst.last_end = time.monotonic()
         inst.last_cost = time.time() - now
         if inst.inbox and inst.status not in TERMINAL_STATES:
@@ -155,8 +173,8 @@ class Episodes:
             new_events.append(execution_started(inst))
         new_events.extend(m.event for m in batch)
         rendered = [h.render(e) for e in new_events]
-        fresh = ",".join([h.unplayed(t) for t in rendered])
-        history_text = f"{inst.joined},{fresh}" if inst.joined else fresh
+        fed = [h.unplayed(t) for t in rendered]
+        fresh = ",".join(fed)
         p = inst.parent
         tail = (
             '],"input":'
@@ -169,11 +187,16 @@ class Episodes:
             + (h.dumps(p.instance_id) if p else "null")
             + ',"upperSchemaVersion":1,"upperSchemaVersionNew":2}'
         )
-        context_json = '{"history":[' + history_text + tail
-        # A short history decodes as fast as the cache could splice it: the SDK decodes it, as before.
-        decoded = None
-        if len(inst.texts) >= MIN_CACHED_EVENTS:
-            decoded = self.decoded.context(inst.id, inst.joined, fresh, tail)
+
+        def context() -> tuple[str, dict[str, Any] | None]:
+            """The whole context as the handle takes it, and its decoded value when the cache has the prefix."""
+            history_text = f"{inst.joined},{fresh}" if inst.joined else fresh
+            # A short history decodes as fast as the cache could splice it: the SDK decodes it, as before.
+            decoded = None
+            if len(inst.texts) >= MIN_CACHED_EVENTS:
+                decoded = self.decoded.context(inst.id, inst.joined, fresh, tail)
+            return '{"history":[' + history_text + tail, decoded
+
         invocation_id = ids.invocation_id()
         flog.info("Executing 'Functions.%s' (Reason='(null)', Id=%s)", fn.name, invocation_id)
         started = time.perf_counter()
@@ -181,11 +204,18 @@ class Episodes:
         state: dict[str, Any] | None = None
         error: str | None = None
         try:
-            if decoded is None:
-                state = json.loads(fn.user_function(context_json))
+            if self.sessions is not None and supports(fn.user_function):
+                text = self.sessions.episode(
+                    inst.id, inst, inst.execution_id, fn.user_function, inst.texts, fed, context
+                )
+                state = json.loads(text)
             else:
-                with predecoded(context_json, decoded):
+                context_json, decoded = context()
+                if decoded is None:
                     state = json.loads(fn.user_function(context_json))
+                else:
+                    with predecoded(context_json, decoded):
+                        state = json.loads(fn.user_function(context_json))
         except Exception as exc:
             text = str(exc)
             at = text.find(OUT_OF_PROC_MARKER)
