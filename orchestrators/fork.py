@@ -130,8 +130,8 @@ def _run_workflow_fork(run: RunCore, base: ForkBase, walker: Callable[[RunCore],
         raise JobStop(ErrorCode.BAD_REQUEST, "the fork of a workflow run names no run")
     walk = walker(run)
     workflow = yield from walk.root()
-    if workflow is None:
-        raise JobStop("FORK_NOT_SUPPORTED", "a supervisor team cannot be forked")
+    if workflow is None:  # a supervisor team: its rounds, the ones before the fork point carried over
+        return (yield from _run_team_fork(run, base, walk))
     walk.open(workflow)
     if run.job.fork is not None and run.job.fork.input:
         node = walk.nodes.get(run.job.fork.from_step)
@@ -160,6 +160,30 @@ def _run_workflow_fork(run: RunCore, base: ForkBase, walker: Callable[[RunCore],
     run.publish()
     yield from walk.walk()
     return walk.finish()
+
+
+def _run_team_fork(run: RunCore, base: ForkBase, walk: Any) -> Generator[Any, Any, Any]:
+    """A supervisor team from a round: the rounds before it (the supervisor's choices, the members' answers) are
+    carried over as results, so the rounds are rebuilt as the origin ran them; the fork point's round runs again."""
+    from orchestrators.team import TeamRounds
+    from shared.jobs.fork import AgentNodeEdit
+
+    fork = run.job.fork
+    assert fork is not None
+    edit: tuple[str, str] | None = None
+    if fork.input:
+        try:
+            edit = (fork.from_step, AgentNodeEdit.model_validate(fork.input).prompt)
+        except ValidationError as exc:
+            raise JobStop(ErrorCode.BAD_REQUEST, f"the fork's edit of {fork.from_step!r}: {exc}"[:600]) from exc
+    carried: dict[str, tuple[StepState, dict[str, Any]]] = {}
+    for item in base.carried:
+        if item.step.state != "succeeded" or item.output is None:
+            raise JobStop("FORK_NOT_SUPPORTED", f"round {item.step.id!r} of the origin has no result to carry over")
+        carried[item.step.id] = (item.step, item.output)
+    run.record.keep_all(base.outputs)  # what the carried rounds' calls found (``<step>-t<n>``)
+    run.log("forked from %s at %s; %d rounds carried over", fork.origin, fork.from_step, len(carried))
+    return (yield from TeamRounds(walk, walk.team, carried, edit).work())
 
 
 def _carried_output(walk: Any, node: Any, output: dict[str, Any] | None, base: WorkflowBase) -> Any:

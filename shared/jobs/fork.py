@@ -458,12 +458,9 @@ def _workflow_base(status: dict[str, Any], job: JobInput, state: JobState, from_
     ]
     before.sort(key=lambda s: (s.ended_at or "", s.started_at or ""))
     loaded = carry.definitions(history)
-    if _supervisor_team(loaded, job):
-        raise ForkError(
-            "FORK_NOT_SUPPORTED",
-            "a supervisor team has no graph to fork: its supervisor chooses each round's member as it goes, from "
-            "what the earlier rounds said; run the team again",
-        )
+    # A supervisor team's steps are its rounds (``supervisor_<n>``, ``r<n>_<member>``), each an agent's loop and
+    # answer: the rounds before the fork point are carried like agent nodes, and the fork replays the supervisor's
+    # choices from their text (orchestrators/team.py), so no graph is needed.
     nodes = _root_nodes(loaded, job)
     bodies = {
         str(m): str(n.get("id")) for n in nodes.values() if n.get("kind") == LOOP_NODE for m in n.get("body") or []
@@ -534,16 +531,6 @@ def _root_nodes(loaded: list[tuple[dict[str, Any], dict[str, Any]]], job: JobInp
             found = definition.get("nodes")
             return {str(n.get("id")): n for n in found if isinstance(n, dict)} if isinstance(found, list) else {}
     return {}
-
-
-def _supervisor_team(loaded: list[tuple[dict[str, Any], dict[str, Any]]], job: JobInput) -> bool:
-    """Whether the run is a team whose strategy is a supervisor's rounds (as the run loaded it)."""
-    run = job.run
-    for inp, definition in loaded:
-        if run is not None and run.kind == "team" and (inp.get("kind"), inp.get("id")) == ("team", run.id):
-            strategy = definition.get("strategy")
-            return isinstance(strategy, dict) and strategy.get("type") == "supervisor"
-    return False
 
 
 def _agent_definition(loaded: list[tuple[dict[str, Any], dict[str, Any]]], ran: str | None) -> dict[str, Any] | None:

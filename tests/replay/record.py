@@ -184,6 +184,14 @@ TEAM = {
     "strategy": {"type": "sequential"},
 }
 
+# A supervisor team: the policy reader picks the data analyst each round (its answer names the member), two rounds.
+SUPERVISED: dict[str, Any] = {
+    "id": "desk-sup",
+    "name": "Returns desk (supervised)",
+    "agents": ["data-analyst"],
+    "strategy": {"type": "supervisor", "supervisor": "policy-reader", "max_rounds": 2},
+}
+
 
 def _team(jobs: JobClient) -> str:
     """A sequential team run: each member an agent node, the second given the first one's answer."""
