@@ -282,6 +282,25 @@ def _fork_agent(jobs: JobClient) -> str:
     return job_id
 
 
+def _fork_team(jobs: JobClient) -> str:
+    """A fork of a supervisor team at its second round: the first round (choice and answer) carried over."""
+    for agent in TEAM_AGENTS:
+        assert jobs.http.post("/api/agents", json=agent).status_code == 201
+    assert jobs.http.post("/api/teams", json=SUPERVISED).status_code == 201
+    resp = jobs.http.post(f"/api/teams/{SUPERVISED['id']}/runs", json={"inputs": {"task": MIXED_Q}})
+    assert resp.status_code == 202, resp.text
+    origin = str(resp.json()["id"])
+    assert jobs.wait(origin, timeout_s=180)["status"] == "completed"
+    body = {"from_step": "supervisor_2", "changes": {"constraints": {"max_tokens": 900}}}
+    resp = jobs.http.post(f"/api/jobs/{origin}/fork", json=body)
+    assert resp.status_code == 202, resp.text
+    job_id = str(resp.json()["id"])
+    view = jobs.wait(job_id, timeout_s=180)
+    assert view["status"] == "completed", view.get("error")
+    assert [s["id"] for s in view["steps"] if s.get("carried_over")] == ["supervisor_1", "r1_data_analyst"]
+    return job_id
+
+
 # Scenarios whose host needs the definitions store (Azurite, started by the recorder).
 NEEDS_STORE = {
     "workflow_waiting_at_human",
@@ -291,6 +310,7 @@ NEEDS_STORE = {
     "workflow_run_limit_reached",
     "fork_workflow_completed",
     "team_completed",
+    "fork_team_completed",
 }
 # scenario -> (host environment, how to drive the job)
 SCENARIOS: dict[str, tuple[dict[str, str], Callable[[JobClient], str]]] = {
@@ -314,6 +334,7 @@ SCENARIOS: dict[str, tuple[dict[str, str], Callable[[JobClient], str]]] = {
     "fork_completed": ({}, _fork),
     "fork_workflow_completed": ({"DEFINITIONS_TABLE": "replay"}, _fork_workflow),
     "fork_agent_completed": ({}, _fork_agent),
+    "fork_team_completed": ({"DEFINITIONS_TABLE": "replay"}, _fork_team),
 }
 
 

@@ -54,6 +54,7 @@ def test_every_scenario_is_recorded() -> None:
         "fork_completed",
         "fork_workflow_completed",
         "fork_agent_completed",
+        "fork_team_completed",
     }
 
 
