@@ -75,6 +75,10 @@ class WorkflowBase(BaseModel):
     node: dict[str, Any] | None = None
     # A carried agent node's output schema (its answer's JSON object is taken through it again), by node.
     schemas: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # A fork point inside a parallel branch: the root's parallel node and the branch (its entry) that runs again
+    # from the fork point; the parallel's other branches are carried over with their part results (``parts``).
+    parallel: str | None = None
+    branch: str | None = None
 
 
 class ForkBase(BaseModel):
@@ -432,15 +436,10 @@ def _workflow_base(status: dict[str, Any], job: JobInput, state: JobState, from_
     history = _history(status)
     job_id = str(status.get("instanceId") or "")
     parts = _branch_parts(history, job_id)
-    in_branches = {str(s.get("id")) for p in parts.values() for s in p.get("steps") or [] if isinstance(s, dict)}
     at = next((s for s in state.steps if s.id == from_step), None)
     if at is None or at.started_at is None:
         ids = [s.id for s in state.steps if s.started_at]
         raise ForkError("INVALID_FORK_POINT", f"the run has no node {from_step!r} that ran (nodes: {ids})", "from_step")
-    if from_step in in_branches:
-        raise ForkError(
-            "INVALID_FORK_POINT", f"{from_step!r} runs in a parallel branch: fork at its parallel node", "from_step"
-        )
     _, outputs, own_base = _recorded(history)
     answers = _human_answers(history)
     if own_base is not None:  # a fork of a fork: what the origin itself carried over
@@ -448,20 +447,23 @@ def _workflow_base(status: dict[str, Any], job: JobInput, state: JobState, from_
         if own_base.workflow is not None:
             parts = {**own_base.workflow.parts, **parts}
             answers = {**own_base.workflow.answers, **answers}
+    branch_of = {str(s.get("id")): b for b, p in parts.items() for s in p.get("steps") or [] if isinstance(s, dict)}
+    in_branches = set(branch_of)
+    loaded = carry.definitions(history)
+    nodes = _root_nodes(loaded, job)
+    window = _branch_window(state, nodes, parts, branch_of, from_step) if from_step in in_branches else None
     before = [
         s
         for s in state.steps
         if s.id != from_step
         and s.ended_at is not None
-        and s.ended_at <= at.started_at
         and s.state in FINISHED_TOOL_STATES
+        and (s.ended_at <= at.started_at if window is None else window.carries(s, at.started_at))
     ]
     before.sort(key=lambda s: (s.ended_at or "", s.started_at or ""))
-    loaded = carry.definitions(history)
     # A supervisor team's steps are its rounds (``supervisor_<n>``, ``r<n>_<member>``), each an agent's loop and
     # answer: the rounds before the fork point are carried like agent nodes, and the fork replays the supervisor's
     # choices from their text (orchestrators/team.py), so no graph is needed.
-    nodes = _root_nodes(loaded, job)
     bodies = {
         str(m): str(n.get("id")) for n in nodes.values() if n.get("kind") == LOOP_NODE for m in n.get("body") or []
     }
@@ -505,6 +507,9 @@ def _workflow_base(status: dict[str, Any], job: JobInput, state: JobState, from_
             if iterations is None:
                 raise ForkError("FORK_NOT_SUPPORTED", f"loop node {step.id!r}: its iterations are not recorded")
             outputs[step.id] = {"iterations": iterations}
+    if window is not None:  # the forked branch's nodes before the fork point: their outputs as its part kept them
+        kept_there = parts[window.branch].get("outputs") or {}
+        outputs.update({s.id: kept_there.get(s.id) or {} for s in before if branch_of.get(s.id) == window.branch})
     carried = [
         CarriedStep(
             step=s.model_copy(update={"carried_from": s.carried_from or job_id}),
@@ -518,9 +523,80 @@ def _workflow_base(status: dict[str, Any], job: JobInput, state: JobState, from_
         answers={n: a for n, a in answers.items() if n in kept},
         node=nodes.get(from_step),
         schemas={n: v for n, v in schemas.items() if n in kept},
+        parallel=window.parallel if window else None,
+        branch=window.branch if window else None,
     )
     turn_usage = _turn_usage(loops, own_base, carried) | part_usage
     return ForkBase(index=len(carried), carried=carried, workflow=base, outputs=extra, turn_usage=turn_usage)
+
+
+class _BranchWindow(BaseModel):
+    """A fork point inside a branch of a root parallel node: what is carried over around it."""
+
+    parallel: str
+    started_at: str
+    branch: str
+    others: set[str]  # the nodes of the parallel's other branches: carried over whole, with their parts
+    own: set[str]  # the forked branch's nodes
+
+    def carries(self, step: StepState, fork_started: str) -> bool:
+        """Whether a step is carried over: it ended before the parallel started, it is another branch's, or it is
+        a node of the forked branch that ended before the fork point started."""
+        ended = step.ended_at or ""
+        if step.id in self.own:
+            return ended <= fork_started
+        return step.id in self.others or ended <= self.started_at
+
+
+def _branch_window(
+    state: JobState,
+    nodes: dict[str, dict[str, Any]],
+    parts: dict[str, dict[str, Any]],
+    branch_of: dict[str, str],
+    from_step: str,
+) -> _BranchWindow:
+    """The root parallel node a fork point inside one of its branches ran under, and what of it is carried over.
+
+    The parallel is read from the run's definition (a fan-out team's compiled ``fan_out``: the parallel step that
+    was running when the fork point ran). A branch with a parallel node of its own is refused: its branches' nodes
+    run in sub-orchestrations of that branch, which the fork cannot enter (fork at the outer parallel node).
+    """
+    entry = branch_of[from_step]
+    at = next(s for s in state.steps if s.id == from_step)
+    parallel = next(
+        (n for n in nodes.values() if n.get("kind") == "parallel" and entry in (n.get("branches") or [])), None
+    )
+    step = next(
+        (
+            s
+            for s in state.steps
+            if (s.id == parallel.get("id") if parallel else s.kind == "parallel")
+            and s.started_at is not None
+            and s.started_at <= (at.started_at or "")
+            and (s.ended_at is None or (at.started_at or "") <= s.ended_at)
+        ),
+        None,
+    )
+    if step is None or step.started_at is None:
+        raise ForkError("FORK_NOT_SUPPORTED", f"the parallel node {from_step!r} ran under is not recorded")
+    if parallel is not None:
+        branches = [str(b) for b in parallel.get("branches") or []]
+    else:  # a compiled team: the branches that started while its parallel step ran
+        starts = {s.id: s.started_at for s in state.steps}
+        branches = [b for b in parts if (starts.get(b) or "") >= step.started_at]
+    missing = [b for b in branches if b not in parts]
+    if missing:
+        raise ForkError("FORK_NOT_SUPPORTED", f"branch(es) {missing} of {step.id!r} are not in the origin's history")
+    own = {n for n, b in branch_of.items() if b == entry}
+    inner = [s.id for s in state.steps if s.id in own and s.kind == "parallel"]
+    if inner:
+        raise ForkError(
+            "INVALID_FORK_POINT",
+            f"{from_step!r} runs in branch {entry!r}, which has parallel nodes {inner} of its own: fork at {step.id!r}",
+            "from_step",
+        )
+    others = {n for n, b in branch_of.items() if b in branches and b != entry}
+    return _BranchWindow(parallel=step.id, started_at=step.started_at, branch=entry, others=others, own=own)
 
 
 def _root_nodes(loaded: list[tuple[dict[str, Any], dict[str, Any]]], job: JobInput) -> dict[str, dict[str, Any]]:
