@@ -220,6 +220,30 @@ def round_activities(host: DevHostProcess, job_id: str) -> dict[str, list[str]]:
     return ran
 
 
+def test_a_fan_out_team_forks_at_one_member(host: DevHostProcess, jobs: JobClient) -> None:
+    from tests.replay.record import TEAM, TEAM_AGENTS
+
+    for agent in [*TEAM_AGENTS, SCOUT]:
+        jobs.http.post("/api/agents", json=agent)  # 201, or 409 when another test saved them
+    fan = {**TEAM, "id": "desk-fan", "strategy": {"type": "parallel", "aggregator": "scout"}}
+    saved = jobs.http.post("/api/teams", json=fan)
+    assert saved.status_code == 201, saved.text
+    resp = jobs.http.post("/api/teams/desk-fan/runs", json={"inputs": {"task": TASK}})
+    assert resp.status_code == 202, resp.text
+    origin = jobs.wait(resp.json()["id"], timeout_s=240)
+    assert origin["status"] == "completed", origin.get("error")
+    # The second member (a branch of the compiled fan-out) with a new prompt: the first member's branch is carried.
+    resp = fork(jobs, origin["id"], "m2_policy_reader", prompt="What does the policy say?")
+    assert resp.json()["carried_over"] == ["m1_data_analyst"], resp.json()
+    view = jobs.wait(started(resp), timeout_s=240)
+    assert view["status"] == "completed", view.get("error")
+    parts = [e for e in history(host, view["id"]) if e["EventType"] == "SubOrchestrationInstanceCompleted"]
+    assert [p["Input"]["run"]["part"]["entry"] for p in parts] == ["m2_policy_reader"]
+    assert set(turn_questions(host, f"{view['id']}:m2_policy_reader")) == {"What does the policy say?"}
+    states = {s["id"]: (s["state"], bool(s.get("carried_over"))) for s in view["steps"]}
+    assert states["m1_data_analyst"] == ("succeeded", True) and states["aggregate"] == ("succeeded", False)
+
+
 def turn_questions(host: DevHostProcess, job_id: str) -> list[str]:
     """The question each Executor turn of a run was given, in order."""
     return [
