@@ -311,7 +311,9 @@ BRANCHY: dict[str, Any] = {
          "input": {"query": {"value": "refund methods"}}},
         {"id": "grow", "kind": "tool", "tool": "function.percent_change",
          "input": {"old": {"value": 80}, "new": {"value": 100}}},
-        {"id": "merge", "kind": "join", "after": ["reread", "grow"]},
+        {"id": "tail", "kind": "tool", "tool": "function.percent_change", "after": ["reread"],
+         "input": {"old": {"value": 50}, "new": {"value": 100}}},
+        {"id": "merge", "kind": "join", "after": ["tail", "grow"]},
     ],
 }  # fmt: skip
 
