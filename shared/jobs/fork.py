@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from shared.jobs import fork_carry as carry
 from shared.jobs.contracts import Usage
 from shared.jobs.durable_json import decode
+from shared.jobs.fork_branch import BranchRefused, branch_window
 from shared.jobs.models import JobInput, JobState, StepState
 from shared.jobs.plan import AGENT_STEP, ASK_USER, Plan
 
@@ -451,7 +452,10 @@ def _workflow_base(status: dict[str, Any], job: JobInput, state: JobState, from_
     in_branches = set(branch_of)
     loaded = carry.definitions(history)
     nodes = _root_nodes(loaded, job)
-    window = _branch_window(state, nodes, parts, branch_of, from_step) if from_step in in_branches else None
+    try:
+        window = branch_window(state, nodes, parts, branch_of, from_step) if from_step in in_branches else None
+    except BranchRefused as exc:
+        raise ForkError(exc.code, exc.message, exc.field) from exc
     before = [
         s
         for s in state.steps
@@ -528,75 +532,6 @@ def _workflow_base(status: dict[str, Any], job: JobInput, state: JobState, from_
     )
     turn_usage = _turn_usage(loops, own_base, carried) | part_usage
     return ForkBase(index=len(carried), carried=carried, workflow=base, outputs=extra, turn_usage=turn_usage)
-
-
-class _BranchWindow(BaseModel):
-    """A fork point inside a branch of a root parallel node: what is carried over around it."""
-
-    parallel: str
-    started_at: str
-    branch: str
-    others: set[str]  # the nodes of the parallel's other branches: carried over whole, with their parts
-    own: set[str]  # the forked branch's nodes
-
-    def carries(self, step: StepState, fork_started: str) -> bool:
-        """Whether a step is carried over: it ended before the parallel started, it is another branch's, or it is
-        a node of the forked branch that ended before the fork point started."""
-        ended = step.ended_at or ""
-        if step.id in self.own:
-            return ended <= fork_started
-        return step.id in self.others or ended <= self.started_at
-
-
-def _branch_window(
-    state: JobState,
-    nodes: dict[str, dict[str, Any]],
-    parts: dict[str, dict[str, Any]],
-    branch_of: dict[str, str],
-    from_step: str,
-) -> _BranchWindow:
-    """The root parallel node a fork point inside one of its branches ran under, and what of it is carried over.
-
-    The parallel is read from the run's definition (a fan-out team's compiled ``fan_out``: the parallel step that
-    was running when the fork point ran). A branch with a parallel node of its own is refused: its branches' nodes
-    run in sub-orchestrations of that branch, which the fork cannot enter (fork at the outer parallel node).
-    """
-    entry = branch_of[from_step]
-    at = next(s for s in state.steps if s.id == from_step)
-    parallel = next(
-        (n for n in nodes.values() if n.get("kind") == "parallel" and entry in (n.get("branches") or [])), None
-    )
-    step = next(
-        (
-            s
-            for s in state.steps
-            if (s.id == parallel.get("id") if parallel else s.kind == "parallel")
-            and s.started_at is not None
-            and s.started_at <= (at.started_at or "")
-            and (s.ended_at is None or (at.started_at or "") <= s.ended_at)
-        ),
-        None,
-    )
-    if step is None or step.started_at is None:
-        raise ForkError("FORK_NOT_SUPPORTED", f"the parallel node {from_step!r} ran under is not recorded")
-    if parallel is not None:
-        branches = [str(b) for b in parallel.get("branches") or []]
-    else:  # a compiled team: the branches that started while its parallel step ran
-        starts = {s.id: s.started_at for s in state.steps}
-        branches = [b for b in parts if (starts.get(b) or "") >= step.started_at]
-    missing = [b for b in branches if b not in parts]
-    if missing:
-        raise ForkError("FORK_NOT_SUPPORTED", f"branch(es) {missing} of {step.id!r} are not in the origin's history")
-    own = {n for n, b in branch_of.items() if b == entry}
-    inner = [s.id for s in state.steps if s.id in own and s.kind == "parallel"]
-    if inner:
-        raise ForkError(
-            "INVALID_FORK_POINT",
-            f"{from_step!r} runs in branch {entry!r}, which has parallel nodes {inner} of its own: fork at {step.id!r}",
-            "from_step",
-        )
-    others = {n for n, b in branch_of.items() if b in branches and b != entry}
-    return _BranchWindow(parallel=step.id, started_at=step.started_at, branch=entry, others=others, own=own)
 
 
 def _root_nodes(loaded: list[tuple[dict[str, Any], dict[str, Any]]], job: JobInput) -> dict[str, dict[str, Any]]:

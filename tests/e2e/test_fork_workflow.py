@@ -241,3 +241,30 @@ def test_a_loop_inside_a_branch_is_carried_whole_and_its_body_is_no_fork_point(
     assert ran(host, f"{view['id']}:again") == Counter({"load_definition": 1, "call_tool": 2})
     solo = host.client.get(host.webhook(f"instances/{view['id']}:solo"), params=host.system_code)
     assert solo.status_code == 404  # the carried branch never started
+
+
+NESTED: dict[str, Any] = {
+    "id": "nested",
+    "name": "Nested",
+    "nodes": [
+        {"id": "split", "kind": "parallel", "branches": ["inner", "solo"]},
+        {"id": "inner", "kind": "parallel", "branches": ["x", "y"]},
+        change("x", {"value": 50}),
+        change("y", {"value": 80}),
+        {"id": "both", "kind": "join", "after": ["x", "y"]},
+        change("solo", {"value": 40}),
+        {"id": "merge", "kind": "join", "after": ["both", "solo"]},
+    ],
+}
+
+
+def test_a_node_of_a_branch_with_a_parallel_of_its_own_is_no_fork_point(jobs: JobClient) -> None:
+    saved = jobs.http.post("/api/workflows", json=NESTED)
+    assert saved.status_code == 201, saved.text
+    resp = jobs.http.post("/api/workflows/nested/runs", json={})
+    assert resp.status_code == 202, resp.text
+    origin = jobs.wait(resp.json()["id"], timeout_s=180)
+    assert origin["status"] == "completed", origin.get("error")
+    refused = jobs.http.post(f"/api/jobs/{origin['id']}/fork", json={"from_step": "inner", "changes": {}})
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "INVALID_FORK_POINT", refused.text
+    assert "fork at 'split'" in refused.json()["error"]["message"]
