@@ -273,7 +273,8 @@ def test_a_supervisor_team_forks_at_a_round(host: DevHostProcess, jobs: JobClien
     # answer) is carried over; the second round runs again, its supervisor shown what the first member said.
     resp = fork(jobs, origin["id"], "supervisor_2", constraints={"max_tokens": 900})
     assert resp.json()["carried_over"] == rounds[:2], resp.json()
-    view = jobs.wait(started(resp), timeout_s=240)
+    first_fork = started(resp)
+    view = jobs.wait(first_fork, timeout_s=240)
     assert view["status"] == "completed", view.get("error")
     assert [s["id"] for s in view["steps"]] == rounds
     assert [s["id"] for s in view["steps"] if s.get("carried_over")] == rounds[:2]
@@ -304,7 +305,14 @@ def test_a_supervisor_team_forks_at_a_round(host: DevHostProcess, jobs: JobClien
     assert sorted(k for k in ran if k.startswith(("supervisor", "r1_"))) == [], ran
     assert set(turn_questions(host, view["id"])) == {"How many returns did the West region have in Q3?"}
 
-    # Trust does not travel, and a round that never ran is no fork point.
+    # A fork of that fork, at its own member round: rounds carried by the first fork come from where they ran.
+    again = jobs.wait(started(fork(jobs, first_fork, "r2_data_analyst")), timeout_s=240)
+    assert again["status"] == "completed", again.get("error")
+    carried_from = {s["id"]: s.get("carried_from") for s in again["steps"] if s.get("carried_over")}
+    assert carried_from == {"supervisor_1": origin["id"], "r1_data_analyst": origin["id"], "supervisor_2": first_fork}
+    assert not any(k.startswith(("supervisor", "r1_")) for k in round_activities(host, again["id"]))
+
+    # A round that never ran is no fork point.
     refused = fork(jobs, origin["id"], "r3_data_analyst")
     assert refused.status_code == 400 and refused.json()["error"]["code"] == "INVALID_FORK_POINT", refused.text
 

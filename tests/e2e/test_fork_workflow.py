@@ -211,6 +211,16 @@ def test_a_fork_inside_a_branch_carries_the_other_branch_and_the_nodes_before_it
         "merge": ("succeeded", False),
         "final": ("succeeded", False),
     }
+    # A fork of that fork in the same branch: the other branch still comes from the origin, nothing of it runs.
+    body = {"from_step": "reread", "changes": {"query": "refund methods"}}
+    again = jobs.http.post(f"/api/jobs/{view['id']}/fork", json=body)
+    assert again.status_code == 202, again.text
+    twice = jobs.wait(again.json()["id"], timeout_s=180)
+    assert twice["status"] == "completed", twice.get("error")
+    assert ran(host, f"{twice['id']}:lookup") == Counter({"load_definition": 1, "consult_rag": 1})
+    carried_from = {s["id"]: s.get("carried_from") for s in twice["steps"] if s.get("carried_over")}
+    assert carried_from == {"lookup": origin["id"], "grow": origin["id"], "grow2": origin["id"]}
+    assert twice["run"]["outputs"]["query"] == "refund methods"
 
 
 def test_a_loop_inside_a_branch_is_carried_whole_and_its_body_is_no_fork_point(
