@@ -293,7 +293,10 @@ def test_a_supervisor_team_forks_at_a_round(host: DevHostProcess, jobs: JobClien
     assert 0 < len(turns) < len(asked) and turns == asked[len(asked) - len(turns) :]
     assert "- data-analyst: From the data" in turns[0]
     assert view["answer"]["text"] == origin["answer"]["text"]
+    # The fork paid only for round 2; round 1's tokens are the origin's, counted apart.
     assert view["usage"]["carried_over"]["total_tokens"] > 0
+    total = view["usage"]["total"]["total_tokens"]
+    assert 0 < total < origin["usage"]["total"]["total_tokens"]
 
     # At the second member, with a new prompt: the supervisor's second choice is carried over too.
     resp = fork(jobs, origin["id"], "r2_data_analyst", prompt="How many returns did the West region have in Q3?")
