@@ -175,8 +175,9 @@ LOOPED: dict[str, Any] = {
         {"id": "split", "kind": "parallel", "branches": ["again", "solo"]},
         {"id": "again", "kind": "loop", "body": ["tick"], "max_iterations": 2},
         change("tick", {"value": 50}),
+        change("after", {"value": 20}, after=["again"]),
         change("solo", {"value": 80}),
-        {"id": "merge", "kind": "join", "after": ["again", "solo"]},
+        {"id": "merge", "kind": "join", "after": ["after", "solo"]},
     ],
 }
 
@@ -236,7 +237,7 @@ def test_a_loop_inside_a_branch_is_carried_whole_and_its_body_is_no_fork_point(
     # The other branch's node: the loop's branch is carried over whole (its iterations are not run again).
     resp = jobs.http.post(f"/api/jobs/{origin['id']}/fork", json={"from_step": "solo", "changes": {}})
     assert resp.status_code == 202, resp.text
-    assert set(resp.json()["carried_over"]) == {"again", "tick"}
+    assert set(resp.json()["carried_over"]) == {"again", "tick", "after"}
     view = jobs.wait(resp.json()["id"], timeout_s=180)
     assert view["status"] == "completed", view.get("error")
     assert ran(host, view["id"]) == Counter({"load_fork_base": 1, "load_definition": 1, "workflow_part": 1})
@@ -248,7 +249,14 @@ def test_a_loop_inside_a_branch_is_carried_whole_and_its_body_is_no_fork_point(
     assert set(resp.json()["carried_over"]) == {"solo"}
     view = jobs.wait(resp.json()["id"], timeout_s=180)
     assert view["status"] == "completed", view.get("error")
-    assert ran(host, f"{view['id']}:again") == Counter({"load_definition": 1, "call_tool": 2})
+    assert ran(host, f"{view['id']}:again") == Counter({"load_definition": 1, "call_tool": 3})  # 2 ticks, after
+    # After the loop in its own branch: the loop and its iterations are carried over, only the node after it runs.
+    resp = jobs.http.post(f"/api/jobs/{origin['id']}/fork", json={"from_step": "after", "changes": {}})
+    assert resp.status_code == 202, resp.text
+    assert set(resp.json()["carried_over"]) == {"again", "tick", "solo"}
+    view = jobs.wait(resp.json()["id"], timeout_s=180)
+    assert view["status"] == "completed", view.get("error")
+    assert ran(host, f"{view['id']}:again") == Counter({"load_definition": 1, "call_tool": 1})
     solo = host.client.get(host.webhook(f"instances/{view['id']}:solo"), params=host.system_code)
     assert solo.status_code == 404  # the carried branch never started
 
