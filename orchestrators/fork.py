@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from orchestrators.agent import AgentLoop
+from orchestrators.node_edit import edited_node
 from orchestrators.outcomes import JobStop
-from shared.executors import StepInputError, apply_edits, check_edits, check_plan, lookup_kinds
+from shared.executors import StepInputError, apply_edits, check_plan, lookup_kinds
 from shared.jobs.agent import PYTHON_TOOL, REQUEST_USER_FEEDBACK, RUN_PYTHON, ToolCallRecord
 from shared.jobs.contracts import ErrorCode
 from shared.jobs.fork import LOAD_FORK_BASE, ForkBase, ForkBaseResult, WorkflowBase, edited_input
@@ -130,8 +131,8 @@ def _run_workflow_fork(run: RunCore, base: ForkBase, walker: Callable[[RunCore],
         raise JobStop(ErrorCode.BAD_REQUEST, "the fork of a workflow run names no run")
     walk = walker(run)
     workflow = yield from walk.root()
-    if workflow is None:
-        raise JobStop("FORK_NOT_SUPPORTED", "a supervisor team cannot be forked")
+    if workflow is None:  # a supervisor team: its rounds, the ones before the fork point carried over
+        return (yield from _run_team_fork(run, base, walk))
     walk.open(workflow)
     if run.job.fork is not None and run.job.fork.input:
         node = walk.nodes.get(run.job.fork.from_step)
@@ -139,6 +140,8 @@ def _run_workflow_fork(run: RunCore, base: ForkBase, walker: Callable[[RunCore],
             raise JobStop(ErrorCode.BAD_REQUEST, f"the run has no node {run.job.fork.from_step!r} to edit")
         walk.nodes[node.id] = edited_node(node, run.job.fork.input)
     run.record.keep_all(base.outputs)  # what a carried agent node's calls found (``<node>-t<n>``)
+    if base.workflow.branch is not None:
+        _fork_in_branch(run, base, walk)
     usage = run.state.usage
     for item in base.carried:
         node = walk.nodes.get(item.step.id)
@@ -160,6 +163,62 @@ def _run_workflow_fork(run: RunCore, base: ForkBase, walker: Callable[[RunCore],
     run.publish()
     yield from walk.walk()
     return walk.finish()
+
+
+def _fork_in_branch(run: RunCore, base: ForkBase, walk: Any) -> None:
+    """A fork point inside a parallel branch: when the walk reaches that parallel node, its other branches are the
+    origin's part results (merged, never started) and the forked branch starts with its nodes before the fork point
+    carried over (``BranchFork``), then runs from the fork point (with its edit)."""
+    from shared.definitions.models import ParallelNode
+    from shared.jobs.contracts import Usage
+    from shared.jobs.runs import BranchFork, PartResult
+
+    wb, fork = base.workflow, run.job.fork
+    assert wb is not None and fork is not None and wb.branch is not None
+    parallel = walk.nodes.get(wb.parallel)
+    if not isinstance(parallel, ParallelNode) or walk.region.get(fork.from_step) != wb.branch:
+        raise JobStop("FORK_NOT_SUPPORTED", f"{fork.from_step!r} is not in branch {wb.branch!r} of {wb.parallel!r}")
+    steps = {c.step.id: c.step for c in base.carried}
+    for branch in parallel.branches:
+        if branch == wb.branch:
+            continue
+        if branch not in wb.parts:
+            raise JobStop("FORK_NOT_SUPPORTED", f"branch {branch!r} of {parallel.id!r} is not in the origin's history")
+        part = PartResult.model_validate(wb.parts[branch])
+        shown = [steps[s["id"]].model_dump(mode="json") if s.get("id") in steps else s for s in part.steps]
+        # Its usage is the origin's, counted apart (``usage.carried_over``); its steps show as carried over.
+        walk.carried_parts[branch] = part.model_copy(update={"steps": shown, "usage": Usage()})
+    own = [c for c in base.carried if walk.region.get(c.step.id) == wb.branch]
+    walk.branch_forks[wb.branch] = BranchFork(
+        at=fork.from_step,
+        steps=[c.step.model_dump(mode="json") for c in own],
+        outputs={c.step.id: c.output for c in own if c.output is not None},
+        edit=fork.input or None,
+    )
+
+
+def _run_team_fork(run: RunCore, base: ForkBase, walk: Any) -> Generator[Any, Any, Any]:
+    """A supervisor team from a round: the rounds before it (the supervisor's choices, the members' answers) are
+    carried over as results, so the rounds are rebuilt as the origin ran them; the fork point's round runs again."""
+    from orchestrators.team import TeamRounds
+    from shared.jobs.fork import AgentNodeEdit
+
+    fork = run.job.fork
+    assert fork is not None
+    edit: tuple[str, str] | None = None
+    if fork.input:
+        try:
+            edit = (fork.from_step, AgentNodeEdit.model_validate(fork.input).prompt)
+        except ValidationError as exc:
+            raise JobStop(ErrorCode.BAD_REQUEST, f"the fork's edit of {fork.from_step!r}: {exc}"[:600]) from exc
+    carried: dict[str, tuple[StepState, dict[str, Any]]] = {}
+    for item in base.carried:
+        if item.step.state != "succeeded" or item.output is None:
+            raise JobStop("FORK_NOT_SUPPORTED", f"round {item.step.id!r} of the origin has no result to carry over")
+        carried[item.step.id] = (item.step, item.output)
+    run.record.keep_all(base.outputs)  # what the carried rounds' calls found (``<step>-t<n>``)
+    run.log("forked from %s at %s; %d rounds carried over", fork.origin, fork.from_step, len(carried))
+    return (yield from TeamRounds(walk, walk.team, carried, edit).work())
 
 
 def _carried_output(walk: Any, node: Any, output: dict[str, Any] | None, base: WorkflowBase) -> Any:
@@ -208,34 +267,6 @@ def _carried_output(walk: Any, node: Any, output: dict[str, Any] | None, base: W
     raise JobStop(
         "FORK_NOT_SUPPORTED", f"a {node.kind} node ({node.id!r}) cannot be carried over; fork at it or before"
     )
-
-
-def edited_node(node: Any, edits: dict[str, Any]) -> Any:
-    """The fork point's node with a fork's input edits as literal values (checked again here, as any edit).
-
-    A step node (or a lookup tool node) takes its step kind's editable fields, an agent node its prompt; the walk
-    then resolves, validates, guards and (SQL) asks approval for the node's input as for any run.
-    """
-    from shared.definitions.models import AgentNode, StepNode, ToolNode, Value
-    from shared.jobs.fork import NODE_EDIT_MODELS
-
-    if isinstance(node, StepNode) or (isinstance(node, ToolNode) and node.tool in lookup_kinds()):
-        kind = node.step if isinstance(node, StepNode) else node.tool
-        try:
-            checked = check_edits(kind, edits)
-        except StepInputError as exc:
-            raise JobStop(ErrorCode.BAD_REQUEST, f"the fork's edit of {node.id!r}: {exc.message}", node.id) from exc
-        mappings = {**node.input, **{k: Value(value=v) for k, v in checked.items()}}
-        if "question" in checked and "sql" not in checked:
-            mappings.pop("sql", None)  # a new question without new SQL: the statement is drafted again
-        return node.model_copy(update={"input": mappings})
-    if isinstance(node, AgentNode):
-        try:
-            prompt = NODE_EDIT_MODELS["agent"].model_validate(edits).model_dump()["prompt"]
-        except ValidationError as exc:
-            raise JobStop(ErrorCode.BAD_REQUEST, f"the fork's edit of {node.id!r}: {exc}"[:600], node.id) from exc
-        return node.model_copy(update={"input": {**node.input, "prompt": Value(value=prompt)}})
-    raise JobStop(ErrorCode.BAD_REQUEST, f"a {getattr(node, 'kind', '?')} node takes no input edits", None)
 
 
 def _reply(record: ToolCallRecord) -> str | None:

@@ -35,11 +35,24 @@ TEAM_INPUTS = {name: InputSpec.model_validate(spec) for name, spec in TEAM_SPEC.
 
 
 class TeamRounds:
-    """A supervisor team's rounds on a walk: the supervisor, then the member it chose, until it finishes."""
+    """A supervisor team's rounds on a walk: the supervisor, then the member it chose, until it finishes.
 
-    def __init__(self, walk: WorkflowWalk, team: Team) -> None:
+    A fork (orchestrators/fork.py) gives the rounds before its fork point as ``carried`` (each step with the output
+    the origin recorded): those rounds are replayed from their text (no activity runs), so the supervisor's choices
+    and the prompts after them are the origin's; the fork point's round takes the fork's prompt edit, if any.
+    """
+
+    def __init__(
+        self,
+        walk: WorkflowWalk,
+        team: Team,
+        carried: dict[str, tuple[StepState, dict[str, Any]]] | None = None,
+        edit: tuple[str, str] | None = None,
+    ) -> None:
         self.walk = walk
         self.team = team
+        self.carried = dict(carried or {})
+        self.edit = edit  # (step id, prompt): a fork's new prompt for its fork point's round
 
     def work(self) -> Gen:
         """A supervisor agent routes the task to one member at a time, for at most ``max_rounds`` rounds.
@@ -69,6 +82,13 @@ class TeamRounds:
     def team_step(self, step_id: str, role: str, agent_id: str, prompt: str) -> Gen:
         """One agent's turn in a supervisor team, as its own step; its text."""
         run = self.walk.run
+        if step_id in self.carried:
+            return self.carried_step(step_id)
+        if self.carried:
+            # A round the origin did not reach this way: the carried rounds must all come before the fork point.
+            raise JobStop("FORK_NOT_SUPPORTED", f"round {step_id!r} is not the origin's: {sorted(self.carried)} left")
+        if self.edit is not None and self.edit[0] == step_id:
+            prompt = self.edit[1]
         self.walk.limits.count_node(step_id)
         step = StepState(id=step_id, kind="agent", title=f"{role}: {agent_id}"[:200], state="running")
         step.started_at = run.now_iso()
@@ -85,6 +105,14 @@ class TeamRounds:
         step.tool_output = short(out["text"])
         run.publish()
         return str(out["text"])
+
+    def carried_step(self, step_id: str) -> str:
+        """A round carried over from the origin: its step as it ran there, its output kept; its text."""
+        run = self.walk.run
+        step, output = self.carried.pop(step_id)
+        run.state.steps.append(step)
+        run.record.keep(step_id, output)
+        return str(output.get("text") or "")
 
 
 def _node_id(agent_id: str, index: int | None = None) -> str:

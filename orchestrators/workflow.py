@@ -38,6 +38,7 @@ from orchestrators.graph import (
     short,
     started_by,
 )
+from orchestrators.node_edit import edited_node
 from orchestrators.outcomes import JobStop
 from orchestrators.part_questions import PartQuestions
 from orchestrators.run.core import RunCore
@@ -71,6 +72,7 @@ from shared.jobs.plan import PlanStep
 from shared.jobs.runs import (
     LOAD_DEFINITION,
     PART_ORCHESTRATOR,
+    BranchFork,
     PartResult,
     RunPart,
     RunReport,
@@ -100,6 +102,10 @@ class WorkflowWalk:
         # The run's limits: node executions counted here, shares passed down to parts (orchestrators/walk_limits.py).
         self.limits = WalkLimits(run, self.spec.limits)
         self.agents = AgentNodes(self)  # agent nodes: the pinned agent's loop and answer (orchestrators/agent_node.py)
+        # A fork at a node inside a parallel branch (orchestrators/fork.py sets these on the root walk): the other
+        # branches' results carried over from the origin (merged, never started), and the forked branch's carry.
+        self.carried_parts: dict[str, PartResult] = {}
+        self.branch_forks: dict[str, BranchFork] = {}
 
     # --- entry points ---------------------------------------------------------------------------
 
@@ -199,9 +205,35 @@ class WorkflowWalk:
             for node in workflow.nodes
             if self.scope is None or node.id in self.scope
         ]
+        if part is not None and part.fork is not None:
+            self.carry_in(part.fork)
         state.plan_status = "planned"
         state.status = "running"
         self.run.publish()
+
+    def carry_in(self, fork: BranchFork) -> None:
+        """A branch forked at one of its nodes: the nodes before it are the origin's (results, nothing runs)."""
+        at, entry = self.nodes.get(fork.at), self.spec.part.entry if self.spec.part else None
+        nested = any(
+            isinstance(n, ParallelNode)
+            and entry not in n.branches
+            and any(fork.at in self.branch_region(b) for b in n.branches)
+            for n in self.nodes.values()
+        )
+        if at is None or fork.at not in (self.scope or set()) or nested:
+            # A node of a branch inside this branch (or of a loop's body) runs in a walk of its own: fork at its parent.
+            raise JobStop("FORK_NOT_SUPPORTED", f"{fork.at!r} is not a node of this branch's own walk", fork.at)
+        if fork.edit:
+            self.nodes[at.id] = edited_node(at, fork.edit)
+        carried = {s.id: s for s in (StepState.model_validate(raw) for raw in fork.steps)}
+        for index, step in enumerate(self.run.state.steps):
+            kept = carried.get(step.id)
+            if kept is None or step.id == fork.at:
+                continue
+            self.run.state.steps[index] = kept
+            self.ended[step.id] = kept.state
+            if kept.state == "succeeded":
+                self.run.record.keep(step.id, fork.outputs.get(step.id) or {})
 
     def fill_defaults(self, workflow: Workflow) -> None:
         """A sub-workflow's inputs the parent did not map take their defaults (the API did it for the root)."""
@@ -395,21 +427,23 @@ class WorkflowWalk:
         share = self.limits.shares(node.id, len(node.branches))
         budget = self.limits.budget_share(node.id, len(node.branches))
         parts = []
-        for branch in node.branches:
-            update = {"part": RunPart(entry=branch, seed=seed), "report_to": report}
+        started = [b for b in node.branches if b not in self.carried_parts]  # a fork's carried branches run not
+        for branch in started:
+            part = RunPart(entry=branch, seed=seed, fork=self.branch_forks.get(branch))
+            update = {"part": part, "report_to": report}
             spec = self.spec.model_copy(update=update | ({"limits": share} if share is not None else {}))
             instance = f"{job.job_id}:{branch}"
             parts.append((instance, self.call_part(spec, instance, budget)))
-        step.tool_output = f"{len(parts)} branches"
+        step.tool_output = f"{len(node.branches)} branches"
         self.run.publish()
         try:
-            results = yield from self.await_parts(parts, report)
+            results = (yield from self.await_parts(parts, report)) if parts else []
         except Exception as exc:  # a part crashed (it reports its own failures): the run cannot go on
             raise JobStop("BRANCH_FAILED", f"a branch of {node.id!r} crashed: {exc}", node.id) from exc
-        finished = [PartResult.model_validate(as_dict(raw)) for raw in results]
-        for branch, part in zip(node.branches, finished, strict=True):
-            self.merge(branch, part)
-        self.limits.used_by(node.id, finished, self.nodes)
+        finished = dict(zip(started, [PartResult.model_validate(as_dict(raw)) for raw in results], strict=True))
+        for branch in node.branches:
+            self.merge(branch, finished.get(branch) or self.carried_parts[branch])
+        self.limits.used_by(node.id, list(finished.values()), self.nodes)
         return {}
 
     def report_for(self, anchor: str | None) -> RunReport | None:

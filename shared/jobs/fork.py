@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from shared.jobs import fork_carry as carry
 from shared.jobs.contracts import Usage
 from shared.jobs.durable_json import decode
+from shared.jobs.fork_branch import BranchRefused, branch_window
 from shared.jobs.models import JobInput, JobState, StepState
 from shared.jobs.plan import AGENT_STEP, ASK_USER, Plan
 
@@ -75,6 +76,10 @@ class WorkflowBase(BaseModel):
     node: dict[str, Any] | None = None
     # A carried agent node's output schema (its answer's JSON object is taken through it again), by node.
     schemas: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # A fork point inside a parallel branch: the root's parallel node and the branch (its entry) that runs again
+    # from the fork point; the parallel's other branches are carried over with their part results (``parts``).
+    parallel: str | None = None
+    branch: str | None = None
 
 
 class ForkBase(BaseModel):
@@ -432,15 +437,10 @@ def _workflow_base(status: dict[str, Any], job: JobInput, state: JobState, from_
     history = _history(status)
     job_id = str(status.get("instanceId") or "")
     parts = _branch_parts(history, job_id)
-    in_branches = {str(s.get("id")) for p in parts.values() for s in p.get("steps") or [] if isinstance(s, dict)}
     at = next((s for s in state.steps if s.id == from_step), None)
     if at is None or at.started_at is None:
         ids = [s.id for s in state.steps if s.started_at]
         raise ForkError("INVALID_FORK_POINT", f"the run has no node {from_step!r} that ran (nodes: {ids})", "from_step")
-    if from_step in in_branches:
-        raise ForkError(
-            "INVALID_FORK_POINT", f"{from_step!r} runs in a parallel branch: fork at its parallel node", "from_step"
-        )
     _, outputs, own_base = _recorded(history)
     answers = _human_answers(history)
     if own_base is not None:  # a fork of a fork: what the origin itself carried over
@@ -448,23 +448,26 @@ def _workflow_base(status: dict[str, Any], job: JobInput, state: JobState, from_
         if own_base.workflow is not None:
             parts = {**own_base.workflow.parts, **parts}
             answers = {**own_base.workflow.answers, **answers}
+    branch_of = {str(s.get("id")): b for b, p in parts.items() for s in p.get("steps") or [] if isinstance(s, dict)}
+    in_branches = set(branch_of)
+    loaded = carry.definitions(history)
+    nodes = _root_nodes(loaded, job)
+    try:
+        window = branch_window(state, nodes, parts, branch_of, from_step) if from_step in in_branches else None
+    except BranchRefused as exc:
+        raise ForkError(exc.code, exc.message, exc.field) from exc
     before = [
         s
         for s in state.steps
         if s.id != from_step
         and s.ended_at is not None
-        and s.ended_at <= at.started_at
         and s.state in FINISHED_TOOL_STATES
+        and (s.ended_at <= at.started_at if window is None else window.carries(s, at.started_at))
     ]
     before.sort(key=lambda s: (s.ended_at or "", s.started_at or ""))
-    loaded = carry.definitions(history)
-    if _supervisor_team(loaded, job):
-        raise ForkError(
-            "FORK_NOT_SUPPORTED",
-            "a supervisor team has no graph to fork: its supervisor chooses each round's member as it goes, from "
-            "what the earlier rounds said; run the team again",
-        )
-    nodes = _root_nodes(loaded, job)
+    # A supervisor team's steps are its rounds (``supervisor_<n>``, ``r<n>_<member>``), each an agent's loop and
+    # answer: the rounds before the fork point are carried like agent nodes, and the fork replays the supervisor's
+    # choices from their text (orchestrators/team.py), so no graph is needed.
     bodies = {
         str(m): str(n.get("id")) for n in nodes.values() if n.get("kind") == LOOP_NODE for m in n.get("body") or []
     }
@@ -508,6 +511,9 @@ def _workflow_base(status: dict[str, Any], job: JobInput, state: JobState, from_
             if iterations is None:
                 raise ForkError("FORK_NOT_SUPPORTED", f"loop node {step.id!r}: its iterations are not recorded")
             outputs[step.id] = {"iterations": iterations}
+    if window is not None:  # the forked branch's nodes before the fork point: their outputs as its part kept them
+        kept_there = parts[window.branch].get("outputs") or {}
+        outputs.update({s.id: kept_there.get(s.id) or {} for s in before if branch_of.get(s.id) == window.branch})
     carried = [
         CarriedStep(
             step=s.model_copy(update={"carried_from": s.carried_from or job_id}),
@@ -521,6 +527,8 @@ def _workflow_base(status: dict[str, Any], job: JobInput, state: JobState, from_
         answers={n: a for n, a in answers.items() if n in kept},
         node=nodes.get(from_step),
         schemas={n: v for n, v in schemas.items() if n in kept},
+        parallel=window.parallel if window else None,
+        branch=window.branch if window else None,
     )
     turn_usage = _turn_usage(loops, own_base, carried) | part_usage
     return ForkBase(index=len(carried), carried=carried, workflow=base, outputs=extra, turn_usage=turn_usage)
@@ -534,16 +542,6 @@ def _root_nodes(loaded: list[tuple[dict[str, Any], dict[str, Any]]], job: JobInp
             found = definition.get("nodes")
             return {str(n.get("id")): n for n in found if isinstance(n, dict)} if isinstance(found, list) else {}
     return {}
-
-
-def _supervisor_team(loaded: list[tuple[dict[str, Any], dict[str, Any]]], job: JobInput) -> bool:
-    """Whether the run is a team whose strategy is a supervisor's rounds (as the run loaded it)."""
-    run = job.run
-    for inp, definition in loaded:
-        if run is not None and run.kind == "team" and (inp.get("kind"), inp.get("id")) == ("team", run.id):
-            strategy = definition.get("strategy")
-            return isinstance(strategy, dict) and strategy.get("type") == "supervisor"
-    return False
 
 
 def _agent_definition(loaded: list[tuple[dict[str, Any], dict[str, Any]]], ran: str | None) -> dict[str, Any] | None:

@@ -61,6 +61,18 @@ LIMIT_TEXT: dict[str, str] = {
 }
 
 
+class BranchFork(BaseModel):
+    """A fork at a node inside this branch: the branch's nodes that ended before it, carried over from the origin's
+    branch (their steps as they ran there, their outputs as the walk holds them), and the fork point's input edit."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    at: str = Field(min_length=1, max_length=32)
+    steps: list[dict[str, Any]] = Field(default_factory=list, max_length=1000)
+    outputs: dict[str, Any] = Field(default_factory=dict)
+    edit: dict[str, Any] | None = None
+
+
 class RunPart(BaseModel):
     """A part of a run executed as a sub-orchestration: one parallel branch of the workflow (its entry node)."""
 
@@ -69,6 +81,8 @@ class RunPart(BaseModel):
     entry: str = Field(min_length=1, max_length=32)
     # Outputs of the nodes that ran before the fan-out, which the branch's mappings may read.
     seed: dict[str, Any] = Field(default_factory=dict)
+    # A fork whose fork point is a node of this branch (None: the branch runs from its entry).
+    fork: BranchFork | None = None
 
 
 class RunReport(BaseModel):

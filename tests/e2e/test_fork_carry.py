@@ -186,16 +186,13 @@ def test_a_persons_answer_to_an_ask_user_step_is_carried_as_a_result(host: DevHo
     assert not any(e["EventType"] == "EventRaised" for e in history(host, view["id"]))
 
 
-def test_a_sequential_team_forks_at_its_second_member_and_a_supervisor_team_is_refused(
-    host: DevHostProcess, jobs: JobClient
-) -> None:
+def test_a_sequential_team_forks_at_its_second_member(host: DevHostProcess, jobs: JobClient) -> None:
     from tests.replay.record import TEAM, TEAM_AGENTS
 
     for agent in TEAM_AGENTS:
         assert jobs.http.post("/api/agents", json=agent).status_code == 201
     assert jobs.http.post("/api/teams", json=TEAM).status_code == 201
-    task = "Which region had the most returns in Q3, and what does the returns policy say about refunds?"
-    resp = jobs.http.post("/api/teams/returns-desk/runs", json={"inputs": {"task": task}})
+    resp = jobs.http.post("/api/teams/returns-desk/runs", json={"inputs": {"task": TASK}})
     assert resp.status_code == 202, resp.text
     origin = jobs.wait(resp.json()["id"], timeout_s=240)
     assert origin["status"] == "completed", origin.get("error")
@@ -210,21 +207,117 @@ def test_a_sequential_team_forks_at_its_second_member_and_a_supervisor_team_is_r
         if e["EventType"] == "TaskCompleted" and e["FunctionName"] == "agent_turn"
     ]
     assert turns and set(turns) == {"What does the policy say?"}  # only the second member's turns ran
-    # A supervisor team has no graph to fork: a 409 that says why.
-    supervised = {
-        **TEAM,
-        "id": "desk-sup",
-        "agents": ["data-analyst"],
-        "strategy": {"type": "supervisor", "supervisor": "policy-reader", "max_rounds": 2},
-    }
-    saved = jobs.http.post("/api/teams", json=supervised)
+
+
+TASK = "Which region had the most returns in Q3, and what does the returns policy say about refunds?"
+
+
+def round_activities(host: DevHostProcess, job_id: str) -> dict[str, list[str]]:
+    """The activities each round (step) of a run ran, from its own history (an Executor turn has no step id)."""
+    ran: dict[str, list[str]] = {}
+    for name, step in activities_run(host, job_id):
+        ran.setdefault(step, []).append(name)
+    return ran
+
+
+def test_a_fan_out_team_forks_at_one_member(host: DevHostProcess, jobs: JobClient) -> None:
+    from tests.replay.record import TEAM, TEAM_AGENTS
+
+    for agent in [*TEAM_AGENTS, SCOUT]:
+        jobs.http.post("/api/agents", json=agent)  # 201, or 409 when another test saved them
+    fan = {**TEAM, "id": "desk-fan", "strategy": {"type": "parallel", "aggregator": "scout"}}
+    saved = jobs.http.post("/api/teams", json=fan)
     assert saved.status_code == 201, saved.text
-    resp = jobs.http.post("/api/teams/desk-sup/runs", json={"inputs": {"task": task}})
+    resp = jobs.http.post("/api/teams/desk-fan/runs", json={"inputs": {"task": TASK}})
     assert resp.status_code == 202, resp.text
-    done = jobs.wait(resp.json()["id"], timeout_s=240)
-    refused = fork(jobs, done["id"], done["steps"][0]["id"])
-    assert refused.status_code == 409 and refused.json()["error"]["code"] == "FORK_NOT_SUPPORTED", refused.text
-    assert "supervisor" in refused.json()["error"]["message"]
+    origin = jobs.wait(resp.json()["id"], timeout_s=240)
+    assert origin["status"] == "completed", origin.get("error")
+    # The second member (a branch of the compiled fan-out) with a new prompt: the first member's branch is carried.
+    resp = fork(jobs, origin["id"], "m2_policy_reader", prompt="What does the policy say?")
+    assert resp.json()["carried_over"] == ["m1_data_analyst"], resp.json()
+    view = jobs.wait(started(resp), timeout_s=240)
+    assert view["status"] == "completed", view.get("error")
+    parts = [e for e in history(host, view["id"]) if e["EventType"] == "SubOrchestrationInstanceCompleted"]
+    assert [p["Input"]["run"]["part"]["entry"] for p in parts] == ["m2_policy_reader"]
+    assert set(turn_questions(host, f"{view['id']}:m2_policy_reader")) == {"What does the policy say?"}
+    states = {s["id"]: (s["state"], bool(s.get("carried_over"))) for s in view["steps"]}
+    assert states["m1_data_analyst"] == ("succeeded", True) and states["aggregate"] == ("succeeded", False)
+
+
+def turn_questions(host: DevHostProcess, job_id: str) -> list[str]:
+    """The question each Executor turn of a run was given, in order."""
+    return [
+        str(e["Input"]["task"]["question"])
+        for e in history(host, job_id)
+        if e["EventType"] == "TaskCompleted" and e["FunctionName"] == "agent_turn"
+    ]
+
+
+def test_a_supervisor_team_forks_at_a_round(host: DevHostProcess, jobs: JobClient) -> None:
+    from tests.replay.record import SUPERVISED, TEAM_AGENTS
+
+    for agent in TEAM_AGENTS:
+        jobs.http.post("/api/agents", json=agent)  # 201, or 409 when the test above saved them
+    saved = jobs.http.post("/api/teams", json=SUPERVISED)
+    assert saved.status_code == 201, saved.text
+    resp = jobs.http.post(f"/api/teams/{SUPERVISED['id']}/runs", json={"inputs": {"task": TASK}})
+    assert resp.status_code == 202, resp.text
+    origin = jobs.wait(resp.json()["id"], timeout_s=240)
+    assert origin["status"] == "completed", origin.get("error")
+    rounds = ["supervisor_1", "r1_data_analyst", "supervisor_2", "r2_data_analyst"]
+    assert [s["id"] for s in origin["steps"]] == rounds
+    before = round_activities(host, origin["id"])
+    asked = turn_questions(host, origin["id"])
+
+    # At the second round, with a smaller max_tokens: the first round (the supervisor's choice and the member's
+    # answer) is carried over; the second round runs again, its supervisor shown what the first member said.
+    resp = fork(jobs, origin["id"], "supervisor_2", constraints={"max_tokens": 900})
+    assert resp.json()["carried_over"] == rounds[:2], resp.json()
+    first_fork = started(resp)
+    view = jobs.wait(first_fork, timeout_s=240)
+    assert view["status"] == "completed", view.get("error")
+    assert [s["id"] for s in view["steps"]] == rounds
+    assert [s["id"] for s in view["steps"] if s.get("carried_over")] == rounds[:2]
+    # A carried round shows the text its agent answered in the origin.
+    assert [s["output"]["text"] for s in view["steps"][:2]] == [s["output"]["answer"] for s in origin["steps"][:2]]
+    ran = round_activities(host, view["id"])
+    assert not any(step.startswith(("supervisor_1", "r1_")) for step in ran), ran  # nothing of round 1 ran
+    assert {k: v for k, v in ran.items() if k.startswith(("supervisor_2", "r2_"))} == {
+        k: v for k, v in before.items() if k.startswith(("supervisor_2", "r2_"))
+    }
+    # The team, then the two agents of round 2 (a carried round loads no agent).
+    assert ran[""] == ["load_fork_base", *["load_definition"] * 3], ran[""]
+    # The Executor's turns are round 2's only, each asked what the origin's round 2 was asked: its supervisor
+    # shown what the carried member said.
+    turns = turn_questions(host, view["id"])
+    assert 0 < len(turns) < len(asked) and turns == asked[len(asked) - len(turns) :]
+    assert "- data-analyst: From the data" in turns[0]
+    assert view["answer"]["text"] == origin["answer"]["text"]
+    # The fork paid only for round 2; round 1's tokens are the origin's, counted apart.
+    assert view["usage"]["carried_over"]["total_tokens"] > 0
+    total = view["usage"]["total"]["total_tokens"]
+    assert 0 < total < origin["usage"]["total"]["total_tokens"]
+
+    # At the second member, with a new prompt: the supervisor's second choice is carried over too.
+    resp = fork(jobs, origin["id"], "r2_data_analyst", prompt="How many returns did the West region have in Q3?")
+    assert resp.json()["carried_over"] == rounds[:3], resp.json()
+    view = jobs.wait(started(resp), timeout_s=240)
+    assert view["status"] == "completed", view.get("error")
+    assert [s["id"] for s in view["steps"] if s.get("carried_over")] == rounds[:3]
+    ran = round_activities(host, view["id"])
+    assert sorted(k for k in ran if k.startswith(("supervisor", "r1_"))) == [], ran
+    assert set(turn_questions(host, view["id"])) == {"How many returns did the West region have in Q3?"}
+
+    # A fork of that fork, at its own member round: rounds carried by the first fork come from where they ran.
+    again = jobs.wait(started(fork(jobs, first_fork, "r2_data_analyst")), timeout_s=240)
+    assert again["status"] == "completed", again.get("error")
+    carried_from = {s["id"]: s.get("carried_from") for s in again["steps"] if s.get("carried_over")}
+    assert carried_from == {"supervisor_1": origin["id"], "r1_data_analyst": origin["id"], "supervisor_2": first_fork}
+    assert not any(k.startswith(("supervisor", "r1_")) for k in round_activities(host, again["id"]))
+
+    # A round that never ran is no fork point.
+    refused = fork(jobs, origin["id"], "r3_data_analyst")
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "INVALID_FORK_POINT", refused.text
 
 
 SQL_NODE: dict[str, Any] = {

@@ -184,6 +184,14 @@ TEAM = {
     "strategy": {"type": "sequential"},
 }
 
+# A supervisor team: the policy reader picks the data analyst each round (its answer names the member), two rounds.
+SUPERVISED: dict[str, Any] = {
+    "id": "desk-sup",
+    "name": "Returns desk (supervised)",
+    "agents": ["data-analyst"],
+    "strategy": {"type": "supervisor", "supervisor": "policy-reader", "max_rounds": 2},
+}
+
 
 def _team(jobs: JobClient) -> str:
     """A sequential team run: each member an agent node, the second given the first one's answer."""
@@ -274,6 +282,64 @@ def _fork_agent(jobs: JobClient) -> str:
     return job_id
 
 
+def _fork_team(jobs: JobClient) -> str:
+    """A fork of a supervisor team at its second round: the first round (choice and answer) carried over."""
+    for agent in TEAM_AGENTS:
+        assert jobs.http.post("/api/agents", json=agent).status_code == 201
+    assert jobs.http.post("/api/teams", json=SUPERVISED).status_code == 201
+    resp = jobs.http.post(f"/api/teams/{SUPERVISED['id']}/runs", json={"inputs": {"task": MIXED_Q}})
+    assert resp.status_code == 202, resp.text
+    origin = str(resp.json()["id"])
+    assert jobs.wait(origin, timeout_s=180)["status"] == "completed"
+    body = {"from_step": "supervisor_2", "changes": {"constraints": {"max_tokens": 900}}}
+    resp = jobs.http.post(f"/api/jobs/{origin}/fork", json=body)
+    assert resp.status_code == 202, resp.text
+    job_id = str(resp.json()["id"])
+    view = jobs.wait(job_id, timeout_s=180)
+    assert view["status"] == "completed", view.get("error")
+    assert [s["id"] for s in view["steps"] if s.get("carried_over")] == ["supervisor_1", "r1_data_analyst"]
+    return job_id
+
+
+BRANCHY: dict[str, Any] = {
+    "id": "branchy",
+    "name": "Branchy",
+    "nodes": [
+        {"id": "split", "kind": "parallel", "branches": ["lookup", "grow"]},
+        {"id": "lookup", "kind": "step", "step": "consult_rag", "input": {"query": {"value": "refunds"}}},
+        {"id": "reread", "kind": "step", "step": "consult_rag", "after": ["lookup"],
+         "input": {"query": {"value": "refund methods"}}},
+        {"id": "grow", "kind": "tool", "tool": "function.percent_change",
+         "input": {"old": {"value": 80}, "new": {"value": 100}}},
+        {"id": "tail", "kind": "tool", "tool": "function.percent_change", "after": ["reread"],
+         "input": {"old": {"value": 50}, "new": {"value": 100}}},
+        {"id": "merge", "kind": "join", "after": ["tail", "grow"]},
+    ],
+}  # fmt: skip
+
+
+def _fork_branch(jobs: JobClient) -> str:
+    """A fork at a node inside a parallel branch: the other branch and the node before it carried over."""
+    assert jobs.http.post("/api/workflows", json=BRANCHY).status_code == 201
+    resp = jobs.http.post("/api/workflows/branchy/runs", json={})
+    assert resp.status_code == 202, resp.text
+    origin = str(resp.json()["id"])
+    assert jobs.wait(origin, timeout_s=120)["status"] == "completed"
+    body = {"from_step": "reread", "changes": {"query": "store credit"}}
+    resp = jobs.http.post(f"/api/jobs/{origin}/fork", json=body)
+    assert resp.status_code == 202, resp.text
+    job_id = str(resp.json()["id"])
+    view = jobs.wait(job_id, timeout_s=120)
+    assert view["status"] == "completed", view.get("error")
+    assert {s["id"] for s in view["steps"] if s.get("carried_over")} == {"lookup", "grow"}
+    return job_id
+
+
+def _fork_branch_part(jobs: JobClient) -> str:
+    """The forked branch of ``_fork_branch`` (a part): its node before the fork point carried in, the edit run."""
+    return f"{_fork_branch(jobs)}:lookup"
+
+
 # Scenarios whose host needs the definitions store (Azurite, started by the recorder).
 NEEDS_STORE = {
     "workflow_waiting_at_human",
@@ -283,6 +349,9 @@ NEEDS_STORE = {
     "workflow_run_limit_reached",
     "fork_workflow_completed",
     "team_completed",
+    "fork_team_completed",
+    "fork_branch_completed",
+    "fork_branch_part_completed",
 }
 # scenario -> (host environment, how to drive the job)
 SCENARIOS: dict[str, tuple[dict[str, str], Callable[[JobClient], str]]] = {
@@ -306,6 +375,9 @@ SCENARIOS: dict[str, tuple[dict[str, str], Callable[[JobClient], str]]] = {
     "fork_completed": ({}, _fork),
     "fork_workflow_completed": ({"DEFINITIONS_TABLE": "replay"}, _fork_workflow),
     "fork_agent_completed": ({}, _fork_agent),
+    "fork_team_completed": ({"DEFINITIONS_TABLE": "replay"}, _fork_team),
+    "fork_branch_completed": ({"DEFINITIONS_TABLE": "replay"}, _fork_branch),
+    "fork_branch_part_completed": ({"DEFINITIONS_TABLE": "replay"}, _fork_branch_part),
 }
 
 

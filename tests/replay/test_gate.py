@@ -70,8 +70,23 @@ def _fork_plans_again(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("orchestrators.fork.LOAD_FORK_BASE", "plan")
 
 
+def _carried_rounds_load_their_agents(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A supervisor team's fork that would read the agent of each round it carries over again."""
+    from orchestrators.team import TeamRounds
+
+    original = TeamRounds.team_step
+
+    def team_step(self: TeamRounds, step_id: str, role: str, agent_id: str, prompt: str) -> Any:
+        if step_id in self.carried:
+            yield from self.walk.load("agent", agent_id, self.walk.pinned("agent", agent_id, None))
+        return (yield from original(self, step_id, role, agent_id, prompt))
+
+    monkeypatch.setattr(TeamRounds, "team_step", team_step)
+
+
 BREAKING: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
     "fork_completed": _fork_plans_again,
+    "fork_team_completed": _carried_rounds_load_their_agents,
     "agent_completed": _reverse_tool_calls,
     "team_completed": _reverse_tool_calls,
     "hybrid_completed": _no_supervisor,

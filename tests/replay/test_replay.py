@@ -54,6 +54,9 @@ def test_every_scenario_is_recorded() -> None:
         "fork_completed",
         "fork_workflow_completed",
         "fork_agent_completed",
+        "fork_team_completed",
+        "fork_branch_completed",
+        "fork_branch_part_completed",
     }
 
 
