@@ -226,6 +226,7 @@ class StepState(BaseModel):
             brief["error"] = {"code": self.error.code, "message": "", "step_id": self.id}
         return brief
 
+
 # What a job may ask a person (api/catalog.py describes each; the view's contract reuses this).
 QuestionKind = Literal["approval", "error", "clarify", "cost"]
 

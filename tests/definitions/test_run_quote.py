@@ -10,7 +10,7 @@ from shared.definitions.models import MODELS, Definition, Team, Workflow
 from shared.definitions.quote import run_quote
 from shared.jobs.costs import CallPrices
 from shared.jobs.models import JobRequest, RetryPolicy
-from shared.jobs.quote import QuotePrices, TokenPrice
+from shared.jobs.quote import Quote, QuotePrices, TokenPrice
 
 PRICES = QuotePrices(
     version="t1",
@@ -32,7 +32,9 @@ class Resolver:
 
 
 def request(**extra: Any) -> JobRequest:
-    return JobRequest(question="run", constraints={"max_tokens": 100, "allowed_models": ["m1"]}, **extra)
+    return JobRequest.model_validate(
+        {"question": "run", "constraints": {"max_tokens": 100, "allowed_models": ["m1"]}, **extra}
+    )
 
 
 def test_a_loop_a_sub_workflow_and_an_agent_node() -> None:
@@ -92,8 +94,8 @@ def test_teams_by_strategy() -> None:
         }
     )
     ids = {
-        name: [s.step_id for s in run_quote(resolver, t, request(), POLICY).by_step]
-        for name, t in [  # type: ignore[union-attr]
+        name: [s.step_id for s in _made(run_quote(resolver, t, request(), POLICY)).by_step]
+        for name, t in [
             ("seq", seq),
             ("fan", fan),
             ("sup", sup),
@@ -129,9 +131,16 @@ def test_an_agent_with_its_own_model_is_priced_at_it() -> None:
             ],
         }
     )
-    plain = JobRequest(question="run", constraints={"max_tokens": 100})  # no allowed_models: the default (m1)
+    plain = JobRequest.model_validate(
+        {"question": "run", "constraints": {"max_tokens": 100}}
+    )  # no allowed_models: the default (m1)
     made = run_quote(Resolver(boss), wf, plain, policy)
     assert made is not None
     by = {s.step_id: s for s in made.by_step}
     assert by["ans"].high == pytest.approx(0.001 + 100 * 1e-6)  # one try on the default model
     assert by["think"].high == pytest.approx((3 + 4 + 1) * (0.001 + 10 * 1e-3))  # the agent's own model
+
+
+def _made(made: Quote | None) -> Quote:
+    assert made is not None
+    return made

@@ -25,7 +25,7 @@ def jobs(azurite: Azurite, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     proc = DevHostProcess(REPO_ROOT, tmp_path_factory.mktemp("quote-runs-host"), env=env)
     proc.start()
     client = JobClient(proc)
-    agent = {"id": "reader", "name": "Reader", "instructions": "Read.", "tools": ["consult_rag"]}
+    agent: dict[str, Any] = {"id": "reader", "name": "Reader", "instructions": "Read.", "tools": ["consult_rag"]}
     agent["limits"] = {"max_turns": 2, "max_tool_calls": 2}
     for plural, body in [
         ("agents", agent),

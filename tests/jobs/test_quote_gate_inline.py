@@ -193,7 +193,7 @@ def test_the_quote_is_logged_once_as_the_job_quote_event(caplog: pytest.LogCaptu
     assert getattr(record, "job.quote.unknown") == "storage.transactions"
 
 
-def test_a_money_budget_bounds_a_priced_sandbox_run() -> None:
+def test_a_money_budget_bounds_a_priced_sandbox_run(monkeypatch: pytest.MonkeyPatch) -> None:
     import shared.executors.run_python as module
     from shared.jobs.contracts import ExecutorInput
     from shared.providers.clients import Clients
@@ -219,13 +219,9 @@ def test_a_money_budget_bounds_a_priced_sandbox_run() -> None:
         )
         return module.run_python(inp, clients)
 
-    original = module.build_sandbox
-    module.build_sandbox = lambda clients, job_id: Sandbox()  # type: ignore[assignment,return-value]
-    try:
-        refused = call(0.0)
-        assert refused.status == "failed" and refused.error.code == "BUDGET_EXCEEDED" and seen == []
-        assert refused.error.message.endswith("the meter that crosses it: sandbox.local.seconds")
-        assert call(0.002).status == "success"
-        assert seen == [pytest.approx(2.0)]  # 0.002 USD at 3.6 USD an hour: 2 s of sandbox time at most
-    finally:
-        module.build_sandbox = original
+    monkeypatch.setattr(module, "build_sandbox", lambda clients, job_id: Sandbox())
+    refused = call(0.0)
+    assert refused.status == "failed" and refused.error.code == "BUDGET_EXCEEDED" and seen == []
+    assert refused.error.message.endswith("the meter that crosses it: sandbox.local.seconds")
+    assert call(0.002).status == "success"
+    assert seen == [pytest.approx(2.0)]  # 0.002 USD at 3.6 USD an hour: 2 s of sandbox time at most
