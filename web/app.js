@@ -4,7 +4,7 @@
 
 import { followStream } from './stream.js';
 import { createDraft, createTimeline, fmtSpan } from './timeline.js';
-import { renderGraph } from './graph.js';
+import { renderGraph, setNodeKinds } from './graph.js';
 import { renderFork } from './fork.js';
 
 const API = '/api/jobs';
@@ -62,7 +62,11 @@ function loadCatalog() {
   if (catalog) return Promise.resolve(catalog);
   if (!catalogLoading) {
     catalogLoading = api('/api/catalog')
-      .then((c) => (catalog = c))
+      .then((c) => {
+        catalog = c;
+        setNodeKinds(c.node_kinds); // the graph's edges and node summaries are the catalog's
+        return c;
+      })
       .catch(() => null)
       .finally(() => (catalogLoading = null));
   }
@@ -798,7 +802,7 @@ function updateListedStatus(id, status) {
 /** Once the open job has ended, its list row shows the same ledger total as its header (until the list reloads). */
 function updateListedCost(v) {
   const item = state.jobs.items.find((j) => j.id === v.id);
-  if (!item || item.cost || !TERMINAL.has(v.status) || !v.cost || v.cost.total == null) return;
+  if (!item || item.cost || !v.finished || !v.cost || v.cost.total == null) return;
   item.cost = { total: v.cost.total, currency: v.cost.currency, unknown: (v.cost.unknown || []).length };
   const el = document.querySelector(`.job-item[data-job-id="${CSS.escape(v.id)}"]`);
   if (el) el.replaceWith(jobItem(item));
@@ -1068,7 +1072,7 @@ function costText(v) {
   const parts = [];
   if (priced || !unknown) parts.push(fmtMoney(cost.total, cost.currency));
   if (unknown) parts.push(`${priced ? '+ ' : ''}price unknown for ${plural(unknown, 'meter')}`);
-  return `${parts.join(' ')}${TERMINAL.has(v.status) ? '' : ' so far'}`;
+  return `${parts.join(' ')}${v.finished ? '' : ' so far'}`;
 }
 
 function openCostBreakdown(d) {
@@ -2215,7 +2219,8 @@ function render(d, v) {
   renderSlot(d, 'answer', answer ? { answer, model: writer ? writer.model || null : null, files: fileKey(files) } : live ? { live } : null, (data) => renderAnswer(data.files ? { ...data, files } : data));
   renderSlot(d, 'citations', answer ? { citations: answer.citations, files: fileKey(files) } : null, (data) => renderCitations({ ...data, files }));
   const graph = v.run && v.run.graph && Array.isArray(v.run.graph.nodes) ? v.run.graph : null;
-  renderSlot(d, 'graph', graph ? { graph, states: v.steps.map((s) => [s.id, s.state]) } : null, renderRunGraph);
+  // Drawn again once the catalog loads: which node fields are edges is its word (graph.js).
+  renderSlot(d, 'graph', graph ? { graph, states: v.steps.map((s) => [s.id, s.state]), cat: Boolean(catalog) } : null, renderRunGraph);
   const agent = v.mode === 'agent' || (v.plan && v.plan.status === 'agent');
   collectTurnLines(d, v.log);
   const stepsKey = { s: v.steps.map(({ output, draft, partial_output: p, ...rest }) => rest), t: v.steps.length ? null : v.status };
