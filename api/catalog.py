@@ -34,7 +34,7 @@ def build_catalog() -> dict[str, Any]:
     from shared.executors import get_executor, input_model_for, step_kinds
     from shared.jobs.agent import TOOL_NAME
     from shared.jobs.contracts import RETRYABLE_CODES, ErrorCode
-    from shared.jobs.models import JobStatus, StepStateName, Waiting
+    from shared.jobs.models import JobRequest, JobStatus, StepStateName, Waiting
     from shared.jobs.plan import ORCHESTRATOR_KINDS
 
     kinds = []
@@ -81,6 +81,8 @@ def build_catalog() -> dict[str, Any]:
         "question_kinds": [{"kind": k, "options": QUESTION_OPTIONS.get(k, [])} for k in question_kinds],
         "error_codes": [{"code": c.value, "retryable": c in RETRYABLE_CODES} for c in ErrorCode],
         "tool_name_pattern": TOOL_NAME,
+        # The body of POST /api/jobs: a client's form takes its limits (lengths, counts, ranges) from here.
+        "job_request_schema": JobRequest.model_json_schema(),
         "definitions": definition_choices(),
     }
 

@@ -65,12 +65,47 @@ function loadCatalog() {
       .then((c) => {
         catalog = c;
         setNodeKinds(c.node_kinds); // the graph's edges and node summaries are the catalog's
+        applyRequestLimits(c.job_request_schema);
         return c;
       })
       .catch(() => null)
       .finally(() => (catalogLoading = null));
   }
   return catalogLoading;
+}
+
+/** The schema of a dotted field path in a JSON Schema (through properties, $ref into $defs and array items), or null. */
+function schemaAt(schema, path) {
+  const resolve = (s) => {
+    if (s && s.$ref && schema.$defs) return resolve(schema.$defs[s.$ref.split('/').pop()]);
+    // An optional field (anyOf [T, null]) is edited as T.
+    if (s && Array.isArray(s.anyOf)) return resolve(s.anyOf.find((m) => m.type !== 'null') || null);
+    return s;
+  };
+  let at = resolve(schema);
+  for (const key of path.split('.')) {
+    at = resolve(at && at.properties ? at.properties[key] : null);
+    if (!at) return null;
+  }
+  return at;
+}
+
+/**
+ * The job form's limits are the request body's (the catalog's job_request_schema): each control that names its
+ * body field (data-field) takes that field's length, range or count, so the console keeps no copy of them.
+ */
+function applyRequestLimits(schema) {
+  if (!schema) return;
+  for (const el of document.querySelectorAll('#job-form [data-field]')) {
+    const field = schemaAt(schema, el.dataset.field);
+    if (!field) continue;
+    if (field.maxLength != null) el.setAttribute('maxlength', String(field.maxLength));
+    if (field.minimum != null) el.setAttribute('min', String(field.minimum));
+    if (field.maximum != null) el.setAttribute('max', String(field.maximum));
+    if (field.maxItems != null) el.dataset.maxItems = String(field.maxItems);
+    if (el.type === 'number' && field.default != null) el.setAttribute('placeholder', String(field.default));
+  }
+  updateCounter();
 }
 
 /** A step kind's editable fields as the catalog publishes them, or null when it is not loaded or lists none. */
@@ -98,20 +133,8 @@ function isRetryable(code) {
 
 const OFFLINE_MODEL = 'offline';
 const OFFLINE_NOTE = 'A deterministic, keyword-matching stand-in, not an LLM.';
-const QUESTION_MAX = 2000;
 const SQL_BREAKS = ['SELECT', 'FROM', 'WHERE', 'GROUP BY', 'HAVING', 'ORDER BY', 'LIMIT', 'OFFSET', 'UNION ALL', 'UNION', 'WITH',
   'LEFT OUTER JOIN', 'LEFT JOIN', 'RIGHT JOIN', 'INNER JOIN', 'FULL OUTER JOIN', 'CROSS JOIN', 'JOIN'];
-const FIELD_INPUTS = {
-  question: 'question',
-  'approval.sql': 'approval',
-  'constraints.max_tokens': 'max-tokens',
-  'constraints.budget.max_total_tokens': 'budget-tokens',
-  mode: 'mode',
-  'agent.max_turns': 'max-turns',
-  'agent.max_tool_calls': 'max-tool-calls',
-  tools: 'agent-tools',
-};
-const MAX_TOOLS = 32;
 // The Executor's turn in the view's log: a task line of the agent_turn activity with no step of its own (the log
 // entry's typed fields, api/view_log.py line_facts; the line's English is for people and is never parsed).
 const isTurnLine = (entry) => entry.topic === 'task' && entry.activity === 'agent_turn' && !entry.step_id;
@@ -599,10 +622,16 @@ function clearFieldErrors(form) {
   }
 }
 
+/**
+ * Mark the form control of an error's field: each control names the body field it fills (data-field, in
+ * index.html), and the error's field is a dotted path into the body (api/contract ErrorDetail): the control is
+ * the one whose field is the path or the nearest part of it ("tools.3", the fourth tool, is the tools box).
+ */
 function markField(field) {
-  // "tools.3" is the fourth name of the tools field.
-  const id = FIELD_INPUTS[field] || FIELD_INPUTS[String(field).replace(/\.\d+$/, '')];
-  const el = id ? document.getElementById(id) : null;
+  const form = $('#job-form');
+  const parts = String(field || '').split('.').filter(Boolean);
+  let el = null;
+  for (let n = parts.length; n > 0 && !el; n -= 1) el = form.querySelector(`[data-field="${CSS.escape(parts.slice(0, n).join('.'))}"]`);
   if (!el) return;
   el.setAttribute('aria-invalid', 'true');
   el.setAttribute('aria-errormessage', 'form-error');
@@ -628,7 +657,8 @@ function toolsProblem(names) {
   const pattern = catalog ? new RegExp(catalog.tool_name_pattern) : null;
   const bad = pattern && names.find((n) => !pattern.test(n));
   if (bad) return `“${bad}” is not a tool name: use family.tool, e.g. function.growth_rate (letters, digits, _ . -).`;
-  if (names.length > MAX_TOOLS) return `At most ${MAX_TOOLS} tools may be allowed (${names.length} given).`;
+  const most = Number($('#agent-tools').dataset.maxItems || 0); // the request schema's (applyRequestLimits)
+  if (most && names.length > most) return `At most ${most} tools may be allowed (${names.length} given).`;
   return null;
 }
 
@@ -639,8 +669,10 @@ function showModeFields() {
 function updateCounter() {
   const used = $('#question').value.length;
   const el = $('#question-count');
-  el.textContent = `${fmtNumber(used)} / ${fmtNumber(QUESTION_MAX)} characters`;
-  el.classList.toggle('near', used >= QUESTION_MAX * 0.9);
+  // The limit is the request schema's, set on the box when the catalog loads (applyRequestLimits).
+  const most = $('#question').maxLength > 0 ? $('#question').maxLength : null;
+  el.textContent = most ? `${fmtNumber(used)} / ${fmtNumber(most)} characters` : `${fmtNumber(used)} characters`;
+  el.classList.toggle('near', Boolean(most) && used >= most * 0.9);
 }
 
 function initForm() {

@@ -24,7 +24,11 @@ class ErrorDetail(BaseModel):
 
     code: str
     message: str
-    field: str | None = None
+    field: str | None = Field(
+        default=None,
+        description="The offending field: a dotted path into the request body, keys and list indexes joined by "
+        "'.' (constraints.max_tokens, tools.3).",
+    )
     errors: list[dict[str, str]] | None = Field(default=None, description="Every bad field, when there are several")
 
 
@@ -317,6 +321,7 @@ class Catalog(Open):
     question_kinds: list[dict[str, Any]]
     error_codes: list[dict[str, Any]]
     tool_name_pattern: str
+    job_request_schema: dict[str, Any] = Field(description="The JSON Schema of POST /api/jobs' body.")
     references: ReferenceSyntax
     definitions: dict[str, list[str]] = Field(
         description="The definition forms' closed choices: condition_ops, input_types, team_strategies."

@@ -775,3 +775,30 @@ def test_a_node_kind_with_new_edges_is_drawn_and_connected_with_no_console_chang
     graph_node(page, "starter").focus()
     page.keyboard.press("Delete")
     expect(page.locator("#df-graph path.g-edge[data-edge='runner']")).to_have_count(0)
+
+
+def test_renaming_a_node_rewrites_its_references_by_the_servers_syntax(page: Page, host: DevHostProcess) -> None:
+    """Which fields hold references and how one names its node come from the catalog's "references"."""
+    open_page(page, host, "workflows:new", "workflows:new")
+    for kind in ("tool", "tool", "condition"):
+        add_node(page, kind)
+    card = node_card(page, "tool2")
+    for name, shape, text in (
+        ("x", "template", "Compare {tool.data} with { tool.data.1 } and {tools.x}"),
+        ("y", "from", "tool.data"),
+    ):
+        card.get_by_role("button", name="Add input", exact=True).click()
+        card.get_by_label("Input: name", exact=True).last.fill(name)
+        card.get_by_label("Input: name", exact=True).last.dispatch_event("change")
+        card.get_by_label(f"Input {name}: given as", exact=True).select_option(shape)
+        card.locator(f"[data-path='nodes.1.input.{name}']").fill(text)
+    node_card(page, "condition").get_by_label("If value", exact=True).fill("tool.data")
+    node_card(page, "condition").get_by_label("Then nodes", exact=True).fill("tool")
+    rename(page, "tool", "first")
+    card = node_card(page, "tool2")
+    expect(card.locator("[data-path='nodes.1.input.x']")).to_have_value(
+        "Compare {first.data} with { first.data.1 } and {tools.x}"
+    )
+    expect(card.locator("[data-path='nodes.1.input.y']")).to_have_value("first.data")
+    expect(node_card(page, "condition").get_by_label("If value", exact=True)).to_have_value("first.data")
+    expect(node_card(page, "condition").get_by_label("Then nodes", exact=True)).to_have_value("first")
