@@ -1852,7 +1852,12 @@ function renderSteps(steps, status) {
 
 // ----- a workflow run as its graph -------------------------------------------------------------
 
-const GRAPH_STATES = ['pending', 'running', 'waiting', 'retrying', 'succeeded', 'failed', 'skipped', 'cancelled'];
+
+/** The step states a run graph shows, in the catalog's order (its step_states); any it does not list, after. */
+function legendStates(seen) {
+  const order = catalog ? catalog.step_states : [];
+  return [...order.filter((st) => seen.has(st)), ...[...seen].filter((st) => !order.includes(st))];
+}
 
 /** The workflow the run loaded, drawn as the builder draws it (graph.js), each node coloured by its step's state. */
 function renderRunGraph({ graph, states }) {
@@ -1874,7 +1879,7 @@ function renderRunGraph({ graph, states }) {
   const svgEl = host.querySelector('svg');
   if (svgEl) svgEl.setAttribute('aria-label', `Run graph: ${states.map(([id, st]) => `${id} ${STEP_LABELS[st] || st}`).join(', ')}`);
   const seen = new Set(states.map(([, st]) => st));
-  const legend = h('ul', { class: 'graph-legend', 'aria-hidden': 'true' }, GRAPH_STATES.filter((st) => seen.has(st)).map((st) => h('li', {}, h('span', { class: `graph-swatch g-state-${st}` }), STEP_LABELS[st])));
+  const legend = h('ul', { class: 'graph-legend', 'aria-hidden': 'true' }, legendStates(seen).map((st) => h('li', {}, h('span', { class: `graph-swatch g-state-${st}` }), STEP_LABELS[st] || st)));
   return section('Run graph', 'graph-title', legend, host);
 }
 

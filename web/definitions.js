@@ -501,7 +501,11 @@ function kindFields(node, base) {
         ),
       ];
     default:
-      return [];
+      // A kind this page has no form of its own for (one the server added): its edge fields, as the catalog
+      // describes them, edited as lists of node ids (the server checks the rest on save).
+      return edgeFields(node.kind)
+        .filter((f) => f.field !== 'after')
+        .map((f) => field(`${f.label} nodes`, `${base}.${f.field}`, { type: 'list', hint: 'Node ids, separated by commas.' }));
   }
 }
 

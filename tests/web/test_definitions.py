@@ -762,6 +762,10 @@ def test_a_node_kind_with_new_edges_is_drawn_and_connected_with_no_console_chang
     expect(graph_edge(page, "race", "tool2", "lap")).to_have_count(1)
     expect(graph_edge(page, "tool2", "tool3", "lap")).to_have_count(1)
     expect(graph_edge(page, "tool3", "race", "repeat")).to_have_count(1)
+    # The race's form (the page has none of its own for the kind) edits the same fields.
+    race_card = node_card(page, "race")
+    expect(race_card.get_by_label("runners nodes", exact=True)).to_have_value("tool")
+    expect(race_card.get_by_label("laps nodes", exact=True)).to_have_value("tool2, tool3")
     # A tool has no runner edges: refused, naming the kind that has.
     link("tool", "tool2", "runner")
     expect(page.locator("#df-builder-error")).to_contain_text("Only a race node has runner edges; tool is a tool node.")
