@@ -53,6 +53,8 @@ def build_catalog() -> dict[str, Any]:
                 # Worked by the orchestrator itself (a question to a person, an agent loop), not an activity.
                 "orchestrated": spec is None,
                 "text_field": spec.text_field if spec else "question",
+                # The shape of the kind's result (a client renders a result by its shape, not by the kind's name).
+                "result": RESULT_SHAPES.get(result.__name__) if (result := _result(kind, spec)) else None,
                 "input_schema": model.model_json_schema(),
                 "editable_fields": editable_fields(model),
             }
@@ -85,6 +87,17 @@ def build_catalog() -> dict[str, Any]:
         "job_request_schema": JobRequest.model_json_schema(),
         "definitions": definition_choices(),
     }
+
+
+# The result models of the contract, by the name a client knows their shape by.
+RESULT_SHAPES = {"SqlResult": "sql", "RagResult": "documents", "AnswerResult": "answer"}
+
+
+def _result(kind: str, spec: Any) -> type[BaseModel] | None:
+    """A step kind's result model (shared/definitions/catalog.py decides it for validation too)."""
+    from shared.definitions.catalog import result_model
+
+    return result_model(kind, spec.writes_answer, spec.runs_sql) if spec is not None else None
 
 
 def definition_choices() -> dict[str, list[str]]:

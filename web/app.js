@@ -126,6 +126,12 @@ function catalogFields(fields) {
   return fields.map((f) => ({ name: f.name, label: f.label, kind: f.input, hint: f.hint, required: f.required }));
 }
 
+/** The shape of a step kind's result as the catalog publishes it (sql, documents, answer), or null. */
+function resultShape(kind) {
+  const entry = catalog && catalog.step_kinds.find((k) => k.kind === kind);
+  return entry ? entry.result || null : null;
+}
+
 /** Whether a plain retry can cure a failure with this code (the catalog's word; unknown: no). */
 function isRetryable(code) {
   return Boolean(catalog && catalog.error_codes.some((c) => c.code === code && c.retryable));
@@ -2166,9 +2172,11 @@ function otherResult(step, out) {
 function renderResults(steps) {
   const items = [];
   for (const step of steps) {
-    if (step.output && step.kind === 'execute_azure_sql') items.push(sqlResult(step, step.output));
-    else if (step.output && step.kind === 'consult_rag') items.push(docResult(step, step.output));
-    else if (step.output && step.kind !== 'generate_response') items.push(otherResult(step, step.output));
+    // Drawn by the shape of the kind's result (the catalog's), not by the kind's name; the answer is shown apart.
+    const shape = resultShape(step.kind);
+    if (step.output && shape === 'sql') items.push(sqlResult(step, step.output));
+    else if (step.output && shape === 'documents') items.push(docResult(step, step.output));
+    else if (step.output && shape !== 'answer') items.push(otherResult(step, step.output));
     if (step.draft && !step.output && step.state !== 'waiting') {
       items.push(h('article', { class: 'result result-draft' }, h('h4', {}, `${step.id} · drafted SQL (not run)`), h('pre', { class: 'code sql' }, formatSql(step.draft.sql || ''))));
     }
@@ -2249,7 +2257,7 @@ function render(d, v) {
   renderSlot(d, 'waiting', v.waiting && !terminal ? { q: v.waiting.question_id, cat: Boolean(catalog) } : null, () => renderWaiting(d, v.waiting));
   // While the event stream is open the answer being written comes from its deltas, else from the view.
   const live = !v.answer ? (d.streaming ? d.draft.current() : liveAnswer(v)) : null;
-  const writer = v.steps.find((s) => s.kind === 'generate_response' && s.state === 'succeeded');
+  const writer = v.steps.find((s) => resultShape(s.kind) === 'answer' && s.state === 'succeeded');
   const files = jobArtifacts(v.steps);
   const fileKey = (list) => list.map(({ step, ...a }) => ({ ...a, step: { id: step.id, kind: step.kind } }));
   const answer = v.answer ? { ...v.answer, citations: answerCitations(v) } : null;
@@ -2264,7 +2272,7 @@ function render(d, v) {
   if (agent) renderSlot(d, 'steps', { ...stepsKey, a: d.turnLines, done: terminal }, () => renderAgent(v.steps, terminal, d.turnLines));
   else renderSlot(d, 'steps', stepsKey, () => renderSteps(v.steps, v.status));
   d.timeline.view(v);
-  renderSlot(d, 'results', v.steps.map((s) => [s.id, s.state, s.output || null, s.draft || null]), () => renderResults(v.steps));
+  renderSlot(d, 'results', { s: v.steps.map((s) => [s.id, s.state, s.output || null, s.draft || null]), cat: Boolean(catalog) }, () => renderResults(v.steps));
   renderSlot(d, 'usage', { usage: v.usage, agent, steps: v.steps.map((s) => ({ id: s.id, kind: s.kind, turn: s.turn })) }, renderUsage);
   renderSlot(d, 'cost', { cost: v.cost, status: v.status }, (data) => renderCost(d, data));
   // A finished job or run may be re-run from a step (a run: from a node), and compared with its origin or forks (web/fork.js).

@@ -266,6 +266,9 @@ class StepKindInfo(Open):
     runs_code: bool
     orchestrated: bool
     text_field: str
+    result: Literal["sql", "documents", "answer"] | None = Field(
+        default=None, description="The shape of the kind's result: an SQL result, documents, an answer (None: other)."
+    )
     input_schema: dict[str, Any]
     editable_fields: list[dict[str, Any]]
 

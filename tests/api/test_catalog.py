@@ -207,3 +207,10 @@ def test_the_reference_syntax_is_the_validators() -> None:
     assert refs["template_pattern"] == TEMPLATE_REF.pattern
     assert re.fullmatch(refs["pattern"], "sales.rows.0") and not re.fullmatch(refs["pattern"], "Sales")
     assert "sales.rows".split(refs["separator"])[0] == "sales" and refs["input"] == "input"
+
+
+def test_each_step_kind_says_the_shape_of_its_result() -> None:
+    """A client renders a step's result by its shape (the result model validation also uses), not by its name."""
+    shapes = {k["kind"]: k["result"] for k in build_catalog()["step_kinds"]}
+    assert shapes["execute_azure_sql"] == "sql" and shapes["consult_rag"] == "documents"
+    assert shapes["generate_response"] == "answer" and shapes["ask_user"] is None
