@@ -2236,7 +2236,7 @@ function appendLog(d, log) {
 }
 
 // What web/fork.js uses of this page (it has no helpers of its own).
-const FORK_UI = { h, section, api, jobUrl, errorBox, fieldEditors, editedFields, fmtNumber, fmtMs, nodeForkEdits, catalogFields, loadCatalog, editFieldsKnown: (kind) => Boolean(editFieldsOf(kind)) };
+const FORK_UI = { h, section, api, jobUrl, errorBox, fieldEditors, editedFields, fmtNumber, fmtMs, nodeForkEdits, catalogFields, loadCatalog, editFieldsKnown: (kind) => Boolean(editFieldsOf(kind)), stepKind: (kind) => (catalog && catalog.step_kinds.find((k) => k.kind === kind)) || null };
 
 function render(d, v) {
   d.view = v;
