@@ -34,7 +34,7 @@ def build_catalog() -> dict[str, Any]:
     from shared.executors import get_executor, input_model_for, step_kinds
     from shared.jobs.agent import TOOL_NAME
     from shared.jobs.contracts import RETRYABLE_CODES, ErrorCode
-    from shared.jobs.models import JobStatus, StepStateName, Waiting
+    from shared.jobs.models import JobRequest, JobStatus, StepStateName, Waiting
     from shared.jobs.plan import ORCHESTRATOR_KINDS
 
     kinds = []
@@ -53,11 +53,14 @@ def build_catalog() -> dict[str, Any]:
                 # Worked by the orchestrator itself (a question to a person, an agent loop), not an activity.
                 "orchestrated": spec is None,
                 "text_field": spec.text_field if spec else "question",
+                # The shape of the kind's result (a client renders a result by its shape, not by the kind's name).
+                "result": RESULT_SHAPES.get(result.__name__) if (result := _result(kind, spec)) else None,
                 "input_schema": model.model_json_schema(),
                 "editable_fields": editable_fields(model),
             }
         )
     node_schema = TypeAdapter(Node).json_schema()
+    models = node_models()
     question_kinds = get_args(Waiting.model_fields["kind"].annotation)
     return {
         "version": CATALOG_VERSION,
@@ -65,16 +68,36 @@ def build_catalog() -> dict[str, Any]:
         # Every node kind's schema is a "$ref" into node_schema's "$defs", which the kinds share.
         "node_schema": node_schema,
         "node_kinds": [
-            {"kind": k, "schema": {"$ref": _node_refs(node_schema)[k]}, "fork_edits": fork_edits(k)} for k in NODE_KINDS
+            {
+                "kind": k,
+                "schema": {"$ref": _node_refs(node_schema)[k]},
+                "fork_edits": fork_edits(k),
+                **node_graph(models[k]),
+            }
+            for k in NODE_KINDS
         ],
+        "references": references(),
         "job_statuses": list(get_args(JobStatus)),
         "terminal_statuses": list(TERMINAL_STATUSES),
         "step_states": list(get_args(StepStateName)),
         "question_kinds": [{"kind": k, "options": QUESTION_OPTIONS.get(k, [])} for k in question_kinds],
         "error_codes": [{"code": c.value, "retryable": c in RETRYABLE_CODES} for c in ErrorCode],
         "tool_name_pattern": TOOL_NAME,
+        # The body of POST /api/jobs: a client's form takes its limits (lengths, counts, ranges) from here.
+        "job_request_schema": JobRequest.model_json_schema(),
         "definitions": definition_choices(),
     }
+
+
+# The result models of the contract, by the name a client knows their shape by.
+RESULT_SHAPES = {"SqlResult": "sql", "RagResult": "documents", "AnswerResult": "answer"}
+
+
+def _result(kind: str, spec: Any) -> type[BaseModel] | None:
+    """A step kind's result model (shared/definitions/catalog.py decides it for validation too)."""
+    from shared.definitions.catalog import result_model
+
+    return result_model(kind, spec.writes_answer, spec.runs_sql) if spec is not None else None
 
 
 def definition_choices() -> dict[str, list[str]]:
@@ -161,6 +184,94 @@ def fork_edits(node_kind: str) -> dict[str, Any] | None:
         return {"step_kind_from": NODE_EDIT_STEP_KIND[node_kind]}
     model = NODE_EDIT_MODELS.get(node_kind)
     return {"fields": editable_fields(model)} if model is not None else None
+
+
+def node_models() -> dict[str, type[BaseModel]]:
+    """Each workflow node kind's model, from the node union (its ``kind`` literal)."""
+    from shared.definitions.models import Node
+
+    union = get_args(Node)[0]
+    return {str(get_args(m.model_fields["kind"].annotation)[0]): m for m in get_args(union)}
+
+
+def node_graph(model: type[BaseModel]) -> dict[str, Any]:
+    """How a node kind sits in the graph, from its model's field metadata (shared/definitions/models.py): the
+    fields that list node ids as edges (each with its edge type and direction) and the field that says what the
+    node does."""
+    from shared.definitions.models import Edge, Summary
+
+    edges = []
+    summary = None
+    for name, info in model.model_fields.items():
+        field = info.alias or name
+        for mark in info.metadata:
+            if isinstance(mark, Edge):
+                edges.append(
+                    {
+                        "field": field,
+                        "type": mark.type,
+                        "direction": mark.direction,
+                        "label": mark.label,
+                        "auto": mark.auto,
+                        # A required list stays on the node when its last id goes (the kind needs it).
+                        "required": info.is_required(),
+                    }
+                )
+            elif isinstance(mark, Summary):
+                summary = field
+    return {"edges": edges, "summary_field": summary}
+
+
+def references() -> dict[str, Any]:
+    """How definitions refer to a node's output or the input, for clients that rename a node: the pattern of one
+    reference, what splits its head (the node id) from its fields, the fields (by their JSON names, anywhere in a
+    node or an output mapping) that hold one reference or a template, and the pattern of a template's references."""
+    from shared.definitions.models import (
+        INPUT,
+        REF,
+        REF_SEPARATOR,
+        TEMPLATE_REF,
+        Reference,
+        ReferenceTemplate,
+        Workflow,
+    )
+
+    single: set[str] = set()
+    template: set[str] = set()
+    for model in _models_under(Workflow):
+        for name, info in model.model_fields.items():
+            for mark in info.metadata:
+                if isinstance(mark, Reference):
+                    single.add(info.alias or name)
+                elif isinstance(mark, ReferenceTemplate):
+                    template.add(info.alias or name)
+    return {
+        "pattern": REF,
+        "separator": REF_SEPARATOR,
+        "input": INPUT,
+        "fields": sorted(single),
+        "template_fields": sorted(template),
+        "template_pattern": TEMPLATE_REF,
+    }
+
+
+def _models_under(root: type[BaseModel]) -> list[type[BaseModel]]:
+    """Every pydantic model a model's fields reach (through lists, dicts, unions and Annotated), itself first."""
+    seen: list[type[BaseModel]] = []
+
+    def visit(tp: Any) -> None:
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            if tp in seen:
+                return
+            seen.append(tp)
+            for info in tp.model_fields.values():
+                visit(info.annotation)
+            return
+        for arg in get_args(tp):
+            visit(arg)
+
+    visit(root)
+    return seen
 
 
 def _node_refs(schema: dict[str, Any]) -> dict[str, str]:

@@ -4,7 +4,7 @@
 
 import { followStream } from './stream.js';
 import { createDraft, createTimeline, fmtSpan } from './timeline.js';
-import { renderGraph } from './graph.js';
+import { renderGraph, setNodeKinds } from './graph.js';
 import { renderFork } from './fork.js';
 
 const API = '/api/jobs';
@@ -62,11 +62,50 @@ function loadCatalog() {
   if (catalog) return Promise.resolve(catalog);
   if (!catalogLoading) {
     catalogLoading = api('/api/catalog')
-      .then((c) => (catalog = c))
+      .then((c) => {
+        catalog = c;
+        setNodeKinds(c.node_kinds); // the graph's edges and node summaries are the catalog's
+        applyRequestLimits(c.job_request_schema);
+        return c;
+      })
       .catch(() => null)
       .finally(() => (catalogLoading = null));
   }
   return catalogLoading;
+}
+
+/** The schema of a dotted field path in a JSON Schema (through properties, $ref into $defs and array items), or null. */
+function schemaAt(schema, path) {
+  const resolve = (s) => {
+    if (s && s.$ref && schema.$defs) return resolve(schema.$defs[s.$ref.split('/').pop()]);
+    // An optional field (anyOf [T, null]) is edited as T.
+    if (s && Array.isArray(s.anyOf)) return resolve(s.anyOf.find((m) => m.type !== 'null') || null);
+    return s;
+  };
+  let at = resolve(schema);
+  for (const key of path.split('.')) {
+    at = resolve(at && at.properties ? at.properties[key] : null);
+    if (!at) return null;
+  }
+  return at;
+}
+
+/**
+ * The job form's limits are the request body's (the catalog's job_request_schema): each control that names its
+ * body field (data-field) takes that field's length, range or count, so the console keeps no copy of them.
+ */
+function applyRequestLimits(schema) {
+  if (!schema) return;
+  for (const el of document.querySelectorAll('#job-form [data-field]')) {
+    const field = schemaAt(schema, el.dataset.field);
+    if (!field) continue;
+    if (field.maxLength != null) el.setAttribute('maxlength', String(field.maxLength));
+    if (field.minimum != null) el.setAttribute('min', String(field.minimum));
+    if (field.maximum != null) el.setAttribute('max', String(field.maximum));
+    if (field.maxItems != null) el.dataset.maxItems = String(field.maxItems);
+    if (el.type === 'number' && field.default != null) el.setAttribute('placeholder', String(field.default));
+  }
+  updateCounter();
 }
 
 /** A step kind's editable fields as the catalog publishes them, or null when it is not loaded or lists none. */
@@ -87,6 +126,12 @@ function catalogFields(fields) {
   return fields.map((f) => ({ name: f.name, label: f.label, kind: f.input, hint: f.hint, required: f.required }));
 }
 
+/** The shape of a step kind's result as the catalog publishes it (sql, documents, answer), or null. */
+function resultShape(kind) {
+  const entry = catalog && catalog.step_kinds.find((k) => k.kind === kind);
+  return entry ? entry.result || null : null;
+}
+
 /** Whether a plain retry can cure a failure with this code (the catalog's word; unknown: no). */
 function isRetryable(code) {
   return Boolean(catalog && catalog.error_codes.some((c) => c.code === code && c.retryable));
@@ -94,20 +139,8 @@ function isRetryable(code) {
 
 const OFFLINE_MODEL = 'offline';
 const OFFLINE_NOTE = 'A deterministic, keyword-matching stand-in, not an LLM.';
-const QUESTION_MAX = 2000;
 const SQL_BREAKS = ['SELECT', 'FROM', 'WHERE', 'GROUP BY', 'HAVING', 'ORDER BY', 'LIMIT', 'OFFSET', 'UNION ALL', 'UNION', 'WITH',
   'LEFT OUTER JOIN', 'LEFT JOIN', 'RIGHT JOIN', 'INNER JOIN', 'FULL OUTER JOIN', 'CROSS JOIN', 'JOIN'];
-const FIELD_INPUTS = {
-  question: 'question',
-  'approval.sql': 'approval',
-  'constraints.max_tokens': 'max-tokens',
-  'constraints.budget.max_total_tokens': 'budget-tokens',
-  mode: 'mode',
-  'agent.max_turns': 'max-turns',
-  'agent.max_tool_calls': 'max-tool-calls',
-  tools: 'agent-tools',
-};
-const MAX_TOOLS = 32;
 // The Executor's turn in the view's log: a task line of the agent_turn activity with no step of its own (the log
 // entry's typed fields, api/view_log.py line_facts; the line's English is for people and is never parsed).
 const isTurnLine = (entry) => entry.topic === 'task' && entry.activity === 'agent_turn' && !entry.step_id;
@@ -595,10 +628,16 @@ function clearFieldErrors(form) {
   }
 }
 
+/**
+ * Mark the form control of an error's field: each control names the body field it fills (data-field, in
+ * index.html), and the error's field is a dotted path into the body (api/contract ErrorDetail): the control is
+ * the one whose field is the path or the nearest part of it ("tools.3", the fourth tool, is the tools box).
+ */
 function markField(field) {
-  // "tools.3" is the fourth name of the tools field.
-  const id = FIELD_INPUTS[field] || FIELD_INPUTS[String(field).replace(/\.\d+$/, '')];
-  const el = id ? document.getElementById(id) : null;
+  const form = $('#job-form');
+  const parts = String(field || '').split('.').filter(Boolean);
+  let el = null;
+  for (let n = parts.length; n > 0 && !el; n -= 1) el = form.querySelector(`[data-field="${CSS.escape(parts.slice(0, n).join('.'))}"]`);
   if (!el) return;
   el.setAttribute('aria-invalid', 'true');
   el.setAttribute('aria-errormessage', 'form-error');
@@ -624,7 +663,8 @@ function toolsProblem(names) {
   const pattern = catalog ? new RegExp(catalog.tool_name_pattern) : null;
   const bad = pattern && names.find((n) => !pattern.test(n));
   if (bad) return `“${bad}” is not a tool name: use family.tool, e.g. function.growth_rate (letters, digits, _ . -).`;
-  if (names.length > MAX_TOOLS) return `At most ${MAX_TOOLS} tools may be allowed (${names.length} given).`;
+  const most = Number($('#agent-tools').dataset.maxItems || 0); // the request schema's (applyRequestLimits)
+  if (most && names.length > most) return `At most ${most} tools may be allowed (${names.length} given).`;
   return null;
 }
 
@@ -635,8 +675,10 @@ function showModeFields() {
 function updateCounter() {
   const used = $('#question').value.length;
   const el = $('#question-count');
-  el.textContent = `${fmtNumber(used)} / ${fmtNumber(QUESTION_MAX)} characters`;
-  el.classList.toggle('near', used >= QUESTION_MAX * 0.9);
+  // The limit is the request schema's, set on the box when the catalog loads (applyRequestLimits).
+  const most = $('#question').maxLength > 0 ? $('#question').maxLength : null;
+  el.textContent = most ? `${fmtNumber(used)} / ${fmtNumber(most)} characters` : `${fmtNumber(used)} characters`;
+  el.classList.toggle('near', Boolean(most) && used >= most * 0.9);
 }
 
 function initForm() {
@@ -798,7 +840,7 @@ function updateListedStatus(id, status) {
 /** Once the open job has ended, its list row shows the same ledger total as its header (until the list reloads). */
 function updateListedCost(v) {
   const item = state.jobs.items.find((j) => j.id === v.id);
-  if (!item || item.cost || !TERMINAL.has(v.status) || !v.cost || v.cost.total == null) return;
+  if (!item || item.cost || !v.finished || !v.cost || v.cost.total == null) return;
   item.cost = { total: v.cost.total, currency: v.cost.currency, unknown: (v.cost.unknown || []).length };
   const el = document.querySelector(`.job-item[data-job-id="${CSS.escape(v.id)}"]`);
   if (el) el.replaceWith(jobItem(item));
@@ -1068,7 +1110,7 @@ function costText(v) {
   const parts = [];
   if (priced || !unknown) parts.push(fmtMoney(cost.total, cost.currency));
   if (unknown) parts.push(`${priced ? '+ ' : ''}price unknown for ${plural(unknown, 'meter')}`);
-  return `${parts.join(' ')}${TERMINAL.has(v.status) ? '' : ' so far'}`;
+  return `${parts.join(' ')}${v.finished ? '' : ' so far'}`;
 }
 
 function openCostBreakdown(d) {
@@ -1816,7 +1858,12 @@ function renderSteps(steps, status) {
 
 // ----- a workflow run as its graph -------------------------------------------------------------
 
-const GRAPH_STATES = ['pending', 'running', 'waiting', 'retrying', 'succeeded', 'failed', 'skipped', 'cancelled'];
+
+/** The step states a run graph shows, in the catalog's order (its step_states); any it does not list, after. */
+function legendStates(seen) {
+  const order = catalog ? catalog.step_states : [];
+  return [...order.filter((st) => seen.has(st)), ...[...seen].filter((st) => !order.includes(st))];
+}
 
 /** The workflow the run loaded, drawn as the builder draws it (graph.js), each node coloured by its step's state. */
 function renderRunGraph({ graph, states }) {
@@ -1838,7 +1885,7 @@ function renderRunGraph({ graph, states }) {
   const svgEl = host.querySelector('svg');
   if (svgEl) svgEl.setAttribute('aria-label', `Run graph: ${states.map(([id, st]) => `${id} ${STEP_LABELS[st] || st}`).join(', ')}`);
   const seen = new Set(states.map(([, st]) => st));
-  const legend = h('ul', { class: 'graph-legend', 'aria-hidden': 'true' }, GRAPH_STATES.filter((st) => seen.has(st)).map((st) => h('li', {}, h('span', { class: `graph-swatch g-state-${st}` }), STEP_LABELS[st])));
+  const legend = h('ul', { class: 'graph-legend', 'aria-hidden': 'true' }, legendStates(seen).map((st) => h('li', {}, h('span', { class: `graph-swatch g-state-${st}` }), STEP_LABELS[st] || st)));
   return section('Run graph', 'graph-title', legend, host);
 }
 
@@ -2125,9 +2172,11 @@ function otherResult(step, out) {
 function renderResults(steps) {
   const items = [];
   for (const step of steps) {
-    if (step.output && step.kind === 'execute_azure_sql') items.push(sqlResult(step, step.output));
-    else if (step.output && step.kind === 'consult_rag') items.push(docResult(step, step.output));
-    else if (step.output && step.kind !== 'generate_response') items.push(otherResult(step, step.output));
+    // Drawn by the shape of the kind's result (the catalog's), not by the kind's name; the answer is shown apart.
+    const shape = resultShape(step.kind);
+    if (step.output && shape === 'sql') items.push(sqlResult(step, step.output));
+    else if (step.output && shape === 'documents') items.push(docResult(step, step.output));
+    else if (step.output && shape !== 'answer') items.push(otherResult(step, step.output));
     if (step.draft && !step.output && step.state !== 'waiting') {
       items.push(h('article', { class: 'result result-draft' }, h('h4', {}, `${step.id} · drafted SQL (not run)`), h('pre', { class: 'code sql' }, formatSql(step.draft.sql || ''))));
     }
@@ -2187,7 +2236,7 @@ function appendLog(d, log) {
 }
 
 // What web/fork.js uses of this page (it has no helpers of its own).
-const FORK_UI = { h, section, api, jobUrl, errorBox, fieldEditors, editedFields, fmtNumber, fmtMs, nodeForkEdits, catalogFields, loadCatalog, editFieldsKnown: (kind) => Boolean(editFieldsOf(kind)) };
+const FORK_UI = { h, section, api, jobUrl, errorBox, fieldEditors, editedFields, fmtNumber, fmtMs, nodeForkEdits, catalogFields, loadCatalog, editFieldsKnown: (kind) => Boolean(editFieldsOf(kind)), stepKind: (kind) => (catalog && catalog.step_kinds.find((k) => k.kind === kind)) || null };
 
 function render(d, v) {
   d.view = v;
@@ -2208,21 +2257,22 @@ function render(d, v) {
   renderSlot(d, 'waiting', v.waiting && !terminal ? { q: v.waiting.question_id, cat: Boolean(catalog) } : null, () => renderWaiting(d, v.waiting));
   // While the event stream is open the answer being written comes from its deltas, else from the view.
   const live = !v.answer ? (d.streaming ? d.draft.current() : liveAnswer(v)) : null;
-  const writer = v.steps.find((s) => s.kind === 'generate_response' && s.state === 'succeeded');
+  const writer = v.steps.find((s) => resultShape(s.kind) === 'answer' && s.state === 'succeeded');
   const files = jobArtifacts(v.steps);
   const fileKey = (list) => list.map(({ step, ...a }) => ({ ...a, step: { id: step.id, kind: step.kind } }));
   const answer = v.answer ? { ...v.answer, citations: answerCitations(v) } : null;
   renderSlot(d, 'answer', answer ? { answer, model: writer ? writer.model || null : null, files: fileKey(files) } : live ? { live } : null, (data) => renderAnswer(data.files ? { ...data, files } : data));
   renderSlot(d, 'citations', answer ? { citations: answer.citations, files: fileKey(files) } : null, (data) => renderCitations({ ...data, files }));
   const graph = v.run && v.run.graph && Array.isArray(v.run.graph.nodes) ? v.run.graph : null;
-  renderSlot(d, 'graph', graph ? { graph, states: v.steps.map((s) => [s.id, s.state]) } : null, renderRunGraph);
+  // Drawn again once the catalog loads: which node fields are edges is its word (graph.js).
+  renderSlot(d, 'graph', graph ? { graph, states: v.steps.map((s) => [s.id, s.state]), cat: Boolean(catalog) } : null, renderRunGraph);
   const agent = v.mode === 'agent' || (v.plan && v.plan.status === 'agent');
   collectTurnLines(d, v.log);
   const stepsKey = { s: v.steps.map(({ output, draft, partial_output: p, ...rest }) => rest), t: v.steps.length ? null : v.status };
   if (agent) renderSlot(d, 'steps', { ...stepsKey, a: d.turnLines, done: terminal }, () => renderAgent(v.steps, terminal, d.turnLines));
   else renderSlot(d, 'steps', stepsKey, () => renderSteps(v.steps, v.status));
   d.timeline.view(v);
-  renderSlot(d, 'results', v.steps.map((s) => [s.id, s.state, s.output || null, s.draft || null]), () => renderResults(v.steps));
+  renderSlot(d, 'results', { s: v.steps.map((s) => [s.id, s.state, s.output || null, s.draft || null]), cat: Boolean(catalog) }, () => renderResults(v.steps));
   renderSlot(d, 'usage', { usage: v.usage, agent, steps: v.steps.map((s) => ({ id: s.id, kind: s.kind, turn: s.turn })) }, renderUsage);
   renderSlot(d, 'cost', { cost: v.cost, status: v.status }, (data) => renderCost(d, data));
   // A finished job or run may be re-run from a step (a run: from a node), and compared with its origin or forks (web/fork.js).

@@ -4,47 +4,54 @@
 // a node, the "Connect" row connects two nodes, Delete removes the focused node or edge.
 // The client refuses a cycle or a duplicate edge to help the user; the server validates again on save.
 
-import { graphEdges } from './graph.js';
+import { REPEAT, edgeFields, edgeTypes, graphEdges } from './graph.js';
 
-const EDGE_CHOICES = [
-  ['auto', 'auto'],
-  ['after', 'after'],
-  ['branch', 'branch (parallel)'],
-  ['then', 'then (condition)'],
-  ['else', 'else (condition)'],
-  ['body', 'body (loop)'],
-];
-// The node kind that owns each edge type other than `after`, and the list of it that holds the target.
-const OWNER = { branch: 'parallel', then: 'condition', else: 'condition', body: 'loop' };
-const LIST = { branch: 'branches', then: 'then', else: 'else', body: 'body' };
-// Lists a node needs even when empty (a new node of its kind has them); the others go when emptied.
-const KEEP_EMPTY = new Set(['branches', 'then', 'body']);
-const REF_LISTS = ['after', 'branches', 'then', 'else', 'body'];
+// Which fields of which node kinds are edges (and of what type, which way, which one a drag makes by default)
+// is the server's word: the catalog's node kinds (graph.js holds them). Nothing here names a kind or a field.
 const DRAG_MIME = 'application/x-workflow-node-kind';
 // Pixels a pointer moves before a press on a node is a drag (a connection) rather than a click (a selection).
 const DRAG_START_PX = 6;
 const UNDO_DEPTH = 50;
-export const BUILDER_HINT =
-  'Drag a kind from the palette onto the graph to add a node (onto a node: the new node follows it), or press it. ' +
-  'Drag from one node onto another to connect them: the target runs after the source. From a parallel node the ' +
-  'target becomes a branch, from a condition its "then", from a loop a body step, unless "Edge" below says ' +
-  'otherwise. Select a node or an edge and press Delete to remove it; Enter or a double click opens its form.';
+
+/** The builder's help, with the edges a drag makes by default from each kind (the catalog's). */
+export function builderHint() {
+  const autos = [];
+  for (const t of edgeTypes()) for (const kind of t.kinds) if (edgeFields(kind).some((f) => f.type === t.type && f.auto)) autos.push(`from a ${kind} node a ${t.type} edge`);
+  return (
+    'Drag a kind from the palette onto the graph to add a node (onto a node: the new node follows it), or press it. ' +
+    'Drag from one node onto another to connect them: the target runs after the source' +
+    (autos.length ? ` (${autos.join(', ')}, unless "Edge" below says otherwise)` : '') +
+    '. Select a node or an edge and press Delete to remove it; Enter or a double click opens its form.'
+  );
+}
 
 // ----- the graph operations (pure on a workflow definition; no DOM) -------------------------------------
 
 const nodeById = (workflow, id) => (workflow.nodes || []).find((n) => n && n.id === id);
 const asList = (value) => (Array.isArray(value) ? value : []);
 
-/** The edge type a connection from `source` makes: the one chosen, or by the source's kind under 'auto'. */
+/** The edge type a connection from `source` makes: the one chosen, or under 'auto' the source kind's default
+ * edge (the catalog's `auto`), else the first edge a node takes from the nodes before it (`after`). */
 export function edgeType(source, chosen = 'auto') {
   if (chosen && chosen !== 'auto') return chosen;
-  return { parallel: 'branch', condition: 'then', loop: 'body' }[source && source.kind] || 'after';
+  const own = edgeFields(source && source.kind).find((f) => f.auto && f.direction !== 'in');
+  if (own) return own.type;
+  const incoming = edgeTypes().find((t) => t.direction === 'in');
+  return incoming ? incoming.type : null;
+}
+
+/** The field that holds an edge of `type` from `source` to `target`, and the node it is on ({node, spec}), or null. */
+function holder(source, target, type) {
+  const out = edgeFields(source && source.kind).find((f) => f.type === type && f.direction !== 'in');
+  if (out) return { node: source, spec: out };
+  const into = edgeFields(target && target.kind).find((f) => f.type === type && f.direction === 'in');
+  return into ? { node: target, spec: into } : null;
 }
 
 /** A path of edges from `start` to `goal` (node ids, both ends included), or null. A loop's repeat edge is no step. */
 function pathBetween(edges, start, goal) {
   const next = new Map();
-  for (const e of edges) if (e.type !== 'repeat') (next.get(e.from) || next.set(e.from, []).get(e.from)).push(e.to);
+  for (const e of edges) if (e.type !== REPEAT) (next.get(e.from) || next.set(e.from, []).get(e.from)).push(e.to);
   const cameFrom = new Map([[start, null]]);
   const queue = [start];
   while (queue.length) {
@@ -69,48 +76,70 @@ export function connectProblem(workflow, from, to, type) {
   const target = nodeById(workflow, to);
   if (!source || !target) return { code: 'UNKNOWN_NODE', message: `Choose two nodes of this workflow (${source ? to : from || '—'} is none).` };
   if (from === to) return { code: 'CYCLE', message: `${from} cannot follow itself.` };
-  if (OWNER[type] && source.kind !== OWNER[type]) return { code: 'INVALID_EDGE', message: `Only a ${OWNER[type]} node has ${type} edges; ${from} is a ${source.kind} node.` };
+  if (!type) return { code: 'INVALID_EDGE', message: 'The edge types are not known yet (the catalog has not loaded).' };
+  if (!holder(source, target, type)) {
+    const known = edgeTypes().find((t) => t.type === type);
+    const owners = known ? known.kinds.join(' or ') : null;
+    return { code: 'INVALID_EDGE', message: owners ? `Only a ${owners} node has ${type} edges; ${known.direction === 'in' ? to : from} is a ${(known.direction === 'in' ? target : source).kind} node.` : `${type} is no edge type of a workflow.` };
+  }
   const edges = graphEdges(workflow);
-  const same = edges.find((e) => e.from === from && e.to === to && e.type !== 'repeat');
+  const same = edges.find((e) => e.from === from && e.to === to && e.type !== REPEAT);
   if (same) return { code: 'DUPLICATE_EDGE', message: `${from} → ${to} is already an edge (${same.type}).` };
   const back = pathBetween(edges, to, from);
-  if (back) return { code: 'CYCLE', message: `${from} → ${to} would make a cycle (${[from, ...back].join(' → ')}). To repeat nodes, use a loop node.` };
+  if (back) {
+    // The kinds that repeat nodes are those with a chain field (a loop's body).
+    const repeaters = edgeTypes().filter((t) => t.direction === 'chain').flatMap((t) => t.kinds);
+    const advice = repeaters.length ? ` To repeat nodes, use a ${[...new Set(repeaters)].join(' or ')} node.` : '';
+    return { code: 'CYCLE', message: `${from} → ${to} would make a cycle (${[from, ...back].join(' → ')}).${advice}` };
+  }
   return null;
 }
 
 /** Add the edge `from` → `to` of `type` to the workflow (in place); check it first with connectProblem. */
 export function connect(workflow, from, to, type) {
-  if (type === 'after') {
-    const target = nodeById(workflow, to);
-    target.after = [...asList(target.after), from];
-    return;
-  }
-  const source = nodeById(workflow, from);
-  source[LIST[type]] = [...asList(source[LIST[type]]), to];
+  const at = holder(nodeById(workflow, from), nodeById(workflow, to), type);
+  if (!at) return;
+  const { node, spec } = at;
+  node[spec.field] = [...asList(node[spec.field]), spec.direction === 'in' ? from : to];
 }
 
-function without(node, key, id) {
-  if (!Array.isArray(node[key]) || !node[key].includes(id)) return;
+/** Take `id` out of a node's edge field; a field the kind does not require goes when emptied. */
+function without(node, spec, id) {
+  const key = spec.field;
+  if (!node || !Array.isArray(node[key]) || !node[key].includes(id)) return;
   node[key] = node[key].filter((x) => x !== id);
-  if (!node[key].length && !KEEP_EMPTY.has(key)) delete node[key];
+  if (!node[key].length && !spec.required) delete node[key];
 }
 
 /** Remove one drawn edge from the workflow (in place); returns why not when it cannot be removed alone. */
 export function removeEdge(workflow, { from, to, type }) {
-  if (type === 'repeat') return 'A loop\'s repeat edge is the loop itself: remove the steps from its body instead.';
-  if (type === 'after') without(nodeById(workflow, to) || {}, 'after', from);
-  else if (type === 'body') {
-    // The body edge into `to` goes with `to`'s place in the body of the loop that holds it.
-    const loop = (workflow.nodes || []).find((n) => n && n.kind === 'loop' && asList(n.body).includes(to) && (n.id === from || asList(n.body).includes(from)));
-    if (loop) without(loop, 'body', to);
-  } else without(nodeById(workflow, from) || {}, LIST[type], to);
+  if (type === REPEAT) {
+    const owner = nodeById(workflow, to);
+    const chain = edgeFields(owner && owner.kind).find((f) => f.direction === 'chain');
+    return `A ${owner ? owner.kind : 'node'}'s repeat edge is the ${owner ? owner.kind : 'node'} itself: remove the nodes from its ${chain ? chain.field : 'list'} instead.`;
+  }
+  if (edgeTypes().some((t) => t.type === type && t.direction === 'chain')) {
+    // A chain edge into `to` goes with `to`'s place in the list of the node that holds it (the edge's source,
+    // or the node whose list holds both ends).
+    for (const n of workflow.nodes || []) {
+      const spec = n && edgeFields(n.kind).find((f) => f.type === type && f.direction === 'chain');
+      const listed = spec ? asList(n[spec.field]) : [];
+      if (listed.includes(to) && (n.id === from || listed.includes(from))) {
+        without(n, spec, to);
+        break;
+      }
+    }
+    return null;
+  }
+  const at = holder(nodeById(workflow, from), nodeById(workflow, to), type);
+  if (at) without(at.node, at.spec, at.spec.direction === 'in' ? from : to);
   return null;
 }
 
 /** Remove a node and every edge list that names it (in place); its mappings' references are left to the server's check. */
 export function removeNode(workflow, id) {
   workflow.nodes = (workflow.nodes || []).filter((n) => !n || n.id !== id);
-  for (const node of workflow.nodes) if (node) for (const key of REF_LISTS) without(node, key, id);
+  for (const node of workflow.nodes) if (node) for (const spec of edgeFields(node.kind)) without(node, spec, id);
   if (workflow.start === id) delete workflow.start;
 }
 
@@ -198,7 +227,7 @@ export function createBuilder({ nodeKinds, getDraft, commit, replaceDraft, addNo
   // The keyboard way to connect: From, To, Edge, Connect (the same check and edit as a drag).
   const fromSel = el('select', { id: 'df-connect-from' });
   const toSel = el('select', { id: 'df-connect-to' });
-  const edgeChoice = el('select', { id: 'df-connect-edge' }, EDGE_CHOICES.map(([v, label]) => el('option', { value: v }, label)));
+  const edgeChoice = el('select', { id: 'df-connect-edge' }, el('option', { value: 'auto' }, 'auto'), edgeTypes().map((t) => el('option', { value: t.type }, t.label)));
   const connectBtn = el('button', { type: 'button' }, 'Connect');
   connectBtn.addEventListener('click', () => tryConnect(fromSel.value, toSel.value, edgeChoice.value));
   // The label beside its select, not around it (a wrapped select's value would join the label's name).
@@ -239,7 +268,7 @@ export function createBuilder({ nodeKinds, getDraft, commit, replaceDraft, addNo
     if (sel.node) {
       edit((d) => removeNode(d, sel.node), `Removed node ${sel.node} and its edges.`);
     } else {
-      if (sel.type === 'repeat') {
+      if (sel.type === REPEAT) {
         say(removeEdge(getDraft(), sel), true); // says why, changes nothing
         return;
       }
@@ -445,7 +474,7 @@ export function createBuilder({ nodeKinds, getDraft, commit, replaceDraft, addNo
   const controls = el(
     'div',
     { class: 'builder', id: 'df-builder' },
-    el('p', { class: 'muted small', id: 'df-builder-hint' }, BUILDER_HINT),
+    el('p', { class: 'muted small', id: 'df-builder-hint' }, builderHint()),
     palette,
     connectRow,
     selectionRow,

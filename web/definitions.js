@@ -4,14 +4,14 @@
 // it reports ({path, code, message, node}) is shown at the field its path names.
 
 import { api, h, errorBox, loadCatalog } from './app.js';
-import { renderGraph } from './graph.js';
+import { edgeFields, renderGraph } from './graph.js';
 import { createBuilder, removeNode } from './builder.js';
 
 const KINDS = { agents: 'agent', workflows: 'workflow', teams: 'team' };
 const TITLES = { agents: 'Agents', workflows: 'Workflows', teams: 'Teams' };
 // The node kinds and the step kinds with their input fields come from the server's catalog (GET /api/catalog):
 // a kind the server adds shows up here without a change to this file.
-const known = { nodeKinds: [], stepKinds: [], stepFields: {}, ops: [], inputTypes: [], strategies: [] };
+const known = { nodeKinds: [], stepKinds: [], stepFields: {}, ops: [], inputTypes: [], strategies: [], references: null };
 
 /** Read the node and step kinds from the catalog (once it loads; the forms are drawn after). */
 async function loadKinds() {
@@ -27,6 +27,8 @@ async function loadKinds() {
   known.ops = choices.condition_ops || [];
   known.inputTypes = choices.input_types || [];
   known.strategies = choices.team_strategies || [];
+  // How a definition refers to a node (the server's syntax): what renaming a node rewrites.
+  known.references = catalog.references || null;
 }
 // How a mapped value is given: a reference (input.x, node.field), a text with {references}, or a literal.
 const MAPPING_SHAPES = [['from', 'from'], ['template', 'template'], ['value', 'value']];
@@ -410,28 +412,47 @@ function newNode(kind, id, keep = {}) {
   return { ...base, ...extra };
 }
 
-/** Rename a node everywhere the workflow names it (edges, start, references in mappings and conditions). */
-function renameNode(from, to) {
+/**
+ * Rename a node everywhere the workflow names it: its kind's edge fields, the start, and the references in
+ * mappings and conditions. Which fields hold node ids, which hold a reference or a template, and how a reference
+ * names its node are the server's (the catalog's node kinds and `references`); nothing here parses its syntax.
+ */
+function renameNode(draft, from, to, references) {
   const swap = (list) => (Array.isArray(list) ? list.map((x) => (x === from ? to : x)) : list);
-  // The old id may be any text typed before (not yet a valid id): matched literally.
-  const literal = from.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-  const ref = new RegExp(`^${literal}(?=\\.|$)`);
-  const tpl = new RegExp(`\\{${literal}(?=[.}])`, 'g');
+  const refs = references || { fields: [], template_fields: [], separator: '.', template_pattern: '(?!)' };
+  // A reference names node `from` when its head (the text before the first separator) is that id.
+  const renamed = (ref) => {
+    const cut = ref.indexOf(refs.separator);
+    const head = cut < 0 ? ref : ref.slice(0, cut);
+    return head === from ? to + ref.slice(head.length) : ref;
+  };
+  // A template's references are each match's group 1 (spaces around it kept as they were).
+  const inTemplate = (text) =>
+    text.replace(new RegExp(refs.template_pattern, 'g'), (match, ref) => {
+      const start = match.indexOf(ref);
+      const core = ref.trim();
+      const lead = ref.slice(0, ref.indexOf(core));
+      return match.slice(0, start) + lead + renamed(core) + ref.slice(lead.length + core.length) + match.slice(start + ref.length);
+    });
   const walk = (value) => {
     if (Array.isArray(value)) return value.map(walk);
     if (!value || typeof value !== 'object') return value;
     const out = {};
     for (const [k, v] of Object.entries(value)) {
-      if ((k === 'from' || k === 'left') && typeof v === 'string') out[k] = v.replace(ref, to);
-      else if (k === 'template' && typeof v === 'string') out[k] = v.replace(tpl, `{${to}`);
-      else if (['after', 'branches', 'then', 'else', 'body'].includes(k)) out[k] = swap(v);
+      if (refs.fields.includes(k) && typeof v === 'string') out[k] = renamed(v);
+      else if (refs.template_fields.includes(k) && typeof v === 'string') out[k] = inTemplate(v);
       else out[k] = walk(v);
     }
     return out;
   };
-  ui.draft.nodes = walk(ui.draft.nodes);
-  ui.draft.outputs = walk(ui.draft.outputs);
-  if (ui.draft.start === from) ui.draft.start = to;
+  const nodes = walk(draft.nodes || []).map((node) => {
+    if (!node || typeof node !== 'object') return node;
+    for (const { field } of edgeFields(node.kind)) if (field in node) node[field] = swap(node[field]);
+    return node;
+  });
+  draft.nodes = nodes;
+  if (draft.outputs !== undefined) draft.outputs = walk(draft.outputs);
+  if (draft.start === from) draft.start = to;
 }
 
 function kindFields(node, base) {
@@ -480,7 +501,11 @@ function kindFields(node, base) {
         ),
       ];
     default:
-      return [];
+      // A kind this page has no form of its own for (one the server added): its edge fields, as the catalog
+      // describes them, edited as lists of node ids (the server checks the rest on save).
+      return edgeFields(node.kind)
+        .filter((f) => f.field !== 'after')
+        .map((f) => field(`${f.label} nodes`, `${base}.${f.field}`, { type: 'list', hint: 'Node ids, separated by commas.' }));
   }
 }
 
@@ -508,7 +533,7 @@ function nodeCard(node, index) {
   $('input', idField).addEventListener('change', (ev) => {
     const to = ev.target.value.trim();
     if (!to || to === node.id) return;
-    renameNode(node.id, to);
+    renameNode(ui.draft, node.id, to, known.references);
     setPath(ui.draft, `${base}.id`, to);
     rerender();
   });

@@ -8,13 +8,18 @@ function forkPoint(step, agent) {
   return step.turn ? `turn-${step.turn}` : null;
 }
 
-/** What the step's form starts from: the fields its output shows (the SQL and its question, the search query). */
-function startingInput(step, question) {
+/**
+ * What the step's form starts from: each field a person may edit of its kind (the catalog's) that its output
+ * shows as text (the SQL and its question, the search query); the answer step answers the job's own question.
+ */
+function startingInput(ui, step, question) {
   const out = step.output || {};
-  if (step.kind === 'execute_azure_sql') return { question: out.question || '', sql: out.sql || '' };
-  if (step.kind === 'consult_rag') return { query: out.query || '' };
-  if (step.kind === 'generate_response') return { question };
-  return {};
+  const info = ui.stepKind(step.kind);
+  if (!info) return {};
+  const start = {};
+  for (const f of info.editable_fields) if (typeof out[f.name] === 'string') start[f.name] = out[f.name];
+  if (info.result === 'answer') start[info.text_field] = question;
+  return start;
 }
 
 /**
@@ -29,7 +34,7 @@ function nodeEditors(ui, v, step) {
   if (edits.fields) return ui.fieldEditors(node.kind, {}, ui.catalogFields(edits.fields));
   const kind = node[edits.step_kind_from];
   // Only a kind the catalog lists edits as a step (a family tool's arguments are no step input).
-  return kind && ui.editFieldsKnown(kind) ? ui.fieldEditors(kind, startingInput({ ...step, kind }, v.question)) : [];
+  return kind && ui.editFieldsKnown(kind) ? ui.fieldEditors(kind, startingInput(ui, { ...step, kind }, v.question)) : [];
 }
 
 function forkForm(ui, v, step, agent, onDone) {
@@ -37,7 +42,7 @@ function forkForm(ui, v, step, agent, onDone) {
   const point = forkPoint(step, agent);
   // An agent's turn has no input a person edits: only the job's limits change. A run's node: from the catalog.
   const run = Boolean(v.run);
-  const editors = agent ? [] : run ? nodeEditors(ui, v, step) : fieldEditors(step.kind, startingInput(step, v.question));
+  const editors = agent ? [] : run ? nodeEditors(ui, v, step) : fieldEditors(step.kind, startingInput(ui, step, v.question));
   const maxTokens = h('input', { id: `fork-max-tokens-${step.id}`, type: 'number', min: '1', step: '1', inputmode: 'numeric' });
   const model = h('input', { id: `fork-model-${step.id}`, type: 'text', autocomplete: 'off', placeholder: 'the job’s models' });
   const approval = h(

@@ -10,7 +10,38 @@ const PAD = 16;
 // Barycentre sweeps that order each layer to cross fewer edges (a few are plenty at 64 nodes).
 const SWEEPS = 4;
 
-/** Every edge of a workflow: `after` (fan-in), parallel branches, condition then/else, a loop's body. */
+// The edge a "chain" field draws from its last node back to the node that holds it (a loop repeating its body).
+export const REPEAT = 'repeat';
+
+// The node kinds as the server's catalog publishes them (GET /api/catalog, node_kinds): each kind's fields that
+// list node ids as edges ({field, type, direction, label, auto, required}) and the field that says what a node of
+// the kind does. The console keeps no copy: until the catalog is set, nodes are drawn without edges.
+let nodeKinds = new Map();
+
+/** Use the catalog's node kinds (app.js calls this when the catalog loads). */
+export function setNodeKinds(kinds) {
+  nodeKinds = new Map((Array.isArray(kinds) ? kinds : []).map((k) => [k.kind, k]));
+}
+
+/** The edge fields of a node kind (the catalog's), or none for a kind it does not list. */
+export function edgeFields(kind) {
+  const entry = nodeKinds.get(kind);
+  return entry && Array.isArray(entry.edges) ? entry.edges : [];
+}
+
+/** Every edge type of the catalog once, in its order: {type, label, direction, kinds (the kinds with it)}. */
+export function edgeTypes() {
+  const types = new Map();
+  for (const [kind, entry] of nodeKinds) {
+    for (const f of entry.edges || []) {
+      if (!types.has(f.type)) types.set(f.type, { type: f.type, label: f.label, direction: f.direction, kinds: [] });
+      types.get(f.type).kinds.push(kind);
+    }
+  }
+  return [...types.values()];
+}
+
+/** Every edge of a workflow, from each node's edge fields as the catalog describes its kind. */
 export function graphEdges(workflow) {
   const nodes = Array.isArray(workflow && workflow.nodes) ? workflow.nodes : [];
   const ids = new Set(nodes.map((n) => n && n.id).filter(Boolean));
@@ -21,28 +52,32 @@ export function graphEdges(workflow) {
   const list = (value) => (Array.isArray(value) ? value : []);
   for (const node of nodes) {
     if (!node || !node.id) continue;
-    for (const before of list(node.after)) add(before, node.id, 'after');
-    if (node.kind === 'parallel') for (const b of list(node.branches)) add(node.id, b, 'branch');
-    if (node.kind === 'condition') {
-      for (const t of list(node.then)) add(node.id, t, 'then');
-      for (const e of list(node.else)) add(node.id, e, 'else');
-    }
-    if (node.kind === 'loop') {
-      const body = list(node.body);
-      if (body.length) add(node.id, body[0], 'body');
-      for (let i = 1; i < body.length; i += 1) add(body[i - 1], body[i], 'body');
-      if (body.length) add(body[body.length - 1], node.id, 'repeat');
+    for (const { field, type, direction } of edgeFields(node.kind)) {
+      const listed = list(node[field]);
+      if (direction === 'in') for (const from of listed) add(from, node.id, type);
+      else if (direction === 'out') for (const to of listed) add(node.id, to, type);
+      else if (direction === 'chain' && listed.length) {
+        add(node.id, listed[0], type);
+        for (let i = 1; i < listed.length; i += 1) add(listed[i - 1], listed[i], type);
+        add(listed[listed.length - 1], node.id, REPEAT);
+      }
     }
   }
   return edges;
+}
+
+/** Whether an edge's type is said on the drawing: its source kind has several fields that lead out of it. */
+function labelled(node, type) {
+  const out = edgeFields(node && node.kind).filter((f) => f.direction === 'out');
+  return out.length > 1 && out.some((f) => f.type === type);
 }
 
 /** Edges that close a ring (found by depth-first search from each node in order): drawn, never layered. */
 function backEdges(ids, edges) {
   const out = new Map(ids.map((id) => [id, []]));
   const back = new Set();
-  // A loop's repeat edge always points back up; the others are back edges only when they close a ring.
-  edges.forEach((e, i) => (e.type === 'repeat' ? back.add(i) : out.get(e.from).push([e.to, i])));
+  // A repeat edge (a chain's way back) always points back up; the others are back edges only when they close a ring.
+  edges.forEach((e, i) => (e.type === REPEAT ? back.add(i) : out.get(e.from).push([e.to, i])));
   const state = new Map();
   const visit = (id) => {
     state.set(id, 'open');
@@ -172,10 +207,11 @@ function clip(text, max) {
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
 
-/** What a node does, in a few words under its id. */
+/** What a node does, in a few words under its id: its kind, and the field the catalog names for the kind. */
 function subtitle(node) {
-  const detail = { agent: node.agent, step: node.step, tool: node.tool, workflow: node.workflow }[node.kind];
-  return detail ? `${node.kind} · ${detail}` : node.kind || '?';
+  const entry = nodeKinds.get(node.kind);
+  const detail = entry && entry.summary_field ? node[entry.summary_field] : null;
+  return detail && typeof detail === 'string' ? `${node.kind} · ${detail}` : node.kind || '?';
 }
 
 /**
@@ -195,7 +231,7 @@ export function renderGraph(host, workflow, { invalid = new Set(), onSelect, edi
     'aria-label': `Workflow graph: ${g.nodes.length} nodes, ${g.edges.length} edges`,
   });
   const defs = svg('defs');
-  for (const type of ['after', 'branch', 'then', 'else', 'body', 'repeat']) {
+  for (const type of new Set(g.edges.map((e) => e.type))) {
     const marker = svg('marker', { id: `arrow-${type}`, viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' });
     marker.append(svg('path', { d: 'M 0 0 L 10 5 L 0 10 z', class: `g-arrow g-edge-${type}` }));
     defs.append(marker);
@@ -216,8 +252,8 @@ export function renderGraph(host, workflow, { invalid = new Set(), onSelect, edi
     path.append(svg('title', {}, `${e.from} → ${e.to} (${e.type})`));
     root.append(path);
     if (editable) root.append(edgeHit(path, e));
-    if ((e.type === 'then' || e.type === 'else') && !e.back) {
-      // Which way a condition goes, halfway down its edge.
+    if (!e.back && labelled(g.nodes.find((n) => n.id === e.from), e.type)) {
+      // Which way a node with several ways out (a condition) goes, halfway down its edge.
       const x = (a.x + b.x) / 2 + NODE_W / 2 + 4;
       const y = (a.y + NODE_H + b.y) / 2;
       root.append(svg('text', { x, y, class: `g-edge-label g-edge-${e.type}` }, e.type));

@@ -6,7 +6,7 @@ OpenAPI document (api/contract/openapi.py) names both. Every model is open to ad
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -24,7 +24,11 @@ class ErrorDetail(BaseModel):
 
     code: str
     message: str
-    field: str | None = None
+    field: str | None = Field(
+        default=None,
+        description="The offending field: a dotted path into the request body, keys and list indexes joined by "
+        "'.' (constraints.max_tokens, tools.3).",
+    )
     errors: list[dict[str, str]] | None = Field(default=None, description="Every bad field, when there are several")
 
 
@@ -262,17 +266,49 @@ class StepKindInfo(Open):
     runs_code: bool
     orchestrated: bool
     text_field: str
+    result: Literal["sql", "documents", "answer"] | None = Field(
+        default=None, description="The shape of the kind's result: an SQL result, documents, an answer (None: other)."
+    )
     input_schema: dict[str, Any]
     editable_fields: list[dict[str, Any]]
 
 
+class NodeEdgeInfo(Open):
+    """A node field that lists node ids, each an edge of the workflow graph."""
+
+    field: str = Field(description="The node's field (its JSON name) that lists the node ids.")
+    type: str = Field(description="The edge's type, as the graph names it (after, branch, then, else, body).")
+    direction: Literal["in", "out", "chain"] = Field(
+        description="in: from each listed node to this one; out: from this node to each; chain: from this node "
+        "through the list in order, then from the last back to this node (a 'repeat' edge)."
+    )
+    label: str = Field(description="How a person reads the edge type.")
+    auto: bool = Field(description="A connection drawn from a node of this kind makes this edge by default.")
+    required: bool = Field(description="The kind needs the field: it stays (empty) when its last id is removed.")
+
+
 class NodeKindInfo(Open):
-    """A workflow node kind and its schema (a ``$ref`` into the catalog's ``node_schema``)."""
+    """A workflow node kind: its schema (a ``$ref`` into the catalog's ``node_schema``) and its place in the graph."""
 
     kind: str
     schema_: dict[str, Any] = Field(alias="schema")
+    edges: list[NodeEdgeInfo] = Field(default_factory=list)
+    summary_field: str | None = Field(
+        default=None, description="The field that says what a node of this kind does (shown under its id)."
+    )
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class ReferenceSyntax(Open):
+    """How a definition refers to the workflow input or a node's output (what renaming a node rewrites)."""
+
+    pattern: str = Field(description="The pattern of one reference: input.<name>[.<field>...] or <node id>[...].")
+    separator: str = Field(description="What splits a reference's head (a node id, or the input) from its fields.")
+    input: str = Field(description="The head that names the workflow input (no node may take it).")
+    fields: list[str] = Field(description="Fields (anywhere in a node or a mapping) that hold one reference.")
+    template_fields: list[str] = Field(description="Fields whose text holds references matched by template_pattern.")
+    template_pattern: str = Field(description="Matches each reference in a template; group 1 is the reference.")
 
 
 class Catalog(Open):
@@ -288,6 +324,8 @@ class Catalog(Open):
     question_kinds: list[dict[str, Any]]
     error_codes: list[dict[str, Any]]
     tool_name_pattern: str
+    job_request_schema: dict[str, Any] = Field(description="The JSON Schema of POST /api/jobs' body.")
+    references: ReferenceSyntax
     definitions: dict[str, list[str]] = Field(
         description="The definition forms' closed choices: condition_ops, input_types, team_strategies."
     )

@@ -31,14 +31,12 @@ from devhost.jobs.fork import ForkCliError
 from devhost.jobs.fork import add_parsers as add_fork_parsers
 from devhost.jobs.fork import run as run_fork
 from devhost.jobs.printed import (
-    EXIT_CANCELLED,
-    EXIT_COMPLETED,
-    EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_USAGE,
     answer_hint,
     attach_hint,
     cli_command,
+    exit_code,
     http_problem,
     remember_connection,
 )
@@ -46,9 +44,6 @@ from devhost.jobs.render import deadline_text, render_progress, render_result
 from devhost.jobs.stream import local_time
 from devhost.jobs.verified import add_parsers as add_verified_parsers
 from devhost.jobs.verified import run as run_verified
-
-STATUSES = ["pending", "running", "waiting_for_user", "completed", "failed", "cancelled"]
-EXIT_FOR_STATUS = {"completed": EXIT_COMPLETED, "failed": EXIT_FAILED, "cancelled": EXIT_CANCELLED}
 
 
 class CliError(Exception):
@@ -70,7 +65,8 @@ def add_parser(sub: Any) -> None:
     common.add_argument("--json", action="store_true", help="print the API's JSON instead of the human view")
     actions = jobs.add_subparsers(dest="jobs_command", required=True)
     listing = actions.add_parser("list", parents=[common], help="the jobs, newest first")
-    listing.add_argument("--status", choices=STATUSES, default=None, help="only jobs in this status")
+    # The statuses are the host's (GET /api/catalog job_statuses): it refuses one it does not know, naming them.
+    listing.add_argument("--status", default=None, help="only jobs in this status (waiting_for_user, failed, ...)")
     listing.add_argument("--limit", type=int, default=20, help="how many jobs (1-100, default %(default)s)")
     for name, text in (
         ("show", "one job: status, steps, waiting question, answer, error"),
@@ -130,7 +126,7 @@ def render_show(view: dict[str, Any], console: Console, url: str) -> None:
     """The job view of ``jobs show``."""
     console.print(f"question: {view.get('question')}", markup=False, highlight=False)
     times = [f"created {local_time(view.get('created_at'), date=True)}"]
-    if view.get("status") in EXIT_FOR_STATUS and view.get("updated_at"):
+    if view.get("finished") and view.get("updated_at"):
         times.append(f"ended {local_time(view.get('updated_at'), date=True)}")
     console.print(", ".join(times), markup=False, highlight=False)
     console.print(render_progress(view))
@@ -156,7 +152,7 @@ def render_show(view: dict[str, Any], console: Console, url: str) -> None:
             soft_wrap=True,
         )
         console.print(f"follow it with: {attach_hint(str(view.get('id')), url)}", markup=False, highlight=False)
-    if view.get("status") in EXIT_FOR_STATUS:
+    if view.get("finished"):
         console.print(render_result(view, url))
 
 
@@ -181,7 +177,7 @@ def _run(args: argparse.Namespace, client: httpx.Client, url: str, console: Cons
             print(json.dumps(view, indent=2))
         else:
             render_show(view, console, url)
-        return EXIT_FOR_STATUS.get(str(view.get("status")), 0)
+        return exit_code(view)
     if command == "attach":
         _get(client, url, path, {"log_limit": 1})  # a sentence for an unknown job before the live view starts
         try:

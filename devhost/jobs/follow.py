@@ -12,13 +12,11 @@ from rich.live import Live
 from rich.markup import escape
 
 from devhost.jobs.printed import (
-    EXIT_CANCELLED,
-    EXIT_COMPLETED,
-    EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_USAGE,
     EXIT_WAITING,
     attach_hint,
+    exit_code,
     http_problem,
     waiting_hint,
 )
@@ -130,7 +128,7 @@ def answer_if_asked(
     reason and the same question is asked again, for as long as the job waits on it.
     """
     waiting = view.get("waiting")
-    if view.get("status") != "waiting_for_user" or not waiting or waiting["question_id"] in answered:
+    if view.get("finished") or not waiting or waiting["question_id"] in answered:
         return True
     url = str(client.base_url).rstrip("/")
     live.stop()
@@ -147,7 +145,7 @@ def answer_if_asked(
         console.print(f"[red]the answer was not accepted:[/] {escape(http_problem(posted, url))}")
         now = read_view(client, view["id"])
         still = now.get("waiting") or {}
-        if now.get("status") != "waiting_for_user" or still.get("question_id") != waiting["question_id"]:
+        if now.get("finished") or still.get("question_id") != waiting["question_id"]:
             # Answered elsewhere, expired or moved on: the stream tells what comes next.
             answered.add(waiting["question_id"])
             break
@@ -161,8 +159,7 @@ def finish(view: dict[str, Any], console: Console, url: str) -> tuple[int, Any]:
     """Print the job's result; its exit code and view."""
     console.print()
     console.print(render_result(view, url))
-    code = {"completed": EXIT_COMPLETED, "failed": EXIT_FAILED, "cancelled": EXIT_CANCELLED}[view["status"]]
-    return code, view
+    return exit_code(view), view
 
 
 def follow_stream(client: httpx.Client, job_id: str, console: Console, *, interactive: bool) -> tuple[int, Any]:
@@ -208,7 +205,7 @@ def poll_job(client: httpx.Client, job_id: str, console: Console, *, interactive
         with LiveView(console, "") as live:
             while True:
                 view = read_view(client, job_id)
-                if view.get("status") in ("completed", "failed", "cancelled"):
+                if view.get("finished"):
                     live.update(render_progress(view))
                     break
                 live.update(render_live(view))

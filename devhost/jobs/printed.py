@@ -19,6 +19,17 @@ EXIT_COMPLETED, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED, EXIT_WAITING = 0, 1, 2,
 EXIT_INTERRUPTED = 130
 
 
+def exit_code(view: dict[str, Any]) -> int:
+    """The exit code of a job as its view stands: 0 while it runs or once completed, else how it ended.
+
+    Whether it has ended is the view's ``finished`` (the server's word); only the two outcomes that have codes
+    of their own are named here, and any other way of ending is a failure.
+    """
+    if not view.get("finished"):
+        return 0
+    return {"completed": EXIT_COMPLETED, "cancelled": EXIT_CANCELLED}.get(str(view.get("status")), EXIT_FAILED)
+
+
 def http_problem(response: httpx.Response, url: str) -> str:
     """An error response of the jobs API as a sentence (never raw JSON)."""
     if response.status_code == 401:

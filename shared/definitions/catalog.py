@@ -51,7 +51,8 @@ class Catalog:
 
 
 # The result model of each built-in step kind, by the role its spec declares (or its name).
-def _result_model(kind: str, writes_answer: bool, runs_sql: bool) -> type[BaseModel] | None:
+def result_model(kind: str, writes_answer: bool, runs_sql: bool) -> type[BaseModel] | None:
+    """The result model of a step kind (None: untyped), by the role its spec declares or its name."""
     if writes_answer:
         return AnswerResult
     if runs_sql:
@@ -70,7 +71,7 @@ def _step_schemas(runs_code: bool) -> tuple[dict[str, JsonSchema], dict[str, Jso
         if spec is None or spec.input_model is None or (spec.runs_code and not runs_code):
             continue
         inputs[kind] = model_schema(spec.input_model)
-        result = _result_model(kind, spec.writes_answer, spec.runs_sql)
+        result = result_model(kind, spec.writes_answer, spec.runs_sql)
         outputs[kind] = model_schema(result) if result is not None else ANY
     return inputs, outputs
 

@@ -9,6 +9,7 @@ when a run starts).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StringConstraints, Tag
@@ -25,10 +26,48 @@ NODE_ID = r"^[a-z][a-z0-9_]{0,31}$"
 REF = r"^[a-z][a-z0-9_]{0,31}(\.[A-Za-z0-9_-]{1,64}){0,8}$"
 # The workflow input's name in references; no node may take it.
 INPUT = "input"
+# What splits a reference into its head (a node id or INPUT) and the fields it reads.
+REF_SEPARATOR = "."
+# The references inside a template's text: each is group 1 of a match (stripped of spaces).
+TEMPLATE_REF = r"\{([^{}]*)\}"
 # One text (instructions, a template) stays far below the 64 KB property limit of Azure Tables.
 MAX_TEXT = 32_000
 # A whole definition, as compact ASCII JSON (what the store keeps); over this is a 413.
 MAX_DEFINITION_BYTES = 256 * 1024
+
+# Field metadata read by the catalog (api/catalog.py), so that clients draw and edit a graph from the models
+# themselves: a node kind or field added here reaches the console with no change there.
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A node field that lists node ids: each is an edge of the workflow graph.
+
+    ``direction``: "in" (from each listed node to this one), "out" (from this node to each), or "chain"
+    (from this node through the list in order, and from the last back to this node: a repeat edge).
+    ``auto``: a connection drawn from a node of this kind makes this edge unless the user chooses another.
+    """
+
+    type: str
+    direction: Literal["in", "out", "chain"]
+    label: str
+    auto: bool = False
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The node field that says what a node of its kind does, in a few words (shown under its id)."""
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A string field that holds one reference ("input.x" or "<node id>.field"): renaming a node rewrites it."""
+
+
+@dataclass(frozen=True)
+class ReferenceTemplate:
+    """A string field whose text holds references in braces (``TEMPLATE_REF``): renaming a node rewrites them."""
+
 
 Slug = Annotated[str, StringConstraints(pattern=SLUG)]
 NodeId = Annotated[str, StringConstraints(pattern=NODE_ID)]
@@ -96,7 +135,7 @@ class InputSpec(_Strict):
 class Ref(_Strict):
     """A value read from the workflow input or from an earlier node's output: ``{"from": "sales.rows"}``."""
 
-    from_: str = Field(alias="from", pattern=REF)
+    from_: Annotated[str, Reference()] = Field(alias="from", pattern=REF)
 
 
 class Value(_Strict):
@@ -108,7 +147,7 @@ class Value(_Strict):
 class Template(_Strict):
     """A string with references in braces: ``{"template": "Summarise {sales.rows} for {input.region}"}``."""
 
-    template: str = Field(min_length=1, max_length=MAX_TEXT)
+    template: Annotated[str, ReferenceTemplate()] = Field(min_length=1, max_length=MAX_TEXT)
 
 
 def _mapping_tag(value: Any) -> str:
@@ -134,7 +173,7 @@ Inputs = dict[Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{
 class Condition(_Strict):
     """A test on a value an earlier node produced (or on the input): ``left op right``."""
 
-    left: str = Field(pattern=REF)
+    left: Annotated[str, Reference()] = Field(pattern=REF)
     op: Literal["eq", "ne", "gt", "ge", "lt", "le", "contains", "exists", "truthy"]
     right: Any = None
 
@@ -143,14 +182,14 @@ class _Node(_Strict):
     id: NodeId
     title: str = Field(default="", max_length=200)
     # The nodes that must finish before this one starts (fan-in when several).
-    after: list[NodeId] = Field(default_factory=list, max_length=16)
+    after: Annotated[list[NodeId], Edge("after", "in", "after")] = Field(default_factory=list, max_length=16)
 
 
 class AgentNode(_Node):
     """Run an agent (a pinned version, or the latest when the run starts) on a prompt."""
 
     kind: Literal["agent"]
-    agent: Slug
+    agent: Annotated[Slug, Summary()]
     version: int | None = Field(default=None, ge=1)
     input: Inputs = Field(default_factory=dict, max_length=32)
 
@@ -159,7 +198,7 @@ class StepNode(_Node):
     """A built-in step: a kind of the executor registry (consult_rag, execute_azure_sql, generate_response)."""
 
     kind: Literal["step"]
-    step: str = Field(pattern=r"^[a-z][a-z0-9_]{1,63}$")
+    step: Annotated[str, Summary()] = Field(pattern=r"^[a-z][a-z0-9_]{1,63}$")
     input: Inputs = Field(default_factory=dict, max_length=32)
 
 
@@ -167,7 +206,7 @@ class ToolNode(_Node):
     """One call of a family tool ("function.growth_rate", "http.weather", "mcp.<server>.<tool>")."""
 
     kind: Literal["tool"]
-    tool: ToolName
+    tool: Annotated[ToolName, Summary()]
     input: Inputs = Field(default_factory=dict, max_length=32)
 
 
@@ -192,15 +231,21 @@ class ConditionNode(_Node):
 
     kind: Literal["condition"]
     if_: Condition = Field(alias="if")
-    then: list[NodeId] = Field(default_factory=list, max_length=16)
-    else_: list[NodeId] = Field(default_factory=list, alias="else", max_length=16)
+    then: Annotated[list[NodeId], Edge("then", "out", "then (condition)", auto=True)] = Field(
+        default_factory=list, max_length=16
+    )
+    else_: Annotated[list[NodeId], Edge("else", "out", "else (condition)")] = Field(
+        default_factory=list, alias="else", max_length=16
+    )
 
 
 class ParallelNode(_Node):
     """Fan out: every branch (a node id) starts at once; a ``join`` node brings them back together."""
 
     kind: Literal["parallel"]
-    branches: list[NodeId] = Field(min_length=2, max_length=16)
+    branches: Annotated[list[NodeId], Edge("branch", "out", "branch (parallel)", auto=True)] = Field(
+        min_length=2, max_length=16
+    )
 
 
 class JoinNode(_Node):
@@ -215,7 +260,7 @@ class WorkflowNode(_Node):
     """Run another workflow as a sub-orchestration, with its inputs mapped from here."""
 
     kind: Literal["workflow"]
-    workflow: Slug
+    workflow: Annotated[Slug, Summary()]
     version: int | None = Field(default=None, ge=1)
     input: Inputs = Field(default_factory=dict, max_length=32)
 
@@ -224,7 +269,7 @@ class LoopNode(_Node):
     """Repeat the ``body`` nodes in order, at most ``max_iterations`` times, until ``until`` holds."""
 
     kind: Literal["loop"]
-    body: list[NodeId] = Field(min_length=1, max_length=16)
+    body: Annotated[list[NodeId], Edge("body", "chain", "body (loop)", auto=True)] = Field(min_length=1, max_length=16)
     max_iterations: int = Field(ge=1, le=20)
     until: Condition | None = None
 

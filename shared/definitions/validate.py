@@ -51,12 +51,15 @@ from shared.definitions.models import (
     Workflow,
     WorkflowNode,
 )
+from shared.definitions.models import (
+    TEMPLATE_REF as TEMPLATE_REF_PATTERN,
+)
 from shared.definitions.types import ANY, JsonSchema, compatible, describe, field_schema, object_schema, types_of
 from shared.runtime.schema_safety import schema_problems
 
 # Sub-workflows nest at most this deep (a run is a tree of sub-orchestrations).
 MAX_NESTING = 8
-TEMPLATE_REF = re.compile(r"\{([^{}]*)\}")
+TEMPLATE_REF = re.compile(TEMPLATE_REF_PATTERN)
 
 
 class Resolver(Protocol):

@@ -121,3 +121,96 @@ def test_the_definition_forms_choices_come_from_the_models() -> None:
             assert all(e["loc"][:2] != ("strategy", "type") and "union_tag" not in e["type"] for e in exc.errors())
     assert {"eq", "exists"} <= set(choices["condition_ops"]) and "matches" not in choices["condition_ops"]
     assert choices["team_strategies"] == ["sequential", "parallel", "supervisor"]
+
+
+def _catalog_edges(workflow: dict[str, Any]) -> set[tuple[str, str]]:
+    """The edges a client draws from the catalog's edge fields (graph.js's rule), without the repeat edges."""
+    fields = {k["kind"]: k["edges"] for k in build_catalog()["node_kinds"]}
+    edges: set[tuple[str, str]] = set()
+    for node in workflow["nodes"]:
+        for spec in fields[node["kind"]]:
+            listed = node.get(spec["field"], [])
+            if spec["direction"] == "in":
+                edges |= {(a, node["id"]) for a in listed}
+            elif spec["direction"] == "out":
+                edges |= {(node["id"], b) for b in listed}
+            elif listed:
+                edges |= {(node["id"], listed[0]), *zip(listed, listed[1:], strict=False)}
+    return edges
+
+
+def test_the_published_edges_are_the_server_graphs() -> None:
+    """The catalog's edge fields (from the models' metadata) draw the very edges the server's graph checks."""
+    from shared.definitions.graph import Graph
+    from shared.definitions.models import Workflow
+
+    wf: dict[str, Any] = {
+        "id": "w",
+        "name": "W",
+        "nodes": [
+            {"id": "a", "kind": "tool", "tool": "function.x"},
+            {"id": "p", "kind": "parallel", "after": ["a"], "branches": ["b", "c"]},
+            {"id": "b", "kind": "step", "step": "consult_rag"},
+            {"id": "c", "kind": "agent", "agent": "writer"},
+            {"id": "j", "kind": "join", "after": ["b", "c"]},
+            {"id": "k", "kind": "condition", "after": ["j"], "if": {"left": "j.results", "op": "truthy"}},
+            {"id": "l", "kind": "loop", "after": ["k"], "body": ["m", "n"], "max_iterations": 2},
+            {"id": "m", "kind": "human", "question": {"value": "ok?"}},
+            {"id": "n", "kind": "workflow", "workflow": "sub"},
+        ],
+    }
+    wf["nodes"][5].update({"then": ["l"], "else": ["a"]})
+    graph = Graph.of(Workflow.model_validate(wf))
+    assert _catalog_edges(wf) == {(a, b) for a, targets in graph.edges.items() for b in targets}
+    kinds = {k["kind"]: k for k in build_catalog()["node_kinds"]}
+    # Every node kind's kind-specific summary field is one of its model's fields.
+    assert {k: v["summary_field"] for k, v in kinds.items() if v["summary_field"]} == {
+        "agent": "agent",
+        "step": "step",
+        "tool": "tool",
+        "workflow": "workflow",
+    }
+    assert [e["type"] for e in kinds["condition"]["edges"]] == ["after", "then", "else"]
+
+
+def test_a_node_model_with_an_edge_field_publishes_it() -> None:
+    """An Edge marked field of a (throwaway) node model is published with its type, direction and need."""
+    from typing import Annotated, Literal
+
+    from api.catalog import node_graph
+    from shared.definitions.models import Edge, NodeId, Summary
+    from shared.definitions.models import JoinNode as Base
+
+    class RaceNode(Base):
+        kind: Literal["race"]  # type: ignore[assignment]
+        track: Annotated[str, Summary()] = "oval"
+        runners: Annotated[list[NodeId], Edge("runner", "out", "runners", auto=True)] = Field(min_length=1)
+
+    got = node_graph(RaceNode)
+    assert got["summary_field"] == "track"
+    assert got["edges"][-1] == {
+        "field": "runners",
+        "type": "runner",
+        "direction": "out",
+        "label": "runners",
+        "auto": True,
+        "required": True,
+    }
+
+
+def test_the_reference_syntax_is_the_validators() -> None:
+    """What the catalog says of references is what the server's validation reads: renaming by it keeps them valid."""
+    from shared.definitions.validate import TEMPLATE_REF
+
+    refs = build_catalog()["references"]
+    assert refs["fields"] == ["from", "left"] and refs["template_fields"] == ["template"]
+    assert refs["template_pattern"] == TEMPLATE_REF.pattern
+    assert re.fullmatch(refs["pattern"], "sales.rows.0") and not re.fullmatch(refs["pattern"], "Sales")
+    assert "sales.rows".split(refs["separator"])[0] == "sales" and refs["input"] == "input"
+
+
+def test_each_step_kind_says_the_shape_of_its_result() -> None:
+    """A client renders a step's result by its shape (the result model validation also uses), not by its name."""
+    shapes = {k["kind"]: k["result"] for k in build_catalog()["step_kinds"]}
+    assert shapes["execute_azure_sql"] == "sql" and shapes["consult_rag"] == "documents"
+    assert shapes["generate_response"] == "answer" and shapes["ask_user"] is None

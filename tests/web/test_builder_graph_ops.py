@@ -15,14 +15,22 @@ from typing import Any
 
 import pytest
 
+from api.catalog import build_catalog
+
 WEB = Path(__file__).resolve().parents[2] / "web"
 
 SCRIPT = """
 import * as b from './builder.js';
+import * as g from './graph.js';
+import { readFileSync } from 'node:fs';
+// The node kinds as GET /api/catalog publishes them: which fields are edges is the server's, not the console's.
+g.setNodeKinds(JSON.parse(readFileSync('node_kinds.json', 'utf8')));
 const cases = JSON.parse(process.argv[2]);
 const out = cases.map(([op, wf, args]) => {
   if (op === 'problem') return b.connectProblem(wf, ...args);
   if (op === 'type') return b.edgeType(...args);
+  if (op === 'edges') return g.graphEdges(wf);
+  if (op === 'hint') return b.builderHint();
   b[op](wf, ...args);
   return wf;
 });
@@ -43,6 +51,33 @@ LOOPED = {
 }
 
 
+# A throwaway node kind with edge fields of its own: a "race" starts its "runners" (a new edge type) and, like a
+# loop, walks its "laps" in order and back. Only the catalog knows it; builder.js and graph.js are not changed.
+RACE = {
+    "kind": "race",
+    "schema": {},
+    "edges": [
+        {"field": "after", "type": "after", "direction": "in", "label": "after", "auto": False, "required": False},
+        {
+            "field": "runners",
+            "type": "runner",
+            "direction": "out",
+            "label": "runners",
+            "auto": True,
+            "required": True,
+        },
+        {"field": "laps", "type": "lap", "direction": "chain", "label": "laps", "auto": False, "required": False},
+    ],
+    "summary_field": "track",
+}
+
+
+def node_kinds() -> list[dict[str, Any]]:
+    """The catalog's node kinds (built by the server's own code), with the throwaway kind added."""
+    kinds = list(build_catalog()["node_kinds"])
+    return [*kinds, RACE]
+
+
 @pytest.fixture(scope="module")
 def run_builder(tmp_path_factory: pytest.TempPathFactory) -> Any:
     node = shutil.which("node")
@@ -53,6 +88,7 @@ def run_builder(tmp_path_factory: pytest.TempPathFactory) -> Any:
         shutil.copy(WEB / name, root / name)
     (root / "package.json").write_text('{"type": "module"}')
     (root / "run.js").write_text(SCRIPT)
+    (root / "node_kinds.json").write_text(json.dumps(node_kinds()))
 
     def run(*cases: tuple[str, Any, list[Any]]) -> list[Any]:
         done = subprocess.run(
@@ -112,3 +148,52 @@ def test_connect_and_remove_edit_the_list_that_holds_the_edge(run_builder: Any) 
 def test_a_repeat_edge_is_not_removed_alone(run_builder: Any) -> None:
     (kept,) = run_builder(("removeEdge", json.loads(json.dumps(LOOPED)), [{"from": "c", "to": "l", "type": "repeat"}]))
     assert kept == LOOPED
+
+
+def test_the_edges_are_the_catalogs(run_builder: Any) -> None:
+    """Every edge of the graph comes from the catalog's edge fields, derived from the node models."""
+    (edges,) = run_builder(("edges", LOOPED, []))
+    assert sorted((e["from"], e["to"], e["type"]) for e in edges) == sorted(
+        [
+            ("a", "l", "after"),
+            ("l", "b", "body"),
+            ("b", "c", "body"),
+            ("c", "l", "repeat"),
+            ("l", "d", "after"),
+            ("d", "e", "then"),
+            ("d", "f", "else"),
+        ]
+    )
+
+
+def test_a_throwaway_node_kind_draws_and_edits_its_edges_with_no_console_change(run_builder: Any) -> None:
+    race = {
+        "nodes": [
+            {"id": "r", "kind": "race", "runners": ["x"], "laps": ["y", "z"]},
+            {"id": "x", "kind": "tool"},
+            {"id": "y", "kind": "tool"},
+            {"id": "z", "kind": "tool"},
+            {"id": "w", "kind": "tool"},
+        ]
+    }
+    edges, auto, hint, wrong, added, lap_cut, gone = run_builder(
+        ("edges", race, []),
+        ("type", None, [{"kind": "race"}, "auto"]),
+        ("hint", None, []),
+        ("problem", race, ["x", "w", "runner"]),
+        ("connect", json.loads(json.dumps(race)), ["r", "w", "runner"]),
+        ("removeEdge", json.loads(json.dumps(race)), [{"from": "y", "to": "z", "type": "lap"}]),
+        ("removeNode", json.loads(json.dumps(race)), ["x"]),
+    )
+    assert sorted((e["from"], e["to"], e["type"]) for e in edges) == [
+        ("r", "x", "runner"),
+        ("r", "y", "lap"),
+        ("y", "z", "lap"),
+        ("z", "r", "repeat"),
+    ]
+    assert auto == "runner" and "from a race node a runner edge" in hint
+    assert wrong["code"] == "INVALID_EDGE" and "Only a race node has runner edges" in wrong["message"]
+    assert added["nodes"][0]["runners"] == ["x", "w"]
+    # An emptied optional list goes; a required one stays, empty.
+    assert "laps" in lap_cut["nodes"][0] and lap_cut["nodes"][0]["laps"] == ["y"]
+    assert gone["nodes"][0]["runners"] == []

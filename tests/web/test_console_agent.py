@@ -176,3 +176,30 @@ def test_a_failed_executor_turn_is_shown_in_its_turn(page: Page, faulty_host: De
     expect(failed).to_have_text(lines)
     expect(page.locator("#agent-table tbody.turn")).to_have_count(2)  # turn 1, then the answer
     expect(page.locator("#agent-table tbody.turn[data-turn='1'] .turn-head")).to_have_text("Turn 1 · no tool calls")
+
+
+def test_the_form_limits_are_the_request_schemas(page: Page, host: DevHostProcess) -> None:
+    """The job form's limits come from the catalog's job_request_schema: the console keeps no copy of them."""
+
+    def tighter(route: Any) -> None:
+        resp = route.fetch()
+        if resp.status != 200:
+            route.fulfill(response=resp)
+            return
+        catalog = resp.json()
+        schema = catalog["job_request_schema"]
+        schema["properties"]["question"]["maxLength"] = 100
+        schema["properties"]["tools"]["maxItems"] = 2
+        schema["$defs"]["AgentLimits"]["properties"]["max_turns"]["maximum"] = 5
+        route.fulfill(json=catalog)
+
+    page.route("**/api/catalog", tighter)
+    open_console(page, host)
+    expect(page.locator("#question-count")).to_have_text("0 / 100 characters")
+    expect(page.get_by_label("Question", exact=True)).to_have_attribute("maxlength", "100")
+    expect(page.get_by_label("Max turns", exact=True)).to_have_attribute("max", "5")
+    expect(page.get_by_label("Max tokens per step", exact=True)).to_have_attribute("placeholder", "1024")
+    fill_form(page, MIXED_Q[:90], mode="agent", tools="function.a function.b function.c")
+    page.get_by_role("button", name="Run job").click()
+    expect(page.locator("#form-error")).to_contain_text("At most 2 tools may be allowed (3 given).")
+    expect(page.get_by_label("Allowed family tools", exact=True)).to_have_attribute("aria-invalid", "true")

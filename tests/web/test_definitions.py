@@ -695,3 +695,114 @@ def test_a_kind_the_server_adds_shows_in_the_editor_with_no_console_change(page:
     add_node(page, "condition")
     ops = page.locator("[data-node-card]").last.get_by_label("Operator", exact=True)
     assert {"eq", "exists", "matches"} <= set(ops.locator("option").all_inner_texts())
+
+
+# A throwaway node kind with edge fields of its own, known only to the catalog: a "race" starts its "runners" (a new
+# edge type, the one a drag from it makes) and walks its "laps" in order and back (a chain, as a loop's body).
+RACE = {
+    "kind": "race",
+    "schema": {},
+    "fork_edits": None,
+    "edges": [
+        {"field": "after", "type": "after", "direction": "in", "label": "after", "auto": False, "required": False},
+        {
+            "field": "runners",
+            "type": "runner",
+            "direction": "out",
+            "label": "runners",
+            "auto": True,
+            "required": True,
+        },
+        {"field": "laps", "type": "lap", "direction": "chain", "label": "laps", "auto": False, "required": False},
+    ],
+    "summary_field": None,
+}
+
+
+def test_a_node_kind_with_new_edges_is_drawn_and_connected_with_no_console_change(
+    page: Page, host: DevHostProcess
+) -> None:
+    """Which node fields are edges comes from GET /api/catalog: a throwaway kind's edges are drawn and offered."""
+
+    def with_race(route: Any) -> None:
+        resp = route.fetch()
+        if resp.status != 200:  # before the key is entered
+            route.fulfill(response=resp)
+            return
+        catalog = resp.json()
+        catalog["node_kinds"].append(RACE)
+        route.fulfill(json=catalog)
+
+    page.route("**/api/catalog", with_race)
+    open_page(page, host, "workflows:new", "workflows:new")
+    for kind in ("race", "tool", "tool", "tool"):
+        palette(page, kind).focus()
+        page.keyboard.press("Enter")
+    expect(page.locator("#df-graph g.g-node")).to_have_count(4)
+    connect = page.get_by_role("group", name="Connect two nodes")
+    edge_select = connect.get_by_label("Edge", exact=True)
+    # The Edge choices are the catalog's edge types, the new ones included.
+    assert {"auto", "after", "runners", "laps", "branch (parallel)"} <= set(
+        edge_select.locator("option").all_inner_texts()
+    )
+    expect(page.locator("#df-builder-hint")).to_contain_text("from a race node a runner edge")
+
+    def link(src: str, dst: str, edge: str = "auto") -> None:
+        connect.get_by_label("From", exact=True).select_option(src)
+        connect.get_by_label("To", exact=True).select_option(dst)
+        edge_select.select_option(edge)
+        connect.get_by_role("button", name="Connect", exact=True).click()
+
+    # "auto" from a race is its runner edge; a lap is a chain, drawn in order and back to the race.
+    link("race", "tool")
+    expect(graph_edge(page, "race", "tool", "runner")).to_have_count(1)
+    expect(page.locator("#df-builder-msg")).to_have_text("Connected race → tool (runner).")
+    link("race", "tool2", "lap")
+    link("race", "tool3", "lap")
+    expect(graph_edge(page, "race", "tool2", "lap")).to_have_count(1)
+    expect(graph_edge(page, "tool2", "tool3", "lap")).to_have_count(1)
+    expect(graph_edge(page, "tool3", "race", "repeat")).to_have_count(1)
+    # The race's form (the page has none of its own for the kind) edits the same fields.
+    race_card = node_card(page, "race")
+    expect(race_card.get_by_label("runners nodes", exact=True)).to_have_value("tool")
+    expect(race_card.get_by_label("laps nodes", exact=True)).to_have_value("tool2, tool3")
+    # A tool has no runner edges: refused, naming the kind that has.
+    link("tool", "tool2", "runner")
+    expect(page.locator("#df-builder-error")).to_contain_text("Only a race node has runner edges; tool is a tool node.")
+    # Renaming a node renames it in the race's edge fields; removing one takes its edges away.
+    rename(page, "tool", "starter")
+    expect(graph_edge(page, "race", "starter", "runner")).to_have_count(1)
+    edge_hit(page, "tool2", "tool3", "lap").focus()
+    page.keyboard.press("Delete")
+    expect(graph_edge(page, "tool2", "tool3", "lap")).to_have_count(0)
+    expect(graph_edge(page, "tool2", "race", "repeat")).to_have_count(1)
+    graph_node(page, "starter").focus()
+    page.keyboard.press("Delete")
+    expect(page.locator("#df-graph path.g-edge[data-edge='runner']")).to_have_count(0)
+
+
+def test_renaming_a_node_rewrites_its_references_by_the_servers_syntax(page: Page, host: DevHostProcess) -> None:
+    """Which fields hold references and how one names its node come from the catalog's "references"."""
+    open_page(page, host, "workflows:new", "workflows:new")
+    for kind in ("tool", "tool", "condition"):
+        add_node(page, kind)
+    card = node_card(page, "tool2")
+    for name, shape, text in (
+        ("x", "template", "Compare {tool.data} with { tool.data.1 } and {tools.x}"),
+        ("y", "from", "tool.data"),
+    ):
+        card.get_by_role("button", name="Add input", exact=True).click()
+        card.get_by_label("Input: name", exact=True).last.fill(name)
+        card.get_by_label("Input: name", exact=True).last.dispatch_event("change")
+        card.get_by_label(f"Input {name}: given as", exact=True).select_option(shape)
+        card.locator(f"[data-path='nodes.1.input.{name}']").fill(text)
+    node_card(page, "condition").get_by_label("If value", exact=True).fill("tool.data")
+    node_card(page, "condition").get_by_label("Then nodes", exact=True).fill("tool")
+    rename(page, "tool", "first")
+    card = node_card(page, "tool2")
+    expect(card.locator("[data-path='nodes.1.input.x']")).to_have_value(
+        "Compare {first.data} with { first.data.1 } and {tools.x}"
+    )
+    expect(card.locator("[data-path='nodes.1.input.y']")).to_have_value("first.data")
+    expect(node_card(page, "condition").get_by_label("If value", exact=True)).to_have_value("first.data")
+    expect(node_card(page, "condition").get_by_label("Then nodes", exact=True)).to_have_value("first")

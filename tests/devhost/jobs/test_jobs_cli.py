@@ -85,6 +85,13 @@ def test_jobs_list_show_answer_attach(host: DevHostProcess) -> None:
     assert job_id in [j["id"] for j in json.loads(listed.stdout)["jobs"]]
     table = devhost("jobs", "list", *target(host))
     assert table.returncode == 0 and job_id in table.stdout and "newest first" in table.stdout
+    # The statuses are the host's, not a copy in the CLI: "planning" is one, and an unknown one is refused by
+    # the host, naming them all (the CLI keeps no list to fall out of step).
+    planning = devhost("jobs", "list", *target(host), "--status", "planning", "--json")
+    assert planning.returncode == 0, planning.stderr
+    unknown = devhost("jobs", "list", *target(host), "--status", "sleeping")
+    assert unknown.returncode == 2 and "INVALID_PARAMETER" in unknown.stdout + unknown.stderr
+    assert "planning" in unknown.stdout + unknown.stderr
 
     shown = devhost("jobs", "show", job_id, *target(host))
     assert shown.returncode == 0, shown.stderr
