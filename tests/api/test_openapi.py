@@ -14,11 +14,13 @@ from typing import Any
 
 import azure.functions as func
 import pytest
+from azure.functions.decorators.http import HttpTrigger
 from openapi_spec_validator import validate
 
 from api.contract.openapi import build_document, document_text, openapi_handler, path_of
 from tests.api.record_views import VIEWS, view_of
 from tests.api.schema_check import operation_of, schema_problems
+from tests.app_functions import app_functions
 
 REPO = Path(__file__).resolve().parents[2]
 CHECKED_IN = REPO / "docs" / "openapi.json"
@@ -28,15 +30,13 @@ REGENERATE = ".venv/bin/python -m api.contract --write"
 @cache
 def registered_routes() -> dict[tuple[str, str], str]:
     """(path, method) -> function name of every HTTP trigger of the app (read once: the app indexes only once)."""
-    import function_app
-
     routes: dict[tuple[str, str], str] = {}
-    for function in function_app.app.get_functions():
+    for name, function in app_functions().items():
         trigger = function.get_trigger()
-        if trigger.type != "httpTrigger":
+        if not isinstance(trigger, HttpTrigger):
             continue
         for method in trigger.methods or []:
-            routes[(path_of(trigger.route), str(method.value).lower())] = function.get_function_name()
+            routes[(path_of(trigger.route or ""), str(method.value).lower())] = name
     return routes
 
 

@@ -6,11 +6,11 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.app_functions import app_functions
+
 
 @pytest.fixture(scope="session")
 def orchestrators() -> dict[str, Callable[[str], str]]:
     """The SDK handles of the app's orchestrators, by function name."""
-    import function_app
-
-    functions = {fn.get_function_name(): fn for fn in function_app.app.get_functions()}
+    functions = app_functions()
     return {name: functions[name].get_user_function() for name in ("job_orchestrator", "workflow_part")}

@@ -699,7 +699,7 @@ def test_a_kind_the_server_adds_shows_in_the_editor_with_no_console_change(page:
 
 # A throwaway node kind with edge fields of its own, known only to the catalog: a "race" starts its "runners" (a new
 # edge type, the one a drag from it makes) and walks its "laps" in order and back (a chain, as a loop's body).
-RACE = {
+RACE: dict[str, Any] = {
     "kind": "race",
     "schema": {},
     "fork_edits": None,
