@@ -1,6 +1,10 @@
-"""The Executor's reply schema names the offered tools (issue 26): a constrained model cannot invent one."""
+"""The Executor's reply schema names the offered tools and types their arguments (issue 26): a constrained model
+cannot invent a tool or leave out a field it needs."""
 
 from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
 
 from shared.executors.agent_turn import turn_output_model
 from shared.executors.runner import run_executor
@@ -9,29 +13,73 @@ from shared.providers.clients import Clients
 from tests.fakes.openai_server import FakeOpenAI, JsonReply
 from tests.providers.llm.test_executors_over_fake import _payload, clients  # noqa: F401 (fixture)
 
-TURN = {"reasoning": "look it up", "tool_calls": [{"id": "a", "tool": "consult_rag", "arguments_json": "{}"}]}
+CALL = {"id": "a", "tool": "consult_rag", "arguments": {"query": "refunds"}}
+TURN = {"reasoning": "look it up", "tool_calls": [CALL]}
 
 
-def _tool_schema(schema: dict) -> dict:
-    return schema["$defs"]["AgentToolCall"]["properties"]["tool"]
+def _calls(schema: dict) -> dict[str, dict]:
+    """Each variant of a tool call in the schema sent, by the tool name it fixes."""
+    defs = schema["$defs"]
+    variants = [defs[v["$ref"].rsplit("/", 1)[1]] for v in schema["properties"]["tool_calls"]["items"]["anyOf"]]
+    return {v["properties"]["tool"]["const"]: v for v in variants}
 
 
-def test_the_tool_name_is_an_enum_of_the_offered_tools(fake_openai: FakeOpenAI, clients: Clients) -> None:  # noqa: F811
+def _arguments(schema: dict, variant: dict) -> dict:
+    ref = variant["properties"]["arguments"].get("$ref")
+    return schema["$defs"][ref.rsplit("/", 1)[1]] if ref else variant["properties"]["arguments"]
+
+
+def test_each_call_is_a_variant_of_an_offered_tool_with_its_own_typed_arguments(
+    fake_openai: FakeOpenAI,
+    clients: Clients,  # noqa: F811
+) -> None:
     fake_openai.always(JsonReply(TURN), task="agent_turn")
     task = {"question": "Refunds?", "turns_left": 2, "calls_left": 4, "lookups": ["consult_rag"]}
     out = run_executor(_payload("agent_turn", task), clients=clients)
     assert out["status"] == "success", out
     sent = fake_openai.requests_for("agent_turn")[0].schema
     assert sent is not None
-    assert _tool_schema(sent)["enum"] == ["consult_rag", "format_output", "get_job_state", "request_user_feedback"]
+    calls = _calls(sent)
+    assert sorted(calls) == ["consult_rag", "format_output", "get_job_state", "request_user_feedback"]
+    assert all(v["required"] == ["id", "tool", "arguments"] for v in calls.values())
+    # A question is required to ask the user, a query to search: a constrained model cannot leave them out.
+    assert "question" in _arguments(sent, calls["request_user_feedback"])["required"]
+    assert "query" in _arguments(sent, calls["consult_rag"])["required"]
+    assert _arguments(sent, calls["format_output"])["properties"] == {}
+    # The orchestrator still reads the turn as before: arguments as JSON text.
+    assert out["result"]["tool_calls"] == [{"id": "a", "tool": "consult_rag", "arguments_json": '{"query": "refunds"}'}]
 
 
-def test_validation_still_takes_any_name_so_the_orchestrator_can_refuse_it() -> None:
+def test_a_family_tools_schema_from_its_server_is_never_compiled_into_the_output_schema() -> None:
+    model = turn_output_model(("consult_rag", "http.weather"))
+    schema = model.model_json_schema()
+    arguments = _arguments(schema, _calls(schema)["http.weather"])
+    assert {k: v for k, v in arguments.items() if k != "title"} == {"additionalProperties": True, "type": "object"}
+
+
+def test_validation_still_takes_any_call_so_the_orchestrator_can_refuse_it() -> None:
     model = turn_output_model(("consult_rag", "format_output"))
-    turn = model.model_validate({"tool_calls": [{"id": "a", "tool": "arguments_json"}]})
-    assert isinstance(turn, AgentTurn) and turn.tool_calls[0].tool == "arguments_json"
+    written = model.model_validate(
+        {
+            "tool_calls": [
+                {"id": "a", "tool": "arguments_json"},
+                {"id": "b", "tool": "request_user_feedback", "arguments": {}},
+                {"id": "c", "tool": "consult_rag", "arguments": [1, 2]},
+                {"id": "d", "tool": "consult_rag", "arguments_json": '{"query": "x"}'},  # the shape before v4
+            ]
+        }
+    )
+    turn = written.as_turn()
+    assert isinstance(turn, AgentTurn)
+    assert [(c.tool, c.arguments()) for c in turn.tool_calls] == [
+        ("arguments_json", {}),
+        ("request_user_feedback", {}),  # refused by the orchestrator with the reason, shown to the model
+        ("consult_rag", [1, 2]),
+        ("consult_rag", {"query": "x"}),
+    ]
     assert model.__name__ == "AgentTurn" and turn_output_model(("consult_rag", "format_output")) is model
-    assert "enum" not in _tool_schema(AgentTurn.model_json_schema())
+    with pytest.raises(ValidationError):
+        model.model_validate({"tool_calls": [{"id": "a", "tool": "consult_rag", "arguments": {"q": "x" * 9000}}]})
 
 
 def test_the_plan_schema_offers_step_ids_from_a_list_and_depends_on_names_only_them() -> None:
