@@ -289,13 +289,16 @@ def _json_mode_instructions(schema: OutputSchema) -> str:
 
 def _format_instructions(schema: OutputSchema, mode: WireMode, kind: EndpointKind, shaped: bool) -> str:
     """What the system message says about the output's shape, beyond the prompt file."""
-    if mode in ("json_mode", "json_object_schema"):
+    if mode == "json_mode":
         return _json_mode_instructions(schema)
-    if shaped and mode == "json_schema" and kind == "openai_compatible":
+    if shaped and kind == "openai_compatible" and mode in ("json_schema", "json_object_schema"):
         # OpenAI and Azure OpenAI show a json_schema response format to the model; OpenAI-compatible servers
         # (vLLM, Ollama, llama.cpp) only turn it into a grammar, so the model would never read the agent's
         # field names' meaning (descriptions): the schema goes into the prompt as well (it is bounded).
         return _json_mode_instructions(schema)
+    # Otherwise the schema is a grammar (json_object_schema) or the server's own structured output: it constrains
+    # every token, and the prompt file says the reply's shape in words. Measured on Gemma 3 270M, the plan schema
+    # alone was 1,650 of a planning prompt's 4,900 tokens.
     return ""
 
 
@@ -893,7 +896,9 @@ class OpenAIChatProvider:
         if remaining <= 0:
             raise ProviderError(ErrorCode.MODEL_TIMEOUT, f"no time left for {model!r} within {request.timeout_s:g}s")
         shaped = request.output_schema is not None
-        system = rendered.system + _format_instructions(schema, mode, self.endpoint_kind, shaped)
+        # The Responses API has no place for llama.cpp's schema: it sends plain JSON mode, the prompt the schema.
+        shown: WireMode = "json_mode" if mode == "json_object_schema" and self.api == "responses" else mode
+        system = rendered.system + _format_instructions(schema, shown, self.endpoint_kind, shaped)
         holder.prompt_text = system + "\n" + rendered.user
         # Every call streams, even when nobody watches the text: giving up (deadline, timeout) then closes
         # the connection, and a server that notices (llama.cpp) stops generating instead of making the
