@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from shared.executors import PLAN, check_plan, input_for_text, input_model_for, kinds_where, register, step_kinds
 from shared.executors.common import call_llm, usage_of
+from shared.executors.generate_response import is_placeholder
 from shared.jobs.contracts import ErrorCode, ExecutorInput, ExecutorOutput
 from shared.jobs.plan import ALREADY_DONE, ORCHESTRATOR_KINDS, Plan, PlanStep
 from shared.providers.interfaces import LLMTask
@@ -256,6 +257,15 @@ def _checked_plan(raw: dict[str, Any], kinds: dict[str, str], question: str) -> 
     unknown = [s.get("kind") for s in raw.get("steps", []) if s.get("kind") not in ORCHESTRATOR_KINDS | kinds]
     if unknown:
         return f"the plan uses unknown step kinds {unknown}; known: {sorted(kinds)}"
+    for step in raw.get("steps", []):
+        inputs = step.get("input") if isinstance(step.get("input"), dict) else {}
+        copied = [name for name, value in inputs.items() if isinstance(value, str) and is_placeholder(value)]
+        if copied:
+            # A small model copies a "<...>" placeholder of instructions: it asks nothing, so the step would be noise.
+            return (
+                f"the plan is not valid: step {step.get('id')!r} has a placeholder as input.{copied[0]} "
+                f"({inputs[copied[0]]!r}); write the actual words from the question"
+            )
     try:
         return check_plan(Plan.model_validate(raw))
     except ValidationError as exc:

@@ -121,3 +121,16 @@ def test_the_repair_turn_shows_the_rejected_reply_as_untrusted_data(
     # Without a repair the planner's message ends with the question: no empty block is sent.
     run_executor(_payload("plan", {"question": "Which regions?"}), clients=clients)
     assert fake_openai.requests_for("plan")[-1].user_text.endswith("Question: Which regions?")
+
+
+def test_a_placeholder_copied_from_the_instructions_is_returned_for_repair(
+    fake_openai: FakeOpenAI,
+    clients: Clients,  # noqa: F811
+) -> None:
+    placeholder = {"query": "<the data question in plain words>"}
+    copied = {"id": "s1", "kind": "consult_rag", "title": "Docs", "input": placeholder}
+    fake_openai.always(JsonReply({"steps": [copied], "rationale": "r"}), task="plan")
+    out = run_executor(_payload("plan", {"question": "What is the refund policy?"}), clients=clients)
+    assert out["status"] == "failed" and out["error"]["code"] == "BAD_REQUEST"
+    assert "placeholder as input.query" in out["error"]["message"]
+    assert "<the data question" in out["result"]["rejected_output"]
