@@ -58,6 +58,8 @@ class _AnyOfSchema(BaseModel):
             if "id" in props and "depends_on" in props and "kind" in props:
                 props["id"] = {"type": "string", "enum": SCHEMA_STEP_IDS}
                 props["depends_on"]["items"] = {"type": "string", "enum": SCHEMA_STEP_IDS}
+                # Bounded: Gemma 3 270M, held to the enum by a grammar, wrote "s12" into one list until max_tokens.
+                props["depends_on"]["maxItems"] = len(SCHEMA_STEP_IDS) - 1
         return schema  # type: ignore[no-any-return]
 
 
