@@ -60,7 +60,26 @@ class _AnyOfSchema(BaseModel):
                 props["depends_on"]["items"] = {"type": "string", "enum": SCHEMA_STEP_IDS}
                 # Bounded: Gemma 3 270M, held to the enum by a grammar, wrote "s12" into one list until max_tokens.
                 props["depends_on"]["maxItems"] = len(SCHEMA_STEP_IDS) - 1
-        return schema  # type: ignore[no-any-return]
+        return shown_lengths(schema)  # type: ignore[no-any-return]
+
+
+# The longest text the schema shown to a model lets it write in one field (a title, a step's question or query, a
+# rationale): a server that compiles the schema to a grammar then stops a small model that repeats itself inside a
+# string (Gemma 3 270M wrote a step title until max_tokens). Validation keeps each model's own limits.
+SHOWN_MAX_LENGTH = 300
+
+
+def shown_lengths(node: Any) -> Any:
+    """The schema with every string's ``maxLength`` at most ``SHOWN_MAX_LENGTH`` (in place; returned for chaining)."""
+    if isinstance(node, dict):
+        if node.get("type") == "string" and "enum" not in node and "const" not in node:
+            node["maxLength"] = min(int(node.get("maxLength", SHOWN_MAX_LENGTH)), SHOWN_MAX_LENGTH)
+        for value in node.values():
+            shown_lengths(value)
+    elif isinstance(node, list):
+        for value in node:
+            shown_lengths(value)
+    return node
 
 
 def as_any_of(node: Any) -> Any:

@@ -254,13 +254,17 @@ def shaped_output_schema(output_type: type[BaseModel], agent_schema: dict[str, A
 # Item counts a grammar may keep: small ones cost a few rules, and they stop a small model that repeats a list item
 # (a plan's step) until max_tokens cuts it.
 _GRAMMAR_MAX_ITEMS = 16
+# String lengths a grammar may keep (one rule per character): they stop a small model that repeats itself inside a
+# string (Gemma 3 270M wrote a plan step's title until max_tokens).
+_GRAMMAR_MAX_LENGTH = 400
 
 
 def _grammar_safe(node: Any) -> Any:
     """The schema without length and pattern bounds, or large counts, for servers that compile it to a grammar.
 
     llama.cpp expands ``maxLength: 20000`` into 20,000 nested rules and dies on it; pydantic checks the
-    bounds after the call anyway. Item counts up to ``_GRAMMAR_MAX_ITEMS`` stay.
+    bounds after the call anyway. Item counts up to ``_GRAMMAR_MAX_ITEMS`` and lengths up to ``_GRAMMAR_MAX_LENGTH``
+    stay.
     """
     if isinstance(node, list):
         return [_grammar_safe(item) for item in node]
@@ -269,6 +273,9 @@ def _grammar_safe(node: Any) -> Any:
     out: dict[str, Any] = {}
     for key, value in node.items():
         if key in ("minItems", "maxItems") and isinstance(value, int) and 0 <= value <= _GRAMMAR_MAX_ITEMS:
+            out[key] = value
+            continue
+        if key == "maxLength" and isinstance(value, int) and 0 <= value <= _GRAMMAR_MAX_LENGTH:
             out[key] = value
             continue
         if key in _STRICT_DROP or key == "description":

@@ -118,3 +118,26 @@ def test_dependencies_on_no_earlier_step_are_dropped_not_fatal(fake_openai: Fake
     out = run_executor(_payload("plan", {"question": "Refunds?"}), clients=clients)
     assert out["status"] == "success", out
     assert [s["depends_on"] for s in out["result"]["steps"]] == [[], ["s1"]]
+
+
+def _strings(node: object) -> list[dict]:
+    if isinstance(node, dict):
+        own = [node] if node.get("type") == "string" and "enum" not in node and "const" not in node else []
+        return own + [s for v in node.values() for s in _strings(v)]
+    if isinstance(node, list):
+        return [s for v in node for s in _strings(v)]
+    return []
+
+
+@pytest.mark.parametrize("which", ["plan", "agent_turn"])
+def test_the_grammar_bounds_every_string_so_a_model_repeating_itself_stops(which: str) -> None:
+    from shared.executors.plan import SHOWN_MAX_LENGTH, plan_output_model
+    from shared.providers.llm.openai import _grammar_safe, output_schema
+
+    model = plan_output_model() if which == "plan" else turn_output_model(("consult_rag", "request_user_feedback"))
+    strings = _strings(_grammar_safe(output_schema(model).full_schema))
+    assert strings and all(0 < s["maxLength"] <= SHOWN_MAX_LENGTH for s in strings), strings
+    # Only what the model is shown: validation keeps the models' own limits.
+    long = {"steps": [{"id": "s1", "kind": "consult_rag", "title": "t", "input": {"query": "x" * 1000}}]}
+    if which == "plan":
+        assert plan_output_model().model_validate(long)
