@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from shared.executors import AGENT_TURN, get_executor, lookup_kinds, register
 from shared.executors.common import call_llm, usage_of
-from shared.executors.plan import as_any_of, shown_lengths
+from shared.executors.plan import as_any_of, required_inputs, shown_lengths
 from shared.jobs.agent import (
     FORMAT_OUTPUT,
     GET_JOB_STATE,
@@ -160,7 +160,8 @@ class WrittenTurn(BaseModel):
             reasoning=(str, Field(default="", max_length=2000)),
             tool_calls=(list[call], Field(default_factory=list, max_length=8)),  # type: ignore[valid-type]
         )
-        return shown_lengths(as_any_of(typed.model_json_schema(*args, **kwargs)))  # type: ignore[no-any-return]
+        schema = required_inputs(as_any_of(typed.model_json_schema(*args, **kwargs)), "arguments")
+        return shown_lengths(schema)  # type: ignore[no-any-return]
 
     def as_turn(self) -> AgentTurn:
         """The turn in the orchestrator's shape."""

@@ -60,13 +60,43 @@ class _AnyOfSchema(BaseModel):
                 props["depends_on"]["items"] = {"type": "string", "enum": SCHEMA_STEP_IDS}
                 # Bounded: Gemma 3 270M, held to the enum by a grammar, wrote "s12" into one list until max_tokens.
                 props["depends_on"]["maxItems"] = len(SCHEMA_STEP_IDS) - 1
-        return shown_lengths(schema)  # type: ignore[no-any-return]
+                props["title"]["maxLength"] = SHOWN_TITLE_LENGTH
+        # Strict structured output ignores maxItems; a grammar keeps it: plans there are short (2 to 4 steps, the
+        # prompt says), and a small model that repeats a step stops at SHOWN_MAX_STEPS instead of max_tokens.
+        schema["properties"]["steps"]["maxItems"] = SHOWN_MAX_STEPS
+        return shown_lengths(required_inputs(schema, "input"))  # type: ignore[no-any-return]
+
+
+# What the schema shown to a model allows of a plan (``Plan`` itself takes up to 12 steps).
+SHOWN_MAX_STEPS = 6
+SHOWN_TITLE_LENGTH = 80
+
+
+def required_inputs(schema: dict[str, Any], field: str) -> dict[str, Any]:
+    """The schema with each object under ``field`` (a step's input, a call's arguments) cut to its required
+    properties and its lists (an ask_user's options), in place.
+
+    Optional tuning fields (a search's ``top_k`` and ``filter``, a SQL step's ``sql``) are for people editing a step;
+    a small model held to the schema by a grammar filled them with noise ("top_k": 2025). Validation still takes
+    them from a model that writes them anyway.
+    """
+    defs = schema.get("$defs", {})
+    for definition in list(defs.values()):
+        ref = definition.get("properties", {}).get(field, {}).get("$ref")
+        target = defs.get(ref.rsplit("/", 1)[1]) if isinstance(ref, str) else None
+        if not isinstance(target, dict) or "properties" not in target:
+            continue
+        required = set(target.get("required", []))
+        target["properties"] = {
+            name: prop for name, prop in target["properties"].items() if name in required or prop.get("type") == "array"
+        }
+    return schema
 
 
 # The longest text the schema shown to a model lets it write in one field (a title, a step's question or query, a
 # rationale): a server that compiles the schema to a grammar then stops a small model that repeats itself inside a
 # string (Gemma 3 270M wrote a step title until max_tokens). Validation keeps each model's own limits.
-SHOWN_MAX_LENGTH = 300
+SHOWN_MAX_LENGTH = 200
 
 
 def shown_lengths(node: Any) -> Any:

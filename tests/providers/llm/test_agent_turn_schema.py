@@ -141,3 +141,18 @@ def test_the_grammar_bounds_every_string_so_a_model_repeating_itself_stops(which
     long = {"steps": [{"id": "s1", "kind": "consult_rag", "title": "t", "input": {"query": "x" * 1000}}]}
     if which == "plan":
         assert plan_output_model().model_validate(long)
+
+
+def test_a_model_is_shown_only_the_inputs_it_needs_and_validation_still_takes_the_rest() -> None:
+    from shared.executors.plan import SHOWN_MAX_STEPS, plan_output_model
+
+    model = plan_output_model()
+    defs = model.model_json_schema()["$defs"]
+    assert set(defs["RagTask"]["properties"]) == {"query"}  # no top_k, no filter
+    assert set(defs["SqlTask"]["properties"]) == {"question"}  # no sql
+    assert set(defs["AskUserInput"]["properties"]) == {"question", "options"}  # the choices stay
+    assert model.model_json_schema()["properties"]["steps"]["maxItems"] == SHOWN_MAX_STEPS
+    tuned = {"steps": [{"id": "s1", "kind": "consult_rag", "title": "t", "input": {"query": "q", "top_k": 3}}]}
+    assert model.model_validate(tuned)
+    turn = turn_output_model(("consult_rag",)).model_json_schema()
+    assert set(turn["$defs"]["RagTask"]["properties"]) == {"query"}
