@@ -59,7 +59,7 @@ class _AnyOfSchema(BaseModel):
                 props["id"] = {"type": "string", "enum": SCHEMA_STEP_IDS}
                 props["depends_on"]["items"] = {"type": "string", "enum": SCHEMA_STEP_IDS}
                 # Bounded: Gemma 3 270M, held to the enum by a grammar, wrote "s12" into one list until max_tokens.
-                props["depends_on"]["maxItems"] = len(SCHEMA_STEP_IDS) - 1
+                props["depends_on"]["maxItems"] = SHOWN_MAX_STEPS - 1
                 props["title"]["maxLength"] = SHOWN_TITLE_LENGTH
         # Strict structured output ignores maxItems; a grammar keeps it: plans there are short (2 to 4 steps, the
         # prompt says), and a small model that repeats a step stops at SHOWN_MAX_STEPS instead of max_tokens.

@@ -83,13 +83,13 @@ def test_validation_still_takes_any_call_so_the_orchestrator_can_refuse_it() -> 
 
 
 def test_the_plan_schema_offers_step_ids_from_a_list_and_depends_on_names_only_them() -> None:
-    from shared.executors.plan import SCHEMA_STEP_IDS, plan_output_model
+    from shared.executors.plan import SCHEMA_STEP_IDS, SHOWN_MAX_STEPS, plan_output_model
     from shared.jobs.plan import Plan
 
     model = plan_output_model()
     step = model.model_json_schema()["$defs"]["ConsultRagStep"]["properties"]
     assert step["id"]["enum"] == step["depends_on"]["items"]["enum"] == SCHEMA_STEP_IDS
-    assert step["depends_on"]["maxItems"] == len(SCHEMA_STEP_IDS) - 1  # a step never depends on itself
+    assert step["depends_on"]["maxItems"] == SHOWN_MAX_STEPS - 1  # a step never depends on itself
     # Only the schema shown: a plan with other ids still validates.
     plan = {"steps": [{"id": "docs", "kind": "consult_rag", "title": "Docs", "input": {"query": "refunds"}}]}
     assert model.model_validate(plan) and Plan.model_validate(plan)
