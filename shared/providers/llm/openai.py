@@ -707,6 +707,20 @@ class _RawOutput:
         return Usage(tokens_input=self.tokens_in, tokens_output=self.tokens_out, estimated=self.usage_estimated)
 
 
+def _with_raw_control_characters(text: str, exc: ValidationError) -> Any | None:
+    """The JSON a grammar let through with raw control characters (a newline) inside strings, parsed; else None.
+
+    llama-cpp-python's JSON grammar allows them and Gemma 3 270M wrote one into an answer; they are content, not
+    structure, so the reply is read as Python's lenient parser reads it. Any other invalid JSON stays invalid.
+    """
+    if not any(err["type"] == "json_invalid" and "control character" in err["msg"] for err in exc.errors()):
+        return None
+    try:
+        return json.loads(text, strict=False)
+    except ValueError:
+        return None
+
+
 def _strip_fences(text: str) -> str:
     stripped = text.strip()
     if stripped.startswith("```"):
@@ -869,6 +883,12 @@ class OpenAIChatProvider:
         try:
             return request.output_type.model_validate_json(text)
         except ValidationError as exc:
+            relaxed = _with_raw_control_characters(text, exc)
+            if relaxed is not None:
+                try:
+                    return request.output_type.model_validate(relaxed)
+                except ValidationError:
+                    pass
             errors = exc.errors(include_url=False)
             ended_early = any(err["type"] == "json_invalid" and "EOF" in err["msg"] for err in errors)
             # Some servers (llama.cpp) report finish_reason "tool_calls" or "stop" for an output that hit
