@@ -31,7 +31,13 @@ class JobClient:
         return dict(resp.json())
 
     def wait(
-        self, job_id: str, until: set[str] | None = None, timeout_s: float = 60, *, allow_waiting: bool = False
+        self,
+        job_id: str,
+        until: set[str] | None = None,
+        timeout_s: float = 60,
+        *,
+        allow_waiting: bool = False,
+        poll_s: float = 0.05,
     ) -> dict[str, Any]:
         wanted = until or TERMINAL
         deadline = time.monotonic() + timeout_s
@@ -44,7 +50,7 @@ class JobClient:
                 raise AssertionError(f"job unexpectedly waits for the user: {view['waiting']}")
             if view["status"] in TERMINAL:
                 raise AssertionError(f"job ended {view['status']} while waiting for {wanted}: {view.get('error')}")
-            time.sleep(0.05)
+            time.sleep(poll_s)
         raise AssertionError(f"job {job_id} did not reach {wanted}; last view: {view}")
 
     def next_question(self, job_id: str, answered: str, timeout_s: float = 30) -> dict[str, Any]:

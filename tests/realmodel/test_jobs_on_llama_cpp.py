@@ -8,7 +8,6 @@ carry no usage, and marked so), and whatever the model writes ends the job with 
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,7 +66,7 @@ def test_a_job_over_the_real_server_ends_clearly_with_every_token_counted(
 ) -> None:
     jobs: JobClient = host_for(mode)
     job_id = jobs.submit(question, constraints=CONSTRAINTS)
-    view = jobs.wait(job_id, timeout_s=480, allow_waiting=True, until={"completed", "failed", "waiting_for_user"})
+    view = jobs.wait(job_id, timeout_s=480, allow_waiting=True, until=ENDS, poll_s=1)
     usage = view["usage"]
     steps = view.get("steps") or []
     print(
@@ -94,22 +93,36 @@ def test_a_job_over_the_real_server_ends_clearly_with_every_token_counted(
 
 # Issue 26: one job of each mode, on the app's own sample questions, through the HTTP API, to the end. A 270M model on
 # 2 CPU cores takes minutes per job; the limits are what the README advises for it.
+# Measured 2026-11-28 (issue 26, item 8, not met yet for these two); next: cited source ids as an enum in the schema.
+UNCITED_PLANNED = "the planned job completes, but Gemma 3 270M's answer cites nothing ('Q1', 0 citations)"
+UNCITED_HYBRID = "the hybrid job completes, but Gemma 3 270M's answer echoes a passage and cites nothing"
 JOB_MODES = [
-    ("deterministic", "Which region had the most returns in Q3?"),
-    ("hybrid", "What does the returns policy say about refunds after 30 days?"),
-    ("agent", "What does the returns policy say about refunds after 30 days?"),
+    pytest.param(
+        "deterministic",
+        "Which region had the most returns in Q3?",
+        id="deterministic",
+        # Not yet met on the real model: shown as xfail, and as XPASS once the model gets there.
+        marks=pytest.mark.xfail(reason=UNCITED_PLANNED, strict=False),
+    ),
+    pytest.param(
+        "hybrid",
+        "What does the returns policy say about refunds after 30 days?",
+        id="hybrid",
+        # Not yet met on the real model: shown as xfail, and as XPASS once the model gets there.
+        marks=pytest.mark.xfail(reason=UNCITED_HYBRID, strict=False),
+    ),
+    pytest.param("agent", "What does the returns policy say about refunds after 30 days?", id="agent"),
 ]
 JOB_CONSTRAINTS = {"max_tokens": 800, "timeout_ms": 300_000}
+# Polled once a second: the jobs take minutes, and the model's 2 cores are better spent on the model.
+ENDS = {"completed", "failed", "waiting_for_user"}
+NO_MORE = "Nothing to add: answer from what you found."
 NOT_FOUND = ("not found", "could not find", "couldn't find", "no information", "does not say", "do not say")
 
 
-# Minutes per job on 2 cores, and a 270M model does not yet plan these questions to the end (issue 26, item 8: the
-# planned and hybrid jobs fail at planning): run on demand with REALMODEL_ALL_MODES=1, not in every CI run.
-@pytest.mark.skipif(
-    os.environ.get("REALMODEL_ALL_MODES") != "1", reason="a job of each mode on the real model: REALMODEL_ALL_MODES=1"
-)
+# Issue 26, item 8: in every run of the tier (make test), not on demand.
 @pytest.mark.timeout(2400)
-@pytest.mark.parametrize(("job_mode", "question"), JOB_MODES, ids=[m for m, _ in JOB_MODES])
+@pytest.mark.parametrize(("job_mode", "question"), JOB_MODES)
 def test_a_job_of_each_mode_completes_with_a_supported_answer_or_says_not_found(
     host_for: Any, job_mode: str, question: str
 ) -> None:
@@ -119,7 +132,16 @@ def test_a_job_of_each_mode_completes_with_a_supported_answer_or_says_not_found(
     if job_mode == "agent":
         body["agent"] = {"max_turns": 3, "max_tool_calls": 3}
     job_id = jobs.submit(question, **body)
-    view = jobs.wait(job_id, timeout_s=2200, until={"completed", "failed", "waiting_for_user"})
+    view = jobs.wait(job_id, timeout_s=2200, until=ENDS, poll_s=1)
+    for _ in range(3):
+        # A clarifying question (ask_user, request_user_feedback) gets what a person who has nothing to add says;
+        # any other wait (an approval, planning out of tries) is left to fail the test below.
+        waiting = view.get("waiting") or {}
+        if view["status"] != "waiting_for_user" or waiting.get("kind") != "clarify":
+            break
+        print(f"\n| {job_mode} | the job asks: {waiting.get('question')!r}; answered: {NO_MORE!r}")
+        assert jobs.answer(job_id, NO_MORE).status_code in (200, 202)
+        view = jobs.wait(job_id, timeout_s=2200, until=ENDS, poll_s=1)
     steps = view.get("steps") or []
     answer = view.get("answer") or {}
     print(

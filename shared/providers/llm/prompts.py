@@ -34,12 +34,13 @@ PROMPTS_DIR = Path(__file__).resolve().parents[3] / "prompts"
 # v2: untrusted text (document titles and chunks, rows, model output) in labelled data blocks.
 # v3 (plan, write_answer): honest answers: not found, partial results, the question asked, formats.
 PROMPT_VERSIONS: dict[LLMTask, str] = {
-    LLMTask.PLAN: "v4",
+    LLMTask.PLAN: "v5",  # v5: shorter, the catalog as the planner needs it (see the file)
     LLMTask.WRITE_SQL: "v3",
     # v4: an agent's output schema makes "answer" an object; v5: checked claims, the reply shape in words
     LLMTask.WRITE_ANSWER: "v5",
     LLMTask.SUPERVISE: "v2",
-    LLMTask.AGENT_TURN: "v3",  # v2: a workflow's agent brings its instructions; v3: what changes comes last
+    # v2: a workflow's agent brings its instructions; v3: what changes comes last; v4: typed "arguments"
+    LLMTask.AGENT_TURN: "v4",
     LLMTask.DECIDE: "v1",
 }
 

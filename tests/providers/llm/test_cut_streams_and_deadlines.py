@@ -130,12 +130,14 @@ def test_unreported_usage_is_estimated_high_then_calibrated_by_the_models_report
 
 
 def test_a_grammar_keeps_small_item_counts_so_a_repeated_step_cannot_run_to_max_tokens() -> None:
-    from shared.executors.plan import plan_output_model
+    from shared.executors.plan import SHOWN_MAX_STEPS, plan_output_model
     from shared.providers.llm.openai import _grammar_safe, output_schema
 
     steps = _grammar_safe(output_schema(plan_output_model()).full_schema)["properties"]["steps"]
-    assert (steps["minItems"], steps["maxItems"]) == (1, 12)
-    assert _grammar_safe({"type": "array", "maxItems": 500, "items": {"type": "string", "maxLength": 9}}) == {
+    assert (steps["minItems"], steps["maxItems"]) == (1, SHOWN_MAX_STEPS)
+    # Large counts and lengths go (a grammar would unroll them); small ones stay.
+    assert _grammar_safe({"type": "array", "maxItems": 500, "items": {"type": "string", "maxLength": 9000}}) == {
         "type": "array",
         "items": {"type": "string"},
     }
+    assert _grammar_safe({"type": "string", "maxLength": 9, "minLength": 1}) == {"type": "string", "maxLength": 9}

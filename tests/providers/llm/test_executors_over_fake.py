@@ -89,7 +89,7 @@ def test_plan_sql_answer_through_the_real_provider(fake_openai: FakeOpenAI, clie
         estimate_cost("chat-dep", 3000, 200, clients.settings.model_prices)
     )
     plan_request = fake_openai.requests_for("plan")[0]
-    assert '"name": "regions"' in plan_request.system_text  # grounded in the real catalog
+    assert "- regions: Sales regions." in plan_request.system_text  # grounded in the real catalog
     assert "- consult_rag:" in plan_request.system_text  # the registry's step kinds
 
     throttled = run_executor(_payload("execute_azure_sql", {"question": "list regions"}), clients=clients)

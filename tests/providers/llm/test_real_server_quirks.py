@@ -179,3 +179,17 @@ def test_an_invalid_sql_draft_counts_its_tokens_in_the_failed_output(fake_openai
     assert out["status"] == "failed" and out["error"]["code"] == "BAD_REQUEST"
     assert out["usage"]["total_tokens"] == 804 and out["usage"]["estimated_cost"] > 0
     assert out["model_used"] == "chat-dep"
+
+
+def test_a_raw_newline_a_grammar_let_into_a_string_is_read_as_content(fake_openai: FakeOpenAI) -> None:
+    # llama-cpp-python's JSON grammar allows raw control characters in strings; strict JSON does not.
+    fake_openai.always(TextReply('{"sql": "SELECT 1\n FROM orders", "tables": ["orders"]}'))
+    out = _provider(fake_openai.base_url).generate(sql_request())
+    assert out.output.sql == "SELECT 1\n FROM orders"
+
+
+def test_json_broken_otherwise_is_still_not_valid(fake_openai: FakeOpenAI) -> None:
+    fake_openai.always(TextReply('{"sql": "SELECT 1\n FROM orders", "tables": [orders]}'))
+    with pytest.raises(ProviderError) as info:
+        _provider(fake_openai.base_url).generate(sql_request())
+    assert info.value.code == ErrorCode.BAD_REQUEST and "not a valid" in info.value.message
