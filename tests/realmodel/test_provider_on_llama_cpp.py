@@ -18,13 +18,8 @@ import pytest
 from shared.jobs.contracts import ErrorCode, ProviderError
 from shared.jobs.plan import SqlDraft
 from shared.providers.interfaces import LLMTask
-from shared.providers.llm.openai import (
-    OpenAIChatProvider,
-    _grammar_safe,
-    _json_mode_instructions,
-    build_llm_provider,
-    output_schema,
-)
+from shared.providers.llm.openai import OpenAIChatProvider, build_llm_provider
+from shared.providers.llm.openai_schemas import _json_mode_instructions, grammar_safe, output_schema
 from shared.providers.llm.prompts import render_prompt
 from shared.runtime.settings import Settings
 from tests.providers.llm.helpers import sql_request
@@ -63,7 +58,7 @@ def test_auto_mode_falls_back_from_the_refused_json_schema_to_the_servers_gramma
             {"role": "user", "content": rendered.user},
         ],
         "max_tokens": 1,
-        "response_format": {"type": "json_object", "schema": _grammar_safe(output_schema(SqlDraft).full_schema)},
+        "response_format": {"type": "json_object", "schema": grammar_safe(output_schema(SqlDraft).full_schema)},
         "timeout": TIMEOUT_S,
     }
     reported = openai.OpenAI(base_url=llama.base_url, api_key="x", max_retries=0).chat.completions.create(**body)

@@ -45,7 +45,8 @@ def build_embedder(
         return None
     import openai
 
-    from shared.providers.llm.openai import AZURE_OPENAI_SCOPE, azure_v1_base_url, map_openai_error
+    from shared.providers.llm.openai import AZURE_OPENAI_SCOPE, azure_v1_base_url
+    from shared.providers.llm.openai_errors import map_openai_error
 
     api_key: Any
     if settings.azure_openai_api_key is not None:

@@ -132,10 +132,10 @@ def _strings(node: object) -> list[dict]:
 @pytest.mark.parametrize("which", ["plan", "agent_turn"])
 def test_the_grammar_bounds_every_string_so_a_model_repeating_itself_stops(which: str) -> None:
     from shared.executors.plan import SHOWN_MAX_LENGTH, plan_output_model
-    from shared.providers.llm.openai import _grammar_safe, output_schema
+    from shared.providers.llm.openai_schemas import grammar_safe, output_schema
 
     model = plan_output_model() if which == "plan" else turn_output_model(("consult_rag", "request_user_feedback"))
-    strings = _strings(_grammar_safe(output_schema(model).full_schema))
+    strings = _strings(grammar_safe(output_schema(model).full_schema))
     assert strings and all(0 < s["maxLength"] <= SHOWN_MAX_LENGTH for s in strings), strings
     # Only what the model is shown: validation keeps the models' own limits.
     long = {"steps": [{"id": "s1", "kind": "consult_rag", "title": "t", "input": {"query": "x" * 1000}}]}

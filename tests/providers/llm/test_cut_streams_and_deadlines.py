@@ -16,7 +16,8 @@ from shared.executors.runner import run_executor
 from shared.jobs.contracts import RETRYABLE_CODES, ErrorCode, ProviderError
 from shared.jobs.plan import SqlDraft
 from shared.providers.clients import Clients
-from shared.providers.llm.openai import UNREACHABLE_RETRY_MS, OpenAIChatProvider, build_llm_provider
+from shared.providers.llm.openai import OpenAIChatProvider, build_llm_provider
+from shared.providers.llm.openai_errors import UNREACHABLE_RETRY_MS
 from shared.providers.llm.usage import DEFAULT_FACTOR
 from shared.runtime.settings import Settings
 from tests.fakes.openai_server import CutStreamReply, FakeOpenAI, JsonReply, PingReply
@@ -131,13 +132,13 @@ def test_unreported_usage_is_estimated_high_then_calibrated_by_the_models_report
 
 def test_a_grammar_keeps_small_item_counts_so_a_repeated_step_cannot_run_to_max_tokens() -> None:
     from shared.executors.plan import SHOWN_MAX_STEPS, plan_output_model
-    from shared.providers.llm.openai import _grammar_safe, output_schema
+    from shared.providers.llm.openai_schemas import grammar_safe, output_schema
 
-    steps = _grammar_safe(output_schema(plan_output_model()).full_schema)["properties"]["steps"]
+    steps = grammar_safe(output_schema(plan_output_model()).full_schema)["properties"]["steps"]
     assert (steps["minItems"], steps["maxItems"]) == (1, SHOWN_MAX_STEPS)
     # Large counts and lengths go (a grammar would unroll them); small ones stay.
-    assert _grammar_safe({"type": "array", "maxItems": 500, "items": {"type": "string", "maxLength": 9000}}) == {
+    assert grammar_safe({"type": "array", "maxItems": 500, "items": {"type": "string", "maxLength": 9000}}) == {
         "type": "array",
         "items": {"type": "string"},
     }
-    assert _grammar_safe({"type": "string", "maxLength": 9, "minLength": 1}) == {"type": "string", "maxLength": 9}
+    assert grammar_safe({"type": "string", "maxLength": 9, "minLength": 1}) == {"type": "string", "maxLength": 9}

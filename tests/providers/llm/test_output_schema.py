@@ -19,7 +19,8 @@ from shared.executors.generate_response import STREAM_OBSERVER
 from shared.executors.runner import run_executor
 from shared.jobs.contracts import AnswerResult
 from shared.providers.clients import Clients
-from shared.providers.llm.openai import JsonTextFieldStream, shaped_output_schema
+from shared.providers.llm.openai_schemas import shaped_output_schema
+from shared.providers.llm.openai_stream import JsonTextFieldStream
 from shared.providers.llm.shaped import MAX_SCHEMA_CHARS
 from shared.runtime.settings import Settings
 from tests.fakes.openai_server import (

@@ -9,7 +9,8 @@ import pytest
 
 from shared.jobs.contracts import AnswerResult, ErrorCode, ProviderError
 from shared.jobs.plan import Plan, SqlDraft, SupervisorDecision
-from shared.providers.llm.openai import OpenAIChatProvider, build_llm_provider, output_schema
+from shared.providers.llm.openai import OpenAIChatProvider, build_llm_provider
+from shared.providers.llm.openai_schemas import output_schema
 from shared.runtime.settings import Settings
 from tests.fakes.openai_server import FakeOpenAI, JsonReply, TextReply, ToolCallReply
 from tests.providers.llm.helpers import PLAN, SQL_DRAFT, plan_request, sql_request

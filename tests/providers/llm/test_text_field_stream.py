@@ -8,7 +8,7 @@ import pytest
 
 from shared.jobs.contracts import AnswerResult
 from shared.jobs.plan import Plan, SqlDraft
-from shared.providers.llm.openai import JsonTextFieldStream, stream_field
+from shared.providers.llm.openai_stream import JsonTextFieldStream, stream_field
 
 TRICKY = {
     "citations": [{"source_id": "a#1", "answer": "not this one", "kind": "document"}],
