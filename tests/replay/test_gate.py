@@ -84,9 +84,22 @@ def _carried_rounds_load_their_agents(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(TeamRounds, "team_step", team_step)
 
 
+def _carried_branch_part_runs_its_carried_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The forked branch's part that would run its nodes before the fork point again (its edit still applied)."""
+    from orchestrators.workflow import WorkflowWalk
+
+    original = WorkflowWalk.carry_in
+
+    def carry_in(self: WorkflowWalk, fork: Any) -> None:
+        original(self, fork.model_copy(update={"steps": [], "outputs": {}}))
+
+    monkeypatch.setattr(WorkflowWalk, "carry_in", carry_in)
+
+
 BREAKING: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
     "fork_completed": _fork_plans_again,
     "fork_team_completed": _carried_rounds_load_their_agents,
+    "fork_branch_part_completed": _carried_branch_part_runs_its_carried_nodes,
     "agent_completed": _reverse_tool_calls,
     "team_completed": _reverse_tool_calls,
     "hybrid_completed": _no_supervisor,
@@ -105,6 +118,30 @@ def test_each_kind_of_run_replays_and_a_breaking_change_is_named(
     after = judge(recorded, handles[recorded.orchestrator])
     assert not after.ok
     assert after.problem is not None and after.problem.startswith("Non-deterministic workflow detected")
+
+
+def test_a_branch_fork_that_would_start_its_carried_branches_again_is_named(
+    handles: dict[str, Handle], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The root of a fork inside a branch: the other branch (carried over) re-run as a part after the forked
+    branch's part, a sub-orchestration the finished history does not have."""
+    import orchestrators.fork
+
+    recorded = load_fixture(HISTORIES / "fork_branch_completed.json")
+    (before,) = gate(handles, [recorded])
+    assert before.ok, before.problem
+    original = orchestrators.fork._fork_in_branch
+
+    def fork_in_branch(run: Any, base: Any, walk: Any) -> None:
+        original(run, base, walk)
+        walk.carried_parts.clear()
+
+    monkeypatch.setattr(orchestrators.fork, "_fork_in_branch", fork_in_branch)
+    after = judge(recorded, handles[recorded.orchestrator])
+    assert after.problem == (
+        "Non-deterministic workflow detected: the recorded execution had finished, but the current replay "
+        "execution scheduled CallSubOrchestrator 'workflow_part' after it."
+    )
 
 
 def test_an_orchestrator_that_is_gone_is_named(handles: dict[str, Handle]) -> None:
