@@ -93,7 +93,6 @@ class PartQuestions:
 
     def show(self) -> None:
         """The first question still open is the job's; the root steps they belong to show waiting."""
-        state = self.run.state
         self._unmark()
         shown: list[Waiting] = []
         for waiting, root_step_id in self.asking.values():
@@ -102,9 +101,7 @@ class PartQuestions:
             if root_step is not None and root_step.state != "waiting":
                 self.marked[root_step.id] = root_step.state
                 root_step.state = "waiting"
-        state.waiting = shown[0] if shown else None
-        if state.status in ("running", "waiting_for_user"):
-            state.status = "waiting_for_user" if shown else "running"
+        self.run.record.show_waiting(shown[0] if shown else None)
         self.run.publish()
 
     def _unmark(self) -> None:
