@@ -114,11 +114,10 @@ class PartQuestions:
 
     def _show_branch_step(self, step: StepState) -> None:
         """A node of the root's own branch: its step shows as the branch does, until the branch's result."""
-        steps = self.run.state.steps
-        for index, mine in enumerate(steps):
+        for mine in list(self.run.state.steps):
             if mine.id == step.id and mine.state in ("pending", "running", "waiting"):
                 self.marked.pop(step.id, None)
-                steps[index] = step
+                self.run.record.put_step(step)
 
     def _step(self, step_id: str) -> StepState | None:
         return next((s for s in self.run.state.steps if s.id == step_id), None)
