@@ -119,8 +119,7 @@ class AgentLoop:
     def work(self) -> Gen:
         """Run turns until the Executor calls format_output, stops calling tools, or a bound is reached."""
         run = self.run
-        run.state.plan_status = "agent"
-        run.state.status = "running"
+        run.record.start_running("agent")
         run.publish()
         yield from self.loop()
         return (yield from self.write_answer())
@@ -146,7 +145,7 @@ class AgentLoop:
         run, limits = self.run, self.limits
         self.turns = turn
         if self.parent is None:
-            run.state.turns = turn
+            run.record.count_turn(turn)
         run.publish()  # the view says which turn the Executor is on while it thinks
         task = {
             "question": self.question,
@@ -264,15 +263,14 @@ class AgentLoop:
             started_at=run.now_iso(),
         )
         if self.parent is None:
-            run.state.steps.append(step)
-            run.state.step_index = len(run.state.steps) - 1
+            run.record.add_step(step)
         return step
 
     def close_step(self, call: AgentToolCall, step: StepState) -> Gen:
         """Work one opened call to its end; returns the record the Executor sees next turn."""
         run = self.run
         if self.parent is None:
-            run.state.step_index = run.state.steps.index(step)
+            run.record.at_step(step)
         run.record.begin_step()
         record = yield from self.dispatch(call, call.arguments(), step)
         step.ended_at = run.now_iso()
@@ -387,8 +385,7 @@ class AgentLoop:
             question = f"{question} ({'; '.join(self.replies)})"  # as planned jobs add clarifications
         spec = PlanStep(id=ANSWER_STEP_ID, kind=kind, title="Write the answer", input=input_for_text(kind, question))
         step = StepState(id=spec.id, kind=kind, title=spec.title)
-        run.state.steps.append(step)
-        run.state.step_index = len(run.state.steps) - 1
+        run.record.add_step(step)
         step.started_at = run.now_iso()
         run.record.begin_step()
         result = yield from run.steps.run_step(spec, step)

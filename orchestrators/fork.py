@@ -47,7 +47,7 @@ def run_fork(run: RunCore, plan_run: PlanRun, walker: Callable[[RunCore], Any]) 
     base = loaded.base
     if base is None:
         raise JobStop(loaded.error_code or "FORK_NOT_SUPPORTED", loaded.error_message or "no base", fork.from_step)
-    run.state.carried_over = base.carried_usage()
+    run.record.carry(base.carried_usage())
     if base.agent is not None:
         return (yield from _run_agent_fork(run, base))
     if base.workflow is not None:
@@ -80,10 +80,8 @@ def run_fork(run: RunCore, plan_run: PlanRun, walker: Callable[[RunCore], Any]) 
                 run.record.clarify(item.step.id, item.output["answer"])
     for step_id, text in base.clarifications.items():  # what people told the origin's Supervisor, as text
         run.record.clarify(step_id, text)
-    run.state.replans = base.replans  # the fork's own replans are numbered after the origin's
-    run.state.plan_status = "planned"
-    run.state.steps = carried + [StepState(id=s.id, kind=s.kind, title=s.title) for s in steps[base.index :]]
-    run.state.status = "running"
+    run.record.continue_replans(base.replans)
+    run.record.show_plan(carried + [StepState(id=s.id, kind=s.kind, title=s.title) for s in steps[base.index :]])
     run.publish()
     run.log("forked from %s at %s; %d steps carried over", fork.origin, fork.from_step, len(carried))
     return (yield from plan_run.run_steps(plan, start=base.index))
@@ -106,16 +104,17 @@ def _run_agent_fork(run: RunCore, base: ForkBase) -> Generator[Any, Any, Any]:
     loop.calls = len(base.carried)
     loop.replies = [answer for r in loop.transcript if (answer := _reply(r)) is not None]
     run.attempts.hand_failures_to_executor()
-    run.state.steps = [c.step for c in base.carried]
+    run.record.show_steps([c.step for c in base.carried])
     run.log("forked from %s at %s; %d tool calls carried over", fork.origin, fork.from_step, loop.calls)
     if agent.turn == 0:  # only the answer runs again
-        loop.turns = run.state.turns = agent.turns_taken
-        run.state.plan_status = "agent"
-        run.state.status = "running"
+        loop.turns = agent.turns_taken
+        run.record.count_turn(agent.turns_taken)
+        run.record.start_running("agent")
         run.publish()
         return (yield from loop.write_answer())
     loop.first_turn = agent.turn
-    loop.turns = run.state.turns = agent.turn - 1
+    loop.turns = agent.turn - 1
+    run.record.count_turn(loop.turns)
     return (yield from loop.work())
 
 
@@ -150,9 +149,9 @@ def _run_workflow_fork(run: RunCore, base: ForkBase, walker: Callable[[RunCore],
         walk.ended[node.id] = item.step.state
         if item.step.state == "succeeded":
             run.record.keep(node.id, _carried_output(walk, node, item.output, base.workflow))
-    run.state.usage = usage  # merged branches brought their usage: it is the origin's, counted apart
+    run.record.reset_usage(usage)  # merged branches brought their usage: it is the origin's, counted apart
     by_id = {c.step.id: c.step for c in base.carried}
-    run.state.steps = [by_id.get(s.id, s) for s in run.state.steps]
+    run.record.show_steps([by_id.get(s.id, s) for s in run.state.steps])
     fork = run.job.fork
     run.log(
         "forked from %s at %s; %d nodes carried over",

@@ -60,8 +60,7 @@ class JobRun:
                 answer = yield from PlanRun(self.core).work()
         except JobStop as stop:
             return self.core.record.finish_failed(stop.info)
-        self.core.state.status = "completed"
-        self.core.state.step_index = len(self.core.state.steps)
+        self.core.record.complete()
         unsupported = answer.get("unsupported") if answer else None
         if isinstance(unsupported, str):
             self.core.record.note_unsupported(unsupported)

@@ -93,7 +93,6 @@ class PartQuestions:
 
     def show(self) -> None:
         """The first question still open is the job's; the root steps they belong to show waiting."""
-        state = self.run.state
         self._unmark()
         shown: list[Waiting] = []
         for waiting, root_step_id in self.asking.values():
@@ -102,9 +101,7 @@ class PartQuestions:
             if root_step is not None and root_step.state != "waiting":
                 self.marked[root_step.id] = root_step.state
                 root_step.state = "waiting"
-        state.waiting = shown[0] if shown else None
-        if state.status in ("running", "waiting_for_user"):
-            state.status = "waiting_for_user" if shown else "running"
+        self.run.record.show_waiting(shown[0] if shown else None)
         self.run.publish()
 
     def _unmark(self) -> None:
@@ -117,11 +114,10 @@ class PartQuestions:
 
     def _show_branch_step(self, step: StepState) -> None:
         """A node of the root's own branch: its step shows as the branch does, until the branch's result."""
-        steps = self.run.state.steps
-        for index, mine in enumerate(steps):
+        for mine in list(self.run.state.steps):
             if mine.id == step.id and mine.state in ("pending", "running", "waiting"):
                 self.marked.pop(step.id, None)
-                steps[index] = step
+                self.run.record.put_step(step)
 
     def _step(self, step_id: str) -> StepState | None:
         return next((s for s in self.run.state.steps if s.id == step_id), None)

@@ -33,10 +33,7 @@ class PlanRun:
     def work(self) -> Gen:
         """Plan, show the plan, and run it; returns the answer of the last step that writes one."""
         plan = yield from self.make_plan(self.core.job.request.question)
-        state = self.core.state
-        state.plan_status = "planned"
-        state.steps = [StepState(id=s.id, kind=s.kind, title=s.title) for s in plan.steps]
-        state.status = "running"
+        self.core.record.show_plan([StepState(id=s.id, kind=s.kind, title=s.title) for s in plan.steps])
         self.core.publish()
         yield from quote_gate(self.core, plan)  # the quote, and approval.cost_over (orchestrators/quote_gate.py)
         return (yield from self.run_steps(plan))
@@ -67,7 +64,7 @@ class PlanRun:
         while index < len(steps):
             spec = steps[index]
             step = self.core.state.steps[index]
-            self.core.state.step_index = index
+            self.core.record.at_index(index)
             step.started_at = self.core.record.now_iso()
             self.core.record.begin_step(by_user_too=True)
             result = yield from self.core.steps.run_step(spec, step)
@@ -90,9 +87,10 @@ class PlanRun:
                 replacement = yield from self.supervision.supervise(spec, step, steps, index)
                 if replacement is not None:
                     steps = steps[: index + 1] + replacement
-                    self.core.state.steps = self.core.state.steps[: index + 1] + [
-                        StepState(id=s.id, kind=s.kind, title=s.title) for s in replacement
-                    ]
+                    self.core.record.show_steps(
+                        self.core.state.steps[: index + 1]
+                        + [StepState(id=s.id, kind=s.kind, title=s.title) for s in replacement]
+                    )
                     self.core.publish()
                 elif _is_pending(step):  # the supervisor asked for a retry of this step
                     continue

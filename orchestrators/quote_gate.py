@@ -89,10 +89,11 @@ def fitted(run: RunCore, made: Quote) -> Quote:
     """The quote as the job's state can hold it with a question still to ask: ``by_step`` cut while it does not."""
     keep = len(made.by_step)
     while True:
-        run.state.quote = made.model_copy(update={"by_step": cut_steps(made.by_step, keep)})
+        cut = made.model_copy(update={"by_step": cut_steps(made.by_step, keep)})
+        run.record.set_quote(cut)
         size = len(json.dumps(custom_status(run.state), separators=(",", ":"), ensure_ascii=False).encode("utf-16-le"))
         if size + QUESTION_ROOM <= STATUS_BUDGET_BYTES or keep == 0:
-            return run.state.quote
+            return cut
         keep -= 1
 
 
@@ -126,7 +127,7 @@ def gate(run: RunCore, plan: Plan | None = None) -> Gen:
         made = agent_quote(run)
     if made is None:
         return
-    run.state.quote = fitted(run, made)
+    run.record.set_quote(fitted(run, made))
     run.publish()
     log_quote(run, made)
     limit = run.job.request.approval.cost_over

@@ -63,8 +63,7 @@ class TeamRounds:
         strategy = team.strategy
         assert isinstance(strategy, Supervisor)
         task = str(self.walk.spec.inputs.get("task", ""))
-        self.walk.run.state.plan_status = "planned"
-        self.walk.run.state.status = "running"
+        self.walk.run.record.start_running()
         done: list[tuple[str, str]] = []
         last = ""
         for round_ in range(1, strategy.max_rounds + 1):
@@ -92,8 +91,7 @@ class TeamRounds:
         self.walk.limits.count_node(step_id)
         step = StepState(id=step_id, kind="agent", title=f"{role}: {agent_id}"[:200], state="running")
         step.started_at = run.now_iso()
-        run.state.steps.append(step)
-        run.state.step_index = len(run.state.steps) - 1
+        run.record.add_step(step)
         run.publish()
         try:
             out = yield from self.walk.agents.run_agent(step, agent_id, None, prompt)
@@ -110,7 +108,7 @@ class TeamRounds:
         """A round carried over from the origin: its step as it ran there, its output kept; its text."""
         run = self.walk.run
         step, output = self.carried.pop(step_id)
-        run.state.steps.append(step)
+        run.record.add_step(step, current=False)
         run.record.keep(step_id, output)
         return str(output.get("text") or "")
 

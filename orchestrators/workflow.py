@@ -199,16 +199,16 @@ class WorkflowWalk:
         else:
             self.chosen.add(workflow.start or workflow.nodes[0].id)
             self.fill_defaults(workflow)
-        state = self.run.state
-        state.steps = [
-            StepState(id=node.id, kind=kind_of(node), title=(node.title or f"{node.kind} {node.id}")[:200])
-            for node in workflow.nodes
-            if self.scope is None or node.id in self.scope
-        ]
+        self.run.record.show_steps(
+            [
+                StepState(id=node.id, kind=kind_of(node), title=(node.title or f"{node.kind} {node.id}")[:200])
+                for node in workflow.nodes
+                if self.scope is None or node.id in self.scope
+            ]
+        )
         if part is not None and part.fork is not None:
             self.carry_in(part.fork)
-        state.plan_status = "planned"
-        state.status = "running"
+        self.run.record.start_running()
         self.run.publish()
 
     def carry_in(self, fork: BranchFork) -> None:
@@ -226,11 +226,11 @@ class WorkflowWalk:
         if fork.edit:
             self.nodes[at.id] = edited_node(at, fork.edit)
         carried = {s.id: s for s in (StepState.model_validate(raw) for raw in fork.steps)}
-        for index, step in enumerate(self.run.state.steps):
+        for step in list(self.run.state.steps):
             kept = carried.get(step.id)
             if kept is None or step.id == fork.at:
                 continue
-            self.run.state.steps[index] = kept
+            self.run.record.put_step(kept)
             self.ended[step.id] = kept.state
             if kept.state == "succeeded":
                 self.run.record.keep(step.id, fork.outputs.get(step.id) or {})
@@ -323,7 +323,7 @@ class WorkflowWalk:
         run = self.run
         step = self.step_of(node.id)
         assert step is not None
-        run.state.step_index = run.state.steps.index(step)
+        run.record.at_step(step)
         step.state, step.started_at, step.ended_at, step.note = "running", run.now_iso(), None, None
         run.record.begin_step()
         run.publish()
@@ -480,13 +480,13 @@ class WorkflowWalk:
 
     def merge(self, branch: str, part: PartResult) -> None:
         """A finished branch: its steps replace the pending ones, its outputs join the run's."""
-        self.run.state.usage = self.run.state.usage + part.usage
+        self.run.record.add_part_usage(part.usage)
         if part.status == "failed":
             self.failed_branches.add(branch)
         by_id = {s["id"]: s for s in part.steps}
-        for index, step in enumerate(self.run.state.steps):
+        for step in list(self.run.state.steps):
             if step.id in by_id:
-                self.run.state.steps[index] = StepState.model_validate(by_id[step.id])
+                self.run.record.put_step(StepState.model_validate(by_id[step.id]))
         self.run.record.keep_all(part.outputs)
         self.ended.update(part.ended)
         for node_id, owner in self.region.items():
@@ -518,7 +518,7 @@ class WorkflowWalk:
         budget = self.limits.budget_share(node.id, 1)
         (raw,) = yield from self.await_parts([(instance, self.call_part(spec, instance, budget))], report)
         part = PartResult.model_validate(as_dict(raw))
-        self.run.state.usage = self.run.state.usage + part.usage
+        self.run.record.add_part_usage(part.usage)
         self.limits.used_by(node.id, [part], self.nodes)
         step.tool_output = f"{node.workflow} v{version}: {len(part.steps)} nodes"
         if part.status == "failed":
@@ -539,7 +539,7 @@ class WorkflowWalk:
         # The body's steps ended; the loop's own step runs again in the view until it returns.
         own = self.step_of(node.id)
         if own is not None:
-            self.run.state.step_index = self.run.state.steps.index(own)
+            self.run.record.at_step(own)
         step.tool_output = f"{iterations} iterations"
         return {"iterations": iterations}
 

@@ -3,8 +3,8 @@
 A producer (a plan, the Executor loop, a workflow graph, a team, a fork) reads the run through ``job``, ``state``
 and ``outputs``, runs a step through ``steps.run_step``, calls an executor through ``attempts.execute``, asks a
 person through ``questions.ask`` and checks limits through ``budgets``; it writes no field of the core, only calls
-these. What an agent step runs (the agent loop) is given to the core when it is built, so the core imports
-no producer.
+these (the state changes through ``record``'s methods: ``show_plan``, ``add_step``, ``set_quote``...). What an
+agent step runs (the agent loop) is given to the core when it is built, so the core imports no producer.
 """
 
 from __future__ import annotations

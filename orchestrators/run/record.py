@@ -11,13 +11,14 @@ import logging
 from collections.abc import Generator, Mapping
 from datetime import datetime
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import ValidationError
 
 from shared.executors import AGENT_TURN, PLAN, SUPERVISE, get_executor
 from shared.jobs.contracts import Usage
-from shared.jobs.models import ErrorInfo, JobInput, JobResult, JobState, StepState, custom_status
+from shared.jobs.models import ErrorInfo, JobInput, JobResult, JobState, StepState, Waiting, custom_status
+from shared.jobs.quote import Quote
 
 logger = logging.getLogger("orchestrators.job")
 
@@ -112,6 +113,79 @@ class RunRecord:
         self._skip_reason = reason
         if by_user is not None:
             self._skipped_by_user = by_user
+
+    # --- what the producers of steps change (they write no field of the state themselves) --------
+
+    def start_running(self, plan_status: Literal["planned", "agent"] = "planned") -> None:
+        """The run has its plan (a graph, a team) or is an Executor loop, and runs."""
+        self.state.plan_status = plan_status
+        self.state.status = "running"
+
+    def show_steps(self, steps: list[StepState]) -> None:
+        """The steps the view shows, in order (a plan, a graph's nodes, a replan's tail, what a fork carried)."""
+        self.state.steps = steps
+
+    def show_plan(self, steps: list[StepState], plan_status: Literal["planned", "agent"] = "planned") -> None:
+        """Show the run's steps and start running them."""
+        self.show_steps(steps)
+        self.start_running(plan_status)
+
+    def put_step(self, step: StepState) -> None:
+        """Replace the shown step with the same id (a part's or a fork's copy of it)."""
+        for index, shown in enumerate(self.state.steps):
+            if shown.id == step.id:
+                self.state.steps[index] = step
+                return
+        raise KeyError(step.id)
+
+    def add_step(self, step: StepState, *, current: bool = True) -> None:
+        """Append a step to the view (an Executor's call, a team's round); ``current``: it is the one running."""
+        self.state.steps.append(step)
+        if current:
+            self.state.step_index = len(self.state.steps) - 1
+
+    def at_index(self, index: int) -> None:
+        """The step at ``index`` is the one running."""
+        self.state.step_index = index
+
+    def at_step(self, step: StepState) -> None:
+        """``step`` (one of the shown steps) is the one running."""
+        self.state.step_index = self.state.steps.index(step)
+
+    def count_turn(self, turn: int) -> None:
+        """The Executor is on turn ``turn`` (agent mode)."""
+        self.state.turns = turn
+
+    def carry(self, usage: Usage | None) -> None:
+        """A fork: what the origin's carried-over steps (and an agent's earlier turns) used; not in ``usage``."""
+        self.state.carried_over = usage
+
+    def continue_replans(self, replans: int) -> None:
+        """A fork of a planned job: its own replans are numbered after the origin's ``replans``."""
+        self.state.replans = replans
+
+    def add_part_usage(self, usage: Usage) -> None:
+        """A part's (a branch's, a sub-workflow's) usage joins the run's."""
+        self.state.usage = self.state.usage + usage
+
+    def reset_usage(self, usage: Usage) -> None:
+        """The run's usage goes back to ``usage`` (a fork's merged branches: their usage is the origin's)."""
+        self.state.usage = usage
+
+    def set_quote(self, quote: Quote) -> None:
+        """What the job may cost (shown in the view)."""
+        self.state.quote = quote
+
+    def show_waiting(self, waiting: Waiting | None) -> None:
+        """A part's question is (or none is) the run's: the view shows it, and a running run waits for it."""
+        self.state.waiting = waiting
+        if self.state.status in ("running", "waiting_for_user"):
+            self.state.status = "waiting_for_user" if waiting is not None else "running"
+
+    def complete(self) -> None:
+        """The run ended well: no step is current."""
+        self.state.status = "completed"
+        self.state.step_index = len(self.state.steps)
 
     # --- plumbing ----------------------------------------------------------------------------
 

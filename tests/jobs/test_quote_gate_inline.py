@@ -150,9 +150,18 @@ def test_the_executor_refuses_a_prompt_that_would_cross_max_cost_naming_the_toke
     assert str(raised.value).endswith("the meter that crosses it: llm.tokens:gpt-4.1")
 
 
-def test_the_largest_plans_quote_and_its_question_fit_the_custom_status() -> None:
+def _run_of(state: Any) -> Any:
+    """A run with only a state, and the record's own ``set_quote`` over it (what ``fitted`` uses)."""
     from types import SimpleNamespace
 
+    from orchestrators.run.record import RunRecord
+
+    record = SimpleNamespace(state=state)
+    record.set_quote = lambda quote: RunRecord.set_quote(record, quote)  # type: ignore[arg-type]
+    return SimpleNamespace(state=state, record=record)
+
+
+def test_the_largest_plans_quote_and_its_question_fit_the_custom_status() -> None:
     from orchestrators.quote_gate import fitted
     from shared.jobs.models import STATUS_BUDGET_BYTES, JobState, StepState, Waiting, custom_status
     from shared.jobs.quote import QuoteBounds, QuotePrices, plan_items, quote
@@ -162,8 +171,8 @@ def test_the_largest_plans_quote_and_its_question_fit_the_custom_status() -> Non
     items = plan_items(steps, lambda k: True, agent_kinds=["agent"], supervised=True)
     made = quote(items, QuoteBounds(models=["m1"]), QuotePrices.model_validate(QUOTE_PRICES), assumptions=["x" * 200])
     # The worst state before quotes: 12 steps with 200-character titles (10.4 KB); then a 1000-character question.
-    run = SimpleNamespace(state=JobState(steps=[StepState(id=i, kind=k, title="t" * 200) for i, k in steps]))
-    kept = fitted(run, made)  # type: ignore[arg-type]
+    run = _run_of(JobState(steps=[StepState(id=i, kind=k, title="t" * 200) for i, k in steps]))
+    kept = fitted(run, made)
     assert (kept.low, kept.high) == (made.low, made.high) and len(kept.by_step) < len(made.by_step)
     assert kept.by_step[-1].step_id.startswith("(+") and sum(s.high for s in kept.by_step) == pytest.approx(made.high)
     run.state.waiting = Waiting(
@@ -178,8 +187,8 @@ def test_the_largest_plans_quote_and_its_question_fit_the_custom_status() -> Non
     size = len(json.dumps(custom_status(run.state), separators=(",", ":"), ensure_ascii=False).encode("utf-16-le"))
     assert size <= STATUS_BUDGET_BYTES, size
     # A plan of short titles keeps its whole quote.
-    short = SimpleNamespace(state=JobState(steps=[StepState(id=i, kind=k, title="t") for i, k in steps]))
-    assert fitted(short, made).by_step == made.by_step  # type: ignore[arg-type]
+    short = _run_of(JobState(steps=[StepState(id=i, kind=k, title="t") for i, k in steps]))
+    assert fitted(short, made).by_step == made.by_step
 
 
 def test_the_quote_is_logged_once_as_the_job_quote_event(caplog: pytest.LogCaptureFixture) -> None:
