@@ -101,8 +101,9 @@ def _result(kind: str, spec: Any) -> type[BaseModel] | None:
 
 
 def definition_choices() -> dict[str, list[str]]:
-    """The closed choices of the definition forms: condition operators, workflow input types, team strategies."""
-    from shared.definitions.models import Condition, InputSpec, Team
+    """The closed choices of the definition forms: condition operators, workflow input types, team strategies,
+    an agent's model providers."""
+    from shared.definitions.models import Condition, InputSpec, ModelChoice, Team
 
     def literal(model: type[BaseModel], name: str) -> list[str]:
         return [str(v) for v in get_args(model.model_fields[name].annotation)]
@@ -112,6 +113,8 @@ def definition_choices() -> dict[str, list[str]]:
         "input_types": literal(InputSpec, "type"),
         # Each strategy is a model of the Team's union, told apart by its ``type``.
         "team_strategies": [v for m in get_args(Team.model_fields["strategy"].annotation) for v in literal(m, "type")],
+        # None (the app's LLM_PROVIDER) is the form's empty choice, not a value of its own.
+        "providers": [str(v) for a in get_args(ModelChoice.model_fields["provider"].annotation) for v in get_args(a)],
     }
 
 

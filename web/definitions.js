@@ -11,13 +11,17 @@ const KINDS = { agents: 'agent', workflows: 'workflow', teams: 'team' };
 const TITLES = { agents: 'Agents', workflows: 'Workflows', teams: 'Teams' };
 // The node kinds and the step kinds with their input fields come from the server's catalog (GET /api/catalog):
 // a kind the server adds shows up here without a change to this file.
-const known = { nodeKinds: [], stepKinds: [], stepFields: {}, ops: [], inputTypes: [], strategies: [], references: null };
+const known = { nodeKinds: [], nodeSchemas: {}, nodeDefs: {}, edgeNames: {}, stepKinds: [], stepFields: {}, ops: [], inputTypes: [], strategies: [], providers: [], references: null };
 
 /** Read the node and step kinds from the catalog (once it loads; the forms are drawn after). */
 async function loadKinds() {
   const catalog = await loadCatalog();
   if (!catalog) return;
   known.nodeKinds = catalog.node_kinds.map((n) => n.kind);
+  // Each node kind's JSON schema (a "$ref" into the shared "$defs"): a kind with no form of its own is drawn from it.
+  known.nodeDefs = (catalog.node_schema && catalog.node_schema.$defs) || {};
+  known.nodeSchemas = Object.fromEntries(catalog.node_kinds.map((n) => [n.kind, resolveRef(n.schema)]));
+  known.edgeNames = Object.fromEntries(catalog.node_kinds.map((n) => [n.kind, (n.edges || []).map((e) => e.field)]));
   // A step node runs an executor: the kinds the orchestrator works itself (a question, an agent) are nodes of their own.
   const steps = catalog.step_kinds.filter((k) => !k.orchestrated);
   known.stepKinds = steps.map((k) => k.kind);
@@ -27,6 +31,7 @@ async function loadKinds() {
   known.ops = choices.condition_ops || [];
   known.inputTypes = choices.input_types || [];
   known.strategies = choices.team_strategies || [];
+  known.providers = choices.providers || [];
   // How a definition refers to a node (the server's syntax): what renaming a node rewrites.
   known.references = catalog.references || null;
 }
@@ -286,7 +291,7 @@ function agentForm() {
     group(
       'Model',
       row(
-        field('Provider', 'model.provider', { type: 'select', options: [['', "The app's provider"], ['offline', 'offline'], ['azure_openai', 'azure_openai'], ['openai', 'openai']] }),
+        field('Provider', 'model.provider', { type: 'select', options: [['', "The app's provider"], ...known.providers.map((p) => [p, p])] }),
         field('Model or deployment', 'model.model', { list: 'df-models', hint: 'Suggestions: the models of the configured providers.' }),
       ),
       field('Fallback models', 'model.fallbacks', { type: 'list', hint: 'Tried in order, separated by commas.' }),
@@ -404,12 +409,94 @@ function newNode(kind, id, keep = {}) {
     tool: { tool: '', input: {} },
     human: { question: { template: '' }, options: ['approve', 'reject'] },
     condition: { if: { left: '', op: 'truthy' }, then: [] },
-    parallel: { branches: [] },
-    join: {},
     workflow: { workflow: '', input: {} },
     loop: { body: [], max_iterations: 3 },
   }[kind];
-  return { ...base, ...extra };
+  return { ...base, ...(extra || schemaStarter(known.nodeSchemas[kind], ['id', 'kind', 'title', 'after'])) };
+}
+
+// ----- a node kind's form from its JSON schema (the catalog's), for the field types the models use ----------
+
+const MAPPING_DEFS = ['Ref', 'Value', 'Template'];
+
+/** The schema a local "$ref" names ("#/$defs/X", into the catalog's node schema), or the schema itself. */
+function resolveRef(schema) {
+  const ref = schema && schema.$ref;
+  if (typeof ref !== 'string') return schema || {};
+  const name = ref.startsWith('#/$defs/') ? ref.slice('#/$defs/'.length) : null;
+  return (name && known.nodeDefs[name]) || {};
+}
+
+/** A property's schema without its "null" alternative (an optional field), resolved. */
+function nonNull(prop) {
+  const alts = (prop.anyOf || []).filter((p) => p.type !== 'null');
+  return resolveRef(alts.length === 1 ? alts[0] : prop);
+}
+
+/** Whether a schema is one mapped value ({from} / {value} / {template}). */
+function isMapping(prop) {
+  const alts = prop.oneOf || prop.anyOf || [];
+  return alts.length > 0 && alts.every((a) => typeof a.$ref === 'string' && MAPPING_DEFS.some((d) => a.$ref.endsWith(`/${d}`)));
+}
+
+/** The JSON value a new node starts with for a schema: its default, or an empty value of its type. */
+function starterValue(prop) {
+  if (prop.default !== undefined) return clone(prop.default);
+  const p = nonNull(prop);
+  if (isMapping(p)) return { template: '' };
+  if (Array.isArray(p.enum) && p.enum.length) return p.enum[0];
+  if (p.type === 'array') return [];
+  if (p.type === 'object') return p.properties ? schemaStarter(p) : {};
+  if (p.type === 'integer' || p.type === 'number') return p.minimum ?? 0;
+  if (p.type === 'boolean') return false;
+  return '';
+}
+
+/** An object with a schema's required properties (those not in `skip`), each at its starter value. */
+function schemaStarter(schema, skip = []) {
+  const out = {};
+  const props = (schema && schema.properties) || {};
+  for (const name of (schema && schema.required) || []) if (!skip.includes(name) && props[name]) out[name] = starterValue(props[name]);
+  return out;
+}
+
+/** The title a node kind's schema gives one of its fields, if any. */
+function titleOf(kind, name) {
+  const props = (known.nodeSchemas[kind] || {}).properties || {};
+  return props[name] ? props[name].title : undefined;
+}
+
+/** The form fields of an object schema's properties (those not in `skip`), bound under `base`. */
+function schemaFields(schema, base, skip = []) {
+  const out = [];
+  for (const [name, prop] of Object.entries((schema && schema.properties) || {})) {
+    if (skip.includes(name)) continue;
+    const el = schemaField(name, prop, `${base}.${name}`);
+    if (el) out.push(el);
+  }
+  return out;
+}
+
+/** One property as a form field, by its JSON type: text, number, yes/no, a choice, a list, a mapped value, or any JSON. */
+function schemaField(name, prop, path) {
+  const label = prop.title || name;
+  const p = nonNull(prop);
+  const hint = p.description || prop.description;
+  const placeholder = prop.default !== undefined && prop.default !== null ? String(prop.default) : undefined;
+  if (isMapping(p)) return mappingField(label, path);
+  if (p.type === 'object' && p.patternProperties && Object.values(p.patternProperties).every(isMapping)) return mappingsField(label, path);
+  if (p.type === 'object' && p.properties) return group(label, ...schemaFields(p, path));
+  if (Array.isArray(p.enum)) {
+    const first = prop.default === undefined ? [['', '—']] : [];
+    return field(label, path, { type: 'select', options: [...first, ...p.enum.map((v) => [String(v), String(v)])], hint });
+  }
+  if (p.type === 'string') return field(label, path, { type: (p.maxLength || 0) > 500 ? 'textarea' : 'text', hint, placeholder });
+  if (p.type === 'integer') return field(label, path, { type: 'int', hint, placeholder });
+  if (p.type === 'number') return field(label, path, { type: 'number', hint, placeholder });
+  if (p.type === 'boolean') return field(label, path, { type: 'bool', hint });
+  if (p.type === 'array' && (p.items || {}).type === 'string') return field(label, path, { type: 'list', hint: hint || 'Separated by commas.' });
+  if (p.type === 'array' || p.type === 'object') return field(label, path, { type: 'json', rows: 3, hint });
+  return field(label, path, { type: 'any', hint });
 }
 
 /**
@@ -479,10 +566,6 @@ function kindFields(node, base) {
         ),
         row(field('Then nodes', `${base}.then`, { type: 'list' }), field('Else nodes', `${base}.else`, { type: 'list' })),
       ];
-    case 'parallel':
-      return [field('Branches', `${base}.branches`, { type: 'list', hint: 'Node ids started at once.' })];
-    case 'join':
-      return [row(field('Wait for', `${base}.wait`, { type: 'select', options: [['', 'all'], ['any', 'any']] }), field('On failure', `${base}.on_failure`, { type: 'select', options: [['', 'fail'], ['continue', 'continue']] }))];
     case 'workflow':
       return [
         row(
@@ -500,12 +583,15 @@ function kindFields(node, base) {
           field('Until compared with', `${base}.until.right`, { type: 'any' }),
         ),
       ];
-    default:
-      // A kind this page has no form of its own for (one the server added): its edge fields, as the catalog
-      // describes them, edited as lists of node ids (the server checks the rest on save).
-      return edgeFields(node.kind)
-        .filter((f) => f.field !== 'after')
-        .map((f) => field(`${f.label} nodes`, `${base}.${f.field}`, { type: 'list', hint: 'Node ids, separated by commas.' }));
+    default: {
+      // A kind this page has no form of its own for (one the server added, a parallel, a join): its edge fields,
+      // as the catalog describes them, edited as lists of node ids, then its other fields from its JSON schema.
+      const edges = edgeFields(node.kind).filter((f) => f.field !== 'after');
+      return [
+        ...edges.map((f) => field(titleOf(node.kind, f.field) || `${f.label} nodes`, `${base}.${f.field}`, { type: 'list', hint: 'Node ids, separated by commas.' })),
+        ...schemaFields(known.nodeSchemas[node.kind], base, ['id', 'kind', 'title', 'after', ...edges.map((f) => f.field)]),
+      ];
+    }
   }
 }
 

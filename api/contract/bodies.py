@@ -327,5 +327,5 @@ class Catalog(Open):
     job_request_schema: dict[str, Any] = Field(description="The JSON Schema of POST /api/jobs' body.")
     references: ReferenceSyntax
     definitions: dict[str, list[str]] = Field(
-        description="The definition forms' closed choices: condition_ops, input_types, team_strategies."
+        description="The definition forms' closed choices: condition_ops, input_types, team_strategies, providers."
     )
