@@ -30,7 +30,7 @@ MULTILINE_CHARS = 500
 @functools.cache
 def build_catalog() -> dict[str, Any]:
     """The catalog document (built once per process: every part comes from code, nothing from settings)."""
-    from shared.definitions.models import NODE_KINDS, Node
+    from shared.definitions.models import NODE_KINDS, Node, Team
     from shared.executors import get_executor, input_model_for, step_kinds
     from shared.jobs.agent import TOOL_NAME
     from shared.jobs.contracts import RETRYABLE_CODES, ErrorCode
@@ -86,6 +86,8 @@ def build_catalog() -> dict[str, Any]:
         # The body of POST /api/jobs: a client's form takes its limits (lengths, counts, ranges) from here.
         "job_request_schema": JobRequest.model_json_schema(),
         "definitions": definition_choices(),
+        # A team's schema: its strategies (a union told apart by "type") with the fields each one has.
+        "team_schema": Team.model_json_schema(),
     }
 
 

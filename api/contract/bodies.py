@@ -326,6 +326,7 @@ class Catalog(Open):
     tool_name_pattern: str
     job_request_schema: dict[str, Any] = Field(description="The JSON Schema of POST /api/jobs' body.")
     references: ReferenceSyntax
+    team_schema: dict[str, Any] = Field(description="The JSON Schema of a team definition (its strategies' fields).")
     definitions: dict[str, list[str]] = Field(
         description="The definition forms' closed choices: condition_ops, input_types, team_strategies, providers."
     )

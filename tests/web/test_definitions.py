@@ -679,7 +679,8 @@ def test_a_kind_the_server_adds_shows_in_the_editor_with_no_console_change(page:
             }
         )
         catalog["node_kinds"].append({"kind": "notify", "schema": {}})
-        catalog["definitions"]["condition_ops"].append("matches")  # a throwaway operator: the form lists it too
+        # A throwaway operator in the condition's schema: the form lists it too.
+        catalog["node_schema"]["$defs"]["Condition"]["properties"]["op"]["enum"].append("matches")
         route.fulfill(json=catalog)
 
     page.route("**/api/catalog", with_new_kinds)
@@ -888,7 +889,45 @@ def test_a_join_is_drawn_from_its_schema_with_the_servers_choices(page: Page, ho
     open_page(page, host, "workflows:new", "workflows:new")
     add_node(page, "join")
     card = node_card(page, "join")
-    assert card.get_by_label("Wait", exact=True).locator("option").all_inner_texts() == ["all", "any"]
-    assert card.get_by_label("On Failure", exact=True).locator("option").all_inner_texts() == ["fail", "continue"]
-    card.get_by_label("Wait", exact=True).select_option("any")
+    assert card.get_by_label("Wait for", exact=True).locator("option").all_inner_texts() == ["all", "any"]
+    assert card.get_by_label("On failure", exact=True).locator("option").all_inner_texts() == ["fail", "continue"]
+    card.get_by_label("Wait for", exact=True).select_option("any")
     assert saved_nodes(page)[0] == {"id": "join", "kind": "join", "wait": "any"}
+
+
+def test_a_field_or_strategy_the_server_adds_to_a_known_kind_shows_with_no_console_change(
+    page: Page, host: DevHostProcess
+) -> None:
+    """A known node kind and the team form draw their fields from the catalog's schemas, not from a copy."""
+
+    def with_new_fields(route: Any) -> None:
+        resp = route.fetch()
+        if resp.status != 200:  # before the key is entered
+            route.fulfill(response=resp)
+            return
+        catalog = resp.json()
+        tool = catalog["node_schema"]["$defs"]["ToolNode"]
+        tool["properties"]["priority"] = {"type": "integer", "title": "Priority", "minimum": 1}
+        tool["required"].append("priority")
+        team = catalog["team_schema"]
+        team["$defs"]["Vote"] = {
+            "type": "object",
+            "properties": {"type": {"const": "vote"}, "quorum": {"type": "integer", "title": "Quorum"}},
+            "required": ["type", "quorum"],
+        }
+        team["properties"]["strategy"]["oneOf"].append({"$ref": "#/$defs/Vote"})
+        catalog["definitions"]["team_strategies"].append("vote")
+        route.fulfill(json=catalog)
+
+    page.route("**/api/catalog", with_new_fields)
+    open_page(page, host, "workflows:new", "workflows:new")
+    add_node(page, "tool")
+    expect(node_card(page, "tool").get_by_label("Priority", exact=True)).to_have_value("1")
+    open_page(page, host, "teams:new", "teams:new")
+    expect(page.get_by_label("Quorum", exact=True)).to_have_count(0)
+    page.get_by_label("Strategy", exact=True).select_option("vote")
+    expect(page.get_by_label("Quorum", exact=True)).to_have_value("0")
+    expect(page.get_by_label("Aggregator agent", exact=True)).to_have_count(0)
+    page.get_by_label("Strategy", exact=True).select_option("supervisor")
+    expect(page.get_by_label("Supervisor agent", exact=True)).to_have_value("")
+    expect(page.get_by_label("Max rounds", exact=True)).to_have_value("")
