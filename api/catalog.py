@@ -86,8 +86,65 @@ def build_catalog() -> dict[str, Any]:
         # The body of POST /api/jobs: a client's form takes its limits (lengths, counts, ranges) from here.
         "job_request_schema": JobRequest.model_json_schema(),
         "definitions": definition_choices(),
+        # Display text for the values clients show (each group's values are the server's enum, read from it).
+        "labels": labels(),
         # A team's schema: its strategies (a union told apart by "type") with the fields each one has.
         "team_schema": Team.model_json_schema(),
+    }
+
+
+# Display text of the values a client shows; a value with no text here is shown as itself.
+LABEL_TEXT: dict[str, dict[str, str]] = {
+    "job_status": {
+        "pending": "Pending",
+        "planning": "Planning",
+        "running": "Running",
+        "waiting_for_user": "Waiting for you",
+        "completed": "Completed",
+        "failed": "Failed",
+        "cancelled": "Cancelled",
+    },
+    "step_state": {
+        "pending": "Pending",
+        "running": "Running",
+        "waiting": "Waiting",
+        "retrying": "Retrying",
+        "succeeded": "Succeeded",
+        "failed": "Failed",
+        "skipped": "Skipped",
+        "cancelled": "Cancelled",
+    },
+    "mode": {
+        "deterministic": "Deterministic: a plan, then its steps",
+        "hybrid": "Hybrid: a plan the Supervisor may change",
+        "agent": "Agent: the Executor calls tools turn by turn",
+    },
+    "approval.sql": {"never": "Never ask", "always": "Always ask", "sensitive": "Sensitive tables only"},
+    "waiting_form": {
+        "sql": "Approval needed",
+        "code": "Approval needed",
+        "step_error": "A step failed",
+        "text": "A question for you",
+        "choice": "Your decision",
+    },
+}
+
+
+def labels() -> dict[str, dict[str, str]]:
+    """Each group of shown values (job statuses, step states, modes, SQL approval, question forms) with its text:
+    the values are the server's enums, so a value added there is listed (as itself until it has a text)."""
+    from api.contract.view import WaitingForm
+    from shared.jobs.models import ApprovalPolicy, JobRequest, JobStatus, StepStateName
+
+    enums: dict[str, Any] = {
+        "job_status": JobStatus,
+        "step_state": StepStateName,
+        "mode": JobRequest.model_fields["mode"].annotation,
+        "approval.sql": ApprovalPolicy.model_fields["sql"].annotation,
+        "waiting_form": WaitingForm,
+    }
+    return {
+        group: {str(v): LABEL_TEXT[group].get(str(v), str(v)) for v in get_args(enum)} for group, enum in enums.items()
     }
 
 
