@@ -120,6 +120,25 @@ LABEL_TEXT: dict[str, dict[str, str]] = {
         "agent": "Agent: the Executor calls tools turn by turn",
     },
     "approval.sql": {"never": "Never ask", "always": "Always ask", "sensitive": "Sensitive tables only"},
+    # The buttons of each form of question that offers the orchestrator's options (QUESTION_OPTIONS).
+    "answer.sql": {
+        "approve": "Approve",
+        "edit": "Run edited SQL",
+        "reject": "Reject (skip the query)",
+        "abort": "Abort job",
+    },
+    "answer.code": {
+        "approve": "Approve",
+        "edit": "Run edited code",
+        "reject": "Reject (skip the step)",
+        "abort": "Abort job",
+    },
+    "answer.step_error": {
+        "retry": "Retry",
+        "skip": "Skip step",
+        "edit": "Retry with edited input",
+        "abort": "Abort job",
+    },
     "waiting_form": {
         "sql": "Approval needed",
         "code": "Approval needed",
@@ -143,9 +162,15 @@ def labels() -> dict[str, dict[str, str]]:
         "approval.sql": ApprovalPolicy.model_fields["sql"].annotation,
         "waiting_form": WaitingForm,
     }
-    return {
-        group: {str(v): LABEL_TEXT[group].get(str(v), str(v)) for v in get_args(enum)} for group, enum in enums.items()
-    }
+    values = {group: [str(v) for v in get_args(enum)] for group, enum in enums.items()}
+    # The forms that ask the orchestrator's questions answer with that question kind's options.
+    for form, kind in ANSWERED_WITH.items():
+        values[f"answer.{form}"] = [o["value"] for o in QUESTION_OPTIONS[kind]]
+    return {group: {v: LABEL_TEXT.get(group, {}).get(v, v) for v in vs} for group, vs in values.items()}
+
+
+# Which kind of question each form of the view's waiting block asks, for the forms answered with its options.
+ANSWERED_WITH = {"sql": "approval", "code": "approval", "step_error": "error"}
 
 
 # The result models of the contract, by the name a client knows their shape by.

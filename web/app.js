@@ -30,12 +30,6 @@ const KIND_LABELS = {
   request_user_feedback: 'Question',
   get_job_state: 'Job state',
 };
-// Button labels per kind of question (the view's waiting.form); a choice or a text question shows its options as they are.
-const OPTION_LABELS = {
-  sql: { approve: 'Approve', edit: 'Run edited SQL', reject: 'Reject (skip the query)', abort: 'Abort job' },
-  step_error: { retry: 'Retry', skip: 'Skip step', edit: 'Retry with edited input', abort: 'Abort job' },
-  code: { approve: 'Approve', edit: 'Run edited code', reject: 'Reject (skip the step)', abort: 'Abort job' },
-};
 const WAITING_TITLES = labelsFor('waiting_form');
 // What the server publishes for clients (GET /api/catalog, read from its registries): each step kind's editable
 // fields, which error codes a plain retry can cure, the tool-name pattern. The console keeps no copy of these
@@ -1424,7 +1418,8 @@ function renderWaiting(d, w) {
   const details = w.details || {};
   // The view says what kind of question this is (api/view.py waiting_view): it is drawn as that, never guessed.
   const form = w.form;
-  const labels = OPTION_LABELS[form] || {};
+  // The buttons' text: the catalog's labels of this form's answers (a choice or a text question: its options as they are).
+  const labels = labelsFor(`answer.${form}`);
   const body = [];
   let editor = null;
   let editors = [];

@@ -1099,7 +1099,7 @@ function renderEditorParts() {
 
 function emptyDraft(plural) {
   if (plural === 'agents') return { id: '', name: '', instructions: '' };
-  if (plural === 'teams') return { id: '', name: '', agents: [], strategy: { type: 'sequential' } };
+  if (plural === 'teams') return { id: '', name: '', agents: [], strategy: { type: known.strategies[0] } };
   return { id: '', name: '', inputs: {}, nodes: [], outputs: {} };
 }
 

@@ -239,6 +239,10 @@ def test_each_label_group_lists_its_enums_values_with_a_text() -> None:
     for group in labels.values():
         assert all(text and text != value for value, text in group.items())
     assert labels["job_status"]["waiting_for_user"] == "Waiting for you"
+    # A form's buttons are the options of the question it asks, as the catalog's question_kinds list them.
+    options = {q["kind"]: [o["value"] for o in q["options"]] for q in build_catalog()["question_kinds"]}
+    assert list(labels["answer.sql"]) == list(labels["answer.code"]) == options["approval"]
+    assert list(labels["answer.step_error"]) == options["error"]
 
 
 def test_a_value_with_no_text_is_labelled_as_itself(monkeypatch: pytest.MonkeyPatch) -> None:
