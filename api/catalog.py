@@ -30,7 +30,7 @@ MULTILINE_CHARS = 500
 @functools.cache
 def build_catalog() -> dict[str, Any]:
     """The catalog document (built once per process: every part comes from code, nothing from settings)."""
-    from shared.definitions.models import NODE_KINDS, Node
+    from shared.definitions.models import NODE_KINDS, Node, Team
     from shared.executors import get_executor, input_model_for, step_kinds
     from shared.jobs.agent import TOOL_NAME
     from shared.jobs.contracts import RETRYABLE_CODES, ErrorCode
@@ -86,7 +86,91 @@ def build_catalog() -> dict[str, Any]:
         # The body of POST /api/jobs: a client's form takes its limits (lengths, counts, ranges) from here.
         "job_request_schema": JobRequest.model_json_schema(),
         "definitions": definition_choices(),
+        # Display text for the values clients show (each group's values are the server's enum, read from it).
+        "labels": labels(),
+        # A team's schema: its strategies (a union told apart by "type") with the fields each one has.
+        "team_schema": Team.model_json_schema(),
     }
+
+
+# Display text of the values a client shows; a value with no text here is shown as itself.
+LABEL_TEXT: dict[str, dict[str, str]] = {
+    "job_status": {
+        "pending": "Pending",
+        "planning": "Planning",
+        "running": "Running",
+        "waiting_for_user": "Waiting for you",
+        "completed": "Completed",
+        "failed": "Failed",
+        "cancelled": "Cancelled",
+    },
+    "step_state": {
+        "pending": "Pending",
+        "running": "Running",
+        "waiting": "Waiting",
+        "retrying": "Retrying",
+        "succeeded": "Succeeded",
+        "failed": "Failed",
+        "skipped": "Skipped",
+        "cancelled": "Cancelled",
+    },
+    "mode": {
+        "deterministic": "Deterministic: a plan, then its steps",
+        "hybrid": "Hybrid: a plan the Supervisor may change",
+        "agent": "Agent: the Executor calls tools turn by turn",
+    },
+    "approval.sql": {"never": "Never ask", "always": "Always ask", "sensitive": "Sensitive tables only"},
+    # The buttons of each form of question that offers the orchestrator's options (QUESTION_OPTIONS).
+    "answer.sql": {
+        "approve": "Approve",
+        "edit": "Run edited SQL",
+        "reject": "Reject (skip the query)",
+        "abort": "Abort job",
+    },
+    "answer.code": {
+        "approve": "Approve",
+        "edit": "Run edited code",
+        "reject": "Reject (skip the step)",
+        "abort": "Abort job",
+    },
+    "answer.step_error": {
+        "retry": "Retry",
+        "skip": "Skip step",
+        "edit": "Retry with edited input",
+        "abort": "Abort job",
+    },
+    "waiting_form": {
+        "sql": "Approval needed",
+        "code": "Approval needed",
+        "step_error": "A step failed",
+        "text": "A question for you",
+        "choice": "Your decision",
+    },
+}
+
+
+def labels() -> dict[str, dict[str, str]]:
+    """Each group of shown values (job statuses, step states, modes, SQL approval, question forms) with its text:
+    the values are the server's enums, so a value added there is listed (as itself until it has a text)."""
+    from api.contract.view import WaitingForm
+    from shared.jobs.models import ApprovalPolicy, JobRequest, JobStatus, StepStateName
+
+    enums: dict[str, Any] = {
+        "job_status": JobStatus,
+        "step_state": StepStateName,
+        "mode": JobRequest.model_fields["mode"].annotation,
+        "approval.sql": ApprovalPolicy.model_fields["sql"].annotation,
+        "waiting_form": WaitingForm,
+    }
+    values = {group: [str(v) for v in get_args(enum)] for group, enum in enums.items()}
+    # The forms that ask the orchestrator's questions answer with that question kind's options.
+    for form, kind in ANSWERED_WITH.items():
+        values[f"answer.{form}"] = [o["value"] for o in QUESTION_OPTIONS[kind]]
+    return {group: {v: LABEL_TEXT.get(group, {}).get(v, v) for v in vs} for group, vs in values.items()}
+
+
+# Which kind of question each form of the view's waiting block asks, for the forms answered with its options.
+ANSWERED_WITH = {"sql": "approval", "code": "approval", "step_error": "error"}
 
 
 # The result models of the contract, by the name a client knows their shape by.
@@ -101,8 +185,9 @@ def _result(kind: str, spec: Any) -> type[BaseModel] | None:
 
 
 def definition_choices() -> dict[str, list[str]]:
-    """The closed choices of the definition forms: condition operators, workflow input types, team strategies."""
-    from shared.definitions.models import Condition, InputSpec, Team
+    """The closed choices of the definition forms: condition operators, workflow input types, team strategies,
+    an agent's model providers."""
+    from shared.definitions.models import Condition, InputSpec, ModelChoice, Team
 
     def literal(model: type[BaseModel], name: str) -> list[str]:
         return [str(v) for v in get_args(model.model_fields[name].annotation)]
@@ -112,6 +197,8 @@ def definition_choices() -> dict[str, list[str]]:
         "input_types": literal(InputSpec, "type"),
         # Each strategy is a model of the Team's union, told apart by its ``type``.
         "team_strategies": [v for m in get_args(Team.model_fields["strategy"].annotation) for v in literal(m, "type")],
+        # None (the app's LLM_PROVIDER) is the form's empty choice, not a value of its own.
+        "providers": [str(v) for a in get_args(ModelChoice.model_fields["provider"].annotation) for v in get_args(a)],
     }
 
 

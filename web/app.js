@@ -16,25 +16,11 @@ const MAX_BACKOFF_MS = 10000;
 const LOG_PAGE = 200;
 const JOB_PAGE = 20;
 const MAX_TABLE_ROWS = 200;
-const STATUS_LABELS = {
-  pending: 'Pending',
-  planning: 'Planning',
-  running: 'Running',
-  waiting_for_user: 'Waiting for you',
-  completed: 'Completed',
-  failed: 'Failed',
-  cancelled: 'Cancelled',
-};
-const STEP_LABELS = {
-  pending: 'Pending',
-  running: 'Running',
-  waiting: 'Waiting',
-  retrying: 'Retrying',
-  succeeded: 'Succeeded',
-  failed: 'Failed',
-  skipped: 'Skipped',
-  cancelled: 'Cancelled',
-};
+// Display text of the server's values (job statuses, step states, question forms): the catalog's labels, each value
+// shown as itself until the catalog has loaded or when it has no text.
+const labelsFor = (group) => new Proxy({}, { get: (_, value) => (catalog && catalog.labels && catalog.labels[group] && catalog.labels[group][value]) || String(value) });
+const STATUS_LABELS = labelsFor('job_status');
+const STEP_LABELS = labelsFor('step_state');
 const KIND_LABELS = {
   plan: 'Plan',
   consult_rag: 'Documents',
@@ -44,13 +30,7 @@ const KIND_LABELS = {
   request_user_feedback: 'Question',
   get_job_state: 'Job state',
 };
-// Button labels per kind of question (the view's waiting.form); a choice or a text question shows its options as they are.
-const OPTION_LABELS = {
-  sql: { approve: 'Approve', edit: 'Run edited SQL', reject: 'Reject (skip the query)', abort: 'Abort job' },
-  step_error: { retry: 'Retry', skip: 'Skip step', edit: 'Retry with edited input', abort: 'Abort job' },
-  code: { approve: 'Approve', edit: 'Run edited code', reject: 'Reject (skip the step)', abort: 'Abort job' },
-};
-const WAITING_TITLES = { sql: 'Approval needed', code: 'Approval needed', step_error: 'A step failed', text: 'A question for you', choice: 'Your decision' };
+const WAITING_TITLES = labelsFor('waiting_form');
 // What the server publishes for clients (GET /api/catalog, read from its registries): each step kind's editable
 // fields, which error codes a plain retry can cure, the tool-name pattern. The console keeps no copy of these
 // rules; until the catalog has loaded, an edit form shows the step input's own text fields.
@@ -66,6 +46,8 @@ function loadCatalog() {
         catalog = c;
         setNodeKinds(c.node_kinds); // the graph's edges and node summaries are the catalog's
         applyRequestLimits(c.job_request_schema);
+        applyRequestChoices(c);
+        if (state.jobs.items.length) renderJobs(); // the statuses' labels are the catalog's
         return c;
       })
       .catch(() => null)
@@ -106,6 +88,23 @@ function applyRequestLimits(schema) {
     if (el.type === 'number' && field.default != null) el.setAttribute('placeholder', String(field.default));
   }
   updateCounter();
+}
+
+/** The job form's closed choices (mode, SQL approval) and the list's status filter, from the catalog: each select
+ * lists its enum's values (the request schema's, the job statuses) with their labels, at the schema's default. */
+function applyRequestChoices(c) {
+  const fill = (el, values, group, dflt, first = []) => {
+    if (!el) return;
+    const keep = el.value;
+    const labels = (c.labels && c.labels[group]) || {};
+    el.replaceChildren(...first, ...values.map((v) => h('option', { value: v }, labels[v] || v)));
+    el.value = values.includes(keep) ? keep : dflt ?? (first.length ? '' : values[0]);
+  };
+  for (const el of document.querySelectorAll('#job-form select[data-field]')) {
+    const field = schemaAt(c.job_request_schema, el.dataset.field);
+    if (field && Array.isArray(field.enum)) fill(el, field.enum.map(String), el.dataset.field, field.default);
+  }
+  fill($('#status-filter'), c.job_statuses, 'job_status', '', [h('option', { value: '' }, 'All statuses')]);
 }
 
 /** A step kind's editable fields as the catalog publishes them, or null when it is not loaded or lists none. */
@@ -1419,7 +1418,8 @@ function renderWaiting(d, w) {
   const details = w.details || {};
   // The view says what kind of question this is (api/view.py waiting_view): it is drawn as that, never guessed.
   const form = w.form;
-  const labels = OPTION_LABELS[form] || {};
+  // The buttons' text: the catalog's labels of this form's answers (a choice or a text question: its options as they are).
+  const labels = labelsFor(`answer.${form}`);
   const body = [];
   let editor = null;
   let editors = [];
@@ -2236,7 +2236,7 @@ function appendLog(d, log) {
 }
 
 // What web/fork.js uses of this page (it has no helpers of its own).
-const FORK_UI = { h, section, api, jobUrl, errorBox, fieldEditors, editedFields, fmtNumber, fmtMs, nodeForkEdits, catalogFields, loadCatalog, editFieldsKnown: (kind) => Boolean(editFieldsOf(kind)), stepKind: (kind) => (catalog && catalog.step_kinds.find((k) => k.kind === kind)) || null };
+const FORK_UI = { h, section, api, jobUrl, errorBox, fieldEditors, editedFields, fmtNumber, fmtMs, nodeForkEdits, catalogFields, loadCatalog, editFieldsKnown: (kind) => Boolean(editFieldsOf(kind)), stepKind: (kind) => (catalog && catalog.step_kinds.find((k) => k.kind === kind)) || null, requestEnum: (path) => (catalog && (schemaAt(catalog.job_request_schema, path) || {}).enum) || [] };
 
 function render(d, v) {
   d.view = v;
@@ -2248,7 +2248,7 @@ function render(d, v) {
     updateListedStatus(v.id, v.status);
   }
   updateListedCost(v);
-  renderSlot(d, 'header', { q: v.question, s: v.status, id: v.id, c: v.created_at, m: v.mode }, () => renderHeader(d, v));
+  renderSlot(d, 'header', { q: v.question, s: v.status, id: v.id, c: v.created_at, m: v.mode, cat: Boolean(catalog) }, () => renderHeader(d, v));
   updateHeader(d, v);
   renderSlot(d, 'actions', { terminal, failed: v.status === 'failed' }, ({ terminal: t, failed }) => renderActions(d, t, failed));
   renderSlot(d, 'failure', v.status === 'failed' && v.error ? { e: v.error, steps: v.steps.map((s) => [s.id, s.title]) } : null, () => renderFailure(v));
@@ -2268,7 +2268,7 @@ function render(d, v) {
   renderSlot(d, 'graph', graph ? { graph, states: v.steps.map((s) => [s.id, s.state]), cat: Boolean(catalog) } : null, renderRunGraph);
   const agent = v.mode === 'agent' || (v.plan && v.plan.status === 'agent');
   collectTurnLines(d, v.log);
-  const stepsKey = { s: v.steps.map(({ output, draft, partial_output: p, ...rest }) => rest), t: v.steps.length ? null : v.status };
+  const stepsKey = { s: v.steps.map(({ output, draft, partial_output: p, ...rest }) => rest), t: v.steps.length ? null : v.status, cat: Boolean(catalog) };
   if (agent) renderSlot(d, 'steps', { ...stepsKey, a: d.turnLines, done: terminal }, () => renderAgent(v.steps, terminal, d.turnLines));
   else renderSlot(d, 'steps', stepsKey, () => renderSteps(v.steps, v.status));
   d.timeline.view(v);

@@ -11,22 +11,27 @@ const KINDS = { agents: 'agent', workflows: 'workflow', teams: 'team' };
 const TITLES = { agents: 'Agents', workflows: 'Workflows', teams: 'Teams' };
 // The node kinds and the step kinds with their input fields come from the server's catalog (GET /api/catalog):
 // a kind the server adds shows up here without a change to this file.
-const known = { nodeKinds: [], stepKinds: [], stepFields: {}, ops: [], inputTypes: [], strategies: [], references: null };
+const known = { nodeKinds: [], nodeSchemas: {}, nodeDefs: {}, edgeNames: {}, stepKinds: [], stepFields: {}, inputTypes: [], strategies: [], providers: [], teamSchema: null, references: null };
 
 /** Read the node and step kinds from the catalog (once it loads; the forms are drawn after). */
 async function loadKinds() {
   const catalog = await loadCatalog();
   if (!catalog) return;
   known.nodeKinds = catalog.node_kinds.map((n) => n.kind);
+  // Each node kind's JSON schema (a "$ref" into the shared "$defs"): a kind with no form of its own is drawn from it.
+  known.nodeDefs = { ...((catalog.node_schema && catalog.node_schema.$defs) || {}), ...((catalog.team_schema && catalog.team_schema.$defs) || {}) };
+  known.teamSchema = catalog.team_schema || null;
+  known.nodeSchemas = Object.fromEntries(catalog.node_kinds.map((n) => [n.kind, resolveRef(n.schema)]));
+  known.edgeNames = Object.fromEntries(catalog.node_kinds.map((n) => [n.kind, (n.edges || []).map((e) => e.field)]));
   // A step node runs an executor: the kinds the orchestrator works itself (a question, an agent) are nodes of their own.
   const steps = catalog.step_kinds.filter((k) => !k.orchestrated);
   known.stepKinds = steps.map((k) => k.kind);
   known.stepFields = Object.fromEntries(steps.map((k) => [k.kind, Object.keys(k.input_schema.properties || {})]));
   // The forms' closed choices, from the server's models (condition operators, input types, team strategies).
   const choices = catalog.definitions || {};
-  known.ops = choices.condition_ops || [];
   known.inputTypes = choices.input_types || [];
   known.strategies = choices.team_strategies || [];
+  known.providers = choices.providers || [];
   // How a definition refers to a node (the server's syntax): what renaming a node rewrites.
   known.references = catalog.references || null;
 }
@@ -286,7 +291,7 @@ function agentForm() {
     group(
       'Model',
       row(
-        field('Provider', 'model.provider', { type: 'select', options: [['', "The app's provider"], ['offline', 'offline'], ['azure_openai', 'azure_openai'], ['openai', 'openai']] }),
+        field('Provider', 'model.provider', { type: 'select', options: [['', "The app's provider"], ...known.providers.map((p) => [p, p])] }),
         field('Model or deployment', 'model.model', { list: 'df-models', hint: 'Suggestions: the models of the configured providers.' }),
       ),
       field('Fallback models', 'model.fallbacks', { type: 'list', hint: 'Tried in order, separated by commas.' }),
@@ -309,17 +314,35 @@ function agentForm() {
   ];
 }
 
+/** Each team strategy's schema by its "type" (the catalog's team schema: a union told apart by "type"). */
+function strategyVariants() {
+  const prop = ((known.teamSchema && known.teamSchema.properties) || {}).strategy || {};
+  const out = {};
+  for (const alt of prop.oneOf || prop.anyOf || []) {
+    const variant = resolveRef(alt);
+    const type = ((variant.properties || {}).type || {}).const;
+    if (type !== undefined) out[type] = variant;
+  }
+  return out;
+}
+
 function teamForm() {
-  const type = getPath(ui.draft, 'strategy.type') || 'sequential';
+  const variants = strategyVariants();
+  const type = getPath(ui.draft, 'strategy.type') || known.strategies[0] || '';
+  // Another strategy: the fields its schema requires, keeping the values of fields the two share.
   const setType = (el) => {
-    const t = el.value || 'sequential';
+    const t = el.value || known.strategies[0];
     const old = ui.draft.strategy || {};
-    ui.draft.strategy = t === 'parallel' ? { type: t, aggregator: old.aggregator || old.supervisor || '' } : t === 'supervisor' ? { type: t, supervisor: old.supervisor || old.aggregator || '', max_rounds: old.max_rounds || 5 } : { type: t };
+    const variant = variants[t] || {};
+    const kept = Object.fromEntries(Object.entries(old).filter(([k]) => k !== 'type' && k in (variant.properties || {})));
+    ui.draft.strategy = { type: t, ...schemaStarter(variant, ['type']), ...kept };
     rerender();
   };
-  const strategy = [field('Strategy', 'strategy.type', { type: 'select', options: known.strategies.map((s) => [s, s]), onChange: setType })];
-  if (type === 'parallel') strategy.push(field('Aggregator agent', 'strategy.aggregator', { list: 'df-agents' }));
-  if (type === 'supervisor') strategy.push(row(field('Supervisor agent', 'strategy.supervisor', { list: 'df-agents' }), field('Max rounds', 'strategy.max_rounds', { type: 'int' })));
+  const looks = { aggregator: { label: 'Aggregator agent', list: 'df-agents' }, supervisor: { label: 'Supervisor agent', list: 'df-agents' }, max_rounds: { label: 'Max rounds' } };
+  const strategy = [
+    field('Strategy', 'strategy.type', { type: 'select', options: known.strategies.map((s) => [s, s]), onChange: setType }),
+    ...schemaFields(variants[type], 'strategy', ['type'], looks),
+  ];
   return [...commonFields(), field('Member agents', 'agents', { type: 'list', hint: 'Agent ids, in order, separated by commas.' }), group('Coordination', ...strategy)];
 }
 
@@ -395,21 +418,103 @@ function freeNodeId(kind) {
   return id;
 }
 
-/** A node of `kind` with the fields it needs, empty where the user must choose. */
+/**
+ * A node of `kind` with the fields its schema requires, each at its default or an empty value of its type; for the
+ * kinds the console knows, a first suggestion on top (an agent it lists, a prompt input, the approval's answers).
+ */
 function newNode(kind, id, keep = {}) {
   const base = { id, kind, ...(keep.title ? { title: keep.title } : {}), ...(keep.after && keep.after.length ? { after: keep.after } : {}) };
-  const extra = {
+  const suggested = {
     agent: { agent: ui.refs.agents[0] || '', input: { prompt: { template: '' } } },
-    step: { step: 'consult_rag', input: {} },
-    tool: { tool: '', input: {} },
-    human: { question: { template: '' }, options: ['approve', 'reject'] },
-    condition: { if: { left: '', op: 'truthy' }, then: [] },
-    parallel: { branches: [] },
-    join: {},
-    workflow: { workflow: '', input: {} },
-    loop: { body: [], max_iterations: 3 },
+    step: { step: known.stepKinds[0] || '' },
+    human: { options: ['approve', 'reject'] },
   }[kind];
-  return { ...base, ...extra };
+  return { ...base, ...schemaStarter(known.nodeSchemas[kind], ['id', 'kind', 'title', 'after']), ...suggested };
+}
+
+// ----- a node kind's form from its JSON schema (the catalog's), for the field types the models use ----------
+
+const MAPPING_DEFS = ['Ref', 'Value', 'Template'];
+
+/** The schema a local "$ref" names ("#/$defs/X", into the catalog's node schema), or the schema itself. */
+function resolveRef(schema) {
+  const ref = schema && schema.$ref;
+  if (typeof ref !== 'string') return schema || {};
+  const name = ref.startsWith('#/$defs/') ? ref.slice('#/$defs/'.length) : null;
+  return (name && known.nodeDefs[name]) || {};
+}
+
+/** A property's schema without its "null" alternative (an optional field), resolved. */
+function nonNull(prop) {
+  const alts = (prop.anyOf || []).filter((p) => p.type !== 'null');
+  return resolveRef(alts.length === 1 ? alts[0] : prop);
+}
+
+/** Whether a schema is one mapped value ({from} / {value} / {template}). */
+function isMapping(prop) {
+  const alts = prop.oneOf || prop.anyOf || [];
+  return alts.length > 0 && alts.every((a) => typeof a.$ref === 'string' && MAPPING_DEFS.some((d) => a.$ref.endsWith(`/${d}`)));
+}
+
+/** The JSON value a new node starts with for a schema: its default, or an empty value of its type. */
+function starterValue(prop) {
+  if (prop.default !== undefined) return clone(prop.default);
+  const p = nonNull(prop);
+  if (isMapping(p)) return { template: '' };
+  if (Array.isArray(p.enum) && p.enum.length) return p.enum[0];
+  if (p.type === 'array') return [];
+  if (p.type === 'object') return p.properties ? schemaStarter(p) : {};
+  if (p.type === 'integer' || p.type === 'number') return p.minimum ?? 0;
+  if (p.type === 'boolean') return false;
+  return '';
+}
+
+/** An object with a schema's required properties (those not in `skip`), each at its starter value. */
+function schemaStarter(schema, skip = []) {
+  const out = {};
+  const props = (schema && schema.properties) || {};
+  for (const name of (schema && schema.required) || []) if (!skip.includes(name) && props[name]) out[name] = starterValue(props[name]);
+  return out;
+}
+
+/**
+ * The form fields of an object schema's properties (those not in `skip`), bound under `base`. `look` gives, by a
+ * property's dotted name under the node, how the console presents it (a label, a hint, a list of suggestions): the
+ * fields themselves, their types and their choices are the schema's, so a field the server adds shows up here.
+ */
+function schemaFields(schema, base, skip = [], look = {}, prefix = '') {
+  const out = [];
+  for (const [name, prop] of Object.entries((schema && schema.properties) || {})) {
+    if (skip.includes(name)) continue;
+    const el = schemaField(name, prop, `${base}.${name}`, look, `${prefix}${name}`);
+    if (el) out.push(el);
+  }
+  return out;
+}
+
+/** One property as a form field, by its JSON type: text, number, yes/no, a choice, a list, a mapped value, or any JSON. */
+function schemaField(name, prop, path, look = {}, key = name) {
+  const shown = look[key] || {};
+  const label = shown.label || prop.title || name;
+  const p = nonNull(prop);
+  const hint = shown.hint || p.description || prop.description;
+  const placeholder = shown.placeholder || (prop.default !== undefined && prop.default !== null ? String(prop.default) : undefined);
+  const opts = { hint, placeholder, list: shown.list, onChange: shown.onChange };
+  if (isMapping(p)) return mappingField(label, path);
+  if (p.type === 'object' && p.patternProperties && Object.values(p.patternProperties).every(isMapping)) return mappingsField(label, path, shown.suggested || []);
+  if (p.type === 'object' && p.properties) return group(label, ...schemaFields(p, path, [], look, `${key}.`));
+  if (Array.isArray(p.enum) || shown.choices) {
+    const values = shown.choices || p.enum;
+    const first = prop.default === undefined ? [['', '—']] : [];
+    return field(label, path, { ...opts, type: 'select', options: [...first, ...values.map((v) => [String(v), String(v)])] });
+  }
+  if (p.type === 'string') return field(label, path, { ...opts, type: (p.maxLength || 0) > 500 ? 'textarea' : 'text' });
+  if (p.type === 'integer') return field(label, path, { ...opts, type: 'int' });
+  if (p.type === 'number') return field(label, path, { ...opts, type: 'number' });
+  if (p.type === 'boolean') return field(label, path, { ...opts, type: 'bool' });
+  if (p.type === 'array' && (p.items || {}).type === 'string') return field(label, path, { ...opts, type: 'list', hint: hint || 'Separated by commas.' });
+  if (p.type === 'array' || p.type === 'object') return field(label, path, { ...opts, type: 'json', rows: 3 });
+  return field(label, path, { ...opts, type: 'any' });
 }
 
 /**
@@ -455,58 +560,58 @@ function renameNode(draft, from, to, references) {
   if (draft.start === from) draft.start = to;
 }
 
+// How the console presents some fields of the node kinds it knows (labels, hints, suggestions): presentation only.
+// Which fields a kind has, their types, limits and choices come from its schema in the catalog.
+function fieldLooks(node) {
+  const ids = { hint: 'Node ids, separated by commas.' };
+  return {
+    agent: { agent: { list: 'df-agents' }, version: { label: 'Agent version', placeholder: 'latest' }, input: { suggested: ['prompt'] } },
+    step: { step: { label: 'Step kind', choices: known.stepKinds, onChange: rerender }, input: { suggested: known.stepFields[node.step] || [] } },
+    tool: { tool: { placeholder: 'function.growth_rate' } },
+    human: {
+      options: { hint: 'With approve and reject it is an approval.' },
+      free_text: { label: 'Free-text answer' },
+      timeout_seconds: { label: 'Timeout (seconds)' },
+    },
+    condition: {
+      if: { label: 'If' },
+      'if.left': { label: 'If value', placeholder: 'analyse.score' },
+      'if.op': { label: 'Operator' },
+      'if.right': { label: 'Compared with' },
+      then: { label: 'Then nodes', ...ids },
+      else: { label: 'Else nodes', ...ids },
+    },
+    parallel: { branches: { hint: 'Node ids started at once.' } },
+    join: { wait: { label: 'Wait for' }, on_failure: { label: 'On failure' } },
+    workflow: {
+      workflow: { label: 'Sub-workflow', list: 'df-workflows', onChange: () => loadSubInputs([node.workflow]) },
+      version: { label: 'Workflow version', placeholder: 'latest' },
+      input: { suggested: ui.refs.subInputs[node.workflow] || [] },
+    },
+    loop: {
+      body: { label: 'Body nodes', hint: 'Run in order each iteration.' },
+      max_iterations: { label: 'Max iterations' },
+      until: { label: 'Until' },
+      'until.left': { label: 'Until value', placeholder: 'optional' },
+      'until.op': { label: 'Until operator' },
+      'until.right': { label: 'Until compared with' },
+    },
+  }[node.kind] || {};
+}
+
+/**
+ * A node's own fields, drawn from its kind's JSON schema in the catalog (every kind, the ones the server adds too):
+ * the edge fields the schema does not describe as lists of node ids, then each property of the schema.
+ */
 function kindFields(node, base) {
-  const inputs = (suggested) => mappingsField('Input', `${base}.input`, suggested);
-  switch (node.kind) {
-    case 'agent':
-      return [row(field('Agent', `${base}.agent`, { list: 'df-agents' }), field('Agent version', `${base}.version`, { type: 'int', placeholder: 'latest' })), inputs(['prompt'])];
-    case 'step':
-      return [field('Step kind', `${base}.step`, { type: 'select', options: known.stepKinds.map((s) => [s, s]), onChange: rerender }), inputs(known.stepFields[node.step] || [])];
-    case 'tool':
-      return [field('Tool', `${base}.tool`, { placeholder: 'function.growth_rate' }), inputs([])];
-    case 'human':
-      return [
-        mappingField('Question', `${base}.question`),
-        field('Options', `${base}.options`, { type: 'list', hint: 'With approve and reject it is an approval.' }),
-        row(field('Free-text answer', `${base}.free_text`, { type: 'bool' }), field('Timeout (seconds)', `${base}.timeout_seconds`, { type: 'int' })),
-      ];
-    case 'condition':
-      return [
-        row(
-          field('If value', `${base}.if.left`, { placeholder: 'analyse.score' }),
-          field('Operator', `${base}.if.op`, { type: 'select', options: known.ops.map((o) => [o, o]) }),
-          field('Compared with', `${base}.if.right`, { type: 'any' }),
-        ),
-        row(field('Then nodes', `${base}.then`, { type: 'list' }), field('Else nodes', `${base}.else`, { type: 'list' })),
-      ];
-    case 'parallel':
-      return [field('Branches', `${base}.branches`, { type: 'list', hint: 'Node ids started at once.' })];
-    case 'join':
-      return [row(field('Wait for', `${base}.wait`, { type: 'select', options: [['', 'all'], ['any', 'any']] }), field('On failure', `${base}.on_failure`, { type: 'select', options: [['', 'fail'], ['continue', 'continue']] }))];
-    case 'workflow':
-      return [
-        row(
-          field('Sub-workflow', `${base}.workflow`, { list: 'df-workflows', onChange: () => loadSubInputs([node.workflow]) }),
-          field('Workflow version', `${base}.version`, { type: 'int', placeholder: 'latest' }),
-        ),
-        inputs(ui.refs.subInputs[node.workflow] || []),
-      ];
-    case 'loop':
-      return [
-        row(field('Body nodes', `${base}.body`, { type: 'list', hint: 'Run in order each iteration.' }), field('Max iterations', `${base}.max_iterations`, { type: 'int' })),
-        row(
-          field('Until value', `${base}.until.left`, { placeholder: 'optional' }),
-          field('Until operator', `${base}.until.op`, { type: 'select', options: [['', '—'], ...known.ops.map((o) => [o, o])] }),
-          field('Until compared with', `${base}.until.right`, { type: 'any' }),
-        ),
-      ];
-    default:
-      // A kind this page has no form of its own for (one the server added): its edge fields, as the catalog
-      // describes them, edited as lists of node ids (the server checks the rest on save).
-      return edgeFields(node.kind)
-        .filter((f) => f.field !== 'after')
-        .map((f) => field(`${f.label} nodes`, `${base}.${f.field}`, { type: 'list', hint: 'Node ids, separated by commas.' }));
-  }
+  const schema = known.nodeSchemas[node.kind] || {};
+  const props = schema.properties || {};
+  const common = ['id', 'kind', 'title', 'after'];
+  const bare = edgeFields(node.kind).filter((f) => !common.includes(f.field) && !(f.field in props));
+  return [
+    ...bare.map((f) => field(`${f.label} nodes`, `${base}.${f.field}`, { type: 'list', hint: 'Node ids, separated by commas.' })),
+    ...schemaFields(schema, base, common, fieldLooks(node)),
+  ];
 }
 
 function nodeCard(node, index) {
@@ -994,7 +1099,7 @@ function renderEditorParts() {
 
 function emptyDraft(plural) {
   if (plural === 'agents') return { id: '', name: '', instructions: '' };
-  if (plural === 'teams') return { id: '', name: '', agents: [], strategy: { type: 'sequential' } };
+  if (plural === 'teams') return { id: '', name: '', agents: [], strategy: { type: known.strategies[0] } };
   return { id: '', name: '', inputs: {}, nodes: [], outputs: {} };
 }
 

@@ -48,7 +48,8 @@ function forkForm(ui, v, step, agent, onDone) {
   const approval = h(
     'select',
     { id: `fork-approval-${step.id}` },
-    ['', 'never', 'always', 'sensitive'].map((value) => h('option', { value }, value || 'as the job')),
+    // The request schema's SQL approval choices (the catalog's); empty: as the job was asked.
+    ['', ...ui.requestEnum('approval.sql')].map((value) => h('option', { value }, value || 'as the job')),
   );
   const error = h('div', { class: 'alert', role: 'alert', hidden: true });
   const submit = h('button', { type: 'submit', class: 'primary' }, `Re-run from ${point}`);

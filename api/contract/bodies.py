@@ -326,6 +326,11 @@ class Catalog(Open):
     tool_name_pattern: str
     job_request_schema: dict[str, Any] = Field(description="The JSON Schema of POST /api/jobs' body.")
     references: ReferenceSyntax
+    labels: dict[str, dict[str, str]] = Field(
+        description="Display text by group (job_status, step_state, mode, approval.sql, waiting_form) and value; "
+        "a client shows a value missing here as itself."
+    )
+    team_schema: dict[str, Any] = Field(description="The JSON Schema of a team definition (its strategies' fields).")
     definitions: dict[str, list[str]] = Field(
-        description="The definition forms' closed choices: condition_ops, input_types, team_strategies."
+        description="The definition forms' closed choices: condition_ops, input_types, team_strategies, providers."
     )

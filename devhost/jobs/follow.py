@@ -29,6 +29,7 @@ from devhost.jobs.stream import (
     StreamUnavailable,
     apply_to_view,
     event_line,
+    step_states,
 )
 
 # Events after which the view is read again (the question's options, the usage, the end).
@@ -167,6 +168,7 @@ def follow_stream(client: httpx.Client, job_id: str, console: Console, *, intera
     answered: set[str] = set()
     seen: set[tuple[Any, ...]] = set()
     draft = AnswerDraft()
+    states = step_states(client)
     try:
         view = read_view(client, job_id)
         with LiveView(console, render_live(view)) as live:
@@ -179,7 +181,7 @@ def follow_stream(client: httpx.Client, job_id: str, console: Console, *, intera
                     line = event_line(event, seen)
                     if line:
                         console.print(line, markup=False, highlight=False)
-                    if not apply_to_view(view, event) or event.type in VIEW_EVENTS:
+                    if not apply_to_view(view, event, states) or event.type in VIEW_EVENTS:
                         view = read_view(client, job_id)
                     if event.type == "end":
                         # The last frame is the table alone: the answer is printed once, in the result below.

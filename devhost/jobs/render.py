@@ -60,7 +60,9 @@ def render_progress(view: dict[str, Any]) -> Table:
         state = step.get("state", "pending")
         state = "carried over" if step.get("carried_over") else state  # a fork's step: the origin's result
         marker = "▶" if index == view.get("current_step_index") and state in ("running", "waiting") else ""
-        styled = f"[{STATE_STYLE.get(state, '')}]{state}[/]"
+        # Colours are presentation; a state with none (one the host added) is drawn plainly.
+        style = STATE_STYLE.get(state)
+        styled = f"[{style}]{escape(state)}[/]" if style else escape(state)
         tries, tokens = str(step.get("attempts", 0)), str((step.get("usage") or {}).get("total_tokens", 0))
         if agent:
             turn = step.get("turn")

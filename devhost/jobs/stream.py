@@ -223,15 +223,28 @@ def event_line(event: JobEvent, seen: set[tuple[Any, ...]]) -> str | None:
     return f"{_clock(data.get('at'))}  {line}"
 
 
-def apply_to_view(view: dict[str, Any], event: JobEvent) -> bool:
-    """Move a step of the view to the state a ``step`` event tells; returns False for a step the view lacks."""
+def step_states(client: httpx.Client) -> frozenset[str]:
+    """The states a step of the view can be in (the host's catalog, GET /api/catalog), or none when it has no
+    catalog (then every step event is read back from the view)."""
+    try:
+        response = client.get("/api/catalog")
+        states = response.json().get("step_states") if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return frozenset()
+    return frozenset(str(s) for s in states) if isinstance(states, list) else frozenset()
+
+
+def apply_to_view(view: dict[str, Any], event: JobEvent, states: frozenset[str]) -> bool:
+    """Move a step of the view to the state a ``step`` event tells; returns False when the view must be read
+    again: a step the view lacks, or an event state that is not one of the view's step ``states`` (the event
+    stream names some states its own way, "started" for a step the view says is running: the view says which)."""
     if event.type != "step":
         return True
     data = event.data
     step = next((s for s in view.get("steps") or [] if s.get("id") == data.get("step_id")), None)
-    if step is None:
-        return False
     state = str(data.get("state"))
-    step["state"] = "running" if state == "started" else state
+    if step is None or state not in states:
+        return False
+    step["state"] = state
     step["attempts"] = max(_int(step.get("attempts")), _int(data.get("attempt")))
     return True

@@ -214,3 +214,39 @@ def test_each_step_kind_says_the_shape_of_its_result() -> None:
     shapes = {k["kind"]: k["result"] for k in build_catalog()["step_kinds"]}
     assert shapes["execute_azure_sql"] == "sql" and shapes["consult_rag"] == "documents"
     assert shapes["generate_response"] == "answer" and shapes["ask_user"] is None
+
+
+def test_the_providers_and_the_team_schema_come_from_the_models() -> None:
+    from shared.definitions.models import ModelChoice, Team
+
+    catalog = build_catalog()
+    for provider in catalog["definitions"]["providers"]:
+        ModelChoice(provider=provider)
+    assert catalog["definitions"]["providers"] == ["offline", "azure_openai", "openai"]
+    assert catalog["team_schema"] == Team.model_json_schema()
+
+
+def test_each_label_group_lists_its_enums_values_with_a_text() -> None:
+    from typing import get_args
+
+    from shared.jobs.models import ApprovalPolicy, JobRequest, JobStatus
+
+    labels = build_catalog()["labels"]
+    # The values are the enums' (a value the server adds is listed), each with a text of its own today.
+    assert list(labels["job_status"]) == list(get_args(JobStatus))
+    assert list(labels["mode"]) == list(get_args(JobRequest.model_fields["mode"].annotation))
+    assert list(labels["approval.sql"]) == list(get_args(ApprovalPolicy.model_fields["sql"].annotation))
+    for group in labels.values():
+        assert all(text and text != value for value, text in group.items())
+    assert labels["job_status"]["waiting_for_user"] == "Waiting for you"
+    # A form's buttons are the options of the question it asks, as the catalog's question_kinds list them.
+    options = {q["kind"]: [o["value"] for o in q["options"]] for q in build_catalog()["question_kinds"]}
+    assert list(labels["answer.sql"]) == list(labels["answer.code"]) == options["approval"]
+    assert list(labels["answer.step_error"]) == options["error"]
+
+
+def test_a_value_with_no_text_is_labelled_as_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    from api import catalog
+
+    monkeypatch.setitem(catalog.LABEL_TEXT, "mode", {})
+    assert catalog.labels()["mode"] == {"deterministic": "deterministic", "hybrid": "hybrid", "agent": "agent"}

@@ -384,3 +384,38 @@ def test_controls_are_labelled_and_keyboard_usable(page: Page, host: DevHostProc
     page.keyboard.press("Enter")
     expect(status_badge(page)).to_have_text("Completed")
     assert page.evaluate(LABEL_AUDIT) == []
+
+
+def test_the_forms_choices_and_labels_come_from_the_catalog(page: Page, host: DevHostProcess) -> None:
+    """The mode, SQL approval and status choices are the catalog's enums with its labels (a value with none: itself)."""
+
+    def with_new_values(route: Route) -> None:
+        resp = route.fetch()
+        if resp.status != 200:  # before the key is entered
+            route.fulfill(response=resp)
+            return
+        catalog = resp.json()
+        catalog["job_request_schema"]["properties"]["mode"]["enum"].append("swarm")  # throwaway, no label
+        catalog["labels"]["mode"]["hybrid"] = "Hybrid (relabelled)"
+        catalog["job_statuses"].append("paused")
+        catalog["labels"]["job_status"]["paused"] = "On hold"
+        route.fulfill(json=catalog)
+
+    page.route("**/api/catalog", with_new_values)
+    open_console(page, host)
+    mode = page.get_by_label("Mode", exact=True)
+    expect(mode.locator("option")).to_have_text(
+        [
+            "Deterministic: a plan, then its steps",
+            "Hybrid (relabelled)",
+            "Agent: the Executor calls tools turn by turn",
+            "swarm",
+        ]
+    )
+    expect(mode).to_have_value("deterministic")  # the schema's default
+    expect(page.get_by_label("SQL approval", exact=True).locator("option")).to_have_text(
+        ["Never ask", "Always ask", "Sensitive tables only"]
+    )
+    statuses = page.get_by_label("Show jobs with status", exact=True).locator("option")
+    expect(statuses.first).to_have_text("All statuses")
+    expect(statuses.last).to_have_text("On hold")

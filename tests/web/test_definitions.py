@@ -679,7 +679,8 @@ def test_a_kind_the_server_adds_shows_in_the_editor_with_no_console_change(page:
             }
         )
         catalog["node_kinds"].append({"kind": "notify", "schema": {}})
-        catalog["definitions"]["condition_ops"].append("matches")  # a throwaway operator: the form lists it too
+        # A throwaway operator in the condition's schema: the form lists it too.
+        catalog["node_schema"]["$defs"]["Condition"]["properties"]["op"]["enum"].append("matches")
         route.fulfill(json=catalog)
 
     page.route("**/api/catalog", with_new_kinds)
@@ -806,3 +807,127 @@ def test_renaming_a_node_rewrites_its_references_by_the_servers_syntax(page: Pag
     expect(card.locator("[data-path='nodes.1.input.y']")).to_have_value("first.data")
     expect(node_card(page, "condition").get_by_label("If value", exact=True)).to_have_value("first.data")
     expect(node_card(page, "condition").get_by_label("Then nodes", exact=True)).to_have_value("first")
+
+
+# A throwaway node kind known only to the catalog, with scalar fields of kinds the models use: its form and its
+# new-node defaults come from its JSON schema.
+PAGER: dict[str, Any] = {
+    "kind": "pager",
+    "schema": {
+        "type": "object",
+        "properties": {
+            "id": {"type": "string"},
+            "kind": {"const": "pager", "type": "string"},
+            "after": {"type": "array", "items": {"type": "string"}},
+            "channel": {"type": "string", "title": "Channel", "description": "Where the page goes."},
+            "retries": {"type": "integer", "title": "Retries", "minimum": 2},
+            "urgency": {"type": "string", "title": "Urgency", "enum": ["low", "high"], "default": "high"},
+            "quiet": {"type": "boolean", "title": "Quiet", "default": False},
+            "message": {"title": "Message", "oneOf": [{"$ref": "#/$defs/Ref"}, {"$ref": "#/$defs/Template"}]},
+        },
+        "required": ["id", "kind", "channel", "retries", "message"],
+    },
+    "fork_edits": None,
+    "edges": [RACE["edges"][0]],
+    "summary_field": "channel",
+}
+
+
+def saved_nodes(page: Page) -> list[dict[str, Any]]:
+    """The nodes of the draft the Save button sends (whatever the server then says of it)."""
+    with page.expect_request(lambda r: r.method in ("POST", "PUT") and "/api/workflows" in r.url) as sent:
+        page.get_by_role("button", name="Save", exact=True).click()
+    body = sent.value.post_data_json
+    assert isinstance(body, dict)
+    return list(body["nodes"])
+
+
+def test_a_node_kind_with_new_scalar_fields_gets_a_form_with_no_console_change(
+    page: Page, host: DevHostProcess
+) -> None:
+    """A kind the console has no form for is drawn from its schema in the catalog: a field per property, by type."""
+
+    def with_pager(route: Any) -> None:
+        resp = route.fetch()
+        if resp.status != 200:  # before the key is entered
+            route.fulfill(response=resp)
+            return
+        catalog = resp.json()
+        catalog["node_kinds"].append(PAGER)
+        route.fulfill(json=catalog)
+
+    page.route("**/api/catalog", with_pager)
+    open_page(page, host, "workflows:new", "workflows:new")
+    add_node(page, "pager")
+    card = node_card(page, "pager")
+    # New-node defaults: the required fields at an empty value of their type (an integer at its minimum).
+    expect(card.get_by_label("Channel", exact=True)).to_have_value("")
+    expect(card.get_by_label("Retries", exact=True)).to_have_value("2")
+    expect(card.locator("[data-path='nodes.0.message']")).to_have_value("")
+    # The optional fields: a choice lists the enum (at its default), a boolean is a check box.
+    urgency = card.get_by_label("Urgency", exact=True)
+    assert urgency.locator("option").all_inner_texts() == ["low", "high"]
+    expect(card.get_by_label("Quiet", exact=True)).not_to_be_checked()
+    card.get_by_label("Channel", exact=True).fill("ops")
+    urgency.select_option("low")
+    card.get_by_label("Quiet", exact=True).check()
+    card.locator("[data-path='nodes.0.message']").fill("Paged {input.x}")
+    # The draft sent on save holds what the form says, under the schema's own names.
+    assert saved_nodes(page)[0] == {
+        "id": "pager",
+        "kind": "pager",
+        "channel": "ops",
+        "retries": 2,
+        "message": {"template": "Paged {input.x}"},
+        "urgency": "low",
+        "quiet": True,
+    }
+
+
+def test_a_join_is_drawn_from_its_schema_with_the_servers_choices(page: Page, host: DevHostProcess) -> None:
+    """A join's form has no hand-made options: its choices are the enums of its schema in the catalog."""
+    open_page(page, host, "workflows:new", "workflows:new")
+    add_node(page, "join")
+    card = node_card(page, "join")
+    assert card.get_by_label("Wait for", exact=True).locator("option").all_inner_texts() == ["all", "any"]
+    assert card.get_by_label("On failure", exact=True).locator("option").all_inner_texts() == ["fail", "continue"]
+    card.get_by_label("Wait for", exact=True).select_option("any")
+    assert saved_nodes(page)[0] == {"id": "join", "kind": "join", "wait": "any"}
+
+
+def test_a_field_or_strategy_the_server_adds_to_a_known_kind_shows_with_no_console_change(
+    page: Page, host: DevHostProcess
+) -> None:
+    """A known node kind and the team form draw their fields from the catalog's schemas, not from a copy."""
+
+    def with_new_fields(route: Any) -> None:
+        resp = route.fetch()
+        if resp.status != 200:  # before the key is entered
+            route.fulfill(response=resp)
+            return
+        catalog = resp.json()
+        tool = catalog["node_schema"]["$defs"]["ToolNode"]
+        tool["properties"]["priority"] = {"type": "integer", "title": "Priority", "minimum": 1}
+        tool["required"].append("priority")
+        team = catalog["team_schema"]
+        team["$defs"]["Vote"] = {
+            "type": "object",
+            "properties": {"type": {"const": "vote"}, "quorum": {"type": "integer", "title": "Quorum"}},
+            "required": ["type", "quorum"],
+        }
+        team["properties"]["strategy"]["oneOf"].append({"$ref": "#/$defs/Vote"})
+        catalog["definitions"]["team_strategies"].append("vote")
+        route.fulfill(json=catalog)
+
+    page.route("**/api/catalog", with_new_fields)
+    open_page(page, host, "workflows:new", "workflows:new")
+    add_node(page, "tool")
+    expect(node_card(page, "tool").get_by_label("Priority", exact=True)).to_have_value("1")
+    open_page(page, host, "teams:new", "teams:new")
+    expect(page.get_by_label("Quorum", exact=True)).to_have_count(0)
+    page.get_by_label("Strategy", exact=True).select_option("vote")
+    expect(page.get_by_label("Quorum", exact=True)).to_have_value("0")
+    expect(page.get_by_label("Aggregator agent", exact=True)).to_have_count(0)
+    page.get_by_label("Strategy", exact=True).select_option("supervisor")
+    expect(page.get_by_label("Supervisor agent", exact=True)).to_have_value("")
+    expect(page.get_by_label("Max rounds", exact=True)).to_have_value("")
