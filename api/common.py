@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import azure.durable_functions as df
@@ -207,3 +208,14 @@ def forks_of(job_id: str) -> list[dict[str, str]]:
     except Exception as exc:
         logging.getLogger(__name__).warning("forks of %s unreadable: %s", job_id, exc)
         return []
+
+
+def iso_time(text: Any) -> datetime | None:
+    """An ISO 8601 time from a Durable or stored record (``Z`` or an offset; none means UTC), else None."""
+    if not isinstance(text, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

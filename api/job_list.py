@@ -19,6 +19,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from api.auth import Caller
+from api.common import iso_time
 from api.errors import ApiError
 from api.view import decode, job_status
 from shared.jobs.models import (
@@ -112,14 +113,8 @@ def _durable_time(epoch_s: int) -> str:
 
 
 def _created_second(data: dict[str, Any]) -> int | None:
-    text = data.get("createdTime")
-    if not isinstance(text, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return int((moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp())
+    moment = iso_time(data.get("createdTime"))
+    return None if moment is None else int(moment.timestamp())
 
 
 async def durable_pages(

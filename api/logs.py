@@ -20,7 +20,7 @@ import azure.functions as func
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from api.auth import Caller
-from api.common import int_param, request_caller, route_auth_level
+from api.common import int_param, iso_time, request_caller, route_auth_level
 from api.contract.bodies import LogsPage, dump_body
 from api.errors import from_validation_error, guarded, json_response
 from api.job_list import decode_cursor, durable_instances, encode_cursor, newest_first
@@ -70,22 +70,12 @@ class LogFilter(BaseModel):
             return False
         if self.status and entry["state"] != self.status:
             return False
-        started = _time(entry.get("started_at"))
+        started = iso_time(entry.get("started_at"))
         if (self.since or self.until) and started is None:
             return False
         if self.since and started is not None and started < self.since:
             return False
         return not (self.until and started is not None and started > self.until)
-
-
-def _time(text: Any) -> datetime | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _run_of(data: dict[str, Any]) -> dict[str, Any]:

@@ -419,19 +419,6 @@ def _branch_parts(history: list[dict[str, Any]], job_id: str) -> dict[str, dict[
     return parts
 
 
-def _human_answers(history: list[dict[str, Any]]) -> dict[str, Any]:
-    """The last answer each node's question got (``answer:<node>-q<n>``): the one that ended its wait."""
-    answers: dict[str, Any] = {}
-    for event in history:
-        name = str(event.get("Name") or "")
-        if event.get("EventType") != "EventRaised" or not name.startswith("answer:"):
-            continue
-        node, sep, number = name.removeprefix("answer:").rpartition("-q")
-        if sep and number.isdigit():
-            answers[node] = decode(event.get("Input"))
-    return answers
-
-
 def _workflow_base(status: dict[str, Any], job: JobInput, state: JobState, from_step: str) -> ForkBase:
     """A workflow run forked at a node of the run itself: the nodes that ended before it started are carried."""
     history = _history(status)
@@ -442,7 +429,7 @@ def _workflow_base(status: dict[str, Any], job: JobInput, state: JobState, from_
         ids = [s.id for s in state.steps if s.started_at]
         raise ForkError("INVALID_FORK_POINT", f"the run has no node {from_step!r} that ran (nodes: {ids})", "from_step")
     _, outputs, own_base = _recorded(history)
-    answers = _human_answers(history)
+    answers = carry.human_answers(history)
     if own_base is not None:  # a fork of a fork: what the origin itself carried over
         outputs = {**{c.step.id: c.output for c in own_base.carried if c.output is not None}, **outputs}
         if own_base.workflow is not None:
