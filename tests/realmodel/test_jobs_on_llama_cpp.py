@@ -164,8 +164,10 @@ def test_a_job_of_each_mode_completes_with_a_supported_answer_or_says_not_found(
     else:
         assert "unsupported" not in answer, answer
     for step in steps:
-        if step["kind"] == "execute_azure_sql":
-            assert step.get("state") == "succeeded", step  # the SQL step reached its result
+        # A planned SQL step reaches its result; an agent's SQL call may be refused and handed back to the model
+        # (the Executor sees why and goes on), so only its final answer is judged above.
+        if step["kind"] == "execute_azure_sql" and job_mode != "agent":
+            assert step.get("state") == "succeeded", step
 
 
 @pytest.mark.timeout(600)

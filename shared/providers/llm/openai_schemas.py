@@ -206,6 +206,11 @@ def _json_mode_instructions(schema: OutputSchema) -> str:
     )
 
 
+# A grammar-carried schema up to this size is shown in the prompt as well (the SQL draft's is 509 characters; a
+# plan's, with one step shape per kind, about 6,600).
+PROMPT_SCHEMA_MAX_CHARS = 1_000
+
+
 def format_instructions(schema: OutputSchema, mode: WireMode, kind: EndpointKind, shaped: bool) -> str:
     """What the system message says about the output's shape, beyond the prompt file."""
     if mode == "json_mode":
@@ -215,6 +220,10 @@ def format_instructions(schema: OutputSchema, mode: WireMode, kind: EndpointKind
         # (vLLM, Ollama, llama.cpp) only turn it into a grammar, so the model would never read the agent's
         # field names' meaning (descriptions): the schema goes into the prompt as well (it is bounded).
         return _json_mode_instructions(schema)
+    if mode == "json_object_schema" and len(instructions := _json_mode_instructions(schema)) <= PROMPT_SCHEMA_MAX_CHARS:
+        # A small schema costs little and tells the model where a field ends: without it Gemma 3 270M wrote a
+        # SQL statement on until max_tokens inside the grammar's "sql" string.
+        return instructions
     # Otherwise the schema is a grammar (json_object_schema) or the server's own structured output: it constrains
     # every token, and the prompt file says the reply's shape in words. Measured on Gemma 3 270M, the plan schema
     # alone was 1,650 of a planning prompt's 4,900 tokens.

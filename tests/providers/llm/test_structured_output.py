@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Literal
+from typing import Any, Literal
 
 import pytest
 
@@ -85,9 +85,10 @@ def test_auto_mode_falls_back_to_json_mode_once_json_schema_is_rejected(api: Lit
     system = fake.requests[1].system_text
     given = fake.requests[1].given_schema
     if api == "chat":
-        # Chat sends the schema as llama.cpp's grammar, which constrains every token: the prompt need not carry it.
+        # Chat sends the schema as llama.cpp's grammar, which constrains every token; a schema this small is in the
+        # prompt too (PROMPT_SCHEMA_MAX_CHARS), a plan's is not (test_a_large_grammar_schema_stays_out_of_the_prompt).
         assert given is not None and given[0] == "json_object.schema" and "sql" in given[1]["properties"]
-        assert "conforms to this JSON schema" not in system
+        assert "conforms to this JSON schema" in system and '"sql"' in system
     else:
         assert "conforms to this JSON schema" in system and '"sql"' in system
     assert fake.failures == []
@@ -177,3 +178,20 @@ def test_a_model_that_takes_no_temperature_is_called_without_one(api: Literal["c
     assert sent[-2:] == [(False, "json_object")] * 2
     assert len(sent) == 4 and provider.no_temperature_models == {"o4-mini"}
     assert fake.failures == []
+
+
+def test_a_large_grammar_schema_stays_out_of_the_prompt() -> None:
+    from pydantic import create_model
+
+    from shared.providers.llm.openai_schemas import PROMPT_SCHEMA_MAX_CHARS, format_instructions, output_schema
+
+    small = output_schema(SqlDraft)
+    fields: dict[str, Any] = {f"field_{i}": (str, ...) for i in range(60)}
+    large = output_schema(create_model("Large", **fields))
+    assert "conforms to this JSON schema" in format_instructions(
+        small, "json_object_schema", "openai_compatible", False
+    )
+    assert len(large.full_schema.__repr__()) > PROMPT_SCHEMA_MAX_CHARS
+    assert format_instructions(large, *grammar) == ""
+    # json_mode has no grammar: the schema is always in the prompt.
+    assert "conforms to this JSON schema" in format_instructions(large, "json_mode", "openai_compatible", False)
