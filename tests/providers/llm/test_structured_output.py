@@ -188,10 +188,9 @@ def test_a_large_grammar_schema_stays_out_of_the_prompt() -> None:
     small = output_schema(SqlDraft)
     fields: dict[str, Any] = {f"field_{i}": (str, ...) for i in range(60)}
     large = output_schema(create_model("Large", **fields))
-    assert "conforms to this JSON schema" in format_instructions(
-        small, "json_object_schema", "openai_compatible", False
-    )
-    assert len(large.full_schema.__repr__()) > PROMPT_SCHEMA_MAX_CHARS
+    grammar: tuple[Any, ...] = ("json_object_schema", "openai_compatible", False)
+    assert "conforms to this JSON schema" in format_instructions(small, *grammar)
+    assert len(json.dumps(large.full_schema)) > PROMPT_SCHEMA_MAX_CHARS
     assert format_instructions(large, *grammar) == ""
     # json_mode has no grammar: the schema is always in the prompt.
     assert "conforms to this JSON schema" in format_instructions(large, "json_mode", "openai_compatible", False)
